@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Create .venv and install ringscope with everything it needs (MPI included). Idempotent and quick
+# when nothing changed. Usage: scripts/bootstrap.sh [--browser]   (--browser: Debian chromium too)
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+py="${PYTHON:-python3}"
+[ -x .venv/bin/python ] || "$py" -m venv .venv
+stamp=".venv/.ringscope-installed"
+want="$(cat pyproject.toml | sha1sum | cut -c1-12)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  # torch is pinned in pyproject (the CPU wheel here); installing it first keeps pip from
+  # resolving a newer CUDA build for anything that depends on torch.
+  .venv/bin/python -m pip install -q "torch==2.13.0"
+  .venv/bin/python -m pip install -q -e ".[all]"
+  echo "$want" > "$stamp"
+fi
+if [ "${1:-}" = "--browser" ] && ! command -v chromium >/dev/null 2>&1; then
+  sudo_=""; [ "$(id -u)" = 0 ] || sudo_="sudo"
+  $sudo_ apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq chromium chromium-driver >/dev/null
+fi

@@ -1,0 +1,86 @@
+"""Launch real MPI jobs from tests (the venv's mpiexec from the mpich wheel).
+
+Pattern for sharing one launch across many checks: a worker script under ``tests/mpi_scripts/`` runs
+many named checks and each rank writes ``{check: {"ok": bool, "detail": str}}`` to
+``$RESULTS_DIR/rank-<r>.json`` (see :func:`write_results`); a module-scoped fixture calls
+:func:`run_suite` once and each test asserts one check on every rank.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = Path(__file__).resolve().parent / "mpi_scripts"
+
+
+def mpiexec() -> str:
+    """Path of the mpiexec that sits next to this interpreter (the mpich wheel's)."""
+    cand = Path(sys.executable).parent / "mpiexec"
+    return str(cand) if cand.exists() else "mpiexec"
+
+
+def mpi_env(extra: dict | None = None) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("RINGSCOPE_DISABLE_NVTX", "")
+    if extra:
+        env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def run_mpi(n: int, argv: list[str], env: dict | None = None, timeout: float = 180,
+            cwd: Path | str = ROOT) -> subprocess.CompletedProcess:
+    """Run ``mpiexec -n N python argv...``; on timeout kill the whole job and fail loudly."""
+    cmd = [mpiexec(), "-n", str(n), sys.executable, *map(str, argv)]
+    proc = subprocess.Popen(cmd, cwd=cwd, env=mpi_env(env), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        raise AssertionError(f"MPI job timed out after {timeout}s: {' '.join(cmd)}\n{out[-4000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, "")
+
+
+def run_suite(n: int, script: str, results_dir: Path, env: dict | None = None,
+              timeout: float = 300, args: list[str] = ()) -> dict[int, dict]:
+    """Run one worker script on N ranks once; return {rank: {check: result}}."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    e = dict(env or {})
+    e["RESULTS_DIR"] = str(results_dir)
+    proc = run_mpi(n, [SCRIPTS / script, *args], env=e, timeout=timeout)
+    results = {}
+    for r in range(n):
+        f = results_dir / f"rank-{r}.json"
+        if f.exists():
+            results[r] = json.loads(f.read_text())
+    if proc.returncode != 0 or len(results) != n:
+        raise AssertionError(f"{script} on {n} ranks exited {proc.returncode}, "
+                             f"{len(results)} result files\n{proc.stdout[-6000:]}")
+    return results
+
+
+def write_results(results: dict) -> None:
+    """Called by worker scripts: write this rank's check results to $RESULTS_DIR."""
+    from mpi4py import MPI
+    d = Path(os.environ["RESULTS_DIR"])
+    (d / f"rank-{MPI.COMM_WORLD.rank}.json").write_text(json.dumps(results, default=str))
+
+
+def assert_check(results: dict[int, dict], check: str) -> None:
+    """Assert that ``check`` ran and passed on every rank."""
+    bad = []
+    for r, res in sorted(results.items()):
+        got = res.get(check)
+        if got is None:
+            bad.append(f"rank {r}: check not run")
+        elif not got.get("ok"):
+            bad.append(f"rank {r}: {got.get('detail')}")
+    assert not bad, f"{check}: " + "; ".join(bad)

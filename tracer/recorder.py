@@ -1,0 +1,83 @@
+"""The recorder API that the runtime calls on its hot path.
+
+CONTRACT (the runtime codes against these calls; the tracer implements them):
+
+    rec = tracer.get_recorder()          # process-wide; a no-op NullRecorder until configured
+    rec.enabled                          # bool; callers may skip building args when False
+    t = rec.now()                        # int, time.perf_counter_ns()
+    tok = rec.begin(tid, name, cat, args)          # opens an X span (and an NVTX range)
+    rec.end(tok, extra_args=None)                   # closes it (same thread or not)
+    rec.complete(tid, name, cat, start_ns, end_ns, args)   # an X span measured by the caller (no NVTX)
+    rec.instant(tid, name, cat, args, ts_ns=None)
+    rec.async_begin(id, name, args, ts_ns=None)     # cat "tensor"; NVTX start/end range
+    rec.async_end(id, name, args=None, ts_ns=None)
+    rec.counter(name, value, ts_ns=None)
+    rec.mark_step(step=None) / rec.step             # current training step (-1 before the first)
+    rec.set_run_meta(**meta)                        # keys of tracer.vocab.META_KEYS
+    rec.set_clock_offset(offset_ns, uncertainty_ns, when)   # when = "init" | "shutdown"
+    rec.close()                                     # flush and finish the file
+
+Names, tids, cats and arg keys come from :mod:`tracer.vocab`.
+"""
+from __future__ import annotations
+
+import time
+
+_now = time.perf_counter_ns
+
+
+class NullRecorder:
+    """Records nothing; every call is a cheap no-op. Used when no timeline is configured."""
+
+    enabled = False
+    step = -1
+
+    def now(self) -> int:
+        return _now()
+
+    def begin(self, tid, name, cat, args=None):
+        return None
+
+    def end(self, token, extra_args=None):
+        pass
+
+    def complete(self, tid, name, cat, start_ns, end_ns, args=None):
+        pass
+
+    def instant(self, tid, name, cat, args=None, ts_ns=None):
+        pass
+
+    def async_begin(self, id, name, args=None, ts_ns=None):
+        pass
+
+    def async_end(self, id, name, args=None, ts_ns=None):
+        pass
+
+    def counter(self, name, value, ts_ns=None):
+        pass
+
+    def mark_step(self, step=None):
+        self.step = self.step + 1 if step is None else int(step)
+
+    def set_run_meta(self, **meta):
+        pass
+
+    def set_clock_offset(self, offset_ns, uncertainty_ns, when="init"):
+        pass
+
+    def close(self):
+        pass
+
+
+_recorder = NullRecorder()
+
+
+def get_recorder():
+    """The process-wide recorder (a :class:`NullRecorder` until a timeline is configured)."""
+    return _recorder
+
+
+def set_recorder(recorder) -> None:
+    """Install the process-wide recorder (the tracer's configure step calls this)."""
+    global _recorder
+    _recorder = recorder

@@ -1,0 +1,154 @@
+"""The event vocabulary: every name, thread, category and argument key that the runtime emits.
+
+The runtime (``collectives``) writes these names through :mod:`tracer.recorder`; the viewer reads
+them back through this same module. Nothing here imports anything heavy.
+
+File layout (one file per rank, Chrome-trace *object* form, ``ts``/``dur`` in microseconds relative
+to the rank's base; see ``docs/TRACE_FORMAT.md``)::
+
+    {"otherData": {"ringscope": {...RunMeta...}},
+     "traceEvents": [
+       {...},            one event per line
+       ...
+     ]}
+
+Threads (``tid``) inside each rank's process (``pid`` = rank):
+    FRAMEWORK   the user's thread: SYNCHRONIZE waits, STEP spans, SUBMIT instants
+    NEGOTIATION coordinator-side READY ticks (rank 0 / a process set's coordinator only)
+    FUSION      FUSED_RESPONSE spans with nested MEMCPY_IN/OUT_FUSION_BUFFER
+    BACKEND     the collective itself (RING_ALLREDUCE with nested RING_REDUCE_SCATTER/RING_ALLGATHER,
+                MPI_ALLREDUCE, NCCL_ALLREDUCE, GLOO_ALLREDUCE, MPI_ALLGATHER, ...)
+    CYCLES      CYCLE spans (only with mark-cycles on)
+
+Per-tensor lifecycles overlap each other, so they are async events (``ph`` b/e, ``cat`` "tensor",
+``id`` = the tensor name): an outer slice named after the tensor, with nested NEGOTIATE_<OP> (submit to
+response received) and QUEUE (response received to the start of its fused response).
+"""
+
+VERSION_KEY = "ringscope"  # key of the run metadata inside "otherData"
+FORMAT_VERSION = 1
+
+# ---- threads -------------------------------------------------------------------------------
+TID_FRAMEWORK = 1
+TID_NEGOTIATION = 2
+TID_FUSION = 3
+TID_BACKEND = 4
+TID_CYCLES = 5
+THREAD_NAMES = {
+    TID_FRAMEWORK: "framework",
+    TID_NEGOTIATION: "negotiation",
+    TID_FUSION: "fusion",
+    TID_BACKEND: "backend",
+    TID_CYCLES: "cycles",
+}
+
+# ---- categories (``cat``) ------------------------------------------------------------------
+CAT_TENSOR = "tensor"        # async per-tensor lifecycle (b/e)
+CAT_FRAMEWORK = "framework"
+CAT_NEGOTIATION = "negotiation"
+CAT_FUSION = "fusion"
+CAT_MEMCPY = "memcpy"
+CAT_COMM = "comm"            # the collective itself, on the backend thread
+CAT_CYCLE = "cycle"
+CAT_COUNTER = "counter"
+CAT_META = "meta"
+
+# ---- collective op types (Horovod's names) -------------------------------------------------
+ALLREDUCE = "ALLREDUCE"
+ALLGATHER = "ALLGATHER"
+BROADCAST = "BROADCAST"
+ALLTOALL = "ALLTOALL"
+REDUCESCATTER = "REDUCESCATTER"
+BARRIER = "BARRIER"
+JOIN = "JOIN"
+ERROR = "ERROR"
+OP_TYPES = (ALLREDUCE, ALLGATHER, BROADCAST, ALLTOALL, REDUCESCATTER, BARRIER, JOIN)
+
+
+def negotiate_name(op_type: str) -> str:
+    """Name of the negotiation phase of one op type, e.g. ``NEGOTIATE_ALLREDUCE``."""
+    return "NEGOTIATE_" + op_type
+
+
+NEGOTIATE_PREFIX = "NEGOTIATE_"
+
+# ---- phases --------------------------------------------------------------------------------
+# framework thread
+SUBMIT = "SUBMIT"                  # instant: the framework handed a tensor to the engine
+SYNCHRONIZE = "SYNCHRONIZE"        # X: time the framework blocked in synchronize()/wait
+STEP = "STEP"                      # X: one training step, from mark_step() to the next
+# per-tensor async (cat tensor, id = tensor name); outer slice is named after the tensor
+QUEUE = "QUEUE"                    # response received -> its fused response starts executing
+# negotiation thread (coordinator only)
+READY = "READY"                    # instant: coordinator learned that args.rank is ready with args.tensor
+STALL = "STALL"                    # instant: stall inspector report (args.missing: {rank: [tensors]})
+# fusion thread
+FUSED_RESPONSE = "FUSED_RESPONSE"  # X: one executed response (one or many fused tensors)
+MEMCPY_IN_FUSION_BUFFER = "MEMCPY_IN_FUSION_BUFFER"
+MEMCPY_OUT_FUSION_BUFFER = "MEMCPY_OUT_FUSION_BUFFER"
+# backend thread: "<BACKEND>_<OP>" activity spans
+RING_ALLREDUCE = "RING_ALLREDUCE"
+RING_REDUCE_SCATTER = "RING_REDUCE_SCATTER"   # nested in RING_ALLREDUCE
+RING_ALLGATHER = "RING_ALLGATHER"             # nested in RING_ALLREDUCE
+MPI_ALLREDUCE = "MPI_ALLREDUCE"
+MPI_ALLGATHER = "MPI_ALLGATHER"
+MPI_BCAST = "MPI_BCAST"
+MPI_ALLTOALL = "MPI_ALLTOALL"
+MPI_REDUCESCATTER = "MPI_REDUCESCATTER"
+MPI_BARRIER = "MPI_BARRIER"
+NCCL_ALLREDUCE = "NCCL_ALLREDUCE"
+NCCL_ALLGATHER = "NCCL_ALLGATHER"
+NCCL_BCAST = "NCCL_BCAST"
+NCCL_ALLTOALL = "NCCL_ALLTOALL"
+NCCL_REDUCESCATTER = "NCCL_REDUCESCATTER"
+GLOO_ALLREDUCE = "GLOO_ALLREDUCE"
+GLOO_ALLGATHER = "GLOO_ALLGATHER"
+GLOO_BCAST = "GLOO_BCAST"
+COMM_ACTIVITIES = frozenset({
+    RING_ALLREDUCE, MPI_ALLREDUCE, MPI_ALLGATHER, MPI_BCAST, MPI_ALLTOALL, MPI_REDUCESCATTER,
+    MPI_BARRIER, NCCL_ALLREDUCE, NCCL_ALLGATHER, NCCL_BCAST, NCCL_ALLTOALL, NCCL_REDUCESCATTER,
+    GLOO_ALLREDUCE, GLOO_ALLGATHER, GLOO_BCAST,
+})
+RING_SUBPHASES = frozenset({RING_REDUCE_SCATTER, RING_ALLGATHER})
+# cycles thread
+CYCLE = "CYCLE"                    # X: one background-engine cycle (mark-cycles on)
+# metadata-ish instants (framework thread)
+SHUTDOWN = "ringscope.shutdown"    # instant at close: args {clock_offset_ns, clock_offset_uncertainty_ns,
+                                   #  events_dropped, events_written}
+CAP_REACHED = "ringscope.cap_reached"  # instant: size cap hit, later events not recorded (args.bytes)
+
+# ---- counters (ph C, cat counter) ----------------------------------------------------------
+COUNTER_QUEUE_DEPTH = "queue_depth"            # ops submitted but not yet completed on this rank
+COUNTER_BYTES_IN_FLIGHT = "bytes_in_flight"    # bytes of those ops
+COUNTER_FUSION_FILL = "fusion_buffer_fill"     # bytes packed into the fusion buffer per response
+
+# ---- argument keys (``args``) -------------------------------------------------------------
+ARG_TENSOR = "tensor"          # tensor name (str)
+ARG_TENSORS = "tensors"        # list of tensor names in a fused response
+ARG_COUNT = "count"            # number of tensors fused
+ARG_BYTES = "bytes"            # payload bytes (int)
+ARG_DTYPE = "dtype"            # numpy-style dtype name, e.g. "float32"
+ARG_SHAPE = "shape"            # list of ints
+ARG_OP = "op"                  # collective op type (ALLREDUCE, ...)
+ARG_REDUCE_OP = "reduce_op"    # Sum, Average, Min, Max, Product
+ARG_PROCESS_SET = "process_set"  # int id, 0 = global
+ARG_STEP = "step"              # training step (int, -1 when unknown)
+ARG_RESPONSE = "response"      # response id, assigned by the coordinator: the same collective has the
+                               # same id on every rank of its process set
+ARG_CYCLE = "cycle"
+ARG_RANK = "rank"
+ARG_BACKEND = "backend"        # ring, mpi, nccl, gloo
+ARG_THRESHOLD = "threshold"    # fusion threshold in bytes
+ARG_ROOT = "root"
+ARG_ERROR = "error"
+
+# ---- run metadata keys (otherData.ringscope) ----------------------------------------------
+META_KEYS = (
+    "format_version", "version", "rank", "size", "local_rank", "local_size", "cross_rank",
+    "cross_size", "host", "pid", "backend", "fusion_threshold", "cycle_time_ms",
+    "base_epoch_ns",              # wall clock (time.time_ns) at ts == 0 on this rank
+    "clock_offset_ns",            # this rank's wall clock minus rank 0's, measured at init
+    "clock_offset_uncertainty_ns",  # half the minimum round trip of the ping-pong
+    "process_sets",               # {id: [ranks]}
+    "mark_cycles", "steps_window",  # e.g. [100, 200] or null
+)

@@ -1,0 +1,49 @@
+"""The ``ringscope`` command: a thin dispatcher to each subcommand's own module.
+
+Runtime subcommands (``run``) execute in a fresh interpreter (``python -m collectives...``), so the
+viewer never imports the runtime, torch or MPI.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+
+# subcommand -> (kind, target, one-line help). kind "viewer": import target and call main(argv);
+# kind "module": run ``python -m target argv``.
+COMMANDS = {
+    "demo": ("viewer", "viewer.demo", "4-rank training demo: traces, summary, dashboard"),
+    "run": ("module", "collectives.launcher", "run a script on N ranks through mpiexec"),
+    "summarize": ("viewer", "viewer.cli_summarize", "summarize a run: findings, stragglers, fusion, bandwidth"),
+    "merge": ("viewer", "viewer.cli_merge", "merge per-rank traces into one aligned Chrome trace"),
+    "view": ("viewer", "viewer.dashboard.serve", "start the dashboard for one or more runs"),
+    "bench": ("module", "bench", "run the benchmarks side by side"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: ringscope COMMAND [ARGS]", "", "commands:"]
+    lines += [f"  {name:<10} {help_}" for name, (_, _, help_) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``ringscope`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0
+    cmd, rest = argv[0], argv[1:]
+    if cmd not in COMMANDS:
+        print(f"ringscope: unknown command {cmd!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    kind, target, _ = COMMANDS[cmd]
+    if kind == "module":
+        env = dict(os.environ)
+        return subprocess.call([sys.executable, "-m", target, *rest], env=env)
+    return int(importlib.import_module(target).main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""Column contracts of the viewer's pandas tables.
+
+Every loader (ringscope traces, Horovod timelines, Nsight exports) produces these tables; every
+analysis, the CLI and the dashboard consume them. Times are int64 nanoseconds on the run's common
+time axis: ``t_ns`` = ns since ``RunTables.meta["origin_epoch_ns"]`` after applying each rank's clock
+offset (so equal ``t_ns`` on two ranks means the same instant). Missing values are NA, never sentinel
+numbers, except ``step`` (-1 = unknown) and ``response`` (-1 = none).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# One row per recorded event (X spans, async b/e pairs joined into spans, instants, counters).
+EVENTS = {
+    "rank": "int32",
+    "thread": "string",      # framework | negotiation | fusion | backend | cycles | tensor | gpu:<stream>
+    "name": "string",
+    "cat": "string",
+    "ph": "string",          # X for spans (async pairs are joined into X), i instant, C counter
+    "t_ns": "int64",
+    "dur_ns": "int64",       # 0 for instants and counters
+    "tensor": "string",      # args.tensor, else the async id, else NA
+    "step": "int64",
+    "response": "int64",
+    "bytes": "Int64",
+    "value": "float64",      # counters
+    "depth": "int32",        # nesting depth on its thread (0 = outermost)
+}
+
+# One row per tensor operation per rank: the lifecycle of one submitted tensor.
+TENSOR_OPS = {
+    "rank": "int32",
+    "tensor": "string",
+    "step": "int64",
+    "op": "string",          # ALLREDUCE, ...
+    "dtype": "string",
+    "bytes": "Int64",
+    "process_set": "int32",
+    "response": "int64",
+    "submit_ns": "int64",      # t_ns when the framework submitted it (negotiation start)
+    "negotiated_ns": "Int64",  # response received (NA if never: a hang)
+    "start_ns": "Int64",       # its fused response started executing (end of QUEUE)
+    "done_ns": "Int64",        # result ready (end of the async lifecycle)
+    "wait_ns": "Int64",        # framework time blocked in synchronize for it (NA if not waited on)
+}
+
+# One row per executed response (a fused op) per rank.
+FUSED_OPS = {
+    "rank": "int32",
+    "response": "int64",
+    "step": "int64",
+    "op": "string",
+    "backend": "string",
+    "activity": "string",      # e.g. RING_ALLREDUCE, NCCL_ALLREDUCE, MPI_ALLREDUCE
+    "dtype": "string",
+    "count": "int32",          # tensors fused
+    "bytes": "int64",
+    "threshold": "Int64",      # fusion threshold in force (bytes)
+    "start_ns": "int64",
+    "end_ns": "int64",
+    "memcpy_in_ns": "int64",   # 0 when not fused
+    "memcpy_out_ns": "int64",
+    "comm_ns": "int64",        # the backend activity's duration
+    "size": "int32",           # ranks taking part
+    "tensors": "object",       # list[str]
+}
+
+# Coordinator's readiness ticks (from our READY instants or Horovod's rank-named X events).
+READINESS = {
+    "tensor": "string",
+    "step": "int64",           # -1 when unknown (Horovod: the n-th occurrence of the tensor name)
+    "occurrence": "int64",     # n-th negotiation of this tensor name (0-based)
+    "rank": "int32",
+    "ready_ns": "int64",
+    "source": "string",        # "ringscope" | "horovod"
+}
+
+CYCLES = {
+    "rank": "int32",
+    "cycle": "int64",
+    "start_ns": "int64",
+    "end_ns": "int64",
+}
+
+# One row per rank (per loaded file).
+RANKS = {
+    "rank": "int32",
+    "host": "string",
+    "pid": "Int64",
+    "local_rank": "Int64",
+    "size": "Int64",
+    "backend": "string",
+    "base_epoch_ns": "Int64",
+    "clock_offset_ns": "Int64",
+    "clock_offset_uncertainty_ns": "Int64",
+    "file": "string",
+    "format": "string",         # ringscope | horovod-legacy | horovod-modern | nsys
+    "truncated": "bool",
+    "events_dropped": "Int64",
+}
+
+TABLES = {
+    "events": EVENTS,
+    "tensor_ops": TENSOR_OPS,
+    "fused_ops": FUSED_OPS,
+    "readiness": READINESS,
+    "cycles": CYCLES,
+    "ranks": RANKS,
+}
+
+
+@dataclass
+class RunTables:
+    """All tables of one run plus its metadata (``meta``: dict with at least origin_epoch_ns, size,
+    fusion_threshold, cycle_time_ms, backend, source files)."""
+
+    events: "object"
+    tensor_ops: "object"
+    fused_ops: "object"
+    readiness: "object"
+    cycles: "object"
+    ranks: "object"
+    meta: dict = field(default_factory=dict)
