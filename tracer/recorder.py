@@ -4,6 +4,7 @@ CONTRACT (the runtime codes against these calls; the tracer implements them):
 
     rec = tracer.get_recorder()          # process-wide; a no-op NullRecorder until configured
     rec.enabled                          # bool; callers may skip building args when False
+    rec.mark_cycles                      # bool; emit CYCLE spans when True
     t = rec.now()                        # int, time.perf_counter_ns()
     tok = rec.begin(tid, name, cat, args)          # opens an X span (and an NVTX range)
     rec.end(tok, extra_args=None)                   # closes it (same thread or not)
@@ -30,6 +31,7 @@ class NullRecorder:
     """Records nothing; every call is a cheap no-op. Used when no timeline is configured."""
 
     enabled = False
+    mark_cycles = False
     step = -1
 
     def now(self) -> int:
