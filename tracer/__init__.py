@@ -1,33 +1,101 @@
 """ringscope's tracer: the event vocabulary and the per-rank Chrome-trace timeline writer.
 
-Runtime-facing entry points (CONTRACT; the tracer engineer implements them):
+Runtime-facing entry points:
     configure(meta)               read RINGSCOPE_TIMELINE / HOROVOD_TIMELINE etc., install the recorder;
                                   meta holds the run metadata (tracer.vocab.META_KEYS); raises
                                   TimelineConfigError with a one-line message on a bad path/value
     start_timeline(path, mark_cycles=False) / stop_timeline()
     mark_step(step=None)          advance the training step that events carry
     close()                       flush and finish the file (idempotent)
+    flush()                       write what is buffered now (tests; signal handlers)
+
+Switches (environment): RINGSCOPE_TIMELINE (HOROVOD_TIMELINE), RINGSCOPE_TIMELINE_MARK_CYCLES,
+RINGSCOPE_TIMELINE_STEPS, RINGSCOPE_TIMELINE_MAX_MB, RINGSCOPE_TIMELINE_CAP_MODE,
+RINGSCOPE_TIMELINE_KEEP_PARTS, RINGSCOPE_TIMELINE_BUFFER_EVENTS, RINGSCOPE_TIMELINE_FLUSH_S,
+RINGSCOPE_DISABLE_NVTX (HOROVOD_DISABLE_NVTX_RANGES). See docs/TRACE_FORMAT.md.
 """
-from tracer.recorder import get_recorder, set_recorder  # noqa: F401
+from __future__ import annotations
+
+import os
+import socket
+
+from tracer.config import TimelineConfigError  # noqa: F401  (public name)
+from tracer.recorder import NullRecorder, get_recorder, set_recorder  # noqa: F401
 
 __version__ = "0.1.0"
 
+_state = {"meta": None, "settings": None}
 
-class TimelineConfigError(ValueError):
-    """A timeline setting (path, window, cap) that cannot be honoured."""
+
+def _full_meta(meta: dict | None, settings) -> dict:
+    from tracer import vocab
+    m = {k: None for k in vocab.META_KEYS}
+    m.update(format_version=vocab.FORMAT_VERSION, version=__version__, rank=0, size=1,
+             host=socket.gethostname(), pid=os.getpid(), clock_offset_ns=0,
+             clock_offset_uncertainty_ns=None, process_sets={0: None})
+    m.update(meta or {})
+    m["format_version"] = vocab.FORMAT_VERSION
+    m["version"] = __version__
+    return m
+
+
+def _replace(new) -> None:
+    old = get_recorder()
+    if new is not None:
+        new.step = old.step
+    if not isinstance(old, NullRecorder):
+        old.close()
+    set_recorder(new if new is not None else _null(old.step))
+
+
+def _null(step: int) -> NullRecorder:
+    r = NullRecorder()
+    r.step = step
+    return r
+
+
+def _start(path_spec: str, source: str, mark_cycles: bool | None):
+    from tracer import exit_hooks
+    from tracer.config import check_writable, rank_path
+    from tracer.nvtx_emitter import load_emitter
+    from tracer.timeline import TimelineRecorder
+    settings, meta = _state["settings"], _state["meta"]
+    path = rank_path(path_spec, int(meta.get("rank") or 0), source)
+    check_writable(path, source)
+    try:
+        rec = TimelineRecorder(meta, settings, path, load_emitter(settings.nvtx),
+                               step=get_recorder().step, mark_cycles=mark_cycles)
+    except OSError as e:
+        raise TimelineConfigError(f"{source}: cannot write timeline file {path}: "
+                                  f"{e.strerror or e}") from None
+    _replace(rec)
+    exit_hooks.install(flush, close)
+    return rec
 
 
 def configure(meta: dict):
-    """Configure the timeline from the environment (placeholder until the writer lands)."""
-    return get_recorder()
+    """Configure the timeline from the environment and install the recorder; returns it."""
+    from tracer.config import settings_from_env
+    settings = settings_from_env()
+    _state["settings"], _state["meta"] = settings, _full_meta(meta, settings)
+    _replace(None)
+    get_recorder().step = -1   # a new run starts before its first step
+    if settings.spec is None or settings.dynamic:
+        return get_recorder()
+    return _start(settings.spec, settings.source, None)
 
 
 def start_timeline(path, mark_cycles=False):
-    """Start recording to ``path`` at run time."""
+    """Start recording to ``path`` at run time (same path rules as RINGSCOPE_TIMELINE)."""
+    if _state["settings"] is None:
+        from tracer.config import settings_from_env
+        _state["settings"], _state["meta"] = settings_from_env(), _full_meta(None, None)
+    return _start(str(path), "start_timeline", bool(mark_cycles))
 
 
 def stop_timeline():
-    """Stop recording and finish the file."""
+    """Stop recording and finish the file (a no-op when nothing is recording)."""
+    _replace(None)
 
 
 def mark_step(step=None):
@@ -35,6 +103,12 @@ def mark_step(step=None):
     get_recorder().mark_step(step)
 
 
+def flush(timeout: float = 5.0) -> bool:
+    """Write everything buffered so far; True when it reached the file (or nothing records)."""
+    rec = get_recorder()
+    return rec.flush(timeout) if hasattr(rec, "flush") else True
+
+
 def close():
-    """Flush and finish the timeline (idempotent)."""
-    get_recorder().close()
+    """Flush and finish the timeline (idempotent); later events go to a no-op recorder."""
+    _replace(None)

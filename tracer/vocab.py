@@ -21,8 +21,11 @@ Threads (``tid``) inside each rank's process (``pid`` = rank):
     CYCLES      CYCLE spans (only with mark-cycles on)
 
 Per-tensor lifecycles overlap each other, so they are async events (``ph`` b/e, ``cat`` "tensor",
-``id`` = the tensor name): an outer slice named after the tensor, with nested NEGOTIATE_<OP> (submit to
-response received) and QUEUE (response received to the start of its fused response).
+async id = the tensor name): an outer slice named after the tensor, with nested NEGOTIATE_<OP> (submit
+to response received) and QUEUE (response received to the start of its fused response). The id is
+written as ``"id2": {"local": <tensor>}`` (process-scoped: Perfetto then keeps one track per tensor per
+rank; a plain ``"id"`` string is global in Perfetto and would mix ranks in a merged file). Read it with
+:func:`async_id`, which also accepts a plain ``id``.
 """
 
 VERSION_KEY = "ringscope"  # key of the run metadata inside "otherData"
@@ -121,6 +124,7 @@ CAP_REACHED = "ringscope.cap_reached"  # instant: size cap hit, later events not
 COUNTER_QUEUE_DEPTH = "queue_depth"            # ops submitted but not yet completed on this rank
 COUNTER_BYTES_IN_FLIGHT = "bytes_in_flight"    # bytes of those ops
 COUNTER_FUSION_FILL = "fusion_buffer_fill"     # bytes packed into the fusion buffer per response
+COUNTER_EVENTS_DROPPED = "events_dropped"      # written by the tracer: events lost to a full buffer
 
 # ---- argument keys (``args``) -------------------------------------------------------------
 ARG_TENSOR = "tensor"          # tensor name (str)
@@ -152,3 +156,11 @@ META_KEYS = (
     "process_sets",               # {id: [ranks]}
     "mark_cycles", "steps_window",  # e.g. [100, 200] or null
 )
+
+
+def async_id(event: dict):
+    """The async id of a b/e event: ``id2.local`` (what ringscope writes), ``id2.global`` or ``id``."""
+    id2 = event.get("id2")
+    if isinstance(id2, dict):
+        return id2.get("local", id2.get("global"))
+    return event.get("id")

@@ -32,6 +32,7 @@ TENSOR_OPS = {
     "rank": "int32",
     "tensor": "string",
     "step": "int64",
+    "occurrence": "int64",   # n-th op of this tensor name on this rank (0-based; Horovod has no steps)
     "op": "string",          # ALLREDUCE, ...
     "dtype": "string",
     "bytes": "Int64",

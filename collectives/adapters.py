@@ -1,0 +1,109 @@
+"""Tensor adapters: how the engine sizes, packs, scales and returns a framework's tensors.
+
+The engine only talks to tensors through an adapter, so it never imports torch. ``NumpyAdapter`` is
+the reference implementation; the torch frontend supplies its own (see docs/ARCHITECTURE.md,
+"Engine extension points").
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from collectives import config as _config
+
+SUPPORTED_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8")
+
+
+class TensorAdapter:
+    """Interface; every buffer argument is a flat 1-D buffer of the adapter's framework."""
+
+    name = "abstract"
+
+    def device(self, t) -> str: raise NotImplementedError
+    def dtype_name(self, t) -> str: raise NotImplementedError
+    def shape(self, t) -> tuple: raise NotImplementedError
+    def nbytes(self, t) -> int: raise NotImplementedError
+    def flat(self, t): raise NotImplementedError
+    def empty(self, numel: int, dtype_name: str, device: str): raise NotImplementedError
+    def copy_(self, dst, dst_offset: int, src) -> None: raise NotImplementedError
+    def slice(self, buf, offset: int, numel: int): raise NotImplementedError
+    def scale_(self, buf, factor: float) -> None: raise NotImplementedError
+    def average_(self, buf, n: int) -> None: raise NotImplementedError
+    def result(self, entry, flat): raise NotImplementedError
+    def default_backend(self, t, cfg) -> str: raise NotImplementedError
+
+
+def _is_int(dtype) -> bool:
+    return dtype.kind in "iub"
+
+
+class NumpyAdapter(TensorAdapter):
+    """numpy arrays on the host; the results are new arrays (or ``entry.output`` when given)."""
+
+    name = "numpy"
+
+    def check(self, t):
+        if not isinstance(t, np.ndarray):
+            raise TypeError(f"expected a numpy array, got {type(t).__name__}")
+        if t.dtype.name not in SUPPORTED_DTYPES:
+            raise TypeError(f"dtype {t.dtype.name} is not supported; use one of "
+                            f"{', '.join(SUPPORTED_DTYPES)}")
+        return t
+
+    def device(self, t) -> str:
+        return "cpu"
+
+    def dtype_name(self, t) -> str:
+        return t.dtype.name
+
+    def shape(self, t) -> tuple:
+        return tuple(int(d) for d in t.shape)
+
+    def nbytes(self, t) -> int:
+        return int(t.nbytes)
+
+    def flat(self, t):
+        return t.reshape(-1)  # a view when contiguous, else a copy
+
+    def empty(self, numel, dtype_name, device="cpu"):
+        return np.empty(int(numel), dtype=dtype_name)
+
+    def copy_(self, dst, dst_offset, src) -> None:
+        dst[dst_offset:dst_offset + src.size] = src
+
+    def slice(self, buf, offset, numel):
+        return buf[offset:offset + numel]
+
+    def scale_(self, buf, factor) -> None:
+        if factor == 1.0:
+            return
+        if _is_int(buf.dtype):
+            buf[...] = np.trunc(buf * np.float64(factor)).astype(buf.dtype, copy=False)
+        else:
+            np.multiply(buf, buf.dtype.type(factor), out=buf)
+
+    def average_(self, buf, n) -> None:
+        if n == 1:
+            return
+        if _is_int(buf.dtype):
+            if buf.dtype.kind == "u":
+                np.floor_divide(buf, n, out=buf)
+            else:  # truncate toward zero
+                neg = buf < 0
+                np.abs(buf, out=buf)
+                np.floor_divide(buf, n, out=buf)
+                np.negative(buf, out=buf, where=neg)
+        else:
+            np.divide(buf, buf.dtype.type(n), out=buf)
+
+    def result(self, entry, flat):
+        shape = entry.meta.get("out_shape", entry.shape)
+        if entry.output is not None:
+            entry.output[...] = flat.reshape(entry.output.shape)
+            return entry.output
+        return flat.reshape(shape)
+
+    def default_backend(self, t, cfg) -> str:
+        return _config.cpu_backend(cfg)
+
+
+NUMPY = NumpyAdapter()

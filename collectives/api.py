@@ -1,0 +1,119 @@
+"""The numpy-facing collective ops (``collectives.allreduce`` etc.)."""
+from __future__ import annotations
+
+from collectives.engine import get_engine
+from collectives.entry import Entry
+from collectives.ops import Average
+from collectives.process_sets import set_id_of
+from tracer import vocab as V
+
+
+def _numpy():
+    from collectives.adapters import NUMPY
+    return NUMPY
+
+
+def _submit(op_type, array, name, process_set, **kw):
+    e = Entry(name, op_type, array, _numpy(), process_set=set_id_of(process_set), **kw)
+    return get_engine().enqueue(e)
+
+
+def poll(handle) -> bool:
+    """True when the async op behind ``handle`` has finished."""
+    return handle.poll()
+
+
+def synchronize(handle):
+    """Wait for an async op; return its result or raise its error (CollectiveError)."""
+    return handle.wait()
+
+
+def allreduce_async(array, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+                    process_set=None):
+    """Start an allreduce of ``array`` over the process set; returns a handle."""
+    return _submit(V.ALLREDUCE, array, name, process_set, reduce_op=op,
+                   prescale=prescale_factor, postscale=postscale_factor)
+
+
+def allreduce(array, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+              process_set=None):
+    """Reduce ``array`` across ranks (default: average); returns a new array."""
+    return allreduce_async(array, name, op, prescale_factor, postscale_factor,
+                           process_set).wait()
+
+
+def grouped_allreduce_async(arrays, name=None, op=Average, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=None):
+    """Start allreduces of several arrays negotiated and fused as one group; returns handles."""
+    eng = get_engine()
+    if name is None:
+        name = _group_name(eng)
+    sid = set_id_of(process_set)
+    entries = [Entry(f"{name}.{i}", V.ALLREDUCE, a, _numpy(), reduce_op=op, prescale=prescale_factor,
+                     postscale=postscale_factor, process_set=sid) for i, a in enumerate(arrays)]
+    return eng.enqueue_group(entries, group=name)
+
+
+def _group_name(eng) -> str:
+    with eng._cond:
+        n = eng._noname.get("GROUPED_ALLREDUCE", 0)
+        eng._noname["GROUPED_ALLREDUCE"] = n + 1
+    return f"grouped_allreduce.noname.{n}"
+
+
+def grouped_allreduce(arrays, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+                      process_set=None):
+    """Allreduce several arrays as one fused group; returns a list of new arrays."""
+    return [h.wait() for h in grouped_allreduce_async(arrays, name, op, prescale_factor,
+                                                      postscale_factor, process_set)]
+
+
+def allgather_async(array, name=None, process_set=None):
+    return _submit(V.ALLGATHER, array, name, process_set)
+
+
+def allgather(array, name=None, process_set=None):
+    """Concatenate every rank's array along the first dimension (which may differ by rank)."""
+    return allgather_async(array, name, process_set).wait()
+
+
+def broadcast_async(array, root_rank, name=None, process_set=None):
+    return _submit(V.BROADCAST, array, name, process_set, root=int(root_rank))
+
+
+def broadcast(array, root_rank, name=None, process_set=None):
+    """Every rank gets ``root_rank``'s array (root_rank is the rank within the process set)."""
+    return broadcast_async(array, root_rank, name, process_set).wait()
+
+
+def alltoall_async(array, splits=None, name=None, process_set=None):
+    return _submit(V.ALLTOALL, array, name, process_set, splits=splits)
+
+
+def alltoall(array, splits=None, name=None, process_set=None, return_received_splits=False):
+    """Send ``splits[i]`` rows (even split by default) to rank i; returns the received rows
+    concatenated in rank order (and the received splits when asked)."""
+    h = alltoall_async(array, splits, name, process_set)
+    out = h.wait()
+    if return_received_splits:
+        return out, h.received_splits
+    return out
+
+
+def reducescatter_async(array, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+                        process_set=None):
+    return _submit(V.REDUCESCATTER, array, name, process_set, reduce_op=op,
+                   prescale=prescale_factor, postscale=postscale_factor)
+
+
+def reducescatter(array, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+                  process_set=None):
+    """Reduce across ranks and keep this rank's block of rows (first ranks get the extra rows)."""
+    return reducescatter_async(array, name, op, prescale_factor, postscale_factor,
+                               process_set).wait()
+
+
+def barrier(process_set=None) -> None:
+    """Block until every rank of the process set reaches the barrier."""
+    e = Entry(None, V.BARRIER, None, None, process_set=set_id_of(process_set))
+    get_engine().enqueue(e).wait()

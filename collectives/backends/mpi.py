@@ -1,0 +1,93 @@
+"""``mpi`` backend: MPI's native nonblocking collectives plus a yielding wait.
+
+float16 has no portable MPI reduction type, so float16 reductions run in float32 and round back.
+Data movement (allgather, broadcast, alltoall) goes as bytes, so every dtype works.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from collectives import mpi_wait
+from collectives.backends.base import Backend, activity, register_backend
+from collectives.ops import mpi_op
+from tracer import vocab as V
+
+
+def _bytes(a):
+    return a.view(np.uint8)
+
+
+def _displs(counts):
+    out, acc = [], 0
+    for c in counts:
+        out.append(acc)
+        acc += c
+    return out
+
+
+def _reducible(buf):
+    """(array MPI reduces, whether it is a float32 stand-in for a float16 buffer)."""
+    if buf.dtype == np.float16:
+        return buf.astype(np.float32), True
+    return buf, False
+
+
+class MpiBackend(Backend):
+    name = "mpi"
+
+    def __init__(self, config=None):
+        self.config = config
+
+    def allreduce(self, buf, op, comm) -> None:
+        with activity(comm, V.MPI_ALLREDUCE, buf.nbytes, self.name):
+            self.mpi_allreduce(buf, op, comm)
+
+    def mpi_allreduce(self, buf, op, comm) -> None:
+        from mpi4py import MPI
+        if comm.size == 1 or buf.size == 0:
+            return
+        work, upcast = _reducible(buf)
+        mpi_wait.wait(comm.mpi.Iallreduce(MPI.IN_PLACE, work, mpi_op(op)))
+        if upcast:
+            buf[...] = work
+
+    def allgather(self, send, recv, counts, comm) -> None:
+        from mpi4py import MPI
+        item = send.dtype.itemsize
+        bcounts = [c * item for c in counts]
+        with activity(comm, V.MPI_ALLGATHER, recv.nbytes, self.backend_label()):
+            mpi_wait.wait(comm.mpi.Iallgatherv(
+                [_bytes(send), MPI.BYTE], [_bytes(recv), bcounts, _displs(bcounts), MPI.BYTE]))
+
+    def broadcast(self, buf, root, comm) -> None:
+        from mpi4py import MPI
+        with activity(comm, V.MPI_BCAST, buf.nbytes, self.backend_label()):
+            if comm.size > 1:
+                mpi_wait.wait(comm.mpi.Ibcast([_bytes(buf), MPI.BYTE], root=root))
+
+    def alltoall(self, send, send_counts, recv, recv_counts, comm) -> None:
+        from mpi4py import MPI
+        item = send.dtype.itemsize
+        sc = [c * item for c in send_counts]
+        rc = [c * item for c in recv_counts]
+        with activity(comm, V.MPI_ALLTOALL, send.nbytes, self.backend_label()):
+            mpi_wait.wait(comm.mpi.Ialltoallv([_bytes(send), sc, _displs(sc), MPI.BYTE],
+                                              [_bytes(recv), rc, _displs(rc), MPI.BYTE]))
+
+    def reducescatter(self, send, recv, counts, op, comm) -> None:
+        with activity(comm, V.MPI_REDUCESCATTER, send.nbytes, self.backend_label()):
+            work, upcast = _reducible(send)
+            out = recv.astype(np.float32) if upcast else recv
+            mpi_wait.wait(comm.mpi.Ireduce_scatter(work, out, list(counts), mpi_op(op)))
+            if upcast:
+                recv[...] = out
+
+    def barrier(self, comm) -> None:
+        with activity(comm, V.MPI_BARRIER, 0, self.backend_label()):
+            mpi_wait.wait(comm.mpi.Ibarrier())
+
+    def backend_label(self) -> str:
+        return self.name
+
+
+register_backend("mpi", MpiBackend)

@@ -1,0 +1,138 @@
+"""Rank 0's negotiation state: who asked for what, what is ready, and the ordered responses.
+
+Every process set is coordinated here; a response goes only to the members of its set. Response
+ids are assigned in one sequence, so one collective carries the same id on every rank.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from collectives import messages as M
+from collectives.fusion import plan_responses
+from collectives.stall import StallInspector
+from collectives.validation import mismatch
+from tracer import get_recorder
+from tracer import vocab as V
+
+
+@dataclass
+class Pending:
+    requests: dict = field(default_factory=dict)   # rank -> Request
+    first_s: float = 0.0                            # monotonic time of the first request
+
+
+@dataclass
+class Ready:
+    key: tuple                 # (set_id, name)
+    requests: dict
+    error: str | None = None
+
+
+class Coordinator:
+    def __init__(self, config, sets):
+        self.config = config
+        self.sets = sets
+        self.table: dict[tuple, Pending] = {}
+        self.ready: list[Ready] = []
+        self.groups: dict[tuple, list[Ready]] = {}   # (set_id, group) -> members ready so far
+        self.first_ready_s = None
+        self.next_id = 0
+        self.stall = StallInspector(config)
+        self.stall.sets = sets
+
+    # ---- intake ------------------------------------------------------------------------------
+    def add(self, req: M.Request, now_s: float) -> None:
+        key = (req.process_set, req.name)
+        pend = self.table.get(key)
+        if pend is None:
+            pend = self.table[key] = Pending(first_s=now_s)
+        pend.requests[req.rank] = req
+        rec = get_recorder()
+        if rec.enabled:
+            rec.instant(V.TID_NEGOTIATION, V.READY, V.CAT_NEGOTIATION,
+                        {V.ARG_TENSOR: req.name, V.ARG_RANK: req.rank, V.ARG_STEP: rec.step,
+                         V.ARG_PROCESS_SET: req.process_set})
+        members = self.sets.get(req.process_set).ranks
+        if len(pend.requests) == len(members):
+            del self.table[key]
+            self._became_ready(Ready(key, pend.requests, mismatch(pend.requests)), now_s)
+
+    def _became_ready(self, item: Ready, now_s: float) -> None:
+        first = next(iter(item.requests.values()))
+        if first.group and item.error is None:
+            gkey = (item.key[0], first.group)
+            members = self.groups.setdefault(gkey, [])
+            members.append(item)
+            if len(members) < first.group_size:
+                return
+            del self.groups[gkey]
+            self.ready.extend(members)
+        else:
+            self.ready.append(item)
+        if self.first_ready_s is None:
+            self.first_ready_s = now_s
+
+    # ---- planning ----------------------------------------------------------------------------
+    def has_partial(self) -> bool:
+        return bool(self.table) or bool(self.groups)
+
+    def busy(self) -> bool:
+        """True while anything is waiting here (the engine then polls instead of idling)."""
+        return bool(self.table) or bool(self.groups) or bool(self.ready)
+
+    def ready_bytes(self) -> int:
+        return sum(next(iter(r.requests.values())).nbytes for r in self.ready)
+
+    def should_flush(self, now_s: float) -> bool:
+        if not self.ready:
+            return False
+        thr = self.config.fusion_threshold
+        if thr == 0 or not self.has_partial() or any(r.error for r in self.ready):
+            return True
+        if now_s - self.first_ready_s >= self.config.cycle_time_ms / 1000.0:
+            return True
+        return self.ready_bytes() >= thr
+
+    def wake_in(self, now_s: float) -> float | None:
+        """Seconds until the coordinator needs to run again without new input (None: no deadline)."""
+        waits = []
+        if self.ready:
+            waits.append(max(0.0, self.first_ready_s + self.config.cycle_time_ms / 1000.0 - now_s))
+        nxt = self.stall.next_check(now_s, self.table)
+        if nxt is not None:
+            waits.append(nxt)
+        return min(waits) if waits else None
+
+    def plan(self, now_s: float) -> list[tuple[M.Response, list[int]]]:
+        """Responses to send now, each with the global ranks that execute it."""
+        out = []
+        if self.should_flush(now_s):
+            items, self.ready, self.first_ready_s = self.ready, [], None
+            for resp in plan_responses(items, self.config.fusion_threshold, self._new_id):
+                out.append((resp, self.sets.get(resp.process_set).ranks))
+        for resp in self.stall.inspect(now_s, self.table, self.groups, self._new_id):
+            out.append((resp, self.sets.get(resp.process_set).ranks))
+        return out
+
+    def _new_id(self) -> int:
+        self.next_id += 1
+        return self.next_id - 1
+
+    def shutdown_errors(self):
+        """ERROR responses for everything still partial (the job is shutting down)."""
+        out = []
+        for key, pend in list(self.table.items()) + [
+                (k, None) for k in self.groups]:
+            names = [key[1]] if pend is not None else [r.key[1] for r in self.groups[key]]
+            resp = M.Response(self._new_id(), M.ERROR, names, process_set=key[0],
+                              error=f"ringscope: {names[0]!r} was still waiting for other ranks "
+                                    "when the job shut down")
+            out.append((resp, self.sets.get(key[0]).ranks))
+        self.table.clear()
+        self.groups.clear()
+        return out
+
+
+def now_s() -> float:
+    return time.monotonic()

@@ -1,0 +1,318 @@
+"""The background engine: one thread per process that does every MPI call.
+
+The user's thread only enqueues entries (:meth:`Engine.enqueue`) and waits on handles. Each cycle
+the engine sends this rank's new requests to the coordinator (rank 0), and executes the responses
+it gets back in order. It sleeps on a condition while this rank has nothing in flight, and polls
+with short sleeps (never spinning) while it waits for other ranks.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import traceback
+
+from collectives import messages as M
+from collectives import mpi_wait
+from collectives.coordinator import Coordinator
+from collectives.executor import Executor
+from collectives.fusion import FusionBuffers
+from collectives.handles import Handle
+from collectives.submit import prepare, request_of
+from tracer import get_recorder
+from tracer import vocab as V
+
+IDLE_POLL_MAX_S = 1e-3     # rank 0 with nothing in flight still listens for requests this often
+_ENGINE = None
+
+
+def get_engine() -> "Engine":
+    """The running engine; raises when ``collectives.init()`` has not been called."""
+    if _ENGINE is None:
+        raise ValueError("ringscope is not initialized; call collectives.init() first")
+    return _ENGINE
+
+
+def set_engine(engine) -> None:
+    global _ENGINE
+    _ENGINE = engine
+
+
+class Engine:
+    def __init__(self, config, world, ctrl, sets):
+        self.config, self.world, self.ctrl, self.sets = config, world, ctrl, sets
+        self.rank, self.size = world.Get_rank(), world.Get_size()
+        self._cond = threading.Condition()
+        self._queue: list = []
+        self._inflight: dict = {}
+        self._bytes_in_flight = 0
+        self._noname: dict = {}
+        self._sends: list = []
+        self._stop = False
+        self.closed = False
+        self.fatal: str | None = None
+        self._cycle = 0
+        self.stats = {"responses": 0, "tensors": 0, "max_fused": 0, "errors": 0}
+        self._coord = Coordinator(config, sets) if self.rank == 0 else None
+        self._exec = Executor(config, sets, FusionBuffers(), self._complete)
+        self._thread = threading.Thread(target=self._main, name="ringscope-engine", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    # ---- user thread -------------------------------------------------------------------------
+    def enqueue(self, entry) -> Handle:
+        """Submit one op; returns its :class:`Handle`. Raises ValueError on a duplicate name."""
+        return self.enqueue_group([entry], group=None)[0]
+
+    def enqueue_control(self, entry, shape) -> Handle:
+        """Submit a control op (process-set changes); ``shape`` carries its argument."""
+        prepare(entry, self.config, self.sets, self.rank)
+        entry.shape = tuple(shape)
+        return self._admit([entry])[0]
+
+    def enqueue_group(self, entries, group: str | None) -> list:
+        """Submit entries negotiated together (and fused into one response when ``group``)."""
+        with self._cond:
+            self._check_open()
+            for e in entries:
+                if e.name is None:
+                    n = self._noname.get(e.op_type, 0)
+                    self._noname[e.op_type] = n + 1
+                    e.name = f"{e.op_type.lower()}.noname.{n}"
+        for e in entries:
+            prepare(e, self.config, self.sets, self.rank)
+            if group is not None:
+                e.group, e.group_size = group, len(entries)
+        return self._admit(entries)
+
+    def _admit(self, entries) -> list:
+        with self._cond:
+            self._check_open()
+            names = [e.name for e in entries]
+            dup = [n for n in names if n in self._inflight] or \
+                [n for i, n in enumerate(names) if n in names[:i]]
+            if dup:
+                raise ValueError(f"a collective named {dup[0]!r} is already in flight on rank "
+                                 f"{self.rank}; wait for it first or give the new one another name")
+            for e in entries:
+                e.handle = Handle(e.name)
+                self._inflight[e.name] = e
+                self._bytes_in_flight += e.nbytes
+        self._trace_submit(entries)
+        with self._cond:
+            self._queue.extend(entries)
+            self._cond.notify()
+        return [e.handle for e in entries]
+
+    def _check_open(self):
+        if self.fatal:
+            raise RuntimeError(f"ringscope engine stopped: {self.fatal}")
+        if self._stop or self.closed:
+            raise ValueError("ringscope is shut down; call collectives.init() again first")
+
+    def _trace_submit(self, entries):
+        rec = get_recorder()
+        if not rec.enabled:
+            return
+        now = rec.now()
+        for e in entries:
+            if e.op_type in M.CONTROL_OPS:
+                continue
+            args = {V.ARG_TENSOR: e.name, V.ARG_OP: e.op_type, V.ARG_BYTES: e.nbytes,
+                    V.ARG_DTYPE: e.dtype, V.ARG_SHAPE: list(e.shape),
+                    V.ARG_REDUCE_OP: e.reduce_op.value, V.ARG_PROCESS_SET: e.process_set,
+                    V.ARG_STEP: rec.step}
+            rec.instant(V.TID_FRAMEWORK, V.SUBMIT, V.CAT_FRAMEWORK, args, ts_ns=now)
+            rec.async_begin(e.name, e.name, args, ts_ns=now)
+            rec.async_begin(e.name, V.negotiate_name(e.op_type), None, ts_ns=now)
+        with self._cond:
+            depth, nbytes = len(self._inflight), self._bytes_in_flight
+        rec.counter(V.COUNTER_QUEUE_DEPTH, depth, ts_ns=now)
+        rec.counter(V.COUNTER_BYTES_IN_FLIGHT, nbytes, ts_ns=now)
+
+    def shutdown(self) -> None:
+        """Negotiate the shutdown with every rank, then stop the thread (blocks until done)."""
+        from collectives.entry import Entry
+        if self._thread.is_alive() and not self.fatal and not self._stop:
+            h = self.enqueue(Entry("__shutdown__", M.SHUTDOWN, None, None))
+            try:
+                h.wait()
+            except Exception:
+                pass
+        self._thread.join()
+        self.closed = True
+
+    # ---- background thread -------------------------------------------------------------------
+    def _main(self):
+        try:
+            self._loop()
+            for req in self._sends:
+                mpi_wait.wait(req)
+            self._sends.clear()
+        except BaseException as exc:  # a dead engine must not leave other ranks hanging
+            self._die(exc)
+
+    def _loop(self):
+        backoff = mpi_wait.Backoff()
+        idle_s = 20e-6
+        while not self._stop:
+            with self._cond:
+                if not self._queue and self._idle():
+                    self._cond.wait(self._idle_timeout(idle_s))
+                    idle_s = min(idle_s * 2, IDLE_POLL_MAX_S)
+                new, self._queue = self._queue, []
+            rec = get_recorder()
+            t0 = rec.now() if rec.mark_cycles else 0
+            did = False
+            if new:
+                self._send_requests(new)
+                did = True
+            if self._sends:
+                self._sends = [r for r in self._sends if not r.Test()]
+            did = (self._coordinate() if self._coord is not None else self._receive()) or did
+            if did:
+                idle_s = 20e-6
+                backoff.reset()
+                self._cycle += 1
+                if rec.mark_cycles:
+                    rec.complete(V.TID_CYCLES, V.CYCLE, V.CAT_CYCLE, t0, rec.now(),
+                                 {V.ARG_CYCLE: self._cycle})
+            elif not self._idle():
+                backoff.pause()
+
+    def _idle(self) -> bool:
+        return not self._inflight and not self._sends and \
+            (self._coord is None or not self._coord.busy())
+
+    def _idle_timeout(self, idle_s):
+        if self._coord is None:
+            return 0.5
+        wake = self._coord.wake_in(time.monotonic())
+        return idle_s if wake is None else min(idle_s, wake)
+
+    def _send_requests(self, entries):
+        reqs = [request_of(e, self.rank) for e in entries]
+        if self._coord is not None:
+            now = time.monotonic()
+            for r in reqs:
+                self._coord.add(r, now)
+        else:
+            self._sends.append(self.ctrl.isend((self.rank, reqs), dest=0, tag=M.TAG_REQUEST))
+
+    def _coordinate(self) -> bool:
+        from mpi4py import MPI
+        did = False
+        while True:
+            msg = self.ctrl.improbe(source=MPI.ANY_SOURCE, tag=M.TAG_REQUEST)
+            if msg is None:
+                break
+            _, reqs = mpi_wait.wait_obj(msg.irecv())
+            now = time.monotonic()
+            for r in reqs:
+                self._coord.add(r, now)
+            did = True
+        plan = self._coord.plan(time.monotonic())
+        if not plan:
+            return did
+        if any(resp.op_type == M.SHUTDOWN for resp, _ in plan):
+            plan = self._coord.shutdown_errors() + plan
+        batches: dict = {}
+        for resp, members in plan:
+            for m in members:
+                batches.setdefault(m, []).append(resp)
+        for m, batch in batches.items():
+            if m != self.rank:
+                self._sends.append(self.ctrl.isend(batch, dest=m, tag=M.TAG_RESPONSE))
+        if self.rank in batches:
+            self._execute(batches[self.rank])
+        return True
+
+    def _receive(self) -> bool:
+        did = False
+        while not self._stop:
+            msg = self.ctrl.improbe(source=0, tag=M.TAG_RESPONSE)
+            if msg is None:
+                break
+            self._execute(mpi_wait.wait_obj(msg.irecv()))
+            did = True
+        return did
+
+    def _execute(self, batch):
+        rec = get_recorder()
+        if rec.enabled:
+            now = rec.now()
+            for resp in batch:
+                for name in resp.names:
+                    e = self._inflight.get(name)
+                    if e is not None and e.op_type not in M.CONTROL_OPS:
+                        rec.async_end(name, V.negotiate_name(e.op_type), ts_ns=now)
+                        rec.async_begin(name, V.QUEUE, None, ts_ns=now)
+        for resp in batch:
+            entries = [self._inflight.get(n) for n in resp.names]
+            if resp.op_type == M.ERROR:
+                self.stats["errors"] += 1
+                for e in entries:
+                    if e is not None:
+                        self._complete(e, error=resp.error, queued=True)
+            elif resp.op_type == M.SHUTDOWN:
+                self._stop = True
+                for e in list(self._inflight.values()):
+                    if e.op_type != M.SHUTDOWN:
+                        self._complete(e, error="ringscope: shut down before this op completed",
+                                       queued=True)
+                for e in entries:
+                    self._complete(e, None)
+            elif resp.op_type in (M.ADD_PROCESS_SET, M.REMOVE_PROCESS_SET):
+                self._change_sets(resp, entries[0])
+            elif None in entries:
+                missing = [n for n, e in zip(resp.names, entries) if e is None]
+                raise RuntimeError(f"response {resp.id} names tensors this rank never submitted: "
+                                   f"{missing}")
+            else:
+                self.stats["responses"] += 1
+                self.stats["tensors"] += len(entries)
+                self.stats["max_fused"] = max(self.stats["max_fused"], len(entries))
+                self._exec.run(resp, entries)
+
+    def _change_sets(self, resp, e):
+        """Every rank runs this at the same point of its response stream (Split is collective)."""
+        if resp.op_type == M.ADD_PROCESS_SET:
+            sid = self.sets.next_id
+            self.sets.add(sid, list(e.shape), self.world)
+            self._complete(e, sid)
+        else:
+            self.sets.remove(e.shape[0])
+            self._complete(e, e.shape[0])
+
+    def _complete(self, e, result=None, error=None, queued=False):
+        with self._cond:
+            if self._inflight.pop(e.name, None) is None:
+                return
+            self._bytes_in_flight -= e.nbytes
+            depth, nbytes = len(self._inflight), self._bytes_in_flight
+        rec = get_recorder()
+        if rec.enabled and e.op_type not in M.CONTROL_OPS:
+            now = rec.now()
+            if queued:
+                rec.async_end(e.name, V.QUEUE, ts_ns=now)
+            rec.async_end(e.name, e.name, {V.ARG_ERROR: error} if error else None, ts_ns=now)
+            rec.counter(V.COUNTER_QUEUE_DEPTH, depth, ts_ns=now)
+            rec.counter(V.COUNTER_BYTES_IN_FLIGHT, nbytes, ts_ns=now)
+        if "received_splits" in e.meta:
+            e.handle.received_splits = e.meta["received_splits"]
+        if error is not None:
+            e.handle.set_error(error)
+        else:
+            e.handle.set_result(result)
+
+    def _die(self, exc):
+        self.fatal = f"{type(exc).__name__}: {exc}"
+        print(f"[ringscope] rank {self.rank}: the background engine failed; aborting the job\n"
+              + "".join(traceback.format_exception(exc)), file=sys.stderr, flush=True)
+        with self._cond:
+            pending = list(self._inflight.values())
+        for e in pending:
+            self._complete(e, error=f"ringscope engine failed: {self.fatal}")
+        from collectives.fatal import abort
+        abort(1)

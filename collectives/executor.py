@@ -1,0 +1,147 @@
+"""Run one response on this rank: pack, call the backend, scale, unpack, complete the handles."""
+from __future__ import annotations
+
+from collectives import messages as M
+from collectives.backends.base import get_backend
+from collectives.ops import ReduceOp, backend_op
+from tracer import get_recorder
+from tracer import vocab as V
+
+
+class Executor:
+    def __init__(self, config, sets, fusion_buffers, complete):
+        self.config = config
+        self.sets = sets
+        self.buffers = fusion_buffers
+        self.complete = complete   # complete(entry, result=None, error=None)
+
+    def run(self, resp: M.Response, entries: list) -> None:
+        rec = get_recorder()
+        tok = None
+        if rec.enabled:
+            now = rec.now()
+            for e in entries:
+                rec.async_end(e.name, V.QUEUE, ts_ns=now)
+            tok = rec.begin(V.TID_FUSION, V.FUSED_RESPONSE, V.CAT_FUSION, {
+                V.ARG_RESPONSE: resp.id, V.ARG_TENSORS: list(resp.names),
+                V.ARG_COUNT: len(resp.names), V.ARG_BYTES: sum(e.nbytes for e in entries),
+                V.ARG_DTYPE: resp.dtype, V.ARG_OP: resp.op_type, V.ARG_REDUCE_OP: resp.reduce_op,
+                V.ARG_BACKEND: resp.backend, V.ARG_THRESHOLD: self.config.fusion_threshold,
+                V.ARG_PROCESS_SET: resp.process_set, V.ARG_STEP: rec.step})
+        try:
+            comm = self.sets.get(resp.process_set)
+            comm.response = resp.id
+            backend = get_backend(resp.backend, self.config)
+            getattr(self, "_" + resp.op_type.lower())(resp, entries, comm, backend, rec)
+        finally:
+            if tok is not None:
+                rec.end(tok)
+
+    # ---- allreduce (fused) -------------------------------------------------------------------
+    def _allreduce(self, resp, entries, comm, backend, rec):
+        ad = entries[0].adapter
+        op = ReduceOp(resp.reduce_op)
+        if len(entries) == 1:
+            e = entries[0]
+            buf = self._output_flat(e, copy_input=True)
+            fused = False
+        else:
+            total = sum(e.meta["numel"] for e in entries)
+            buf = self.buffers.get(ad, entries[0].device, resp.dtype, total)
+            tok = rec.begin(V.TID_FUSION, V.MEMCPY_IN_FUSION_BUFFER, V.CAT_MEMCPY,
+                            {V.ARG_RESPONSE: resp.id}) if rec.enabled else None
+            off = 0
+            for e in entries:
+                ad.copy_(buf, off, ad.flat(e.tensor))
+                off += e.meta["numel"]
+            if tok is not None:
+                rec.end(tok)
+                rec.counter(V.COUNTER_FUSION_FILL, resp.nbytes)
+            fused = True
+        ad.scale_(buf, resp.prescale)
+        backend.allreduce(buf, backend_op(op), comm)
+        if op is ReduceOp.Average:
+            ad.average_(buf, comm.size)
+        ad.scale_(buf, resp.postscale)
+        if not fused:
+            self.complete(entries[0], ad.result(entries[0], buf))
+            return
+        tok = rec.begin(V.TID_FUSION, V.MEMCPY_OUT_FUSION_BUFFER, V.CAT_MEMCPY,
+                        {V.ARG_RESPONSE: resp.id}) if rec.enabled else None
+        outs, off = [], 0
+        for e in entries:
+            n = e.meta["numel"]
+            out = self._output_flat(e, copy_input=False)
+            ad.copy_(out, 0, ad.slice(buf, off, n))
+            off += n
+            outs.append(out)
+        if tok is not None:
+            rec.end(tok)
+        for e, out in zip(entries, outs):
+            self.complete(e, ad.result(e, out))
+
+    def _output_flat(self, e, copy_input):
+        """A flat buffer for e's result: a fresh one (input copied in when asked)."""
+        ad = e.adapter
+        out = ad.empty(e.meta["numel"], e.dtype, e.device)
+        if copy_input:
+            ad.copy_(out, 0, ad.flat(e.tensor))
+        return out
+
+    # ---- other ops ---------------------------------------------------------------------------
+    def _allgather(self, resp, entries, comm, backend, rec):
+        e = entries[0]
+        ad = e.adapter
+        row = e.meta["row_numel"]
+        dims = resp.first_dims[e.name]
+        counts = [d * row for d in dims]
+        recv = ad.empty(sum(counts), e.dtype, e.device)
+        backend.allgather(ad.flat(e.tensor), recv, counts, comm)
+        e.meta["out_shape"] = (sum(dims),) + tuple(e.shape[1:])
+        self.complete(e, ad.result(e, recv))
+
+    def _broadcast(self, resp, entries, comm, backend, rec):
+        e = entries[0]
+        buf = self._output_flat(e, copy_input=comm.rank == resp.root)
+        backend.broadcast(buf, resp.root, comm)
+        self.complete(e, e.adapter.result(e, buf))
+
+    def _alltoall(self, resp, entries, comm, backend, rec):
+        e = entries[0]
+        ad = e.adapter
+        row = e.meta["row_numel"]
+        matrix = resp.splits[e.name]          # matrix[src][dst] = rows src sends to dst
+        send_counts = [s * row for s in matrix[comm.rank]]
+        recv_rows = [matrix[src][comm.rank] for src in range(comm.size)]
+        recv = ad.empty(sum(recv_rows) * row, e.dtype, e.device)
+        backend.alltoall(ad.flat(e.tensor), send_counts, recv, [r * row for r in recv_rows], comm)
+        e.meta["out_shape"] = (sum(recv_rows),) + tuple(e.shape[1:])
+        e.meta["received_splits"] = recv_rows
+        self.complete(e, ad.result(e, recv))
+
+    def _reducescatter(self, resp, entries, comm, backend, rec):
+        e = entries[0]
+        ad = e.adapter
+        op = ReduceOp(resp.reduce_op)
+        rows = split_rows(e.shape[0], comm.size)
+        row = e.meta["row_numel"]
+        send = self._output_flat(e, copy_input=True)
+        ad.scale_(send, resp.prescale)
+        recv = ad.empty(rows[comm.rank] * row, e.dtype, e.device)
+        backend.reducescatter(send, recv, [r * row for r in rows], backend_op(op), comm)
+        if op is ReduceOp.Average:
+            ad.average_(recv, comm.size)
+        ad.scale_(recv, resp.postscale)
+        e.meta["out_shape"] = (rows[comm.rank],) + tuple(e.shape[1:])
+        self.complete(e, ad.result(e, recv))
+
+    def _barrier(self, resp, entries, comm, backend, rec):
+        backend.barrier(comm)
+        for e in entries:
+            self.complete(e, None)
+
+
+def split_rows(n: int, parts: int) -> list[int]:
+    """Rows per rank for reducescatter: as even as possible, the first ranks get the extra rows."""
+    q, r = divmod(n, parts)
+    return [q + (1 if i < r else 0) for i in range(parts)]

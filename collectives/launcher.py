@@ -1,0 +1,90 @@
+"""``python -m collectives.launcher -np N [options] script.py [args]``: run a script on N ranks.
+
+Runs through the mpiexec that sits next to this interpreter (the mpich wheel's), with the
+RINGSCOPE_* environment the options ask for. Exits with mpiexec's status, which is non-zero when any
+rank fails (a failing rank aborts the job, so the others never hang).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+
+def mpiexec_path() -> str | None:
+    cand = Path(sys.executable).parent / "mpiexec"
+    if cand.exists():
+        return str(cand)
+    return shutil.which("mpiexec")
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(prog="ringscope run",
+                                description="Run a script on N MPI ranks with ringscope's settings.")
+    p.add_argument("-np", "-n", dest="np", type=int, required=True, help="number of ranks")
+    p.add_argument("-H", "--hosts", help="host:slots,... (passed to mpiexec -hosts)")
+    p.add_argument("--timeline", help="write a per-rank timeline to this path")
+    p.add_argument("--mark-cycles", action="store_true", help="record engine cycles in the timeline")
+    p.add_argument("--fusion-threshold-mb", type=float, help="fusion threshold in MiB (0 disables)")
+    p.add_argument("--cycle-time-ms", type=float, help="longest a cycle waits to gather work")
+    p.add_argument("--backend", choices=("ring", "mpi", "nccl", "gloo"), help="collective backend")
+    p.add_argument("script", help="python script to run")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    ns = p.parse_args(argv)
+    if ns.np < 1:
+        p.error("-np must be at least 1")
+    for opt in ("fusion_threshold_mb", "cycle_time_ms"):
+        val = getattr(ns, opt)
+        if val is not None and val < 0:
+            p.error(f"--{opt.replace('_', '-')} must be >= 0")
+    return ns
+
+
+def build(ns, environ=None):
+    """(command, environment) for the parsed options."""
+    env = dict(os.environ if environ is None else environ)
+    root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    if ns.timeline:
+        env["RINGSCOPE_TIMELINE"] = str(Path(ns.timeline).resolve())
+    if ns.mark_cycles:
+        env["RINGSCOPE_TIMELINE_MARK_CYCLES"] = "1"
+    if ns.fusion_threshold_mb is not None:
+        env["RINGSCOPE_FUSION_THRESHOLD"] = str(int(ns.fusion_threshold_mb * 1024 * 1024))
+    if ns.cycle_time_ms is not None:
+        env["RINGSCOPE_CYCLE_TIME"] = repr(ns.cycle_time_ms)
+    if ns.backend:
+        env["RINGSCOPE_BACKEND"] = ns.backend
+    cmd = [mpiexec_path() or "mpiexec", "-n", str(ns.np)]
+    if ns.hosts:
+        cmd += ["-hosts", ns.hosts]
+    cmd += [sys.executable, ns.script, *ns.args]
+    return cmd, env
+
+
+def main(argv=None) -> int:
+    ns = parse(sys.argv[1:] if argv is None else argv)
+    if not Path(ns.script).is_file():
+        print(f"ringscope run: {ns.script}: no such script", file=sys.stderr)
+        return 2
+    if mpiexec_path() is None:
+        print("ringscope run: mpiexec not found (install the runtime extra: mpi4py + mpich)",
+              file=sys.stderr)
+        return 2
+    cmd, env = build(ns)
+    try:
+        proc = subprocess.run(cmd, env=env)
+    except KeyboardInterrupt:
+        return 130
+    if proc.returncode != 0:
+        print(f"ringscope run: the job failed (mpiexec exit status {proc.returncode})",
+              file=sys.stderr)
+    return proc.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""Control messages between ranks and the coordinator (pickled over the control communicator)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+TAG_REQUEST = 1     # worker -> coordinator: (rank, [Request, ...])
+TAG_RESPONSE = 2    # coordinator -> member: [Response, ...], executed in order
+
+# internal op types besides tracer.vocab's
+SHUTDOWN = "SHUTDOWN"
+ERROR = "ERROR"
+ADD_PROCESS_SET = "ADD_PROCESS_SET"        # shape = the new set's ranks; every rank creates its comm
+REMOVE_PROCESS_SET = "REMOVE_PROCESS_SET"  # shape = (set id,)
+CONTROL_OPS = (SHUTDOWN, ADD_PROCESS_SET, REMOVE_PROCESS_SET)
+
+
+@dataclass
+class Request:
+    """What one rank asks for one tensor."""
+    rank: int
+    name: str
+    op_type: str
+    dtype: str
+    shape: tuple
+    reduce_op: str = "Sum"
+    prescale: float = 1.0
+    postscale: float = 1.0
+    root: int = -1
+    splits: tuple | None = None
+    process_set: int = 0
+    device: str = "cpu"
+    backend: str = "ring"
+    group: str | None = None
+    group_size: int = 0
+    nbytes: int = 0
+    submit_wall_ns: int = 0
+
+
+@dataclass
+class Response:
+    """One collective every member of ``process_set`` executes, in the coordinator's order.
+
+    ``names`` holds more than one tensor when fused. ``first_dims`` (allgather) and ``splits``
+    (alltoall) give every member's value, indexed by rank within the set.
+    """
+    id: int
+    op_type: str
+    names: list
+    process_set: int = 0
+    dtype: str = ""
+    reduce_op: str = "Sum"
+    prescale: float = 1.0
+    postscale: float = 1.0
+    root: int = -1
+    backend: str = "ring"
+    device: str = "cpu"
+    nbytes: int = 0
+    first_dims: dict = field(default_factory=dict)   # name -> [dim0 per set rank]
+    splits: dict = field(default_factory=dict)       # name -> [[splits] per set rank]
+    error: str | None = None

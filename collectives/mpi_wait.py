@@ -1,0 +1,76 @@
+"""Yielding waits on MPI requests.
+
+MPICH's blocking calls spin at 100 % CPU, and ranks often outnumber cores here, so every wait is a
+short burst of ``Test`` calls, then ``os.sched_yield``, then sleeps that grow to ``MAX_SLEEP_S``.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+SPIN_TESTS = 50         # Test calls before yielding the CPU
+YIELD_TESTS = 200       # Test + sched_yield rounds before sleeping
+FIRST_SLEEP_S = 20e-6
+MAX_SLEEP_S = 0.5e-3
+
+
+class Backoff:
+    """Stateful pause policy: call ``pause()`` after each unsuccessful check, ``reset()`` on progress."""
+
+    __slots__ = ("n", "sleep_s", "max_sleep_s")
+
+    def __init__(self, max_sleep_s: float = MAX_SLEEP_S):
+        self.n = 0
+        self.sleep_s = FIRST_SLEEP_S
+        self.max_sleep_s = max_sleep_s
+
+    def reset(self) -> None:
+        self.n = 0
+        self.sleep_s = FIRST_SLEEP_S
+
+    def pause(self) -> None:
+        self.n += 1
+        if self.n <= SPIN_TESTS:
+            return
+        if self.n <= SPIN_TESTS + YIELD_TESTS:
+            os.sched_yield()
+            return
+        time.sleep(self.sleep_s)
+        self.sleep_s = min(self.sleep_s * 2, self.max_sleep_s)
+
+
+def wait(request, deadline: float | None = None) -> None:
+    """Wait for one buffer request (``Isend``/``Irecv``/``Iallreduce``...) without spinning.
+
+    Raises ``TimeoutError`` past ``deadline`` (a ``time.monotonic()`` value).
+    """
+    backoff = Backoff()
+    while not request.Test():
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError("MPI request did not complete in time")
+        backoff.pause()
+
+
+def wait_obj(request, deadline: float | None = None):
+    """Wait for a pickled-object request (``isend``/``irecv``); return the received object."""
+    backoff = Backoff()
+    while True:
+        done, obj = request.test()
+        if done:
+            return obj
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError("MPI request did not complete in time")
+        backoff.pause()
+
+
+def wait_all(requests, deadline: float | None = None) -> None:
+    """Wait for every uppercase (buffer) request in ``requests``."""
+    from mpi4py import MPI
+    reqs = [r for r in requests if r is not None]
+    if not reqs:
+        return
+    backoff = Backoff()
+    while not MPI.Request.Testall(reqs):
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError("MPI requests did not complete in time")
+        backoff.pause()

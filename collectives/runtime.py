@@ -1,0 +1,187 @@
+"""init/shutdown and the rank queries: MPI setup, process sets, clock sync, tracer, engine."""
+from __future__ import annotations
+
+import atexit
+import os
+import socket
+import threading
+
+import tracer
+from tracer import vocab as _vocab
+from collectives import config as _config
+from collectives import engine as _engine
+from collectives import fatal
+from collectives.process_sets import TABLE, ProcessSet, global_process_set, set_id_of
+
+_state: dict = {}
+_lock = threading.RLock()
+_atexit_registered = False
+
+
+def _mpi():
+    import sys
+    if "mpi4py.MPI" not in sys.modules:
+        import mpi4py
+        mpi4py.rc.thread_level = "multiple"
+    from mpi4py import MPI
+    return MPI
+
+
+def init(process_sets=None) -> None:
+    """Start ringscope on every rank (collective). ``process_sets``: ProcessSets to register."""
+    global _atexit_registered
+    with _lock:
+        if _state:
+            return
+        fatal.install()
+        cfg = _config.load()
+        MPI = _mpi()
+        if MPI.Query_thread() < MPI.THREAD_SERIALIZED:
+            raise RuntimeError("MPI was initialised below MPI_THREAD_SERIALIZED; ringscope needs a "
+                               "background thread for MPI (leave mpi4py.rc.thread_level alone)")
+        world = MPI.COMM_WORLD
+        from collectives import clock_sync, mpi_wait
+        mpi_wait.wait(world.Ibarrier())   # line ranks up so the blocking setup calls below are short
+        rank, size = world.Get_rank(), world.Get_size()
+        ctrl = world.Dup()
+        TABLE.add(0, list(range(size)), world)
+        global_process_set.ranks = list(range(size))
+        for ps in process_sets or ():
+            _register(ps, world, size)
+        local = world.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
+        local_rank, local_size = local.Get_rank(), local.Get_size()
+        cross = world.Split(local_rank, rank)
+        cross_rank, cross_size = cross.Get_rank(), cross.Get_size()
+        local.Free()
+        cross.Free()
+        offset, unc = clock_sync.measure(ctrl)
+        meta = {"format_version": _vocab.FORMAT_VERSION, "version": tracer.__version__,
+                "rank": rank, "size": size, "local_rank": local_rank, "local_size": local_size,
+                "cross_rank": cross_rank, "cross_size": cross_size,
+                "host": socket.gethostname(), "pid": os.getpid(), "backend": cfg.backend,
+                "fusion_threshold": cfg.fusion_threshold, "cycle_time_ms": cfg.cycle_time_ms,
+                "clock_offset_ns": offset, "clock_offset_uncertainty_ns": unc,
+                "process_sets": TABLE.as_meta(), "mark_cycles": cfg.mark_cycles}
+        tracer.configure(meta)
+        tracer.get_recorder().set_clock_offset(offset, unc, "init")
+        eng = _engine.Engine(cfg, world, ctrl, TABLE)
+        eng.start()
+        _engine.set_engine(eng)
+        _state.update(config=cfg, ctrl=ctrl, rank=rank, size=size, local_rank=local_rank,
+                      local_size=local_size, cross_rank=cross_rank, cross_size=cross_size,
+                      engine=eng)
+        if not _atexit_registered:
+            atexit.register(_at_exit)
+            _atexit_registered = True
+
+
+def _register(ps, world, size) -> int:
+    if not isinstance(ps, ProcessSet):
+        ps = ProcessSet(ps)
+    bad = [r for r in ps.ranks if not 0 <= r < size]
+    if bad:
+        raise ValueError(f"process set {ps.ranks} names ranks {bad} outside 0..{size - 1}")
+    existing = TABLE.find(ps.ranks)
+    if existing is not None:
+        ps.process_set_id = existing
+        return existing
+    sid = TABLE.next_id
+    TABLE.add(sid, ps.ranks, world)
+    ps.process_set_id = sid
+    return sid
+
+
+def add_process_set(process_set):
+    """Register a process set after init (collective: every rank calls it in the same order)."""
+    from collectives import messages as M
+    from collectives.entry import Entry
+    ps = process_set if isinstance(process_set, ProcessSet) else ProcessSet(process_set)
+    size_ = _get("size")
+    bad = [r for r in ps.ranks if not 0 <= r < size_]
+    if bad:
+        raise ValueError(f"process set {ps.ranks} names ranks {bad} outside 0..{size_ - 1}")
+    existing = TABLE.find(ps.ranks)
+    if existing is not None:
+        ps.process_set_id = existing
+        return ps
+    eng = _engine.get_engine()
+    n = _next_count("add_process_set")
+    e = Entry(f"__add_process_set__.{n}", M.ADD_PROCESS_SET, None, None)
+    e_shape = tuple(ps.ranks)
+    h = eng.enqueue_control(e, e_shape)
+    ps.process_set_id = h.wait()
+    return ps
+
+
+def remove_process_set(process_set) -> None:
+    """Unregister a process set added earlier (collective)."""
+    from collectives import messages as M
+    from collectives.entry import Entry
+    sid = set_id_of(process_set)
+    if sid == 0:
+        raise ValueError("the global process set cannot be removed")
+    n = _next_count("remove_process_set")
+    e = Entry(f"__remove_process_set__.{n}", M.REMOVE_PROCESS_SET, None, None)
+    _engine.get_engine().enqueue_control(e, (sid,)).wait()
+    if isinstance(process_set, ProcessSet):
+        process_set.process_set_id = None
+
+
+def _next_count(key) -> int:
+    counts = _state.setdefault("counts", {})
+    counts[key] = counts.get(key, 0) + 1
+    return counts[key] - 1
+
+
+def shutdown() -> None:
+    """Stop ringscope on every rank (collective); pending ops raise. Idempotent."""
+    with _lock:
+        if not _state:
+            return
+        eng = _state["engine"]
+        eng.shutdown()
+        _engine.set_engine(None)
+        if not eng.fatal:
+            from collectives import clock_sync
+            offset, unc = clock_sync.measure(_state["ctrl"])
+            tracer.get_recorder().set_clock_offset(offset, unc, "shutdown")
+        tracer.close()
+        from collectives.backends.base import reset_instances
+        reset_instances()
+        TABLE.clear()
+        _state["ctrl"].Free()
+        _state.clear()
+        fatal.uninstall()
+
+
+def _at_exit():
+    if _state:
+        shutdown()
+
+
+def is_initialized() -> bool:
+    return bool(_state)
+
+
+def _get(key):
+    if not _state:
+        raise ValueError("ringscope is not initialized; call collectives.init() first")
+    return _state[key]
+
+
+def rank() -> int: return _get("rank")
+def size() -> int: return _get("size")
+def local_rank() -> int: return _get("local_rank")
+def local_size() -> int: return _get("local_size")
+def cross_rank() -> int: return _get("cross_rank")
+def cross_size() -> int: return _get("cross_size")
+def config(): return _get("config")
+
+
+def mark_step(step=None) -> None:
+    """Advance (or set) the training step carried by later events."""
+    tracer.mark_step(step)
+
+
+def process_set_id(process_set) -> int:
+    return set_id_of(process_set)

@@ -1,0 +1,82 @@
+"""Stall inspector: report tensors some ranks submitted and others did not; optionally fail them.
+
+After ``stall_check_s`` the coordinator logs, per missing rank, a few of the tensors it has not
+submitted, and emits a STALL instant. After ``stall_shutdown_s`` (when > 0) every tensor still
+partially submitted gets an ERROR response, so every rank's pending handles raise instead of hanging.
+"""
+from __future__ import annotations
+
+import sys
+
+from collectives import messages as M
+from tracer import get_recorder
+from tracer import vocab as V
+
+MAX_NAMES_PER_RANK = 5
+
+
+class StallInspector:
+    def __init__(self, config):
+        self.check_s = config.stall_check_s
+        self.shutdown_s = config.stall_shutdown_s
+        self.warned: set = set()
+        self.sets = None
+
+    def next_check(self, now_s, table) -> float | None:
+        if not table or (self.check_s <= 0 and self.shutdown_s <= 0):
+            return None
+        oldest = min(p.first_s for p in table.values())
+        limits = [s for s in (self.check_s, self.shutdown_s) if s > 0]
+        waits = [oldest + s - now_s for s in limits]
+        waits = [w for w in waits if w > 0] or [0.05]
+        return min(max(w, 0.001) for w in waits)
+
+    def inspect(self, now_s, table, groups, new_id) -> list:
+        if not table:
+            return []
+        out = []
+        if self.check_s > 0:
+            late = {k: p for k, p in table.items()
+                    if now_s - p.first_s >= self.check_s and k not in self.warned}
+            if late:
+                self._report(late, now_s)
+                self.warned.update(late)
+        if self.shutdown_s > 0 and any(now_s - p.first_s >= self.shutdown_s for p in table.values()):
+            for key, pend in list(table.items()):
+                missing = self._missing(key, pend)
+                msg = (f"ringscope: stall shutdown: {key[1]!r} waited "
+                       f"{now_s - pend.first_s:.1f}s for ranks {missing} "
+                       f"(RINGSCOPE_STALL_SHUTDOWN_TIME_SECONDS={self.shutdown_s:g})")
+                out.append(M.Response(new_id(), M.ERROR, [key[1]], process_set=key[0], error=msg))
+                del table[key]
+                self.warned.discard(key)
+            for gkey, items in list(groups.items()):
+                names = [i.key[1] for i in items]
+                msg = (f"ringscope: stall shutdown: group {gkey[1]!r} was incomplete after "
+                       f"{self.shutdown_s:g}s")
+                out.append(M.Response(new_id(), M.ERROR, names, process_set=gkey[0], error=msg))
+                del groups[gkey]
+        return out
+
+    def _missing(self, key, pend):
+        ranks = self.sets.get(key[0]).ranks if self.sets is not None else []
+        return [r for r in ranks if r not in pend.requests]
+
+    def _report(self, late, now_s):
+        by_rank: dict = {}
+        for key, pend in late.items():
+            for r in self._missing(key, pend):
+                by_rank.setdefault(r, []).append(key[1])
+        parts = []
+        for r, names in sorted(by_rank.items()):
+            shown = ", ".join(names[:MAX_NAMES_PER_RANK])
+            more = f" (+{len(names) - MAX_NAMES_PER_RANK} more)" if len(names) > MAX_NAMES_PER_RANK else ""
+            parts.append(f"{r}: [{shown}{more}]")
+        print(f"[ringscope] stall: {len(late)} tensor(s) submitted by some ranks but not others for "
+              f"over {self.check_s:g}s. Missing ranks: " + "; ".join(parts), file=sys.stderr,
+              flush=True)
+        rec = get_recorder()
+        if rec.enabled:
+            rec.instant(V.TID_NEGOTIATION, V.STALL, V.CAT_NEGOTIATION,
+                        {"missing": {str(r): n[:MAX_NAMES_PER_RANK] for r, n in by_rank.items()},
+                         V.ARG_STEP: rec.step})

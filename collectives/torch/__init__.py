@@ -1,0 +1,114 @@
+"""Horovod's ``horovod.torch`` API on ringscope's engine: ``import collectives.torch as hvd``.
+
+Everything a Horovod training script calls is here under the same name and with the same meaning:
+init/rank/size, the collectives (sync, async, in-place, grouped, autograd-aware), the
+DistributedOptimizer, broadcasting of parameters, optimizer state and objects, process sets, and
+start_timeline/stop_timeline.
+"""
+from __future__ import annotations
+
+import collectives as _core
+from collectives import process_sets as _ps
+from collectives.torch.autograd import (allgather, allreduce, alltoall, broadcast,  # noqa: F401
+                                        grouped_allreduce, reducescatter)
+from collectives.torch.compression import Compression  # noqa: F401
+from collectives.torch.functions import (allgather_object, broadcast_object,  # noqa: F401
+                                         broadcast_optimizer_state, broadcast_parameters)
+from collectives.torch.mpi_ops import (Adasum, Average, Handle, Max, Min, Product,  # noqa: F401
+                                       Sum, allgather_async, allreduce_, allreduce_async,
+                                       allreduce_async_, alltoall_async, barrier, broadcast_,
+                                       broadcast_async, broadcast_async_, grouped_allreduce_,
+                                       grouped_allreduce_async, grouped_allreduce_async_, join,
+                                       poll, reducescatter_async, synchronize)
+from collectives.torch.optimizer import DistributedOptimizer  # noqa: F401
+from collectives.torch.setup import init, shutdown  # noqa: F401
+
+ProcessSet = _ps.ProcessSet
+global_process_set = _ps.global_process_set
+
+
+def is_initialized() -> bool:
+    """True between :func:`init` and :func:`shutdown`."""
+    return _core.is_initialized()
+
+
+def rank() -> int:
+    return _core.rank()
+
+
+def size() -> int:
+    return _core.size()
+
+
+def local_rank() -> int:
+    return _core.local_rank()
+
+
+def local_size() -> int:
+    return _core.local_size()
+
+
+def cross_rank() -> int:
+    return _core.cross_rank()
+
+
+def cross_size() -> int:
+    return _core.cross_size()
+
+
+def _core_fn(name):
+    fn = getattr(_core, name, None)
+    if fn is None:
+        raise NotImplementedError(f"collectives.{name} is not available in this build")
+    return fn
+
+
+def add_process_set(process_set_or_ranks) -> ProcessSet:
+    """Register a process set on every rank (collective: all ranks call it in the same order)."""
+    return _core_fn("add_process_set")(process_set_or_ranks)
+
+
+def remove_process_set(process_set) -> bool:
+    """Unregister a process set on every rank (collective)."""
+    return _core_fn("remove_process_set")(process_set)
+
+
+def start_timeline(file_path, mark_cycles: bool = False) -> None:
+    """Start writing this rank's timeline to ``file_path`` at run time."""
+    fn = getattr(_core, "start_timeline", None)
+    if fn is None:
+        import tracer
+        fn = tracer.start_timeline
+    fn(file_path, mark_cycles=mark_cycles)
+
+
+def stop_timeline() -> None:
+    """Stop writing the timeline and finish the file."""
+    fn = getattr(_core, "stop_timeline", None)
+    if fn is None:
+        import tracer
+        fn = tracer.stop_timeline
+    fn()
+
+
+def mpi_built() -> bool:
+    return True
+
+
+def mpi_enabled() -> bool:
+    return True
+
+
+def gloo_built() -> bool:
+    import torch.distributed as dist
+    return dist.is_available() and dist.is_gloo_available()
+
+
+def nccl_built() -> bool:
+    import torch.distributed as dist
+    return dist.is_available() and dist.is_nccl_available()
+
+
+def cuda_built() -> bool:
+    import torch
+    return torch.version.cuda is not None

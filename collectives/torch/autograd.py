@@ -1,0 +1,170 @@
+"""The synchronous, autograd-aware collectives: ``allreduce``, ``grouped_allreduce``, ``allgather``,
+``broadcast``, ``alltoall`` and ``reducescatter``.
+
+Backward passes treat the objective as the sum of every rank's loss, so the gradient of an allreduce
+is the same allreduce of the gradient; of an allgather, each rank's slice of the summed gradient; of a
+broadcast, the summed gradient on the root and zeros elsewhere.
+"""
+from __future__ import annotations
+
+import torch
+
+from collectives.torch import mpi_ops as ops
+from collectives.torch.compression import Compression
+
+
+class _Allreduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
+        ctx.args = (op, prescale_factor, postscale_factor, process_set)
+        return ops.synchronize(ops._allreduce_async(tensor, None, name, op, prescale_factor,
+                                                    postscale_factor, process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        op, pre, post, pset = ctx.args
+        grad = ops.synchronize(ops._allreduce_async(grad_output.contiguous(), None, None, op, pre,
+                                                    post, pset))
+        return grad, None, None, None, None, None
+
+
+def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
+              prescale_factor=1.0, postscale_factor=1.0, process_set=None):
+    """Reduce ``tensor`` across ranks (Average by default) and return a new tensor.
+
+    Differentiable: its gradient is the same allreduce of the incoming gradient.
+    """
+    op = ops.resolve_op(op, average)
+    compressed, cctx = compression.compress(tensor)
+    out = _Allreduce.apply(compressed, name, op, prescale_factor, postscale_factor, process_set)
+    return compression.decompress(out, cctx)
+
+
+class _GroupedAllreduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, prescale_factor, postscale_factor, process_set, *tensors):
+        ctx.args = (op, prescale_factor, postscale_factor, process_set)
+        return tuple(ops.synchronize(ops._grouped_async(tensors, None, name, op, prescale_factor,
+                                                        postscale_factor, process_set)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        op, pre, post, pset = ctx.args
+        reduced = ops.synchronize(ops._grouped_async([g.contiguous() for g in grads], None, None,
+                                                     op, pre, post, pset))
+        return (None, None, None, None, None, *reduced)
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
+                      prescale_factor=1.0, postscale_factor=1.0, process_set=None):
+    """Reduce a list of tensors as one negotiated, fused group; returns a list of new tensors."""
+    op = ops.resolve_op(op, average)
+    pairs = [compression.compress(t) for t in tensors]
+    outs = _GroupedAllreduce.apply(name, op, prescale_factor, postscale_factor, process_set,
+                                   *[p[0] for p in pairs])
+    return [compression.decompress(o, p[1]) for o, p in zip(outs, pairs)]
+
+
+def _first_dims(dim0: int, process_set) -> list[int]:
+    got = ops.synchronize(ops.allgather_async(torch.tensor([dim0], dtype=torch.int64),
+                                              process_set=process_set))
+    return [int(d) for d in got.tolist()]
+
+
+def _set_rank(process_set) -> int:
+    return ops.pset(process_set).rank()
+
+
+class _Allgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, process_set):
+        ctx.dim0, ctx.process_set = tensor.shape[0], process_set
+        return ops.synchronize(ops.allgather_async(tensor, name, process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        summed = ops.synchronize(ops._allreduce_async(grad_output.contiguous(), None, None, ops.Sum,
+                                                      1.0, 1.0, ctx.process_set))
+        dims = _first_dims(ctx.dim0, ctx.process_set)
+        offset = sum(dims[:_set_rank(ctx.process_set)])
+        return summed.narrow(0, offset, ctx.dim0), None, None
+
+
+def allgather(tensor, name=None, process_set=None):
+    """Concatenate every rank's ``tensor`` along dim 0 (first dims may differ). Differentiable."""
+    if tensor.dim() == 0:
+        raise ValueError("allgather needs a tensor with at least one dimension")
+    return _Allgather.apply(tensor, name, process_set)
+
+
+class _Broadcast(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name, process_set):
+        ctx.root_rank, ctx.process_set = root_rank, process_set
+        return ops.synchronize(ops.broadcast_async(tensor, root_rank, name, process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        summed = ops.synchronize(ops._allreduce_async(grad_output.contiguous(), None, None, ops.Sum,
+                                                      1.0, 1.0, ctx.process_set))
+        if ops.pset(ctx.process_set).rank() != ctx.root_rank:
+            summed = torch.zeros_like(summed)
+        return summed, None, None, None
+
+
+def broadcast(tensor, root_rank, name=None, process_set=None):
+    """Return ``root_rank``'s ``tensor`` on every rank (input unchanged). Differentiable."""
+    return _Broadcast.apply(tensor, root_rank, name, process_set)
+
+
+class _Alltoall(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, splits, name, process_set):
+        out, received = ops.synchronize(ops.alltoall_async(tensor, splits, name, process_set))
+        ctx.received, ctx.process_set = received, process_set
+        ctx.mark_non_differentiable(received)
+        return out, received
+
+    @staticmethod
+    def backward(ctx, grad_output, _unused):
+        grad, _ = ops.synchronize(ops.alltoall_async(grad_output.contiguous(), ctx.received, None,
+                                                     ctx.process_set))
+        return grad, None, None, None
+
+
+def alltoall(tensor, splits=None, name=None, process_set=None):
+    """Send dim-0 slices (``splits`` rows to each rank, equal by default) to every rank.
+
+    Returns the gathered tensor, or ``(output, received_splits)`` when ``splits`` is given.
+    Differentiable.
+    """
+    out, received = _Alltoall.apply(tensor, splits, name, process_set)
+    return out if splits is None else (out, received)
+
+
+class _Reducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):
+        ctx.args = (op, process_set, prescale_factor * postscale_factor)
+        return ops.synchronize(ops.reducescatter_async(tensor, name, op, process_set,
+                                                       prescale_factor, postscale_factor))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        op, pset, scale = ctx.args
+        grad = ops.synchronize(ops.allgather_async(grad_output.contiguous(), None, pset))
+        if op == ops.Average:
+            scale /= ops.pset(pset).size()
+        return grad * scale, None, None, None, None, None
+
+
+def reducescatter(tensor, name=None, compression=Compression.none, op=None, process_set=None,
+                  prescale_factor=1.0, postscale_factor=1.0):
+    """Reduce ``tensor`` across ranks and return this rank's dim-0 slice. Differentiable."""
+    op = ops.resolve_op(op)
+    if op not in (ops.Average, ops.Sum):
+        raise ValueError("reducescatter supports op=Average or op=Sum")
+    compressed, cctx = compression.compress(tensor)
+    out = _Reducescatter.apply(compressed, name, op, process_set, prescale_factor,
+                               postscale_factor)
+    return compression.decompress(out, cctx)

@@ -1,0 +1,281 @@
+"""Horovod's torch collectives (async forms, handles, poll/synchronize) on the ringscope engine.
+
+Each op becomes an engine ``Entry``. A CPU tensor travels as a numpy *view* of its memory
+(:mod:`collectives.torch.tensors`); in-place ops hand the engine that same view as the output, so the
+result lands in the tensor's storage with no torch-side copy. CUDA tensors (and CPU tensors when
+``RINGSCOPE_BACKEND=gloo``) travel as tensors through :class:`collectives.torch.adapter.TorchAdapter`.
+Names follow Horovod: ``<op>.<name>``, or ``<op>.noname.<handle>`` without a name.
+"""
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+from collectives import process_sets as _ps
+from collectives.adapters import NUMPY
+from collectives.entry import Entry
+from collectives.torch import tensors as _t
+from collectives.torch.adapter import TORCH
+from tracer import vocab as V
+
+
+class _AdasumOp:
+    def __repr__(self):
+        return "Adasum"
+
+
+from collectives.ops import Average, Max, Min, Product, Sum  # noqa: E402
+Adasum = _AdasumOp()
+
+_handle_ids = itertools.count()
+
+
+class Handle:
+    """Returned by the ``*_async`` ops; pass it to :func:`poll` or :func:`synchronize`."""
+
+    __slots__ = ("id", "_inner", "_finish", "_keep", "_result", "_done")
+
+    def __init__(self, hid, inner, finish, keep):
+        self.id, self._inner, self._finish, self._keep = hid, inner, finish, keep
+        self._result, self._done = None, False
+
+    def __repr__(self):
+        return f"<collectives.torch handle {self.id}{' done' if self._done else ''}>"
+
+
+def poll(handle: Handle) -> bool:
+    """True when the op behind ``handle`` has finished (never blocks)."""
+    if handle._done:
+        return True
+    inner = handle._inner
+    return all(h.poll() for h in inner) if isinstance(inner, list) else inner.poll()
+
+
+def synchronize(handle: Handle):
+    """Wait for the op behind ``handle`` and return its output (raises the op's error)."""
+    if not handle._done:
+        inner = handle._inner
+        raw = [h.wait() for h in inner] if isinstance(inner, list) else inner.wait()
+        handle._result = handle._finish(raw)
+        handle._done, handle._inner, handle._keep = True, None, None
+    return handle._result
+
+
+def resolve_op(op=None, average=None):
+    """Horovod's rule: ``op`` wins, the deprecated ``average`` flag maps to Average/Sum."""
+    if op is not None and average is not None:
+        raise ValueError("set either op or the deprecated average flag, not both")
+    if op is None:
+        op = Sum if average is False else Average
+    if op is Adasum:
+        raise NotImplementedError("op=Adasum is not supported by ringscope's collectives; "
+                                  "use op=Average (the default) or op=Sum")
+    return op
+
+
+def pset(process_set):
+    """The ProcessSet object for ``process_set=`` (None means the global set)."""
+    return _ps.global_process_set if process_set is None else process_set
+
+
+def is_root(root_rank: int, process_set=None) -> bool:
+    """Whether this process is ``root_rank`` (a rank within the process set) of a broadcast."""
+    return pset(process_set).rank() == root_rank
+
+
+def _name(prefix: str, name, hid: int) -> str:
+    return f"{prefix}.{name}" if name is not None else f"{prefix}.noname.{hid}"
+
+
+def _engine_obj():
+    from collectives.engine import get_engine
+    return get_engine()
+
+
+def _use_gloo() -> bool:
+    return _engine_obj().config.backend == "gloo"
+
+
+def _entry(op_type, name, tensor, output=None, **kw) -> Entry:
+    """An engine entry for ``tensor`` (and in-place ``output``), with the right adapter."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"expected a torch.Tensor, got {type(tensor).__name__}")
+    kw["process_set"] = _ps.set_id_of(kw.get("process_set"))
+    if tensor.device.type == "cpu" and not _use_gloo():
+        arr = _t.to_numpy(tensor)
+        out = None
+        if output is not None:
+            view = arr if output is tensor else _t.to_numpy(output)
+            out = view if _t.shares_memory(output, view) else None
+        return Entry(name, op_type, arr, NUMPY, output=out, **kw)
+    t = TORCH.check(tensor.detach())
+    out = output.detach() if output is not None and output.is_contiguous() else None
+    return Entry(name, op_type, t if t.is_contiguous() else t.contiguous(), TORCH, output=out,
+                 **kw)
+
+
+def _enqueue(entry):
+    return _engine_obj().enqueue(entry)
+
+
+def _finisher(tensor, output):
+    def finish(result):
+        if output is not None:
+            return _t.copy_into(output, result)
+        return _t.from_engine(result, like=tensor)
+    return finish
+
+
+# ---- allreduce ------------------------------------------------------------------------------
+
+def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
+    hid = next(_handle_ids)
+    e = _entry(V.ALLREDUCE, _name("allreduce", name, hid), tensor, output, reduce_op=op,
+               prescale=float(prescale_factor), postscale=float(postscale_factor),
+               process_set=process_set)
+    return Handle(hid, _enqueue(e), _finisher(tensor, output), e)
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0, process_set=None) -> Handle:
+    """Start reducing ``tensor`` across ranks (Average by default); the input is not modified."""
+    op = resolve_op(op, average)
+    return _allreduce_async(tensor, None, name, op, prescale_factor, postscale_factor, process_set)
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                     postscale_factor=1.0, process_set=None) -> Handle:
+    """Start reducing ``tensor`` in place; :func:`synchronize` returns ``tensor`` itself."""
+    op = resolve_op(op, average)
+    return _allreduce_async(tensor, tensor, name, op, prescale_factor, postscale_factor, process_set)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+               postscale_factor=1.0, process_set=None):
+    """Reduce ``tensor`` in place across ranks and return it."""
+    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
+                                        postscale_factor, process_set))
+
+
+def _grouped_async(tensors, outputs, name, op, prescale_factor, postscale_factor, process_set):
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("grouped_allreduce needs at least one tensor")
+    outputs = [None] * len(tensors) if outputs is None else list(outputs)
+    hid = next(_handle_ids)
+    base = _name("grouped_allreduce", name, hid)
+    entries = [_entry(V.ALLREDUCE, f"{base}_{i}", t, o, reduce_op=op,
+                      prescale=float(prescale_factor), postscale=float(postscale_factor),
+                      process_set=process_set)
+               for i, (t, o) in enumerate(zip(tensors, outputs))]
+    finishers = [_finisher(t, o) for t, o in zip(tensors, outputs)]
+    handles = list(_engine_obj().enqueue_group(entries, group=base))
+    return Handle(hid, handles, lambda rs: [f(r) for f, r in zip(finishers, rs)], entries)
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=None) -> Handle:
+    """Start reducing a list of tensors, negotiated and fused as one group."""
+    op = resolve_op(op, average)
+    return _grouped_async(tensors, None, name, op, prescale_factor, postscale_factor, process_set)
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                             postscale_factor=1.0, process_set=None) -> Handle:
+    """In-place form of :func:`grouped_allreduce_async`."""
+    op = resolve_op(op, average)
+    tensors = list(tensors)
+    return _grouped_async(tensors, tensors, name, op, prescale_factor, postscale_factor,
+                          process_set)
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                       postscale_factor=1.0, process_set=None):
+    """Reduce a list of tensors in place as one group and return them."""
+    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
+                                                postscale_factor, process_set))
+
+
+# ---- allgather, broadcast, alltoall, reducescatter -------------------------------------------
+
+def allgather_async(tensor, name=None, process_set=None) -> Handle:
+    """Start concatenating every rank's ``tensor`` along dim 0 (first dims may differ)."""
+    if tensor.dim() == 0:
+        raise ValueError("allgather needs a tensor with at least one dimension")
+    hid = next(_handle_ids)
+    e = _entry(V.ALLGATHER, _name("allgather", name, hid), tensor, process_set=process_set)
+    return Handle(hid, _enqueue(e), _finisher(tensor, None), e)
+
+
+def _broadcast_async(tensor, output, root_rank, name, process_set):
+    hid = next(_handle_ids)
+    e = _entry(V.BROADCAST, _name("broadcast", name, hid), tensor, output, root=int(root_rank),
+               process_set=process_set)
+    return Handle(hid, _enqueue(e), _finisher(tensor, output), e)
+
+
+def broadcast_async(tensor, root_rank, name=None, process_set=None) -> Handle:
+    """Start sending ``root_rank``'s tensor to every rank; the input is not modified."""
+    return _broadcast_async(tensor, None, root_rank, name, process_set)
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=None) -> Handle:
+    """In-place form of :func:`broadcast_async`."""
+    return _broadcast_async(tensor, tensor, root_rank, name, process_set)
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=None):
+    """Overwrite ``tensor`` with ``root_rank``'s value and return it."""
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+
+
+def alltoall_async(tensor, splits=None, name=None, process_set=None) -> Handle:
+    """Start an alltoall; :func:`synchronize` returns ``(output, received_splits)``."""
+    if tensor.dim() == 0:
+        raise ValueError("alltoall needs a tensor with at least one dimension")
+    split_list = None if splits is None else [int(s) for s in torch.as_tensor(splits).tolist()]
+    hid = next(_handle_ids)
+    e = _entry(V.ALLTOALL, _name("alltoall", name, hid), tensor, splits=split_list,
+               process_set=process_set)
+    to_tensor = _finisher(tensor, None)
+
+    def finish(result):
+        received = e.meta.get("received_splits", [])
+        return to_tensor(result), torch.tensor(received, dtype=torch.int32)
+
+    return Handle(hid, _enqueue(e), finish, e)
+
+
+def reducescatter_async(tensor, name=None, op=None, process_set=None, prescale_factor=1.0,
+                        postscale_factor=1.0) -> Handle:
+    """Start reducing ``tensor`` and scattering dim-0 slices of the result, one per rank."""
+    op = resolve_op(op)
+    if tensor.dim() == 0:
+        raise ValueError("reducescatter needs a tensor with at least one dimension")
+    hid = next(_handle_ids)
+    e = _entry(V.REDUCESCATTER, _name("reducescatter", name, hid), tensor, reduce_op=op,
+               prescale=float(prescale_factor), postscale=float(postscale_factor),
+               process_set=process_set)
+    return Handle(hid, _enqueue(e), _finisher(tensor, None), e)
+
+
+def barrier(process_set=None) -> None:
+    """Block until every rank of the set reaches the barrier."""
+    hid = next(_handle_ids)
+    e = Entry(f"barrier.{hid}", V.BARRIER, None, None,
+              process_set=_ps.set_id_of(process_set))
+    _enqueue(e).wait()
+
+
+def join(device=-1) -> int:
+    """Wait until every rank has called ``join``; return the last rank to arrive.
+
+    Unlike Horovod's, a joined rank does not stand in (with zeros) for collectives the other ranks
+    still submit: every rank must reach ``join`` after the same sequence of collectives.
+    """
+    from tracer import clock
+    hid = next(_handle_ids)
+    stamp = torch.tensor([clock.wall_ns()], dtype=torch.int64)
+    arrivals = synchronize(allgather_async(stamp, name=f"join.{hid}"))
+    return int(torch.argmax(arrivals).item())

@@ -1,0 +1,53 @@
+"""``init``/``shutdown`` for the torch frontend: the engine, plus torch.distributed when a gloo or
+NCCL backend will carry tensors (rendezvous over MPI, the global group built eagerly in MPI rank
+order)."""
+from __future__ import annotations
+
+import collectives as _core
+from collectives import process_sets as _ps
+from collectives.backends import gloo as _gloo  # noqa: F401  (registers "gloo")
+from collectives.backends import nccl as _nccl  # noqa: F401  (registers "nccl")
+from collectives.torch import rendezvous
+
+
+def dist_backends(config) -> list[str]:
+    """The torch.distributed backends this process will use: gloo when RINGSCOPE_BACKEND=gloo,
+    nccl when torch sees a GPU and has NCCL."""
+    import torch
+    import torch.distributed as dist
+    out = []
+    if config.backend == "gloo":
+        out.append("gloo")
+    if config.backend == "nccl" or (dist.is_available() and dist.is_nccl_available()
+                                    and torch.cuda.is_available()):
+        out.append("nccl")
+    return out
+
+
+def init(comm=None, process_sets=None) -> None:
+    """Start ringscope on this rank (collective: every rank calls it).
+
+    ``comm`` is accepted for Horovod compatibility and must be None (ringscope runs on
+    MPI_COMM_WORLD); ``process_sets`` are registered as in ``collectives.init``.
+    """
+    if comm is not None:
+        raise ValueError("init(comm=...) is not supported: ringscope runs on MPI_COMM_WORLD; "
+                         "use process_sets= for subsets of ranks")
+    _core.init(process_sets=process_sets)
+    from collectives.engine import get_engine
+    from collectives.backends.base import get_backend
+    config = get_engine().config
+    backends = dist_backends(config)
+    if not backends:
+        return
+    from collectives.torch.functions import broadcast_object
+    rendezvous.setup(_core.rank(), _core.size(), _core.local_size() == _core.size(),
+                     broadcast_object)
+    for name in backends:
+        get_backend(name, config).group(_ps.TABLE.get(0))   # the global group, made now
+
+
+def shutdown() -> None:
+    """Stop the engine on this rank (collective); ``init`` may be called again afterwards."""
+    _core.shutdown()
+    rendezvous.reset()

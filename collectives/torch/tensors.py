@@ -1,0 +1,78 @@
+"""Torch tensors in and out of the numpy engine, sharing memory wherever torch allows it.
+
+A contiguous CPU tensor becomes a numpy *view* (``t.numpy()``): the engine reads it, and in-place ops
+land straight in the tensor's storage. Only what numpy cannot hold (bfloat16) or what is not laid out
+contiguously is copied, and copied back for in-place ops.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+# dtypes numpy has no counterpart for: carried as a wider dtype on the wire, cast back afterwards
+_WIRE_DTYPE = {torch.bfloat16: torch.float32, torch.complex32: torch.complex64}
+
+
+def to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A numpy array with the tensor's values; a view of the same memory when possible."""
+    if tensor.device.type != "cpu":
+        raise TypeError(f"to_numpy() wants a CPU tensor, got one on {tensor.device}")
+    t = tensor.detach()
+    wire = _WIRE_DTYPE.get(t.dtype)
+    if wire is not None:
+        t = t.to(wire)
+    if not t.is_contiguous():
+        t = t.contiguous()
+    if t.is_conj():
+        t = t.resolve_conj()
+    return t.numpy()
+
+
+def shares_memory(tensor: torch.Tensor, array: np.ndarray) -> bool:
+    """True when ``array`` is a view of ``tensor``'s storage (no copy-back needed)."""
+    if tensor.device.type != "cpu" or tensor.numel() == 0:
+        return False
+    return array.__array_interface__["data"][0] == tensor.data_ptr() and array.nbytes == \
+        tensor.numel() * tensor.element_size()
+
+
+def from_numpy(array: np.ndarray, like: torch.Tensor, shape=None) -> torch.Tensor:
+    """A tensor over ``array``'s memory, cast back to ``like``'s dtype and moved to its device."""
+    out = torch.from_numpy(np.ascontiguousarray(array))
+    if shape is not None:
+        out = out.reshape(shape)
+    if out.dtype != like.dtype:
+        out = out.to(like.dtype)
+    if out.device != like.device:
+        out = out.to(like.device)
+    return out
+
+
+def copy_into(tensor: torch.Tensor, array) -> torch.Tensor:
+    """Write ``array`` into ``tensor`` unless it already is ``tensor``'s memory; return ``tensor``."""
+    if isinstance(array, torch.Tensor):
+        if array.data_ptr() != tensor.data_ptr():
+            with torch.no_grad():
+                tensor.copy_(array.reshape(tensor.shape))
+    elif not shares_memory(tensor, array):
+        with torch.no_grad():
+            tensor.copy_(torch.from_numpy(np.ascontiguousarray(array)).reshape(tensor.shape))
+    return tensor
+
+
+def to_engine(tensor: torch.Tensor):
+    """What the engine is handed: a numpy view of a CPU tensor, or the CUDA tensor itself."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"expected a torch.Tensor, got {type(tensor).__name__}")
+    if tensor.device.type == "cpu":
+        return to_numpy(tensor)
+    t = tensor.detach()
+    return t if t.is_contiguous() else t.contiguous()
+
+
+def from_engine(result, like: torch.Tensor, shape=None) -> torch.Tensor:
+    """The engine's result as a tensor with ``like``'s dtype and device."""
+    if isinstance(result, torch.Tensor):
+        out = result if shape is None else result.reshape(shape)
+        return out.to(dtype=like.dtype, device=like.device)
+    return from_numpy(result, like=like, shape=shape)

@@ -1,0 +1,147 @@
+"""Issue 4's multi-rank checks: 4 real ranks (mpiexec), the real engine, the timeline on every rank."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections import defaultdict
+
+import pytest
+
+from tests.mpi_util import SCRIPTS, mpi_env, mpiexec, run_mpi
+from tracer import clock
+from tracer import vocab as v
+from tracer.readback import read_trace
+
+N = 4
+SKEW_RANK, SKEW_US = 2, 50_000
+SCRIPT = SCRIPTS / "tracer_timeline_run.py"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tracer_mr")
+    proc = run_mpi(N, [SCRIPT, "steps", "25"], env={
+        "RESULTS_DIR": d, "RINGSCOPE_TIMELINE": str(d / "tl") + "/",
+        "TRACER_TEST_SKEW": f"{SKEW_RANK}:{SKEW_US}"}, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    docs = {}
+    for r in range(N):
+        with open(d / "tl" / f"rank-{r:05d}.json") as f:
+            docs[r] = json.loads(f.read())        # plain json.loads: no repair needed
+    submitted = {r: json.loads((d / f"submitted-{r}.json").read_text()) for r in range(N)}
+    return docs, submitted
+
+
+def test_four_files_one_per_rank(run):
+    docs, _ = run
+    assert sorted(docs) == list(range(N))
+    for r, doc in docs.items():
+        meta = doc["otherData"]["ringscope"]
+        assert meta["rank"] == r and meta["size"] == N
+        assert {e["pid"] for e in doc["traceEvents"]} == {r}
+        assert doc["traceEvents"][-1]["name"] == v.SHUTDOWN
+
+
+def test_every_tensor_of_every_fused_op_appears(run):
+    docs, submitted = run
+    for r, doc in docs.items():
+        evs = doc["traceEvents"]
+        lifecycles = defaultdict(int)
+        for e in evs:
+            if e["ph"] == "b" and v.async_id(e) == e["name"]:
+                lifecycles[e["name"]] += 1
+        fused = [e for e in evs if e["name"] == v.FUSED_RESPONSE]
+        assert fused and any(e["args"][v.ARG_COUNT] > 1 for e in fused), "nothing was fused"
+        in_fused = defaultdict(int)
+        for e in fused:
+            assert len(e["args"][v.ARG_TENSORS]) == e["args"][v.ARG_COUNT]
+            for t in e["args"][v.ARG_TENSORS]:
+                in_fused[t] += 1
+        assert set(in_fused) == set(submitted[r]) == set(lifecycles)
+        assert in_fused == lifecycles       # each executed tensor has exactly one lifecycle per step
+
+
+def _ns(x):
+    return round(x * 1000)
+
+
+def test_no_complete_events_overlap_without_nesting(run):
+    docs, _ = run
+    for r, doc in docs.items():
+        by_thread = defaultdict(list)
+        for e in doc["traceEvents"]:
+            if e["ph"] == "X":
+                by_thread[e["tid"]].append((_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"]), e["name"]))
+        assert len(by_thread) >= 3
+        for tid, spans in by_thread.items():
+            spans.sort(key=lambda s: (s[0], -s[1]))
+            stack = []
+            for s in spans:
+                while stack and stack[-1][1] <= s[0]:
+                    stack.pop()
+                assert not stack or s[1] <= stack[-1][1], f"rank {r} tid {tid}: {s} overlaps {stack[-1]}"
+                stack.append(s)
+
+
+def _comm_ends(doc, use_offset):
+    meta = doc["otherData"]["ringscope"]
+    off = meta["clock_offset_ns"] if use_offset else 0
+    return {e["args"][v.ARG_RESPONSE]: meta["base_epoch_ns"] + _ns(e["ts"] + e["dur"]) - off
+            for e in doc["traceEvents"] if e["ph"] == "X" and e["name"] in v.COMM_ACTIVITIES}
+
+
+def test_recorded_offsets_line_ranks_up(run):
+    docs, _ = run
+    meta = docs[SKEW_RANK]["otherData"]["ringscope"]
+    assert abs(meta["clock_offset_ns"] - SKEW_US * 1000) < 1_000_000
+    ref = _comm_ends(docs[0], True)
+    assert len(ref) >= 25
+    for r in range(1, N):
+        for use_offset in (True, False):
+            ends = _comm_ends(docs[r], use_offset)
+            common = sorted(set(ends) & set(ref))
+            assert len(common) == len(ref), "the same response ids on every rank"
+            median_us = statistics.median(ends[k] - ref[k] for k in common) / 1000
+            if use_offset:
+                assert abs(median_us) < 200, f"rank {r}: collectives {median_us:.0f} µs apart"
+            elif r == SKEW_RANK:     # the control: without the offsets the skew shows
+                assert abs(median_us - SKEW_US) < 5000
+
+
+def test_sigkilled_rank_leaves_a_loadable_file(tmp_path):
+    env = mpi_env({"RESULTS_DIR": tmp_path, "RINGSCOPE_TIMELINE": str(tmp_path / "tl") + "/"})
+    cmd = [mpiexec(), "-n", str(N), sys.executable, str(SCRIPT), "forever"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    victim = 1
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / f"ready-{victim}").exists():
+            assert proc.poll() is None, proc.stdout.read()[-3000:]
+            assert time.monotonic() < deadline, "workers never got ready"
+            time.sleep(0.2)
+        pid = int((tmp_path / f"pid-{victim}").read_text())
+        killed_at = clock.wall_ns()
+        os.kill(pid, signal.SIGKILL)
+        try:
+            proc.communicate(timeout=60)     # the other ranks must not hang
+        except subprocess.TimeoutExpired:
+            pytest.fail("other ranks hung after a rank was SIGKILLed")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    data = read_trace(tmp_path / "tl" / f"rank-{victim:05d}.json")
+    base = data.meta["base_epoch_ns"]
+    assert data.meta["rank"] == victim
+    ts = [e["ts"] for e in data.events if e["ph"] != "M"]
+    assert len(ts) > 100
+    last_ns = base + _ns(max(ts))
+    lost_s = (killed_at - last_ns) / 1e9
+    assert lost_s < 1.25, f"rank {victim}'s file ends {lost_s:.2f}s before the kill"
+    assert not any(e["name"] == v.SHUTDOWN for e in data.events)   # it really died unfinished

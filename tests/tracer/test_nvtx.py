@@ -1,0 +1,71 @@
+"""NVTX ranges for every phase, checked through the emitter (nvtx is a no-op without CUDA here)."""
+from __future__ import annotations
+
+import threading
+
+import tracer
+from tracer import vocab as v
+from tracer.nvtx_emitter import DOMAIN
+
+
+def _ranges(log):
+    starts = {e[1]: e for e in log if e[0] == "start"}
+    ended = {e[1] for e in log if e[0] == "end"}
+    return starts, ended
+
+
+def test_every_phase_is_an_nvtx_range(env, tmp_path):
+    env(RINGSCOPE_TIMELINE=str(tmp_path) + "/")
+    rec = tracer.configure({"rank": 0})
+    assert rec.emitter is not None, "the nvtx package is installed, so NVTX must be on"
+    rec.emitter.log = log = []
+    tracer.mark_step()
+    t = "allreduce.fc.weight"
+    rec.async_begin(t, t, {v.ARG_TENSOR: t, v.ARG_BYTES: 4096})
+    rec.async_begin(t, v.negotiate_name(v.ALLREDUCE))
+    rec.async_end(t, v.negotiate_name(v.ALLREDUCE))
+    rec.async_begin(t, v.QUEUE)
+    rec.async_end(t, v.QUEUE)
+    spans = [(v.TID_FUSION, v.FUSED_RESPONSE, v.CAT_FUSION), (v.TID_FUSION, v.MEMCPY_IN_FUSION_BUFFER,
+             v.CAT_MEMCPY), (v.TID_BACKEND, v.RING_ALLREDUCE, v.CAT_COMM),
+             (v.TID_BACKEND, v.RING_REDUCE_SCATTER, v.CAT_COMM), (v.TID_BACKEND, v.RING_ALLGATHER,
+             v.CAT_COMM), (v.TID_FUSION, v.MEMCPY_OUT_FUSION_BUFFER, v.CAT_MEMCPY),
+             (v.TID_FRAMEWORK, v.SYNCHRONIZE, v.CAT_FRAMEWORK), (v.TID_CYCLES, v.CYCLE, v.CAT_CYCLE)]
+    toks = [rec.begin(tid, name, cat, {v.ARG_BYTES: 8192}) for tid, name, cat in spans]
+    # ranges may end on another thread (start/end ranges, not push/pop)
+    th = threading.Thread(target=lambda: [rec.end(tok) for tok in reversed(toks)])
+    th.start()
+    th.join()
+    rec.async_end(t, t)
+    tracer.mark_step()
+    starts, ended = _ranges(log)
+    by_cat = {s[3]: s for s in starts.values()}
+    for _, name, _ in spans:
+        s = by_cat[name]
+        assert s[2] == DOMAIN and s[4] == name and s[5] == 8192 and s[1] in ended, s
+    assert by_cat[v.CAT_TENSOR][4:] == (t, 4096) and by_cat[v.CAT_TENSOR][1] in ended
+    for phase in (v.negotiate_name(v.ALLREDUCE), v.QUEUE):
+        assert by_cat[phase][4:] == (f"{phase} {t}", 4096) and by_cat[phase][1] in ended
+    steps = [s for s in starts.values() if s[3] == v.STEP]
+    assert [s[4] for s in steps] == ["STEP 0", "STEP 1"]
+    assert steps[0][1] in ended and steps[1][1] not in ended      # step 1 is still running
+    assert len(starts) == len(spans) + 4 + 1     # + the step 1 range still open
+    assert sum(1 for s in starts.values() if s[1] not in ended) == 1
+
+
+def test_nvtx_off_when_disabled(env, tmp_path):
+    for var in ("RINGSCOPE_DISABLE_NVTX", "HOROVOD_DISABLE_NVTX_RANGES"):
+        env(RINGSCOPE_TIMELINE=str(tmp_path) + "/", **{var: "1"})
+        assert tracer.configure({"rank": 0}).emitter is None
+        tracer.close()
+        env(**{var: "0"})
+
+
+def test_real_nvtx_module_accepts_our_calls():
+    import nvtx
+
+    from tracer.nvtx_emitter import NvtxEmitter
+    em = NvtxEmitter(nvtx)
+    h = em.start("RING_ALLREDUCE", "RING_ALLREDUCE", 1 << 40)
+    em.end(h)
+    em.end(em.start("QUEUE x", "QUEUE", None))

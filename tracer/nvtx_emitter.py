@@ -1,0 +1,52 @@
+"""NVTX start/end ranges for every recorded phase (domain ``ringscope``, one category per phase).
+
+Start/end ranges (not push/pop) because a range may end on another thread (an op submitted on the
+framework thread finishes on the engine's). The byte count, when known, is the range's int payload.
+Without CUDA and Nsight the ``nvtx`` package's calls are no-ops, so the emitter can also keep a log of
+what it forwarded (``log``), which is how the tests check that each phase produced its range.
+"""
+from __future__ import annotations
+
+DOMAIN = "ringscope"
+
+
+class NvtxEmitter:
+    """Forwards ranges to ``nvtx`` (a module with ``start_range``/``end_range``)."""
+
+    domain = DOMAIN
+
+    def __init__(self, nvtx_module, log: list | None = None):
+        self._start = nvtx_module.start_range
+        self._end = nvtx_module.end_range
+        self.log = log   # when a list: ("start", n, domain, category, message, payload) / ("end", n)
+
+    def start(self, message: str, category: str, payload=None):
+        """Open a range; returns the handle to pass to :meth:`end`."""
+        if payload is not None and not isinstance(payload, int):
+            payload = None
+        handle = self._start(message=message, domain=DOMAIN, category=category, payload=payload)
+        log = self.log
+        if log is not None:
+            n = len(log)
+            log.append(("start", n, DOMAIN, category, message, payload))
+            return (n, handle)
+        return handle
+
+    def end(self, handle) -> None:
+        log = self.log
+        if log is not None:
+            n, handle = handle
+            log.append(("end", n))
+        if handle is not None:
+            self._end(handle)
+
+
+def load_emitter(enabled: bool = True) -> NvtxEmitter | None:
+    """An emitter when NVTX is wanted and the ``nvtx`` package imports, else None."""
+    if not enabled:
+        return None
+    try:
+        import nvtx
+    except ImportError:
+        return None
+    return NvtxEmitter(nvtx)

@@ -1,0 +1,134 @@
+"""One rank's trace file on disk: valid JSON after every write, with a size cap and rotation.
+
+Layout (see docs/TRACE_FORMAT.md)::
+
+    {"otherData": {"ringscope": {...}},<spaces: head room so the metadata can be rewritten in place>
+    "traceEvents": [
+    {event},
+    {event}
+    ]}
+
+New events are written over the closing tail and the tail is written again after them (one
+``pwrite`` per flush), so the file is complete JSON after every flush. A process killed mid-write
+leaves complete lines followed by at most one partial line, which :mod:`tracer.readback` drops.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from tracer import format as fmt
+from tracer import vocab
+from tracer.config import part_path
+
+CAP_RESERVE = 4096   # bytes kept free under the cap for the CAP_REACHED and SHUTDOWN events
+
+
+class TraceFile:
+    """Appends serialised event lines to one file (or to rotating parts of it)."""
+
+    def __init__(self, path: Path, meta: dict, pid: int, base_ns: int, max_bytes: int | None = None,
+                 cap_mode: str = "stop", keep_parts: int = 3):
+        self.path = Path(path)
+        self.meta = dict(meta)
+        self.pid = pid
+        self.base_ns = base_ns
+        self.max_bytes = max_bytes
+        self.cap_mode = cap_mode
+        self.keep_parts = keep_parts
+        self.part = 0
+        self.capped = False          # stop mode: the cap was hit, later events are discarded
+        self.discarded = 0           # events not written because of the cap
+        self.lines_written = 0
+        self._fd = None
+        self._open(self.path)
+
+    # ---- file plumbing -------------------------------------------------------------------
+    def _open(self, path: Path) -> None:
+        self.current = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        meta = dict(self.meta, part=self.part)
+        self._head_width = fmt.head_width(meta)
+        first = [fmt.dumps(e) for e in fmt.metadata_events(self.pid, meta)]
+        body = fmt.head_line(meta, self._head_width) + fmt.HEAD_SUFFIX + b",\n".join(first)
+        os.pwrite(self._fd, body + fmt.TAIL, 0)
+        self.pos = len(body)
+        self.size = self.pos + len(fmt.TAIL)
+
+    def _pwrite_lines(self, lines: list[bytes]) -> None:
+        chunk = b",\n" + b",\n".join(lines)
+        os.pwrite(self._fd, chunk + fmt.TAIL, self.pos)
+        self.pos += len(chunk)
+        self.size = self.pos + len(fmt.TAIL)
+        self.lines_written += len(lines)
+
+    def update_meta(self, meta: dict) -> bool:
+        """Rewrite the metadata line in place; False if it no longer fits the head room."""
+        self.meta.update(meta)
+        if self._fd is None:
+            return False
+        try:
+            line = fmt.head_line(dict(self.meta, part=self.part), self._head_width)
+        except ValueError:
+            return False
+        os.pwrite(self._fd, line, 0)
+        return True
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    @property
+    def closed(self) -> bool:
+        return self._fd is None
+
+    # ---- writing with the cap --------------------------------------------------------------
+    def _instant(self, name: str, args: dict) -> bytes:
+        ts = (time.perf_counter_ns() - self.base_ns) / 1000
+        return fmt.dumps({"name": name, "cat": vocab.CAT_META, "ph": "i", "s": "p", "pid": self.pid,
+                          "tid": vocab.TID_FRAMEWORK, "ts": ts, "args": args})
+
+    def write(self, lines: list[bytes], force: bool = False) -> None:
+        """Append ``lines``; honour the cap unless ``force`` (used for the SHUTDOWN event)."""
+        if self._fd is None or not lines:
+            return
+        if force or self.max_bytes is None:
+            self._pwrite_lines(lines)
+            return
+        if self.capped:
+            self.discarded += len(lines)
+            return
+        budget = self.max_bytes - CAP_RESERVE - self.size
+        n, used = 0, 0
+        for line in lines:
+            used += len(line) + 2
+            if used > budget:
+                break
+            n += 1
+        if n:
+            self._pwrite_lines(lines[:n])
+        if n == len(lines):
+            return
+        rest = lines[n:]
+        if self.cap_mode == "rotate":
+            nxt = part_path(self.path, self.part + 1)
+            self._pwrite_lines([self._instant(vocab.CAP_REACHED, {
+                "bytes": self.size, "max_bytes": self.max_bytes, "mode": "rotate",
+                "next_file": nxt.name})])
+            self.close()
+            self.part += 1
+            self._open(nxt)
+            stale = self.part - self.keep_parts
+            if stale >= 0:
+                try:
+                    os.unlink(part_path(self.path, stale))
+                except OSError:
+                    pass
+            self.write(rest)
+        else:
+            self._pwrite_lines([self._instant(vocab.CAP_REACHED, {
+                "bytes": self.size, "max_bytes": self.max_bytes, "mode": "stop"})])
+            self.capped = True
+            self.discarded += len(rest)

@@ -1,0 +1,107 @@
+"""Communication: bandwidth per op (nccl-tests conventions), α-β fit per backend, efficiency."""
+from __future__ import annotations
+
+_GATHERED = ("ALLGATHER", "REDUCESCATTER", "ALLTOALL")
+
+
+def bus_factor(op: str, n: int) -> float:
+    """nccl-tests' busbw/algbw factor: allreduce 2(n−1)/n; allgather, reducescatter, alltoall (n−1)/n;
+    broadcast and reduce 1."""
+    op = (op or "").upper()
+    if n <= 1:
+        return 1.0 if op not in ("ALLREDUCE",) + _GATHERED else 0.0
+    if op == "ALLREDUCE":
+        return 2.0 * (n - 1) / n
+    if op in _GATHERED:
+        return (n - 1) / n
+    return 1.0
+
+
+def op_bandwidth(fused_ops, size: int, peak_busbw_gbps: float | None = None):
+    """Per executed op and rank: bytes, time, algbw and busbw (GB/s, 1e9), efficiency.
+
+    Args:
+        fused_ops: the ``fused_ops`` table.
+        size: ranks in the run (used when an op did not record its participant count).
+        peak_busbw_gbps: the link's peak bus bandwidth; default: the best busbw observed per backend.
+    Returns:
+        DataFrame ``rank, response, step, op, backend, activity, dtype, count, bytes, n, time_ns,
+        algbw_gbps, busbw_gbps, factor, efficiency``. ``bytes`` is S of nccl-tests: allreduce and broadcast
+        count the buffer once; allgather, reducescatter and alltoall the whole gathered buffer (recorded
+        bytes × n). ``time_ns`` is the backend activity (the op's span when none was recorded).
+    """
+    import numpy as np
+
+    df = fused_ops[["rank", "response", "step", "op", "backend", "activity", "dtype", "count", "bytes"]].copy()
+    n = fused_ops["size"].where(fused_ops["size"] > 0, size).astype("int64")
+    df["n"] = n
+    gathered = df["op"].fillna("").str.upper().isin(_GATHERED)
+    df["bytes"] = np.where(gathered, df["bytes"] * n, df["bytes"]).astype("int64")
+    t = fused_ops["comm_ns"].where(fused_ops["comm_ns"] > 0, fused_ops["end_ns"] - fused_ops["start_ns"])
+    df["time_ns"] = t.astype("int64")
+    secs = df["time_ns"].astype("float64") / 1e9
+    df["algbw_gbps"] = np.where(secs > 0, df["bytes"] / secs.where(secs > 0, 1.0) / 1e9, np.nan)
+    df["factor"] = [bus_factor(o, k) for o, k in zip(df["op"].fillna(""), df["n"])]
+    df["busbw_gbps"] = df["algbw_gbps"] * df["factor"]
+    if peak_busbw_gbps:
+        df["efficiency"] = df["busbw_gbps"] / float(peak_busbw_gbps)
+    else:
+        best = df.groupby(df["backend"].fillna("?"))["busbw_gbps"].transform("max")
+        df["efficiency"] = df["busbw_gbps"] / best.where(best > 0)
+    return df.reset_index(drop=True)
+
+
+def bandwidth_by_size(op_bw):
+    """nccl-tests-style table: one row per power-of-two message size bucket and op.
+
+    Args:
+        op_bw: output of :func:`op_bandwidth`.
+    Returns:
+        DataFrame ``size_bytes`` (bucket floor), ``op, ops, time_us`` (median), ``algbw_gbps``,
+        ``busbw_gbps`` (medians), ``busbw_max_gbps, efficiency`` (median).
+    """
+    import numpy as np
+    import pandas as pd
+
+    cols = ["size_bytes", "op", "ops", "time_us", "algbw_gbps", "busbw_gbps", "busbw_max_gbps", "efficiency"]
+    d = op_bw[op_bw["bytes"] > 0]
+    if not len(d):
+        return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
+    bucket = (2 ** np.floor(np.log2(d["bytes"].astype("float64")))).astype("int64")
+    g = d.assign(size_bytes=bucket, op=d["op"].fillna("?")).groupby(["size_bytes", "op"])
+    out = g.agg(ops=("bytes", "size"), time_us=("time_ns", "median"), algbw_gbps=("algbw_gbps", "median"),
+                busbw_gbps=("busbw_gbps", "median"), busbw_max_gbps=("busbw_gbps", "max"),
+                efficiency=("efficiency", "median")).reset_index()
+    out["time_us"] = out["time_us"] / 1000.0
+    return out[cols]
+
+
+def alpha_beta_fit(op_bw):
+    """Least-squares fit of time = α + bytes / β per backend and op.
+
+    Args:
+        op_bw: output of :func:`op_bandwidth`.
+    Returns:
+        DataFrame ``backend, op, ops, alpha_us, beta_gbps, half_bw_bytes`` (n½ = α·β, the size where
+        latency and bandwidth cost the same), ``r2``. NaN when sizes do not vary enough to fit.
+    """
+    import numpy as np
+    import pandas as pd
+
+    cols = ["backend", "op", "ops", "alpha_us", "beta_gbps", "half_bw_bytes", "r2"]
+    rows = []
+    for (backend, op), d in op_bw.groupby([op_bw["backend"].fillna("?"), op_bw["op"].fillna("?")]):
+        x = d["bytes"].astype("float64").to_numpy()
+        y = d["time_ns"].astype("float64").to_numpy() / 1e9
+        alpha = beta = half = r2 = float("nan")
+        if len(d) >= 2 and np.ptp(x) > 0:
+            slope, icpt = np.polyfit(x, y, 1)
+            if slope > 0:
+                alpha, beta = max(icpt, 0.0), 1.0 / slope
+                half = alpha * beta
+                pred = icpt + slope * x
+                ss = ((y - y.mean()) ** 2).sum()
+                r2 = 1.0 - ((y - pred) ** 2).sum() / ss if ss > 0 else float("nan")
+        rows.append({"backend": backend, "op": op, "ops": len(d), "alpha_us": alpha * 1e6,
+                     "beta_gbps": beta / 1e9, "half_bw_bytes": half, "r2": r2})
+    return pd.DataFrame(rows, columns=cols)

@@ -1,0 +1,160 @@
+"""Findings: each analysis result as a sentence with its numbers and a concrete action."""
+from __future__ import annotations
+
+COLUMNS = ["kind", "severity", "score", "message"]
+
+
+def fmt_bytes(n) -> str:
+    """1536 -> '1.5 KiB'."""
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}".replace(".0 ", " ")
+        n /= 1024
+
+
+def fmt_ns(ns) -> str:
+    """Nanoseconds as a short human duration."""
+    ns = float(ns)
+    if ns >= 1e9:
+        return f"{ns / 1e9:.2f} s"
+    if ns >= 1e6:
+        return f"{ns / 1e6:.1f} ms"
+    return f"{ns / 1e3:.0f} µs"
+
+
+def _row(kind, severity, score, message):
+    return {"kind": kind, "severity": severity, "score": float(score), "message": message}
+
+
+def straggler_findings(strag, step_ns: float | None, size: int):
+    """A rank that is last far more often than chance and holds the others up."""
+    out = []
+    if strag is None or not len(strag) or size < 2:
+        return out
+    groups = int(strag["times_last"].sum())
+    for _, r in strag.iterrows():
+        if r["times_last"] < max(3, 0.25 * groups) or r["pct_last"] < max(50.0, 150.0 / size):
+            continue
+        per_step = r["wait_imposed_per_step_ns"] if r["steps"] else r["wait_imposed_ns"]
+        unit = "per step" if r["steps"] else "in total"
+        share = 100.0 * per_step / step_ns if step_ns and r["steps"] else 0.0
+        if per_step < 100_000 and share < 2:
+            continue
+        msg = (f"rank {int(r['rank'])} was last in {r['pct_last']:.0f} % of negotiations and cost the others "
+               f"{fmt_ns(per_step)} {unit}" + (f" ({share:.0f} % of the step)" if step_ns and r["steps"] else "") +
+               f"; median lateness {fmt_ns(r['median_lateness_ns'])}: look at what rank {int(r['rank'])} "
+               "does before it submits (data loading, host load, a slower device or extra work)")
+        out.append(_row("straggler", "high" if share >= 10 or not r["steps"] else "medium", 50 + share, msg))
+    return out
+
+
+def fusion_findings(summary, prefix="RINGSCOPE_"):
+    """Threshold-bound fusion (raise it) and starved fusion (tiny single-tensor ops)."""
+    out = []
+    if summary is None or not len(summary):
+        return out
+    s = summary.iloc[0]
+    thr = s["threshold"]
+    if s["ops"] >= 3 and s["full_pct"] == s["full_pct"] and s["full_pct"] >= 50:
+        out.append(_row("fusion_threshold", "medium", 30 + s["full_pct"] / 10,
+                        f"{s['full_pct']:.0f} % of fused ops filled the {fmt_bytes(thr)} threshold: raise "
+                        f"{prefix}FUSION_THRESHOLD (e.g. to {fmt_bytes(thr * 2)}) so fewer, larger collectives run"))
+    if s["ops"] >= 3 and s["mean_tensors_per_op"] <= 1.5 and s["median_bytes"] < 256 * 1024:
+        fill = f", {100 * s['median_fill']:.2f} % of the {fmt_bytes(thr)} threshold" if thr == thr else ""
+        out.append(_row("fusion_starved", "high", 45,
+                        f"fusion is starved: {s['single_tensor_pct']:.0f} % of {int(s['ops'])} ops carried a "
+                        f"single tensor (median {fmt_bytes(s['median_bytes'])} per op{fill}); each pays the "
+                        f"full collective latency: raise {prefix}CYCLE_TIME so more tensors are fused per "
+                        "cycle, or bucket small gradients before submitting"))
+    if s["ops"] >= 3 and s["memcpy_share"] >= 0.15:
+        out.append(_row("memcpy", "medium", 25 + 50 * s["memcpy_share"],
+                        f"copies into and out of the fusion buffer took {100 * s['memcpy_share']:.0f} % of "
+                        "fused-op time: use fewer, larger tensors or a backend that reduces in place"))
+    return out
+
+
+def bandwidth_findings(by_size, ab, peak):
+    """Latency-bound traffic and large messages far below the best (or given peak) bandwidth."""
+    out = []
+    if ab is not None and len(ab):
+        for _, r in ab.iterrows():
+            if r["half_bw_bytes"] == r["half_bw_bytes"] and r["ops"] >= 5:
+                out.append(_row("alpha_beta", "info", 10,
+                                f"{r['backend']} {r['op'].lower()}: latency α ≈ {r['alpha_us']:.0f} µs, bandwidth "
+                                f"β ≈ {r['beta_gbps']:.2f} GB/s; messages under {fmt_bytes(r['half_bw_bytes'])} "
+                                "are latency-bound, so fuse them into larger ones"))
+    if by_size is not None and len(by_size) and peak:
+        big = by_size.iloc[-1]
+        if big["efficiency"] == big["efficiency"] and big["efficiency"] < 0.6:
+            out.append(_row("bandwidth", "medium", 30,
+                            f"{fmt_bytes(big['size_bytes'])}+ messages reached {big['busbw_gbps']:.2f} GB/s bus "
+                            f"bandwidth, {100 * big['efficiency']:.0f} % of the {peak:g} GB/s peak: check the "
+                            "interconnect and the backend choice"))
+    return out
+
+
+def breakdown_findings(bd_rank):
+    """Communication left exposed on the critical path."""
+    out = []
+    if bd_rank is None or not len(bd_rank):
+        return out
+    worst = bd_rank.sort_values("exposed_pct", ascending=False).iloc[0]
+    if worst["exposed_pct"] >= 20 and worst["step_ns"] > 0:
+        out.append(_row("exposed", "medium", 20 + worst["exposed_pct"] / 5,
+                        f"communication was exposed for {worst['exposed_pct']:.0f} % of each step on rank "
+                        f"{int(worst['rank'])} ({fmt_ns(worst['exposed_ns'])} of {fmt_ns(worst['step_ns'])}), "
+                        f"overlapped {fmt_ns(worst['overlapped_ns'])}: submit gradients as soon as they are "
+                        "ready (backward hooks) and synchronize as late as possible"))
+    return out
+
+
+def hang_findings(by_rank, hang_df, truncated_ranks):
+    """Missing ranks (a hang) and truncated traces."""
+    out = []
+    if by_rank is not None and len(by_rank):
+        br = by_rank.sort_values("tensors", ascending=False)
+        missing = hang_df[hang_df["kind"] == "missing"]
+        worst = br.iloc[0]
+        parts = [f"rank {int(r['rank'])} never submitted {int(r['tensors'])}" for _, r in br.head(4).iterrows()]
+        more = f" (and {len(br) - 4} more ranks)" if len(br) > 4 else ""
+        step = f", step {int(worst['first_step'])}" if worst["first_step"] >= 0 else ""
+        out.append(_row("hang", "high", 100,
+                        f"{len(missing)} tensor op(s) never completed: {'; '.join(parts)}{more} (first: "
+                        f"{worst['names'][0]}{step}); the others waited up to {fmt_ns(missing['waited_ns'].max())}:"
+                        f" check rank {int(worst['rank'])}'s control flow (a skipped backward, a different "
+                        "model branch or an exception)"))
+    if truncated_ranks:
+        out.append(_row("truncated", "medium", 40,
+                        f"trace(s) of rank(s) {', '.join(map(str, truncated_ranks))} stopped mid-run (not "
+                        "closed): the process crashed or was killed; the analyses cover what was recorded"))
+    return out
+
+
+def findings(run, peak_busbw_gbps=None):
+    """All findings of a :class:`viewer.Run`, most important first.
+
+    Args:
+        run: a loaded :class:`viewer.Run`; peak_busbw_gbps: optional link peak (GB/s).
+    Returns:
+        DataFrame ``kind, severity, score, message``.
+    """
+    import pandas as pd
+
+    from viewer.analyses import breakdown, fusion, hangs
+
+    bd = run.breakdown()
+    bd_rank = breakdown.breakdown_by_rank(bd)
+    step_ns = float(bd_rank["step_ns"].median()) if len(bd_rank) else None
+    hang_df = run.hangs()
+    rows = []
+    rows += hang_findings(hangs.hangs_by_rank(hang_df), hang_df, run.meta.get("truncated_ranks") or [])
+    rows += straggler_findings(run.stragglers(), step_ns, run.size)
+    fill = run.fusion()
+    fill = fill[fill["op"] == "ALLREDUCE"]  # broadcasts and the like are not fused
+    prefix = "HOROVOD_" if str(run.meta.get("format", "")).startswith("horovod") else "RINGSCOPE_"
+    rows += fusion_findings(fusion.fusion_summary(fill), prefix)
+    rows += breakdown_findings(bd_rank)
+    rows += bandwidth_findings(run.bandwidth_by_size(peak_busbw_gbps), run.alpha_beta(), peak_busbw_gbps)
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    return df.sort_values("score", ascending=False, ignore_index=True)

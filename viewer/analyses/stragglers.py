@@ -1,0 +1,133 @@
+"""Negotiation and stragglers: who submitted each tensor last, and what that cost the others."""
+from __future__ import annotations
+
+from viewer.analyses import intervals
+
+NEGOTIATION_COLUMNS = ["tensor", "step", "occurrence", "rank", "ready_ns", "source", "n_ranks", "first_ns",
+                       "last_ns", "last_rank", "is_last", "lateness_ns", "spread_ns", "wait_imposed_ns"]
+
+
+def submit_times(tables):
+    """When each rank was ready with each tensor, from the best source available.
+
+    Args:
+        tables: :class:`viewer.schema.RunTables`.
+    Returns:
+        DataFrame ``tensor, step, occurrence, rank, ready_ns, source``. Source "submit" (each rank's own
+        aligned submit time) when two or more ranks have traces, else the coordinator's ticks
+        ("ringscope" READY instants or "horovod" rank-named ticks).
+    """
+    import pandas as pd
+
+    ops = tables.tensor_ops
+    if len(ops) and ops["rank"].nunique() >= 2:
+        df = ops[["tensor", "step", "occurrence", "rank", "submit_ns"]].rename(columns={"submit_ns": "ready_ns"})
+        df = df.assign(source="submit")
+    else:
+        df = tables.readiness[["tensor", "step", "occurrence", "rank", "ready_ns", "source"]].copy()
+    return pd.DataFrame(df).reset_index(drop=True)
+
+
+def negotiations(tables, size: int | None = None):
+    """Per tensor and step (or n-th occurrence), each rank's readiness and who was last.
+
+    Args:
+        tables: :class:`viewer.schema.RunTables`.
+        size: ranks in the run; a negotiation counts as complete when all ``size`` ranks were seen
+            (Horovod timelines: two or more ranks, since ticks vanish on cached responses).
+    Returns:
+        One row per (tensor, step, occurrence, rank) with the group's ``n_ranks``, ``first_ns``,
+        ``last_ns``, ``last_rank``, ``spread_ns`` (last − first), this rank's ``lateness_ns`` (its time −
+        the group median), ``is_last`` and, on the last rank's row, ``wait_imposed_ns`` (last − second
+        last: how much sooner the op could have started had the last rank been as early as the next).
+        Only complete groups are kept.
+    """
+    import pandas as pd
+
+    df = submit_times(tables)
+    if not len(df):
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in NEGOTIATION_COLUMNS})
+    size = size or int(tables.meta.get("size") or df["rank"].nunique())
+    df["key"] = df["step"].where(df["step"] >= 0, df["occurrence"])
+    df = df.drop_duplicates(["tensor", "key", "rank"])
+    g = df.groupby(["tensor", "key"], sort=False)["ready_ns"]
+    df["n_ranks"] = g.transform("size")
+    horovod = (df["source"] == "horovod").all()
+    keep = df["n_ranks"] >= 2 if horovod else df["n_ranks"] >= max(size, 2)
+    df = df[keep].copy()
+    if not len(df):
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in NEGOTIATION_COLUMNS})
+    df = df.sort_values(["tensor", "key", "ready_ns", "rank"], kind="stable")
+    g = df.groupby(["tensor", "key"], sort=False)["ready_ns"]
+    df["first_ns"] = g.transform("min")
+    df["last_ns"] = g.transform("max")
+    df["spread_ns"] = df["last_ns"] - df["first_ns"]
+    df["lateness_ns"] = (df["ready_ns"] - g.transform("median")).astype("int64")
+    pos = df.groupby(["tensor", "key"], sort=False).cumcount()
+    df["is_last"] = pos == df["n_ranks"] - 1
+    second = df.groupby(["tensor", "key"], sort=False)["ready_ns"].transform(
+        lambda s: s.iloc[-2] if len(s) >= 2 else s.iloc[-1])
+    df["wait_imposed_ns"] = (df["ready_ns"] - second).where(df["is_last"], 0).astype("int64")
+    last_rank = df[df["is_last"]].set_index(["tensor", "key"])["rank"]
+    df["last_rank"] = [last_rank.get((t, k)) for t, k in zip(df["tensor"], df["key"])]
+    df = df.drop(columns="key")
+    return df[NEGOTIATION_COLUMNS].reset_index(drop=True)
+
+
+def rank_stragglers(neg, size: int | None = None):
+    """Per rank: how often it was last, the wait it imposed and its median lateness.
+
+    Args:
+        neg: output of :func:`negotiations`.
+        size: ranks in the run (ranks never seen get a row of zeros when given).
+    Returns:
+        DataFrame ``rank, negotiations, times_last, pct_last, wait_imposed_ns, wait_imposed_per_step_ns,
+        median_lateness_ns, p90_lateness_ns, steps`` (0 when the trace has no step numbers, e.g. Horovod
+        timelines: the per-step figure is then per n-th occurrence of the tensor names) sorted by wait imposed (descending). ``wait_imposed_ns`` is
+        the union of the intervals in which this rank alone held others up (overlapping tensors count once).
+    """
+    import pandas as pd
+
+    cols = ["rank", "negotiations", "times_last", "pct_last", "wait_imposed_ns", "wait_imposed_per_step_ns",
+            "median_lateness_ns", "p90_lateness_ns", "steps"]
+    if neg is None or not len(neg):
+        return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
+    steps = neg["step"].where(neg["step"] >= 0, neg["occurrence"])
+    n_steps = max(int(steps.nunique()), 1)
+    steps_known = bool((neg["step"] >= 0).any())
+    rows = []
+    ranks = sorted(set(neg["rank"].tolist()) | set(range(size or 0)))
+    for r in ranks:
+        mine = neg[neg["rank"] == r]
+        last = mine[mine["is_last"]]
+        waits = intervals.length(zip(last["ready_ns"] - last["wait_imposed_ns"], last["ready_ns"]))
+        n = len(mine)
+        rows.append({
+            "rank": int(r), "negotiations": n, "times_last": int(len(last)),
+            "pct_last": 100.0 * len(last) / n if n else 0.0, "wait_imposed_ns": int(waits),
+            "wait_imposed_per_step_ns": waits / n_steps,
+            "median_lateness_ns": float(mine["lateness_ns"].median()) if n else 0.0,
+            "p90_lateness_ns": float(mine["lateness_ns"].quantile(0.9)) if n else 0.0,
+            "steps": n_steps if steps_known else 0,
+        })
+    out = pd.DataFrame(rows, columns=cols)
+    return out.sort_values(["wait_imposed_ns", "times_last"], ascending=False, ignore_index=True)
+
+
+def per_tensor(neg):
+    """One row per negotiation (tensor, step, occurrence): last rank, spread and imposed wait.
+
+    Args:
+        neg: output of :func:`negotiations`.
+    Returns:
+        DataFrame ``tensor, step, occurrence, n_ranks, first_ns, last_ns, last_rank, spread_ns,
+        wait_imposed_ns, source`` in time order.
+    """
+    import pandas as pd
+
+    cols = ["tensor", "step", "occurrence", "n_ranks", "first_ns", "last_ns", "last_rank", "spread_ns",
+            "wait_imposed_ns", "source"]
+    if neg is None or not len(neg):
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
+    out = neg[neg["is_last"]][cols]
+    return out.sort_values("first_ns", ignore_index=True)

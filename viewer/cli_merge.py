@@ -1,0 +1,47 @@
+"""``ringscope merge RUN_DIR|FILES -o merged.json``: one Chrome trace, one process per rank, common clock."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (the Nsight overlay adds its ``--nsys`` option here)."""
+    p = argparse.ArgumentParser(prog="ringscope merge",
+                                description="Merge per-rank traces into one aligned Chrome trace.")
+    p.add_argument("paths", nargs="+", help="a run directory or per-rank trace files")
+    p.add_argument("-o", "--output", required=True, help="merged trace to write (.json)")
+    # Nsight overlay (viewer/nsys): --nsys REPORT.sqlite ... and/or --nsys RANK=FILE
+    from viewer.nsys.merge_hook import add_arguments as add_nsys_arguments
+    add_nsys_arguments(p)
+    return p
+
+
+def main(argv=None) -> int:
+    """Entry point; exit 2 with one line on stderr on bad input."""
+    args = build_parser().parse_args(argv)
+    from viewer.errors import TraceError, show_warnings_on_stderr
+    from viewer.merge import plan_merge, write_merged
+
+    show_warnings_on_stderr()
+    try:
+        paths = args.paths if len(args.paths) > 1 else args.paths[0]
+        plan = plan_merge(paths)
+        extra = None
+        if args.nsys:   # Nsight overlay: GPU lanes from nsys SQLite exports (viewer/nsys)
+            from viewer.nsys.merge_hook import gpu_extra_events
+            extra = gpu_extra_events(paths, args.nsys, plan)
+        stats = write_merged(plan, args.output, extra_events=extra)
+    except TraceError as exc:
+        print(f"ringscope: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"ringscope: {args.output}: cannot write ({exc.strerror or exc})", file=sys.stderr)
+        return 2
+    lanes = f", {stats['overlap_lanes']} overlap lane(s)" if stats["overlap_lanes"] else ""
+    print(f"wrote {args.output}: {stats['ranks']} rank(s), {stats['events']} events{lanes}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""``ringscope summarize RUN_DIR|FILES [--json] [--csv DIR] [--top N] [--peak-busbw GBPS]``."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+PROGRESS_BYTES = 32 << 20  # show a progress bar when the traces total more than this
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ringscope summarize",
+                                description="Summarize a run: findings, stragglers, fusion, bandwidth.")
+    p.add_argument("paths", nargs="+", help="a run directory, or trace files (ringscope or Horovod)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON (docs/SUMMARY_JSON.md)")
+    p.add_argument("--csv", metavar="DIR", help="also write every analysis table as DIR/<name>.csv")
+    p.add_argument("--top", type=int, default=10, metavar="N", help="rows per table (default 10)")
+    p.add_argument("--peak-busbw", type=float, metavar="GBPS", help="link peak bus bandwidth (GB/s)")
+    p.add_argument("--no-cache", action="store_true", help="parse again, ignoring the Parquet cache")
+    p.add_argument("--cache-dir", metavar="DIR", help="where the Parquet cache lives")
+    return p
+
+
+def _load(args):
+    from viewer.loader import find_traces
+    from viewer.run import Run
+
+    files = [f for p in args.paths for f in find_traces(p)]
+    total = sum(f.stat().st_size for f in files)
+    src = args.paths[0] if len(args.paths) == 1 else files
+    if total < PROGRESS_BYTES or args.json or not sys.stderr.isatty():
+        return Run.load(src, cache=not args.no_cache, cache_dir=args.cache_dir)
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+
+    with Progress(TextColumn("loading {task.description}"), BarColumn(), DownloadColumn(),
+                  transient=True) as prog:
+        task = prog.add_task(f"{len(files)} trace(s)", total=total)
+        return Run.load(src, cache=not args.no_cache, cache_dir=args.cache_dir,
+                        progress=lambda done, tot, f: prog.update(task, completed=done))
+
+
+def main(argv=None) -> int:
+    """Entry point; returns the exit code (2 on bad input, with one line on stderr)."""
+    args = _parser().parse_args(argv)
+    from viewer.errors import TraceError, show_warnings_on_stderr
+
+    show_warnings_on_stderr()
+    try:
+        run = _load(args)
+    except TraceError as exc:
+        print(f"ringscope: {exc}", file=sys.stderr)
+        return 2
+    from viewer import summary
+
+    tables = summary.analyses(run, args.peak_busbw)
+    if args.csv:
+        try:
+            _write_csv(Path(args.csv), tables)
+        except OSError as exc:
+            print(f"ringscope: {args.csv}: cannot write CSV ({exc.strerror or exc})", file=sys.stderr)
+            return 2
+    data = summary.build_summary(run, top=args.top, tables=tables)
+    if args.json:
+        import json
+
+        print(json.dumps(data, indent=2, default=str))
+    else:
+        from viewer.summary_tables import print_summary
+
+        print_summary(data, tables, top=args.top)
+    return 0
+
+
+def _write_csv(out: Path, tables: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for name, df in tables.items():
+        df.to_csv(out / f"{name}.csv", index=False)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

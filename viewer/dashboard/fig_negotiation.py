@@ -1,0 +1,55 @@
+"""Negotiation page figures: rank x step lateness heatmap and times-last per rank."""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+MAX_STEP_COLUMNS = 600
+
+
+def lateness_heatmap(matrix) -> go.Figure:
+    """Heatmap of mean lateness (ms) behind the first ready rank; rows ranks, columns steps.
+
+    More than MAX_STEP_COLUMNS steps are binned (each column then shows the first step of its bin).
+    """
+    fig = go.Figure()
+    if matrix is None or matrix.empty:
+        fig.add_annotation(text="no readiness data in this run", showarrow=False, x=0.5, y=0.5,
+                           xref="paper", yref="paper")
+        return fig.update_layout(template="plotly_white", height=300)
+    steps = np.asarray(matrix.columns)
+    z = matrix.to_numpy(dtype=float)
+    if len(steps) > MAX_STEP_COLUMNS:
+        k = -(-len(steps) // MAX_STEP_COLUMNS)
+        pad = (-len(steps)) % k
+        z = np.nanmean(np.pad(z, ((0, 0), (0, pad)), constant_values=np.nan).reshape(len(z), -1, k), axis=2)
+        steps = steps[::k]
+    ranks = [int(r) for r in matrix.index]
+    fig.add_trace(go.Heatmap(
+        z=z, x=steps, y=ranks, colorscale="Reds", colorbar={"title": "ms late"},
+        hovertemplate="rank %{y} · step %{x}<br>%{z:.3f} ms behind the first rank<extra></extra>",
+        xgap=0, ygap=1))
+    fig.update_layout(
+        title={"text": "Lateness behind the first ready rank (click a cell to open it on the timeline)",
+               "font": {"size": 13}},
+        xaxis={"title": "step (Horovod timelines: n-th negotiation)"},
+        yaxis={"title": "rank", "autorange": "reversed", "tickmode": "array", "tickvals": ranks,
+               "type": "category" if len(ranks) < 2 else "linear", "dtick": 1},
+        height=max(260, 30 * len(ranks) + 140), margin={"l": 60, "r": 20, "t": 40, "b": 50},
+        template="plotly_white")
+    return fig
+
+
+def times_last_bar(last) -> go.Figure:
+    """Per rank: share of negotiations in which it was last, with the wait it imposed."""
+    fig = go.Figure()
+    if last is not None and len(last):
+        fig.add_trace(go.Bar(
+            x=[f"rank {int(r)}" for r in last["rank"]], y=last["share_last"] * 100,
+            marker_color="#e45756", customdata=np.c_[last["times_last"], last["wait_imposed_ms"]],
+            hovertemplate="%{x}: last in %{customdata[0]} negotiations (%{y:.1f} %)<br>"
+                          "imposed %{customdata[1]:.1f} ms of waiting on the others<extra></extra>"))
+    fig.update_layout(title={"text": "How often each rank was the last one ready", "font": {"size": 13}},
+                      yaxis={"title": "% of negotiations", "rangemode": "tozero"},
+                      height=300, margin={"l": 60, "r": 20, "t": 40, "b": 40}, template="plotly_white")
+    return fig

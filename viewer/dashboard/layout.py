@@ -1,0 +1,93 @@
+"""The page skeletons: a header (run choice, picker, upload, banner) and one tab per page.
+
+Every component lives in the layout from the start, so callbacks never target a missing id; the
+pages fill their graphs only when their tab is open.
+"""
+from __future__ import annotations
+
+from dash import dcc, html
+
+PAGES = [("overview", "Overview"), ("timeline", "Timeline"), ("negotiation", "Negotiation"),
+         ("fusion", "Fusion"), ("communication", "Communication"), ("compare", "Compare")]
+GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
+
+
+def _graph(gid: str, **kw):
+    return dcc.Graph(id=gid, config=GRAPH_CONFIG, **kw)
+
+
+def header(run_options, run_a, run_b, picker_options, max_upload_mb: float, banner_children, banner_class):
+    return html.Div([
+        html.Div([
+            html.H1("ringscope"),
+            html.Div([html.Label("run"), dcc.Dropdown(id="run-a", options=run_options, value=run_a,
+                                                      clearable=False, className="run-select")]),
+            html.Div([html.Label("compare with"), dcc.Dropdown(id="run-b", options=run_options, value=run_b,
+                                                               className="run-select")]),
+            html.Div([html.Label("open from trace root"),
+                      html.Div([dcc.Dropdown(id="picker-list", options=picker_options,
+                                             placeholder="runs under the root", className="run-select"),
+                                dcc.Input(id="picker-path", type="text", placeholder="relative/path",
+                                          debounce=True),
+                                html.Button("Open", id="picker-open", n_clicks=0)], className="picker")]),
+            dcc.Upload(id="upload", children=html.Div(f"Upload a trace (≤ {max_upload_mb:g} MB)"),
+                       className="upload", multiple=False),
+        ], className="top"),
+        html.Div(banner_children, id="banner", className=banner_class, role="alert"),
+    ])
+
+
+def overview_page():
+    return html.Div(id="overview-body", className="page")
+
+
+def timeline_page():
+    return html.Div([
+        html.Div([html.Label("ranks"), dcc.Dropdown(id="tl-ranks", multi=True, placeholder="all ranks",
+                                                     style={"minWidth": "260px"}),
+                  html.Button("Whole run", id="tl-reset", n_clicks=0),
+                  html.Span("drag to zoom; double-click to reset", className="muted")], className="controls"),
+        dcc.Store(id="tl-window"),
+        dcc.Loading(_graph("tl-graph"), type="circle"),
+    ], className="page")
+
+
+def negotiation_page():
+    return html.Div([_graph("neg-heatmap"), _graph("neg-last"),
+                     html.H3("Per-tensor wait (first to last rank ready)"), html.Div(id="neg-table")],
+                    className="page")
+
+
+def fusion_page():
+    return html.Div([html.Div(id="fus-facts"),
+                     html.Div([_graph("fus-fill"), _graph("fus-count")], className="two-col"),
+                     _graph("fus-memcpy")], className="page")
+
+
+def communication_page():
+    return html.Div([
+        html.Div([html.Label("peak busbw (GB/s, optional)"),
+                  dcc.Input(id="comm-peak", type="number", min=0, debounce=True,
+                            placeholder="best observed")], className="controls"),
+        _graph("comm-busbw"), html.H3("By message size (nccl-tests style)"), html.Div(id="comm-table")],
+        className="page")
+
+
+def compare_page():
+    return html.Div([html.Div(id="cmp-body"),
+                     html.Div([_graph("cmp-stragglers"), _graph("cmp-fusion")], className="two-col"),
+                     _graph("cmp-bandwidth")], className="page")
+
+
+_BUILDERS = {"overview": overview_page, "timeline": timeline_page, "negotiation": negotiation_page,
+             "fusion": fusion_page, "communication": communication_page, "compare": compare_page}
+
+
+def build_layout(run_options, run_a, run_b, picker_options, max_upload_mb, banner_children=(),
+                 banner_class="banner hidden"):
+    """The whole app layout."""
+    tabs = dcc.Tabs(id="tabs", value="overview", children=[
+        dcc.Tab(label=label, value=value, id=f"tab-{value}", children=_BUILDERS[value]())
+        for value, label in PAGES])
+    return html.Div([header(run_options, run_a, run_b, picker_options, max_upload_mb,
+                            list(banner_children), banner_class), tabs])

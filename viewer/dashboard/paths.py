@@ -1,0 +1,52 @@
+"""Paths the in-app picker may open: only inside the trace root, never through ``..``, an absolute
+path, or a symlink that leads outside."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+TRACE_SUFFIXES = (".json", ".json.gz", ".trace", ".trace.gz", ".sqlite")
+
+
+class PathRefused(ValueError):
+    """A picker path outside the trace root (the message says why, in one line)."""
+
+
+def resolve_under(root, rel: str) -> Path:
+    """The real path of ``rel`` inside ``root``; raises PathRefused when it is not confined there."""
+    root = Path(root).resolve()
+    rel = (rel or "").strip()
+    if not rel:
+        raise PathRefused("no path given")
+    if rel.startswith(("/", "\\", "~")) or os.path.isabs(rel) or (len(rel) > 1 and rel[1] == ":"):
+        raise PathRefused(f"{rel}: absolute paths are refused; give a path inside the trace root")
+    parts = Path(rel.replace("\\", "/")).parts
+    if ".." in parts:
+        raise PathRefused(f"{rel}: '..' is refused; the picker stays inside the trace root")
+    target = root.joinpath(*parts)
+    if not os.path.lexists(target):
+        raise PathRefused(f"{rel}: no such file or directory under the trace root")
+    real = target.resolve()
+    if real != root and root not in real.parents:
+        raise PathRefused(f"{rel}: a symlink leads outside the trace root; refused")
+    return real
+
+
+def is_trace_file(name: str) -> bool:
+    return name.endswith(TRACE_SUFFIXES)
+
+
+def list_runs(root, max_depth: int = 3, limit: int = 200) -> list[str]:
+    """Run directories under ``root`` (relative, '/'-separated) that hold trace files."""
+    root = Path(root).resolve()
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        here = Path(dirpath)
+        depth = len(here.relative_to(root).parts)
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and
+                             not (here / d).is_symlink()) if depth < max_depth else []
+        if any(is_trace_file(f) for f in filenames):
+            found.append(here.relative_to(root).as_posix() or ".")
+            if len(found) >= limit:
+                break
+    return sorted(found)

@@ -1,0 +1,64 @@
+"""``ringscope view RUN_DIR [RUN_DIR2] [--port 8050] [--host 127.0.0.1] [--root DIR]``."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ringscope view", description="Start the dashboard for one or two runs.")
+    p.add_argument("runs", nargs="*", metavar="RUN_DIR", help="run directories or trace files (second: compare)")
+    p.add_argument("--port", type=int, default=8050)
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--root", help="trace root the in-app picker may open from (default: the first run's parent)")
+    p.add_argument("--max-upload-mb", type=float, default=64.0, help="largest trace the upload accepts")
+    return p
+
+
+def make_app(runs=(), root=None, max_upload_mb: float = 64.0, tables=None, label: str = "run"):
+    """Load ``runs`` (raises LoadError) or take ready ``tables``; return the Dash app."""
+    from viewer.dashboard.app import create_app
+    from viewer.dashboard.registry import Registry
+
+    registry = Registry()
+    if tables is not None:
+        registry.add_tables(tables, label)
+    for r in runs:
+        registry.add_path(r)
+    if root is None:
+        root = Path(runs[0]).resolve().parent if runs else Path.cwd()
+    return create_app(registry, root, max_upload_mb)
+
+
+def serve(runs=(), host: str = "127.0.0.1", port: int = 8050, root=None, max_upload_mb: float = 64.0,
+          tables=None, label: str = "run") -> None:
+    """Start the dashboard and block until interrupted (used by ``ringscope view`` and the demo)."""
+    app = make_app(runs, root, max_upload_mb, tables, label)
+    print(f"ringscope dashboard on http://{host}:{port}/  (Ctrl+C to stop)", flush=True)
+    app.run(host=host, port=port, debug=False)
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    from viewer.dashboard.registry import LoadError
+
+    if args.root and not Path(args.root).is_dir():
+        print(f"ringscope view: {args.root}: --root is not a directory", file=sys.stderr)
+        return 2
+    if not args.runs and not args.root:
+        print("ringscope view: give a RUN_DIR or a --root to pick runs from", file=sys.stderr)
+        return 2
+    try:
+        serve(args.runs, args.host, args.port, args.root, args.max_upload_mb)
+    except LoadError as exc:
+        print(f"ringscope view: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # e.g. the port is taken
+        print(f"ringscope view: cannot serve on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

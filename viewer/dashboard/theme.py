@@ -1,0 +1,46 @@
+"""Phase classes of the timeline and their colours (one place, so every page agrees)."""
+from __future__ import annotations
+
+# phase -> colour; the order is the legend order
+PHASES = {
+    "STEP": "#d9d9d9",
+    "SYNCHRONIZE": "#e45756",
+    "tensor": "#bab0ac",
+    "NEGOTIATE": "#f58518",
+    "QUEUE": "#eeca3b",
+    "FUSED_RESPONSE": "#72b7b2",
+    "MEMCPY_IN": "#b279a2",
+    "MEMCPY_OUT": "#ff9da6",
+    "COMM": "#4c78a8",
+    "REDUCE_SCATTER": "#54a24b",
+    "ALLGATHER": "#88d27a",
+    "CYCLE": "#9d755d",
+    "GPU NCCL": "#1f3d7a",
+    "GPU kernel": "#2ca02c",
+    "other": "#7f7f7f",
+}
+PHASE_NAMES = list(PHASES)
+
+_EXACT = {
+    "STEP": "STEP", "SYNCHRONIZE": "SYNCHRONIZE", "QUEUE": "QUEUE", "FUSED_RESPONSE": "FUSED_RESPONSE",
+    "MEMCPY_IN_FUSION_BUFFER": "MEMCPY_IN", "MEMCPY_OUT_FUSION_BUFFER": "MEMCPY_OUT",
+    "MEMCPY_IN_HOST_BUFFER": "MEMCPY_IN", "MEMCPY_OUT_HOST_BUFFER": "MEMCPY_OUT",
+    "RING_REDUCE_SCATTER": "REDUCE_SCATTER", "RING_ALLGATHER": "ALLGATHER", "CYCLE": "CYCLE",
+}
+
+
+def phase_of(thread: str, name: str, depth: int) -> str:
+    """The phase class of one span, from its thread, name and nesting depth."""
+    thread = thread or ""
+    name = name or ""
+    if thread.startswith("gpu:"):
+        return "GPU NCCL" if "nccl" in name.lower() else "GPU kernel"
+    if name in _EXACT:
+        return _EXACT[name]
+    if name.startswith("NEGOTIATE_"):
+        return "NEGOTIATE"
+    if name.startswith(("RING_", "MPI_", "NCCL_", "GLOO_")):
+        return "COMM"
+    if thread == "tensor" and depth == 0:
+        return "tensor"
+    return "other"

@@ -1,0 +1,204 @@
+"""Server-side aggregation of the timeline for the visible window.
+
+The browser never receives raw events: for a window [t0, t1] drawn ``px`` pixels wide, spans at
+least a few pixels long are sent as themselves, and everything shorter is merged per lane into
+coverage bars (runs of pixels with the same dominant phase and a similar busy fraction). The total
+stays under ``max_bars`` whatever the run's size, by coarsening the pixel grid when needed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from viewer.dashboard.theme import PHASE_NAMES, phase_of
+
+_THREAD_ORDER = {"framework": 0, "tensor": 1, "negotiation": 2, "fusion": 3, "backend": 4, "cycles": 5}
+MIN_EXACT_PX = 3  # spans at least this many pixels long are drawn as themselves
+LEVELS = 4        # busy-fraction levels of a merged bar
+
+
+@dataclass
+class Lane:
+    rank: int
+    thread: str
+    depth: int
+    label: str
+    start: np.ndarray      # sorted int64
+    end: np.ndarray
+    phase: np.ndarray      # int index into PHASE_NAMES
+    rows: np.ndarray       # positions in the events table
+    max_dur: int
+
+
+@dataclass
+class WindowView:
+    """What one window of the timeline sends: bars per phase (ms on the run's axis) and counts."""
+    t0_ns: int
+    t1_ns: int
+    lanes: list                      # lane labels, top to bottom
+    bars: dict = field(default_factory=dict)  # phase -> {"y","base","width","opacity","text"}
+    n_events: int = 0                # spans overlapping the window
+    n_exact: int = 0
+    n_merged_bars: int = 0
+
+    @property
+    def n_bars(self) -> int:
+        return self.n_exact + self.n_merged_bars
+
+
+def lane_label(rank: int, thread: str, depth: int) -> str:
+    return f"r{rank} {thread}" + (f" \u00b7{depth}" if depth else "")
+
+
+def _lane_sort_key(key):
+    rank, thread, depth = key
+    return (rank, _THREAD_ORDER.get(thread, 6 if thread.startswith("gpu:") else 7), thread, depth)
+
+
+class TimelineIndex:
+    """Spans of one run's events table grouped into lanes (rank, thread, depth), ready to window."""
+
+    def __init__(self, events: pd.DataFrame):
+        self.events = events
+        spans = events[(events["ph"] == "X") & (events["dur_ns"] > 0)]
+        self.lanes: list[Lane] = []
+        if spans.empty:
+            self.t_min = self.t_max = 0
+            return
+        thread = spans["thread"].fillna("").to_numpy(dtype=object)
+        name = spans["name"].fillna("").to_numpy(dtype=object)
+        depth = spans["depth"].to_numpy()
+        combos = pd.DataFrame({"thread": thread, "name": name, "depth": depth})
+        codes, uniques = pd.factorize(pd.MultiIndex.from_frame(combos))
+        lookup = np.array([PHASE_NAMES.index(phase_of(t, n, int(d))) for t, n, d in uniques], dtype=np.int16)
+        phase = lookup[codes]
+        start = spans["t_ns"].to_numpy(dtype=np.int64)
+        end = start + spans["dur_ns"].to_numpy(dtype=np.int64)
+        rows = np.flatnonzero(((events["ph"] == "X") & (events["dur_ns"] > 0)).to_numpy())
+        keys = pd.DataFrame({"rank": spans["rank"].to_numpy(), "thread": thread, "depth": depth})
+        for key, idx in keys.groupby(["rank", "thread", "depth"], sort=False).indices.items():
+            order = idx[np.argsort(start[idx], kind="stable")]
+            rank, thr, dep = int(key[0]), str(key[1]), int(key[2])
+            s, e = start[order], end[order]
+            self.lanes.append(Lane(rank, thr, dep, lane_label(rank, thr, dep), s, e, phase[order],
+                                   rows[order], int((e - s).max())))
+        self.lanes.sort(key=lambda ln: _lane_sort_key((ln.rank, ln.thread, ln.depth)))
+        self.t_min = int(min(ln.start[0] for ln in self.lanes))
+        self.t_max = int(max(ln.end.max() for ln in self.lanes))
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted({ln.rank for ln in self.lanes})
+
+    def window(self, t0=None, t1=None, ranks=None, px: int = 1200, max_bars: int = 8000) -> WindowView:
+        """Bars for the window [t0, t1] (ns; default: the whole run) over ``ranks`` (default: all)."""
+        t0 = self.t_min if t0 is None else int(t0)
+        t1 = self.t_max if t1 is None else int(t1)
+        if t1 <= t0:
+            t1 = t0 + 1
+        lanes = [ln for ln in self.lanes if ranks is None or ln.rank in set(ranks)]
+        clipped = [_clip(ln, t0, t1) for ln in lanes]
+        vis = [c[1] - c[0] for c in clipped]
+        n_events = int(sum(len(v) for v in vis))
+        bin_ns = (t1 - t0) / max(px, 1)
+        min_exact = MIN_EXACT_PX * bin_ns
+        all_vis = np.concatenate(vis) if vis else np.empty(0)
+        budget = max_bars // 2
+        if (all_vis >= min_exact).sum() > budget:   # keep only the longest spans exact
+            min_exact = max(min_exact, float(np.partition(all_vis, len(all_vis) - budget)[len(all_vis) - budget]) + 1)
+        while True:
+            view = WindowView(t0, t1, [ln.label for ln in lanes], n_events=n_events)
+            acc = {}
+            for ln, (s, e, ph, rows), v in zip(lanes, clipped, vis):
+                exact = v >= min_exact
+                _add_exact(acc, self.events, ln, s[exact], e[exact], ph[exact], rows[exact])
+                view.n_exact += int(exact.sum())
+                view.n_merged_bars += _add_merged(acc, ln, s[~exact], e[~exact], ph[~exact], t0, t1, px)
+            if view.n_bars <= max_bars or px <= 16:
+                break
+            px //= 2
+        view.bars = {p: {k: (np.concatenate(v) if k != "text" else sum(v, [])) for k, v in d.items()}
+                     for p, d in acc.items()}
+        return view
+
+
+def _clip(ln: Lane, t0: int, t1: int):
+    lo = np.searchsorted(ln.start, t0 - ln.max_dur, "left")
+    hi = np.searchsorted(ln.start, t1, "left")
+    s, e = ln.start[lo:hi], ln.end[lo:hi]
+    m = e > t0
+    return np.maximum(s[m], t0), np.minimum(e[m], t1), ln.phase[lo:hi][m], ln.rows[lo:hi][m]
+
+
+def _put(acc, phase, y, base, width, opacity, text):
+    d = acc.setdefault(PHASE_NAMES[phase], {"y": [], "base": [], "width": [], "opacity": [], "text": []})
+    d["y"].append(np.full(len(base), y, dtype=object))
+    d["base"].append(base)
+    d["width"].append(width)
+    d["opacity"].append(opacity)
+    d["text"].append(text)
+
+
+def _add_exact(acc, events, ln, s, e, ph, rows):
+    if not len(s):
+        return
+    sub = events.iloc[rows]
+    names = sub["name"].fillna("").to_numpy(dtype=object)
+    tensors = sub["tensor"].fillna("").to_numpy(dtype=object)
+    nbytes = sub["bytes"].to_numpy(dtype=object)
+    for p in np.unique(ph):
+        m = ph == p
+        text = [f"{n}<br>{t + '<br>' if t and t != n else ''}{(b - a) / 1e6:.3f} ms"
+                f"{'' if pd.isna(nb) else f' · {int(nb):,} B'}"
+                for n, t, a, b, nb in zip(names[m], tensors[m], s[m], e[m], nbytes[m])]
+        _put(acc, int(p), ln.label, s[m] / 1e6, (e[m] - s[m]) / 1e6, np.ones(int(m.sum())), text)
+
+
+def _coverage(s, e, edges):
+    """Busy time of the spans [s, e) inside each bin between consecutive ``edges`` (all float)."""
+    ss, es = np.sort(s), np.sort(e)
+    cs = np.concatenate([[0.0], np.cumsum(ss)])
+    ce = np.concatenate([[0.0], np.cumsum(es)])
+    ns = np.searchsorted(ss, edges, "left")
+    ne = np.searchsorted(es, edges, "left")
+    busy = (ns * edges - cs[ns]) - (ne * edges - ce[ne])
+    return np.diff(busy)
+
+
+def _add_merged(acc, ln, s, e, ph, t0, t1, px) -> int:
+    if not len(s):
+        return 0
+    edges = np.linspace(0.0, float(t1 - t0), px + 1)
+    width = edges[1] - edges[0]
+    s = (s - t0).astype(np.float64)
+    e = (e - t0).astype(np.float64)
+    phases = np.unique(ph)
+    cov = np.stack([_coverage(s[ph == p], e[ph == p], edges) / width for p in phases])
+    first_bin = np.minimum((s / width).astype(np.int64), px - 1)
+    counts = np.bincount(first_bin, minlength=px)
+    total = np.clip(cov.sum(axis=0), 0.0, 1.0)
+    dominant = phases[np.argmax(cov, axis=0)]
+    level = np.ceil(total * LEVELS).astype(np.int64)
+    key = np.where(level > 0, dominant.astype(np.int64) * (LEVELS + 1) + level, -1)
+    change = np.flatnonzero(np.diff(key)) + 1
+    starts = np.concatenate([[0], change])
+    stops = np.concatenate([change, [px]])
+    keep = key[starts] >= 0
+    starts, stops = starts[keep], stops[keep]
+    if not len(starts):
+        return 0
+    csum = np.concatenate([[0], np.cumsum(counts)])
+    tsum = np.concatenate([[0.0], np.cumsum(total)])
+    n_ev = csum[stops] - csum[starts]
+    busy = (tsum[stops] - tsum[starts]) / (stops - starts)
+    base = (edges[starts] + t0) / 1e6
+    wid = (edges[stops] - edges[starts]) / 1e6
+    dom = dominant[starts]
+    for p in np.unique(dom):
+        m = dom == p
+        text = [f"{n:,} spans merged<br>{b * 100:.0f}% busy · mostly {PHASE_NAMES[int(p)]}<br>{w:.3f} ms"
+                for n, b, w in zip(n_ev[m], busy[m], wid[m])]
+        _put(acc, int(p), ln.label, base[m], wid[m], 0.25 + 0.75 * busy[m], text)
+    return int(len(starts))

@@ -1,0 +1,74 @@
+"""Build pandas tables that follow :mod:`viewer.schema` exactly (columns, order, dtypes)."""
+from __future__ import annotations
+
+from viewer.schema import TABLES
+
+
+def empty(table: str):
+    """An empty DataFrame with the table's columns and dtypes."""
+    import pandas as pd
+
+    cols = TABLES[table]
+    return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in cols.items()})
+
+
+def build(table: str, columns: dict):
+    """A DataFrame from ``{column: list}``; absent columns are filled with NA (or -1 for step/response)."""
+    import pandas as pd
+
+    spec = TABLES[table]
+    n = max((len(v) for v in columns.values()), default=0)
+    out = {}
+    for col, dtype in spec.items():
+        vals = columns.get(col)
+        if vals is None:
+            if col in ("step", "response"):
+                vals = [-1] * n
+            elif dtype == "bool":
+                vals = [False] * n
+            elif dtype in ("int64", "int32"):
+                vals = [0] * n
+            else:
+                vals = [None] * n
+        out[col] = _series(vals, dtype)
+    return pd.DataFrame(out)
+
+
+def _series(vals, dtype):
+    import numpy as np
+    import pandas as pd
+
+    if dtype == "object":
+        return pd.Series(vals, dtype="object")
+    if dtype in ("int64", "int32"):
+        return pd.Series(np.asarray(vals, dtype=dtype))
+    if dtype == "float64":
+        return pd.Series(np.asarray([np.nan if v is None else v for v in vals], dtype="float64")
+                         if any(v is None for v in vals) else np.asarray(vals, dtype="float64"))
+    return pd.Series(vals, dtype=dtype)
+
+
+def conform(table: str, df):
+    """Return ``df`` with exactly the schema's columns and dtypes (extra columns kept at the end)."""
+    import pandas as pd
+
+    spec = TABLES[table]
+    for col, dtype in spec.items():
+        if col not in df.columns:
+            fill = -1 if col in ("step", "response") else (False if dtype == "bool" else pd.NA)
+            df[col] = pd.Series([fill] * len(df), dtype=dtype if fill is not pd.NA or dtype not in
+                                ("int64", "int32") else "Int64", index=df.index)
+        if str(df[col].dtype) != dtype:
+            df[col] = df[col].astype(dtype)
+    extra = [c for c in df.columns if c not in spec]
+    return df[list(spec) + extra]
+
+
+def concat(table: str, frames: list):
+    """Concatenate per-rank frames of one table, keeping the schema's dtypes."""
+    import pandas as pd
+
+    frames = [f for f in frames if f is not None and len(f)]
+    if not frames:
+        return empty(table)
+    return conform(table, pd.concat(frames, ignore_index=True))

@@ -1,0 +1,275 @@
+"""Parse a Horovod timeline (rank 0's view; pid = one tensor) into the schema's tables.
+
+Legacy files (before 0.20.1) have no epoch metadata and are never closed; modern files start with a
+pid-0 ``process_name`` event carrying ``start_time_since_epoch_in_micros``. Per tensor: B/E
+``NEGOTIATE_<OP>`` holding rank-named X ticks (the coordinator's readiness), then B/E ``<OP>`` with
+nested activities; the outer E carries dtype and shape. Times stay local (ns since ts == 0).
+"""
+from __future__ import annotations
+
+import re
+
+from tracer import vocab as V
+from viewer import frames
+from viewer.errors import TraceError, warn_truncated
+from viewer.jsonstream import TraceReader
+
+_COMM = re.compile(r"^(MPI|NCCL|GLOO|CCL|DDL|ADASUM)_")
+_DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1,
+                "int16": 2, "int32": 4, "int64": 8, "bool": 1}
+
+
+def looks_like_horovod(first_events: list) -> bool:
+    """True when the events use Horovod's layout (tensor-named processes, no tids, NEGOTIATE_*)."""
+    for ev in first_events[:200]:
+        name = ev.get("name", "")
+        if ev.get("ph") == "M" and name == "process_name" and "start_time_since_epoch_in_micros" in (
+                ev.get("args") or {}):
+            return True
+        if name.startswith(V.NEGOTIATE_PREFIX) and ev.get("ph") == "B" and "tid" not in ev:
+            return True
+        if name == "CYCLE_START":
+            return True
+    return False
+
+
+def _shape_elems(shape) -> int | None:
+    if isinstance(shape, str):
+        nums = re.findall(r"\d+", shape)
+    elif isinstance(shape, list):
+        nums = shape
+    else:
+        return None
+    n = 1
+    for x in nums:
+        n *= int(x)
+    return n
+
+
+class _State:
+    def __init__(self):
+        self.names = {}        # pid -> tensor name
+        self.stacks = {}       # pid -> [[name, ts, depth, args]]
+        self.spans = []        # (pid, name, ts, dur, depth, args)
+        self.ticks = []        # (pid, rank, ts, occurrence)
+        self.neg_count = {}    # pid -> negotiations seen
+        self.cycle_starts = []
+        self.epoch_us = None
+        self.last_ts = 0
+
+    def feed(self, events):
+        for ev in events:
+            ph = ev.get("ph")
+            pid = ev.get("pid")
+            ts = ev.get("ts", 0)
+            if ts > self.last_ts:
+                self.last_ts = ts
+            if ph == "M":
+                args = ev.get("args") or {}
+                if ev.get("name") == "process_name":
+                    if "start_time_since_epoch_in_micros" in args:
+                        self.epoch_us = args["start_time_since_epoch_in_micros"]
+                    elif "name" in args:
+                        self.names[pid] = args["name"]
+            elif ph == "B":
+                st = self.stacks.setdefault(pid, [])
+                name = ev.get("name", "")
+                if name.startswith(V.NEGOTIATE_PREFIX):
+                    self.neg_count[pid] = self.neg_count.get(pid, 0) + 1
+                st.append([name, ts, len(st), ev.get("args")])
+            elif ph == "E":
+                st = self.stacks.get(pid)
+                if st:
+                    name, t0, depth, args = st.pop()
+                    if ev.get("args"):
+                        args = dict(args or {}, **ev["args"])
+                    self.spans.append((pid, name, t0, ts - t0, depth, args, True))
+            elif ph == "X":
+                name = ev.get("name", "")
+                if name.isdigit():
+                    self.ticks.append((pid, int(name), ts, max(self.neg_count.get(pid, 1) - 1, 0)))
+                else:
+                    st = self.stacks.get(pid) or []
+                    self.spans.append((pid, name, ts, ev.get("dur", 0), len(st), ev.get("args"), True))
+            elif ph in ("i", "I") and ev.get("name") == "CYCLE_START":
+                self.cycle_starts.append(ts)
+
+    def close_open(self):
+        for pid, st in self.stacks.items():
+            for name, t0, depth, args in st:
+                self.spans.append((pid, name, t0, self.last_ts - t0, depth, args, False))
+            st.clear()
+
+
+def parse_file(path, warn: bool = True) -> dict:
+    """Per-file tables of one Horovod timeline (as rank 0's view), local times in ns."""
+    reader = TraceReader(path)
+    s = _State()
+    for chunk in reader.chunks():
+        s.feed(chunk)
+    s.close_open()
+    fmt = "horovod-modern" if s.epoch_us is not None else "horovod-legacy"
+    if reader.dropped or (fmt == "horovod-modern" and not reader.closed):
+        if warn:
+            warn_truncated(path, reader.stop_offset, reader.size, reader.n_events)
+    if not reader.n_events:
+        raise TraceError(path, "no trace events")
+    t0 = 0 if fmt == "horovod-modern" else _first_ts(s)
+    out = _tables(s, t0)
+    ranks_seen = sorted({r for _, r, _, _ in s.ticks})
+    size = (max(ranks_seen) + 1) if ranks_seen else 1
+    out["fused_ops"]["size"] = size
+    out["rank_info"] = {
+        "rank": 0, "host": None, "pid": None, "local_rank": None, "size": size, "backend": _backend(s),
+        "base_epoch_ns": None if s.epoch_us is None else int(s.epoch_us) * 1000,
+        "clock_offset_ns": 0, "clock_offset_uncertainty_ns": None, "file": str(path), "format": fmt,
+        "truncated": bool(reader.dropped), "events_dropped": None,
+    }
+    out["meta"] = {"size": size, "backend": out["rank_info"]["backend"], "ranks_seen": ranks_seen,
+                   "format": fmt, "_stop_offset": reader.stop_offset,
+                   "_last_local_ns": int(round((s.last_ts - t0) * 1000)),
+                   "time_base": "epoch" if s.epoch_us is not None else "first event (legacy, no epoch)"}
+    return out
+
+
+def _first_ts(s) -> float:
+    cands = [t for _, _, t, *_ in s.spans] + [t for _, _, t, _ in s.ticks] + s.cycle_starts
+    return min(cands) if cands else 0
+
+
+def _backend(s):
+    for _, name, *_ in s.spans:
+        m = _COMM.match(name)
+        if m:
+            return m.group(1).lower()
+    return None
+
+
+def _tables(s, t0) -> dict:
+    import numpy as np
+
+    ns = lambda us: int(round((us - t0) * 1000))  # noqa: E731
+    ev = {k: [] for k in ("thread", "name", "cat", "ph", "t_ns", "dur_ns", "tensor", "depth", "value")}
+    for pid, name, ts, dur, depth, args, _closed in s.spans:
+        cat = V.CAT_NEGOTIATION if name.startswith(V.NEGOTIATE_PREFIX) else (
+            V.CAT_COMM if _COMM.match(name) else V.CAT_TENSOR)
+        for k, v in (("thread", "tensor"), ("name", name), ("cat", cat), ("ph", "X"), ("t_ns", ns(ts)),
+                     ("dur_ns", int(round(dur * 1000))), ("tensor", s.names.get(pid, str(pid))),
+                     ("depth", depth), ("value", None)):
+            ev[k].append(v)
+    for pid, rank, ts, _occ in s.ticks:
+        for k, v in (("thread", "negotiation"), ("name", V.READY), ("cat", V.CAT_NEGOTIATION), ("ph", "i"),
+                     ("t_ns", ns(ts)), ("dur_ns", 0), ("tensor", s.names.get(pid, str(pid))),
+                     ("depth", 1), ("value", float(rank))):
+            ev[k].append(v)
+    for ts in s.cycle_starts:
+        for k, v in (("thread", "cycles"), ("name", "CYCLE_START"), ("cat", V.CAT_CYCLE), ("ph", "i"),
+                     ("t_ns", ns(ts)), ("dur_ns", 0), ("tensor", None), ("depth", 0), ("value", None)):
+            ev[k].append(v)
+    ev["rank"] = [0] * len(ev["name"])
+    events = frames.build("events", ev).sort_values("t_ns", kind="stable", ignore_index=True)
+    starts = sorted(s.cycle_starts)
+    cycles = frames.build("cycles", {
+        "rank": [0] * max(len(starts) - 1, 0), "cycle": list(range(max(len(starts) - 1, 0))),
+        "start_ns": [ns(t) for t in starts[:-1]], "end_ns": [ns(t) for t in starts[1:]]})
+    readiness = frames.build("readiness", {
+        "tensor": [s.names.get(p, str(p)) for p, _, _, _ in s.ticks], "step": [-1] * len(s.ticks),
+        "occurrence": [o for _, _, _, o in s.ticks], "rank": [r for _, r, _, _ in s.ticks],
+        "ready_ns": [ns(t) for _, _, t, _ in s.ticks], "source": ["horovod"] * len(s.ticks)})
+    tensor_ops, fused_ops = _ops(s, ns)
+    del np
+    return {"events": events, "tensor_ops": tensor_ops, "fused_ops": fused_ops,
+            "readiness": readiness, "cycles": cycles}
+
+
+def _ops(s, ns):
+    """Tensor ops (one per NEGOTIATE) and fused ops (tensors whose comm activities overlap)."""
+    by_pid = {}
+    for sp in sorted(s.spans, key=lambda x: x[2]):
+        by_pid.setdefault(sp[0], []).append(sp)
+    ops = []
+    for pid, spans in by_pid.items():
+        cur = None
+        occ = -1
+        for _, name, ts, dur, depth, args, closed in spans:
+            if depth != 0:
+                if cur is not None and cur.get("op_ts") is not None and ts >= cur["op_ts"]:
+                    cur.setdefault("acts", []).append((name, ts, dur))
+                continue
+            if name.startswith(V.NEGOTIATE_PREFIX):
+                occ += 1
+                cur = {"tensor": s.names.get(pid, str(pid)), "occ": occ, "op": name[len(V.NEGOTIATE_PREFIX):],
+                       "submit": ts, "negotiated": ts + dur if closed else None}
+                ops.append(cur)
+            else:
+                if cur is None or cur.get("op_ts") is not None:
+                    occ += 1
+                    cur = {"tensor": s.names.get(pid, str(pid)), "occ": occ, "op": name, "submit": ts,
+                           "negotiated": ts}
+                    ops.append(cur)
+                cur.update(op=name, op_ts=ts, done=ts + dur if closed else None, args=args or {})
+    fused = _fused_df(ops, ns)  # assigns each executed op its response id
+    return _tensor_ops_df(ops, ns), fused
+
+
+def _nbytes(op):
+    a = op.get("args") or {}
+    n = _shape_elems(a.get("shape"))
+    size = _DTYPE_BYTES.get(str(a.get("dtype")))
+    return None if n is None or size is None else n * size
+
+
+def _tensor_ops_df(ops, ns):
+    return frames.build("tensor_ops", {
+        "rank": [0] * len(ops), "tensor": [o["tensor"] for o in ops], "step": [-1] * len(ops),
+        "occurrence": [o["occ"] for o in ops], "op": [o["op"] for o in ops],
+        "dtype": [(o.get("args") or {}).get("dtype") for o in ops], "bytes": [_nbytes(o) for o in ops],
+        "process_set": [0] * len(ops), "response": [o.get("response", -1) for o in ops],
+        "submit_ns": [ns(o["submit"]) for o in ops],
+        "negotiated_ns": [None if o["negotiated"] is None else ns(o["negotiated"]) for o in ops],
+        "start_ns": [None if o.get("op_ts") is None else ns(o["op_ts"]) for o in ops],
+        "done_ns": [None if o.get("done") is None else ns(o["done"]) for o in ops],
+        "wait_ns": [None] * len(ops)})
+
+
+def _fused_df(ops, ns):
+    executed = [o for o in ops if o.get("op_ts") is not None]
+    for o in executed:
+        comm = [a for a in o.get("acts", []) if _COMM.match(a[0])]
+        o["comm"] = comm[0] if comm else (o["op"], o["op_ts"], (o.get("done") or o["op_ts"]) - o["op_ts"])
+    executed.sort(key=lambda o: o["comm"][1])
+    groups = []
+    for o in executed:
+        g = groups[-1] if groups else None
+        if g and o["comm"][0] == g[0]["comm"][0] and o["comm"][1] <= max(
+                x["comm"][1] + x["comm"][2] for x in g):
+            g.append(o)
+        else:
+            groups.append([o])
+    rows = {k: [] for k in ("response", "op", "backend", "activity", "dtype", "count", "bytes", "start_ns",
+                            "end_ns", "memcpy_in_ns", "memcpy_out_ns", "comm_ns", "size", "tensors")}
+    for rid, g in enumerate(groups):
+        for o in g:
+            o["response"] = rid
+        act = g[0]["comm"]
+        m = _COMM.match(act[0])
+        mem = lambda nm: max((int(round(a[2] * 1000)) for o in g for a in o.get("acts", [])  # noqa: E731
+                              if a[0] == nm), default=0)
+        rows["response"].append(rid)
+        rows["op"].append(g[0]["op"])
+        rows["backend"].append(m.group(1).lower() if m else None)
+        rows["activity"].append(act[0])
+        rows["dtype"].append((g[0].get("args") or {}).get("dtype"))
+        rows["count"].append(len(g))
+        rows["bytes"].append(sum(_nbytes(o) or 0 for o in g))
+        rows["start_ns"].append(ns(min(o["op_ts"] for o in g)))
+        rows["end_ns"].append(ns(max((o.get("done") or o["op_ts"]) for o in g)))
+        rows["memcpy_in_ns"].append(mem(V.MEMCPY_IN_FUSION_BUFFER))
+        rows["memcpy_out_ns"].append(mem(V.MEMCPY_OUT_FUSION_BUFFER))
+        rows["comm_ns"].append(max(int(round(o["comm"][2] * 1000)) for o in g))
+        rows["size"].append(0)
+        rows["tensors"].append([o["tensor"] for o in g])
+    n = len(rows["response"])
+    rows["rank"] = [0] * n
+    rows["step"] = [-1] * n
+    return frames.build("fused_ops", rows)

@@ -1,0 +1,186 @@
+"""Parse one ringscope per-rank trace into per-rank tables (times local: ns since the rank's base).
+
+:func:`viewer.loader` later shifts every time column onto the run's common axis.
+"""
+from __future__ import annotations
+
+from tracer import vocab as V
+from viewer import frames
+from viewer.errors import warn_truncated
+from viewer.jsonstream import TraceReader
+
+TIME_COLUMNS = {
+    "events": ("t_ns",),
+    "tensor_ops": ("submit_ns", "negotiated_ns", "start_ns", "done_ns"),
+    "fused_ops": ("start_ns", "end_ns"),
+    "readiness": ("ready_ns",),
+    "cycles": ("start_ns", "end_ns"),
+}
+_NESTED_ASYNC = (V.NEGOTIATE_PREFIX, V.QUEUE)
+
+
+def _int_or(v, default):
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return default
+
+
+class _Parser:
+    """Accumulates columns event by event (one pass, plain lists: fast and lean)."""
+
+    def __init__(self):
+        self.cols = {k: [] for k in ("thread", "name", "cat", "ph", "ts", "dur", "tensor", "step",
+                                     "response", "bytes", "value")}
+        self.ops = []           # tensor lifecycles (dicts)
+        self.open_async = {}    # id -> stack of open lifecycle dicts
+        self.fused = []         # FUSED_RESPONSE args + times
+        self.memcpy = []        # (name, ts, dur, response)
+        self.activity = []      # (name, ts, dur, response, args)
+        self.ready = []         # (tensor, step, rank, ts)
+        self.cycles = []        # (cycle, ts, dur)
+        self.syncs = []         # (ts, dur, tensor(s), step)
+        self.shutdown = {}
+        self.pid = None
+        self.last_ts = 0.0
+
+    def row(self, thread, name, cat, ph, ts, dur, args):
+        c = self.cols
+        c["thread"].append(thread)
+        c["name"].append(name)
+        c["cat"].append(cat)
+        c["ph"].append(ph)
+        c["ts"].append(ts)
+        c["dur"].append(dur)
+        if args:
+            c["tensor"].append(args.get("tensor"))
+            c["step"].append(_int_or(args.get("step"), -1))
+            c["response"].append(_int_or(args.get("response"), -1))
+            b = args.get("bytes")
+            c["bytes"].append(b if isinstance(b, int) else None)
+        else:
+            c["tensor"].append(None)
+            c["step"].append(-1)
+            c["response"].append(-1)
+            c["bytes"].append(None)
+        c["value"].append(None)
+
+    def feed(self, events):
+        threads = V.THREAD_NAMES
+        for ev in events:
+            ph = ev.get("ph")
+            if ph == "M":
+                continue
+            ts = ev.get("ts", 0.0)
+            if ts > self.last_ts:
+                self.last_ts = ts
+            if self.pid is None and "pid" in ev:
+                self.pid = ev["pid"]
+            name = ev.get("name", "")
+            args = ev.get("args")
+            if ph == "X":
+                dur = ev.get("dur", 0.0)
+                tid = ev.get("tid")
+                self.row(threads.get(tid, str(tid)), name, ev.get("cat"), "X", ts, dur, args)
+                if ts + dur > self.last_ts:
+                    self.last_ts = ts + dur
+                self._span(name, ts, dur, args or {})
+            elif ph == "b" or ph == "e":
+                self._async(ph, V.async_id(ev), name, ev.get("cat"), ts, args)
+            elif ph == "i" or ph == "I" or ph == "n":
+                tid = ev.get("tid")
+                self.row(threads.get(tid, str(tid)), name, ev.get("cat"), "i", ts, 0.0, args)
+                if name == V.READY and args:
+                    self.ready.append((args.get("tensor"), _int_or(args.get("step"), -1),
+                                       _int_or(args.get("rank"), -1), ts))
+                elif name == V.SHUTDOWN and args:
+                    self.shutdown = args
+            elif ph == "C":
+                for key, val in (args or {}).items():
+                    self.row("counter", name if len(args) == 1 else f"{name}.{key}",
+                             ev.get("cat", V.CAT_COUNTER), "C", ts, 0.0, None)
+                    self.cols["value"][-1] = float(val) if isinstance(val, (int, float)) else None
+
+    def _span(self, name, ts, dur, args):
+        if name == V.FUSED_RESPONSE:
+            self.fused.append((ts, dur, args))
+        elif name == V.MEMCPY_IN_FUSION_BUFFER or name == V.MEMCPY_OUT_FUSION_BUFFER:
+            self.memcpy.append((name, ts, dur, _int_or(args.get("response"), -1)))
+        elif name in V.COMM_ACTIVITIES:
+            self.activity.append((name, ts, dur, _int_or(args.get("response"), -1), args))
+        elif name == V.CYCLE:
+            self.cycles.append((_int_or(args.get("cycle"), -1), ts, dur))
+        elif name == V.SYNCHRONIZE:
+            self.syncs.append((ts, dur, args.get("tensor") or args.get("tensors"),
+                               _int_or(args.get("step"), -1)))
+
+    def _async(self, ph, aid, name, cat, ts, args):
+        stack = self.open_async.setdefault(aid, [])
+        nested = name.startswith(_NESTED_ASYNC)
+        if ph == "b":
+            if not nested:
+                op = {"tensor": aid if aid is not None else name, "submit": ts, "args": dict(args or {}),
+                      "parts": {}, "name": name, "cat": cat}
+                stack.append(op)
+                self.ops.append(op)
+            elif stack:
+                stack[-1]["parts"][name] = [ts, None, args]
+            return
+        if not stack:
+            return
+        op = stack[-1]
+        if nested:
+            part = op["parts"].get(name)
+            if part is not None and part[1] is None:
+                part[1] = ts
+                if args:
+                    op["args"].update(args)
+            return
+        if args:
+            op["args"].update(args)
+        op["done"] = ts
+        stack.pop()
+
+
+def parse_file(path, warn: bool = True) -> dict:
+    """Per-rank tables of one ringscope trace: ``{table: DataFrame, "rank_info": dict, "meta": dict}``.
+
+    Times are local (ns since this rank's ts == 0); ``meta`` is the file's ``otherData.ringscope``.
+    """
+    reader = TraceReader(path)
+    p = _Parser()
+    for chunk in reader.chunks():
+        p.feed(chunk)
+    other = reader.header.get("otherData") or {}
+    meta = dict(other.get(V.VERSION_KEY) or {}) if isinstance(other, dict) else {}
+    truncated = reader.dropped or not reader.closed
+    if truncated and warn:
+        warn_truncated(path, reader.stop_offset, reader.size, reader.n_events)
+    rank = _int_or(meta.get("rank"), None)
+    if rank is None:
+        rank = _int_or(p.pid, 0)
+    from viewer.tables_ringscope import build_tables
+
+    out = build_tables(p, rank)
+    sd = p.shutdown
+    info = {
+        "rank": rank, "host": meta.get("host"), "pid": _int_or(meta.get("pid"), None),
+        "local_rank": _int_or(meta.get("local_rank"), None), "size": _int_or(meta.get("size"), None),
+        "backend": meta.get("backend"), "base_epoch_ns": _int_or(meta.get("base_epoch_ns"), None),
+        "clock_offset_ns": _int_or(meta.get("clock_offset_ns", sd.get("clock_offset_ns")), None),
+        "clock_offset_uncertainty_ns": _int_or(meta.get("clock_offset_uncertainty_ns",
+                                                        sd.get("clock_offset_uncertainty_ns")), None),
+        "file": str(path), "format": "ringscope", "truncated": bool(truncated),
+        "events_dropped": _int_or(sd.get("events_dropped"), None),
+    }
+    out["rank_info"] = info
+    out["meta"] = meta
+    out["meta"]["_stop_offset"] = reader.stop_offset
+    out["meta"]["_last_local_ns"] = int(p.last_ts * 1000)
+    if not meta and not reader.n_events:
+        from viewer.errors import TraceError
+        raise TraceError(path, "no trace events")
+    return out
+
+
+__all__ = ["parse_file", "TIME_COLUMNS", "frames"]

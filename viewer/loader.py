@@ -1,0 +1,173 @@
+"""Find a run's trace files, parse (or fetch from cache) each one, and align them on one time axis."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from viewer import cache as _cache
+from viewer import frames
+from viewer.errors import TraceError
+from viewer.schema import RunTables
+
+TRACE_SUFFIXES = (".json", ".json.gz", ".trace", ".trace.gz")
+_TIME_COLUMNS = {
+    "events": ("t_ns",),
+    "tensor_ops": ("submit_ns", "negotiated_ns", "start_ns", "done_ns"),
+    "fused_ops": ("start_ns", "end_ns"),
+    "readiness": ("ready_ns",),
+    "cycles": ("start_ns", "end_ns"),
+}
+_SNIFF = 65536
+_PER_RANK_KEYS = {"rank", "pid", "host", "local_rank", "cross_rank", "base_epoch_ns", "clock_offset_ns",
+                  "clock_offset_uncertainty_ns"}
+
+
+def find_traces(path) -> list[Path]:
+    """The trace files of a run: ``path`` itself, or the trace files directly inside a directory."""
+    p = Path(path)
+    if not p.exists():
+        raise TraceError(p, "no such file or directory")
+    if p.is_file():
+        return [p]
+    files = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES)
+                   and _looks_like_trace(f))
+    if not files:
+        raise TraceError(p, "directory holds no trace files (*.json, *.json.gz)")
+    return files
+
+
+def _head(f: Path) -> bytes:
+    import gzip
+    import zlib
+
+    try:
+        with open(f, "rb") as fh:
+            raw = fh.read(_SNIFF)
+        if raw[:2] == b"\x1f\x8b":
+            with gzip.open(f, "rb") as fh:
+                return fh.read(_SNIFF)
+        return raw
+    except (OSError, EOFError, zlib.error):
+        return b""
+
+
+def _looks_like_trace(f: Path) -> bool:
+    """Cheap sniff so a run directory may also hold summaries or merged traces."""
+    head = _head(f)
+    if b'"ringscope_merged"' in head:
+        return False
+    s = head.lstrip()
+    if s[:1] == b"[":
+        return True
+    return s[:1] == b"{" and b'"traceEvents"' in head
+
+
+def detect_format(path) -> str:
+    """"ringscope" or "horovod", sniffed from the first bytes of a file."""
+    head = _head(Path(path))
+    if b'"otherData"' in head and b'"ringscope"' in head:
+        return "ringscope"
+    if b"start_time_since_epoch_in_micros" in head or b'"CYCLE_START"' in head:
+        return "horovod"
+    if b'"NEGOTIATE_' in head and b'"tid"' not in head:
+        return "horovod"
+    return "ringscope"
+
+
+def parse_one(path: Path, use_cache: bool = True, cache_dir=None) -> dict:
+    """Per-file tables (local times), from the cache when it is fresh."""
+    if use_cache:
+        hit = _cache.load(path, cache_dir)
+        if hit is not None:
+            if hit["rank_info"].get("truncated"):
+                from viewer.errors import warn_truncated
+                warn_truncated(path, hit["meta"].get("_stop_offset", 0), path.stat().st_size,
+                               len(hit["events"]))
+            return hit
+    fmt = detect_format(path)
+    if fmt == "horovod":
+        from viewer.load_horovod import parse_file
+    else:
+        from viewer.load_ringscope import parse_file
+    parsed = parse_file(path)
+    if use_cache:
+        _cache.store(path, parsed, cache_dir)
+    return parsed
+
+
+def load_run(paths, use_cache: bool = True, cache_dir=None, progress=None) -> RunTables:
+    """Load a run (a directory, one file or several files) into :class:`RunTables`.
+
+    ``progress(done_bytes, total_bytes, path)`` is called after each file when given.
+    """
+    if isinstance(paths, (str, Path)):
+        files = find_traces(paths)
+    else:
+        files = [f for p in paths for f in find_traces(p)]
+    total = sum(f.stat().st_size for f in files)
+    done = 0
+    parsed = []
+    for f in files:
+        parsed.append(parse_one(f, use_cache, cache_dir))
+        done += f.stat().st_size
+        if progress:
+            progress(done, total, f)
+    return assemble(parsed)
+
+
+def assemble(parsed: list[dict]) -> RunTables:
+    """Shift each file's local times onto the common axis and concatenate the tables."""
+    seen = {}
+    for p in parsed:
+        r = p["rank_info"]["rank"]
+        part = p["meta"].get("part")
+        if r in seen and (part is None or part in seen[r][1]):
+            raise TraceError(p["rank_info"]["file"], f"rank {r} also comes from {seen[r][0]} "
+                             "(a run holds one trace per rank, plus its rotation parts)")
+        seen.setdefault(r, (p["rank_info"]["file"], set()))[1].add(part)
+    bases = []
+    for p in parsed:
+        ri = p["rank_info"]
+        base = ri.get("base_epoch_ns")
+        bases.append(None if base is None else base - (ri.get("clock_offset_ns") or 0))
+    known = [b for b in bases if b is not None]
+    origin = min(known) if known else None
+    tables = {t: [] for t in _TIME_COLUMNS}
+    for p, base in zip(parsed, bases):
+        shift = 0 if base is None or origin is None else base - origin
+        for t, cols in _TIME_COLUMNS.items():
+            df = p[t]
+            if shift and len(df):
+                df = df.copy()
+                for c in cols:
+                    df[c] = df[c] + shift
+            tables[t].append(df)
+    out = {t: frames.concat(t, dfs) for t, dfs in tables.items()}
+    out["events"] = out["events"].sort_values(["t_ns", "rank"], kind="stable", ignore_index=True)
+    ranks = frames.build("ranks", {k: [p["rank_info"].get(k) for p in parsed]
+                                   for k in frames.TABLES["ranks"]})
+    ranks = ranks.sort_values("rank", ignore_index=True)
+    return RunTables(meta=_run_meta(parsed, origin, bases), ranks=ranks, **out)
+
+
+def _run_meta(parsed, origin, bases) -> dict:
+    by_rank = sorted(parsed, key=lambda p: p["rank_info"]["rank"])
+    first = by_rank[0]["meta"] if by_rank else {}
+    sizes = [p["rank_info"].get("size") for p in parsed if p["rank_info"].get("size")]
+    meta = {k: v for k, v in first.items() if not k.startswith("_") and k not in _PER_RANK_KEYS}
+    last = []
+    for p, b in zip(parsed, bases):
+        shift = 0 if b is None or origin is None else b - origin
+        last.append(p["meta"].get("_last_local_ns", 0) + shift)
+    meta.update({
+        "origin_epoch_ns": origin,
+        "size": max(sizes) if sizes else len(parsed),
+        "ranks_loaded": [p["rank_info"]["rank"] for p in by_rank],
+        "fusion_threshold": first.get("fusion_threshold"),
+        "cycle_time_ms": first.get("cycle_time_ms"),
+        "backend": first.get("backend") or by_rank[0]["rank_info"].get("backend") if by_rank else None,
+        "files": [p["rank_info"]["file"] for p in by_rank],
+        "format": by_rank[0]["rank_info"]["format"] if by_rank else None,
+        "truncated_ranks": [p["rank_info"]["rank"] for p in by_rank if p["rank_info"].get("truncated")],
+        "end_ns": max(last) if last else 0,
+    })
+    return meta

@@ -1,0 +1,181 @@
+"""Merge per-rank traces into one Chrome trace on a common clock (one process per rank, sorted by rank).
+
+Hook for extra lanes (e.g. Nsight GPU kernels)::
+
+    plan = plan_merge(paths)                       # origin + each rank's shift, no events read yet
+    extra = my_gpu_events(plan)                    # Chrome events, ts in µs since plan.origin_epoch_ns,
+                                                   # pid = rank, own tids + thread_name metadata
+    write_merged(plan, "merged.json", extra_events=extra)
+
+Slices that would overlap without nesting on one thread are moved to an extra "(overlap)" lane of that
+thread, so Perfetto never needs overflow tracks.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tracer import vocab as V
+
+MERGED_KEY = "ringscope_merged"
+_LANE_TID = 1000  # overlap lanes get tid + k * 1000
+
+
+@dataclass
+class RankSource:
+    rank: int
+    file: str
+    format: str
+    shift_ns: int          # add to the rank's local ns (ts * 1000) to get ns since the origin
+    host: str | None = None
+
+
+@dataclass
+class MergePlan:
+    origin_epoch_ns: int | None
+    ranks: list[RankSource] = field(default_factory=list)
+
+
+def plan_merge(paths) -> MergePlan:
+    """Work out each rank's clock shift from its recorded base and clock offset (headers only)."""
+    from viewer.jsonstream import TraceReader
+    from viewer.loader import detect_format, find_traces
+
+    files = find_traces(paths) if isinstance(paths, (str, Path)) else [f for p in paths for f in find_traces(p)]
+    entries = []
+    for f in files:
+        fmt = detect_format(f)
+        reader = TraceReader(f)
+        meta = (reader.header.get("otherData") or {}).get(V.VERSION_KEY) or {}
+        base = meta.get("base_epoch_ns")
+        if fmt == "horovod":
+            base = None
+            for chunk in reader.chunks():
+                for ev in chunk[:5]:
+                    us = (ev.get("args") or {}).get("start_time_since_epoch_in_micros")
+                    if us is not None:
+                        base = int(us) * 1000
+                break
+        abs0 = None if base is None else int(base) - int(meta.get("clock_offset_ns") or 0)
+        entries.append((int(meta.get("rank", len(entries))), str(f), fmt, abs0, meta.get("host")))
+        del reader
+    known = [a for _, _, _, a, _ in entries if a is not None]
+    origin = min(known) if known else None
+    ranks = [RankSource(r, f, fmt, 0 if a is None or origin is None else a - origin, host)
+             for r, f, fmt, a, host in entries]
+    return MergePlan(origin, sorted(ranks, key=lambda s: s.rank))
+
+
+def _rank_events(src: RankSource):
+    from viewer.jsonstream import TraceReader
+
+    shift_us = src.shift_ns / 1000.0
+    reader = TraceReader(src.file)
+    out = []
+    for chunk in reader.chunks():
+        for ev in chunk:
+            if ev.get("ph") == "M":
+                continue
+            if src.format == "ringscope":
+                ev["pid"] = src.rank
+                if "id" in ev:  # a plain id is global in Perfetto: keep ranks apart
+                    ev["id"] = f"{src.rank}/{ev['id']}"
+            if "ts" in ev:
+                ev["ts"] = round(ev["ts"] + shift_us, 3)
+            out.append(ev)
+    return out
+
+
+def _relane(events: list) -> set:
+    """Move X slices that overlap without nesting to extra lanes; returns the (pid, tid) lanes used."""
+    lanes_used = set()
+    stacks: dict = {}
+    xs = [e for e in events if e.get("ph") == "X"]
+    xs.sort(key=lambda e: (e["ts"], -e.get("dur", 0)))
+    for e in xs:
+        pid, tid = e.get("pid"), e.get("tid", 0)
+        start = round(e["ts"] * 1000)  # compare in ns, the way trace processors round
+        end = start + round(e.get("dur", 0) * 1000)
+        k = 0
+        while True:
+            st = stacks.setdefault((pid, tid, k), [])
+            while st and st[-1] <= start:
+                st.pop()
+            if not st or end <= st[-1]:
+                st.append(end)
+                break
+            k += 1
+        if k:
+            e["tid"] = tid + k * _LANE_TID
+            lanes_used.add((pid, tid, k))
+    return lanes_used
+
+
+def _metadata(plan: MergePlan, lanes: set, tids: set) -> list:
+    meta = []
+    for src in plan.ranks:
+        if src.format != "ringscope":
+            continue
+        label = f"rank {src.rank}" + (f" ({src.host})" if src.host else "")
+        meta.append({"ph": "M", "name": "process_name", "pid": src.rank, "args": {"name": label}})
+        meta.append({"ph": "M", "name": "process_sort_index", "pid": src.rank, "args": {"sort_index": src.rank}})
+    for pid, tid in sorted(tids, key=lambda x: (str(x[0]), str(x[1]))):
+        if isinstance(tid, int) and tid in V.THREAD_NAMES:
+            meta.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                         "args": {"name": V.THREAD_NAMES[tid]}})
+            meta.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
+                         "args": {"sort_index": tid}})
+    for pid, tid, k in sorted(lanes, key=lambda x: (str(x[0]), str(x[1]), x[2])):
+        name = V.THREAD_NAMES.get(tid, str(tid))
+        meta.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid + k * _LANE_TID,
+                     "args": {"name": f"{name} (overlap {k})"}})
+        meta.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid + k * _LANE_TID,
+                     "args": {"sort_index": tid + k * _LANE_TID}})
+    return meta
+
+
+def write_merged(plan: MergePlan, out, extra_events=None) -> dict:
+    """Write the merged trace (object form, one event per line); returns counts for the caller.
+
+    Args:
+        plan: from :func:`plan_merge`.
+        out: output path.
+        extra_events: optional iterable of Chrome events already on the merged clock (µs since
+            ``plan.origin_epoch_ns``), e.g. GPU lanes; their own metadata events are kept.
+    """
+    try:
+        import orjson
+
+        dumps = orjson.dumps
+    except ImportError:  # pragma: no cover
+        import json
+
+        def dumps(o):
+            return json.dumps(o).encode()
+
+    events = []
+    for src in plan.ranks:
+        events.extend(_rank_events(src))
+    extra = list(extra_events or [])
+    extra_meta = [e for e in extra if e.get("ph") == "M"]
+    events.extend(e for e in extra if e.get("ph") != "M")
+    lanes = _relane(events)
+    tids = {(e.get("pid"), e.get("tid")) for e in events if "tid" in e and isinstance(e.get("pid"), int)}
+    tids = {t for t in tids if t[0] in {s.rank for s in plan.ranks if s.format == "ringscope"}}
+    header = {MERGED_KEY: {"origin_epoch_ns": plan.origin_epoch_ns,
+                           "ranks": [{"rank": s.rank, "file": s.file, "shift_ns": s.shift_ns} for s in plan.ranks]}}
+    meta = _metadata(plan, lanes, tids) + extra_meta
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "wb") as fh:
+        fh.write(b'{"displayTimeUnit": "ms", "otherData": ' + dumps(header) + b',\n"traceEvents": [\n')
+        first = True
+        for e in meta + events:
+            fh.write((b"" if first else b",\n") + dumps(e))
+            first = False
+        fh.write(b"\n]}\n")
+    return {"events": len(events), "ranks": len(plan.ranks), "overlap_lanes": len(lanes)}
+
+
+def merge_run(paths, out, extra_events=None) -> dict:
+    """:func:`plan_merge` + :func:`write_merged` in one call."""
+    return write_merged(plan_merge(paths), out, extra_events=extra_events)

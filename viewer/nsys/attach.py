@@ -1,0 +1,124 @@
+"""Overlay Nsight Systems exports on a loaded run: the one call ``ringscope merge --nsys`` makes.
+
+    overlay = attach_nsys(run.tables, ["report.sqlite"])        # or ["0=r0.sqlite", "1=r1.sqlite"]
+    tables = with_gpu_rows(run.tables, overlay)                 # events gain gpu:<stream> rows
+    extra = overlay.chrome_events(ts_origin_ns=0)               # for the merged Chrome trace
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from viewer.nsys import align, mapping, overlay
+from viewer.nsys.constants import NVTX_RANGE_TYPES
+from viewer.nsys.errors import NsysError
+from viewer.nsys.names import ringscope_nvtx_message
+from viewer.nsys.reader import read_report
+
+
+@dataclass
+class NsysOverlay:
+    """Aligned kernels of every mapped rank, how each rank was mapped and aligned, and warnings."""
+
+    aligned: "object"                  # DataFrame[overlay.ALIGNED_COLUMNS], attributed to responses
+    event_rows: "object"               # DataFrame[viewer.schema.EVENTS]
+    ranks: dict = field(default_factory=dict)   # rank -> {"file", "pid", "how", **Alignment.to_dict()}
+    warnings: list = field(default_factory=list)
+
+    def chrome_events(self, ts_origin_ns: int = 0) -> list[dict]:
+        """GPU lanes as Chrome-trace events (``ts`` µs relative to ``ts_origin_ns`` on the run axis)."""
+        return overlay.chrome_events(self.aligned, ts_origin_ns)
+
+    def report_lines(self) -> list[str]:
+        """One line per rank: file, mapping, alignment method, residual and spread."""
+        lines = []
+        for r, info in sorted(self.ranks.items()):
+            lines.append(
+                f"rank {r}: {info['file']} pid {info['pid']} (mapped by {info['how']}), aligned by "
+                f"{info['method']} on {info['matched']} NVTX ranges: residual "
+                f"{info['residual_ns'] / 1000:+.1f} us, spread {info['spread_ns'] / 1000:.1f} us, "
+                f"{info['kernels']} kernels ({info['nccl_kernels']} NCCL)")
+        return lines
+
+
+def _trace_ranges(events, rank: int):
+    """The rank's spans keyed by the NVTX message the tracer gave them (those it gave one)."""
+    import pandas as pd
+
+    e = events[(events["rank"] == rank) & (events["ph"] == "X")]
+    keys = [ringscope_nvtx_message(n, th, None if pd.isna(t) else t, s)
+            for n, th, t, s in zip(e["name"], e["thread"], e["tensor"], e["step"])]
+    out = pd.DataFrame({"name": keys, "t_ns": e["t_ns"].to_numpy()})
+    return out[out["name"].notna()]
+
+
+def _nsys_ranges(report, pid: int):
+    nv = mapping.ringscope_nvtx(report.nvtx)
+    nv = nv[(nv["pid"] == pid) & nv["event_type"].isin(NVTX_RANGE_TYPES) & nv["end"].notna()]
+    return nv[["name", "start"]]
+
+
+def attach_nsys(tables, specs, *, min_matches: int = 8) -> NsysOverlay:
+    """Read, map, align and attribute the nsys exports named by ``specs`` (``FILE`` or ``RANK=FILE``)."""
+    import pandas as pd
+
+    explicit, files = {}, []
+    for spec in specs:
+        rank, f = mapping.parse_spec(str(spec))
+        if f not in files:
+            files.append(f)
+        if rank is not None:
+            explicit[str(read_key(f))] = rank
+    reports = [read_report(f) for f in files]
+    for rep in reports:
+        rep.file = str(read_key(rep.file))
+    ranks_df = tables.ranks
+    trace_pids = {int(r.rank): (None if pd.isna(r.pid) else int(r.pid)) for r in ranks_df.itertuples()}
+    offsets = {int(r.rank): (0 if pd.isna(r.clock_offset_ns) else int(r.clock_offset_ns))
+               for r in ranks_df.itertuples()}
+    origin = int(tables.meta.get("origin_epoch_ns") or 0)
+    mapped = mapping.map_processes(reports, explicit, trace_pids)
+    warnings = []
+    if not mapped:
+        raise NsysError(files[0], "no process could be mapped to a rank (no ringscope NVTX events "
+                        "carrying a rank, no matching pid); pass RANK=FILE")
+    by_file = {r.file: r for r in reports}
+    parts, infos = [], {}
+    for pr in mapped:
+        rep = by_file[pr.file]
+        if pr.rank not in offsets:
+            warnings.append(f"{pr.file}: process {pr.pid} is rank {pr.rank}, which the run does not have")
+            continue
+        coarse = align.coarse_offset(rep.session_start_epoch_ns, origin, offsets[pr.rank])
+        al = align.refine(_nsys_ranges(rep, pr.pid), _trace_ranges(tables.events, pr.rank), coarse,
+                          min_matches=min_matches)
+        if al.warning:
+            warnings.append(f"{pr.file}: rank {pr.rank}: {al.warning}")
+        k = overlay.align_kernels(rep.kernels, pr.pid, pr.rank, al.offset_ns)
+        parts.append(k)
+        infos[pr.rank] = {"file": pr.file, "pid": pr.pid, "how": pr.how, **al.to_dict(),
+                          "kernels": len(k), "nccl_kernels": int(k["nccl"].sum())}
+    for f, pid in mapping.unmapped(reports, mapped):
+        warnings.append(f"{f}: process {pid} launched kernels but maps to no rank; pass RANK=FILE")
+    aligned = pd.concat(parts, ignore_index=True) if parts else overlay.align_kernels(
+        reports[0].kernels.iloc[:0], -1, -1, 0)
+    aligned = overlay.attribute(aligned, tables.events)
+    return NsysOverlay(aligned, overlay.gpu_event_rows(aligned), infos, warnings)
+
+
+def read_key(f) -> str:
+    """The name a file goes by in mappings and messages (as given, normalised)."""
+    from pathlib import Path
+
+    return str(Path(f))
+
+
+def with_gpu_rows(tables, ov: NsysOverlay):
+    """A copy of ``tables`` whose events include the overlay's GPU rows (sorted by time) and whose
+    ``meta["nsys"]`` holds the per-rank mapping and alignment."""
+    import pandas as pd
+
+    events = pd.concat([tables.events, ov.event_rows], ignore_index=True)
+    events = events.sort_values(["t_ns", "rank"], kind="stable", ignore_index=True)
+    meta = dict(tables.meta)
+    meta["nsys"] = {int(r): dict(v) for r, v in ov.ranks.items()}
+    return replace(tables, events=events, meta=meta)

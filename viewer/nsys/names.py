@@ -1,0 +1,50 @@
+"""Recognising NCCL kernels by name, in both of NCCL's naming generations.
+
+Current NCCL: ``ncclDevKernel_AllReduce_Sum_f32_RING_LL(...)``, ``ncclDevKernel_SendRecv``,
+``ncclDevKernel_Generic``. Older NCCL: ``ncclKernel_AllReduce_RING_LL_Sum_float(...)``.
+"""
+from __future__ import annotations
+
+import re
+
+_NCCL = re.compile(r"(?:^|[\s:*&])(nccl(?:Dev)?Kernel)_(\w+)")
+_OPS = ("AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "SendRecv", "AllToAll",
+        "Send", "Recv", "Generic")
+
+
+def is_nccl_kernel(name) -> bool:
+    """True for ``ncclKernel_*`` and ``ncclDevKernel_*`` (also inside a demangled signature)."""
+    return isinstance(name, str) and _NCCL.search(name) is not None
+
+
+def nccl_collective(name) -> str | None:
+    """The collective an NCCL kernel runs (``AllReduce``, ``SendRecv``, ``Generic``...), else None."""
+    if not isinstance(name, str):
+        return None
+    m = _NCCL.search(name)
+    if m is None:
+        return None
+    rest = m.group(2)
+    for op in _OPS:
+        if rest == op or rest.startswith(op + "_"):
+            return op
+    return rest.split("_", 1)[0]
+
+
+def ringscope_nvtx_message(name: str, thread: str | None = None, tensor: str | None = None,
+                           step: int | None = None) -> str | None:
+    """The NVTX range message ringscope's tracer emits for one trace event (None: it emits none).
+
+    Mirrors ``tracer.timeline``: spans opened with ``begin`` use their name; a tensor's lifecycle
+    slice uses the tensor name and its nested slices ``"<NAME> <tensor>"``; steps ``"STEP <n>"``;
+    spans recorded after the fact (CYCLE) have no range.
+    """
+    from tracer import vocab
+
+    if name == vocab.CYCLE:
+        return None
+    if name == vocab.STEP:
+        return None if step is None or step < 0 else f"{vocab.STEP} {step}"
+    if thread == "tensor" and isinstance(tensor, str) and name != tensor:
+        return f"{name} {tensor}"
+    return name

@@ -1,0 +1,101 @@
+"""Rich tables for ``ringscope summarize`` (terminal output only; the data comes from viewer.summary)."""
+from __future__ import annotations
+
+from viewer.analyses.recommendations import fmt_bytes, fmt_ns
+
+
+def _ns(v):
+    return "–" if v is None else fmt_ns(v)
+
+
+def _num(v, fmt="{:.2f}"):
+    return "–" if v is None else fmt.format(v)
+
+
+def print_summary(data: dict, tables: dict, top: int = 10, console=None) -> None:
+    """Print run facts, top findings, stragglers, fusion, bandwidth by message size and hangs."""
+    from rich.console import Console
+    from rich.table import Table
+
+    con = console or Console()
+    run = data["run"]
+    facts = Table(title="Run", show_header=False, title_justify="left")
+    facts.add_column(style="bold")
+    facts.add_column()
+    files = run["files"]
+    facts.add_row("source", f"{files[0]}" + (f" (+{len(files) - 1} more)" if len(files) > 1 else ""))
+    facts.add_row("format", str(run["format"]))
+    facts.add_row("ranks", f"{run['size']} (traces for {len(run['ranks_loaded'])})")
+    facts.add_row("backend", str(run["backend"] or "–"))
+    facts.add_row("duration", _ns(run["duration_ns"]))
+    facts.add_row("steps", str(run["steps"] or "– (no step marks)"))
+    facts.add_row("events / tensor ops / fused ops", f"{run['events']} / {run['tensor_ops']} / {run['fused_ops']}")
+    if run["fusion_threshold"]:
+        facts.add_row("fusion threshold", fmt_bytes(run["fusion_threshold"]))
+    if run["truncated_ranks"]:
+        facts.add_row("truncated traces", ", ".join(map(str, run["truncated_ranks"])), style="yellow")
+    con.print(facts)
+
+    fnd = Table(title="Findings", title_justify="left")
+    fnd.add_column("#", justify="right")
+    fnd.add_column("severity")
+    fnd.add_column("finding", overflow="fold")
+    for i, f in enumerate(data["findings"], 1):
+        style = {"high": "red", "medium": "yellow"}.get(f["severity"], "")
+        fnd.add_row(str(i), f["severity"], f["message"], style=style)
+    if not data["findings"]:
+        fnd.add_row("", "", "nothing stands out")
+    con.print(fnd)
+
+    st = Table(title="Stragglers (who was last to submit)", title_justify="left")
+    for c in ("rank", "negotiations", "last", "% last", "wait imposed", "per step", "median lateness"):
+        st.add_column(c, justify="right")
+    for r in data["stragglers"]:
+        st.add_row(str(r["rank"]), str(r["negotiations"]), str(r["times_last"]), f"{r['pct_last']:.0f}",
+                   _ns(r["wait_imposed_ns"]), _ns(r["wait_imposed_per_step_ns"]) if r["steps"] else "–",
+                   _ns(r["median_lateness_ns"]))
+    if data["stragglers"]:
+        con.print(st)
+
+    fu = data["fusion"]
+    if fu:
+        t = Table(title="Fusion", show_header=False, title_justify="left")
+        t.add_column(style="bold")
+        t.add_column()
+        t.add_row("fused ops / tensors", f"{fu['ops']} / {fu['tensors']} ({_num(fu['mean_tensors_per_op'])} per op)")
+        t.add_row("single-tensor ops", f"{_num(fu['single_tensor_pct'], '{:.0f}')} %")
+        t.add_row("median op size", fmt_bytes(fu["median_bytes"] or 0))
+        if fu["threshold"]:
+            t.add_row("median fill of threshold", f"{_num((fu['median_fill'] or 0) * 100, '{:.1f}')} %")
+            t.add_row("ops ≥ 90 % full", f"{_num(fu['full_pct'], '{:.0f}')} %")
+        t.add_row("memcpy share of op time", f"{_num(fu['memcpy_share'] * 100, '{:.1f}')} %")
+        con.print(t)
+
+    bw = Table(title="Bandwidth by message size (nccl-tests conventions, GB/s)", title_justify="left")
+    for c in ("size", "op", "ops", "time µs", "algbw", "busbw", "busbw max", "efficiency"):
+        bw.add_column(c, justify="right")
+    for r in data["bandwidth"][-top:]:
+        bw.add_row(fmt_bytes(r["size_bytes"]), r["op"], str(r["ops"]), _num(r["time_us"], "{:.1f}"),
+                   _num(r["algbw_gbps"]), _num(r["busbw_gbps"]), _num(r["busbw_max_gbps"]),
+                   _num(None if r["efficiency"] is None else 100 * r["efficiency"], "{:.0f} %"))
+    if data["bandwidth"]:
+        con.print(bw)
+
+    bd = Table(title="Per-step breakdown, mean per rank (ms; wait = blocked in synchronize, exp = exposed comm, ovl = overlapped)", title_justify="left")
+    for c in ("rank", "step", "wait", "neg", "queue", "copy", "comm", "exp", "ovl", "exp%"):
+        bd.add_column(c, justify="right")
+    ms = lambda v: "–" if v is None else f"{v / 1e6:.1f}"  # noqa: E731
+    for r in data["breakdown"][:top]:
+        bd.add_row(str(r["rank"]), ms(r["step_ns"]), ms(r["framework_wait_ns"]), ms(r["negotiation_ns"]),
+                   ms(r["queue_ns"]), ms(r["memcpy_ns"]), ms(r["comm_ns"]), ms(r["exposed_ns"]),
+                   ms(r["overlapped_ns"]), f"{r['exposed_pct']:.0f}")
+    if data["breakdown"]:
+        con.print(bd)
+
+    if data["hangs_by_rank"]:
+        h = Table(title="Never completed (by missing rank)", title_justify="left")
+        for c in ("rank", "tensors", "first step", "names"):
+            h.add_column(c)
+        for r in data["hangs_by_rank"]:
+            h.add_row(str(r["rank"]), str(r["tensors"]), str(r["first_step"]), ", ".join(r["names"][:3]))
+        con.print(h)

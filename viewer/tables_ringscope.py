@@ -1,0 +1,216 @@
+"""Turn the columns gathered by :mod:`viewer.load_ringscope` into the schema's per-rank tables."""
+from __future__ import annotations
+
+import bisect
+
+from tracer import vocab as V
+from viewer import frames
+
+
+def _ns(us) -> int:
+    return int(round(us * 1000))
+
+
+def _opt_ns(us):
+    return None if us is None else _ns(us)
+
+
+def _int(v, default=None):
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return default
+
+
+def build_tables(p, rank: int) -> dict:
+    """``{events, tensor_ops, fused_ops, readiness, cycles}`` DataFrames for one rank (local times)."""
+    import numpy as np
+
+    _add_async_rows(p)
+    c = p.cols
+    ts = np.asarray(c.pop("ts"), dtype="float64")
+    dur = np.asarray(c.pop("dur"), dtype="float64")
+    c["t_ns"] = np.rint(ts * 1000).astype("int64")
+    c["dur_ns"] = np.rint(dur * 1000).astype("int64")
+    c["rank"] = np.full(len(ts), rank, dtype="int32")
+    c["depth"] = _depths(c["thread"], ts, dur, c["ph"], c.get("_depth"))
+    c.pop("_depth", None)
+    events = frames.build("events", c)
+    events = events.sort_values("t_ns", kind="stable", ignore_index=True)
+    return {
+        "events": events,
+        "tensor_ops": _tensor_ops(p, rank),
+        "fused_ops": _fused_ops(p, rank),
+        "readiness": _readiness(p),
+        "cycles": frames.build("cycles", {
+            "rank": [rank] * len(p.cycles), "cycle": [cy for cy, _, _ in p.cycles],
+            "start_ns": [_ns(t) for _, t, _ in p.cycles],
+            "end_ns": [_ns(t + d) for _, t, d in p.cycles]}),
+    }
+
+
+def _add_async_rows(p) -> None:
+    """Per-tensor async lifecycles become X rows on the "tensor" thread (open ones end at the last event)."""
+    c = p.cols
+    n0 = len(c["name"])
+    depth = [None] * n0
+    for op in p.ops:
+        end = op.get("done", p.last_ts)
+        p.row("tensor", op["name"], op["cat"] or V.CAT_TENSOR, "X", op["submit"], end - op["submit"],
+              op["args"])
+        c["tensor"][-1] = op["tensor"]
+        depth.append(0)
+        for name, (t0, t1, _a) in op["parts"].items():
+            p.row("tensor", name, op["cat"] or V.CAT_TENSOR, "X", t0, (p.last_ts if t1 is None else t1) - t0,
+                  op["args"])
+            c["tensor"][-1] = op["tensor"]
+            c["bytes"][-1] = None
+            depth.append(1)
+    c["_depth"] = depth
+
+
+def _depths(threads, ts, dur, phs, fixed):
+    """Nesting depth of each span on its thread (instants/counters: depth of the enclosing span)."""
+    import numpy as np
+
+    n = len(ts)
+    out = np.zeros(n, dtype="int32")
+    order = np.lexsort((-dur, ts))
+    stacks: dict = {}
+    for i in order.tolist():
+        if fixed is not None and fixed[i] is not None:
+            out[i] = fixed[i]
+            continue
+        th = threads[i]
+        st = stacks.get(th)
+        if st is None:
+            st = stacks[th] = []
+        t = ts[i]
+        while st and st[-1] <= t:
+            st.pop()
+        out[i] = len(st)
+        if phs[i] == "X":
+            st.append(t + dur[i])
+    return out
+
+
+def _tensor_ops(p, rank):
+    cols = {k: [] for k in ("tensor", "step", "op", "dtype", "bytes", "process_set", "response",
+                            "submit_ns", "negotiated_ns", "start_ns", "done_ns", "wait_ns")}
+    resp_of = {}
+    for ts, dur, a in p.fused:
+        rid = _int(a.get(V.ARG_RESPONSE), -1)
+        step = _int(a.get(V.ARG_STEP), -1)
+        for t in a.get(V.ARG_TENSORS) or []:
+            resp_of[(t, step)] = rid
+    for op in p.ops:
+        a = op["args"]
+        neg = next((v for k, v in op["parts"].items() if k.startswith(V.NEGOTIATE_PREFIX)), None)
+        q = op["parts"].get(V.QUEUE)
+        step = _int(a.get(V.ARG_STEP), -1)
+        opname = a.get(V.ARG_OP)
+        if opname is None and neg is not None:
+            opname = next(k for k in op["parts"] if k.startswith(V.NEGOTIATE_PREFIX))[len(V.NEGOTIATE_PREFIX):]
+        cols["tensor"].append(op["tensor"])
+        cols["step"].append(step)
+        cols["op"].append(opname)
+        cols["dtype"].append(a.get(V.ARG_DTYPE))
+        cols["bytes"].append(_int(a.get(V.ARG_BYTES)))
+        cols["process_set"].append(_int(a.get(V.ARG_PROCESS_SET), 0))
+        cols["response"].append(_int(a.get(V.ARG_RESPONSE), resp_of.get((op["tensor"], step), -1)))
+        cols["submit_ns"].append(_ns(op["submit"]))
+        cols["negotiated_ns"].append(_opt_ns(neg[1]) if neg else None)
+        cols["start_ns"].append(_opt_ns(q[1]) if q else None)
+        cols["done_ns"].append(_opt_ns(op.get("done")))
+        cols["wait_ns"].append(None)
+    cols["rank"] = [rank] * len(cols["tensor"])
+    df = frames.build("tensor_ops", cols)
+    if len(df):
+        df["occurrence"] = df.groupby("tensor").cumcount().astype("int64")
+    if p.syncs and len(df):
+        _attach_waits(df, p.syncs)
+    return df
+
+
+def _attach_waits(df, syncs):
+    """Framework SYNCHRONIZE time per tensor op: by (tensor, step), else the op in flight at the wait."""
+    import pandas as pd
+
+    key = {}
+    for i, (t, s) in enumerate(zip(df["tensor"].tolist(), df["step"].tolist())):
+        key.setdefault((t, s), i)
+    waits = [None] * len(df)
+    submits = df["submit_ns"].tolist()
+    for ts, dur, tens, step in syncs:
+        names = [tens] if isinstance(tens, str) else list(tens or [])
+        for name in names:
+            i = key.get((name, step))
+            if i is None:
+                cands = [j for (t, s), j in key.items() if t == name and submits[j] <= _ns(ts)]
+                i = max(cands, key=lambda j: submits[j], default=None)
+            if i is not None:
+                waits[i] = (waits[i] or 0) + _ns(dur)
+    df["wait_ns"] = pd.array(waits, dtype="Int64")
+
+
+def _fused_ops(p, rank):
+    by_resp_mem, by_resp_act = {}, {}
+    for m in p.memcpy:
+        by_resp_mem.setdefault(m[3], []).append(m)
+    for a in p.activity:
+        by_resp_act.setdefault(a[3], []).append(a)
+    act_sorted = sorted(p.activity, key=lambda a: a[1])
+    act_starts = [a[1] for a in act_sorted]
+    mem_sorted = sorted(p.memcpy, key=lambda m: m[1])
+    mem_starts = [m[1] for m in mem_sorted]
+    rows = {k: [] for k in ("response", "step", "op", "backend", "activity", "dtype", "count", "bytes",
+                            "threshold", "start_ns", "end_ns", "memcpy_in_ns", "memcpy_out_ns",
+                            "comm_ns", "size", "tensors")}
+    for ts, dur, a in p.fused:
+        rid = _int(a.get(V.ARG_RESPONSE), -1)
+        mems = by_resp_mem.get(rid) if rid >= 0 else None
+        if mems is None:
+            mems = _within(mem_sorted, mem_starts, ts, ts + dur)
+        acts = by_resp_act.get(rid) if rid >= 0 else None
+        if acts is None:
+            acts = _within(act_sorted, act_starts, ts, ts + dur)
+        act = acts[0] if acts else None
+        tensors = list(a.get(V.ARG_TENSORS) or [])
+        rows["response"].append(rid)
+        rows["step"].append(_int(a.get(V.ARG_STEP), -1))
+        rows["op"].append(a.get(V.ARG_OP))
+        rows["backend"].append(a.get(V.ARG_BACKEND) or (act[4].get(V.ARG_BACKEND) if act else None))
+        rows["activity"].append(act[0] if act else None)
+        rows["dtype"].append(a.get(V.ARG_DTYPE))
+        rows["count"].append(_int(a.get(V.ARG_COUNT), len(tensors)))
+        rows["bytes"].append(_int(a.get(V.ARG_BYTES), 0))
+        rows["threshold"].append(_int(a.get(V.ARG_THRESHOLD)))
+        rows["start_ns"].append(_ns(ts))
+        rows["end_ns"].append(_ns(ts + dur))
+        rows["memcpy_in_ns"].append(sum(_ns(m[2]) for m in mems if m[0] == V.MEMCPY_IN_FUSION_BUFFER))
+        rows["memcpy_out_ns"].append(sum(_ns(m[2]) for m in mems if m[0] == V.MEMCPY_OUT_FUSION_BUFFER))
+        rows["comm_ns"].append(_ns(act[2]) if act else 0)
+        rows["size"].append(_int(act[4].get("size"), _int(a.get("size"), 0)) if act else _int(a.get("size"), 0))
+        rows["tensors"].append(tensors)
+    rows["rank"] = [rank] * len(rows["response"])
+    return frames.build("fused_ops", rows)
+
+
+def _within(items, starts, t0, t1):
+    lo = bisect.bisect_left(starts, t0)
+    out = []
+    for it in items[lo:]:
+        if it[1] > t1:
+            break
+        out.append(it)
+    return out
+
+
+def _readiness(p):
+    df = frames.build("readiness", {
+        "tensor": [r[0] for r in p.ready], "step": [r[1] for r in p.ready],
+        "occurrence": [0] * len(p.ready), "rank": [r[2] for r in p.ready],
+        "ready_ns": [_ns(r[3]) for r in p.ready], "source": ["ringscope"] * len(p.ready)})
+    if len(df):
+        df["occurrence"] = df.groupby(["tensor", "rank"]).cumcount().astype("int64")
+    return df
