@@ -98,6 +98,15 @@ def stop_timeline():
     _replace(None)
 
 
+def _after_fork_in_child() -> None:
+    # A forked child (e.g. a data-loader worker) has no writer thread: it must not record.
+    set_recorder(_null(get_recorder().step))
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def mark_step(step=None):
     """Advance (or set) the training step carried by subsequent events."""
     get_recorder().mark_step(step)

@@ -36,18 +36,20 @@ def find_traces(path) -> list[Path]:
 
 
 def _head(f: Path) -> bytes:
-    import gzip
+    """The first bytes of a file, gunzipped when needed (a truncated .gz still gives its start)."""
     import zlib
 
     try:
         with open(f, "rb") as fh:
             raw = fh.read(_SNIFF)
-        if raw[:2] == b"\x1f\x8b":
-            with gzip.open(f, "rb") as fh:
-                return fh.read(_SNIFF)
-        return raw
-    except (OSError, EOFError, zlib.error):
+    except OSError:
         return b""
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            return zlib.decompressobj(wbits=47).decompress(raw, _SNIFF)
+        except zlib.error:
+            return b""
+    return raw
 
 
 def _looks_like_trace(f: Path) -> bool:

@@ -35,19 +35,31 @@ def timeout() -> datetime.timedelta:
     return datetime.timedelta(seconds=float(os.environ.get("RINGSCOPE_RENDEZVOUS_TIMEOUT", "300")))
 
 
-def setup(rank: int, size: int, all_local: bool, broadcast_object) -> None:
-    """Create the store on rank 0 and connect every rank to it (collective: every rank calls it).
+def _share_address(text: str | None) -> str:
+    """Rank 0's ``host:port`` to every rank, through a numpy broadcast on the ring/mpi backend
+    (gloo itself cannot carry it: its groups need this very address)."""
+    import numpy as np
 
-    ``broadcast_object(obj, root_rank)`` carries rank 0's address to the others.
-    """
+    import collectives
+    buf = np.zeros(256, dtype=np.uint8)
+    if text is not None:
+        raw = text.encode()
+        buf[:len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+    out = collectives.broadcast(buf, 0, name="ringscope.rendezvous")
+    return bytes(out).rstrip(b"\0").decode()
+
+
+def setup(rank: int, size: int, all_local: bool) -> None:
+    """Create the store on rank 0 and connect every rank to it (collective: every rank calls it)."""
     global _STORE, _ADDR
     import torch.distributed as dist
     _ADDR = local_address(all_local)
-    store, addr = None, None
+    store, text = None, None
     if rank == 0:
         store = dist.TCPStore(_ADDR, 0, size, True, timeout(), wait_for_workers=False)
-        addr = (_ADDR, int(store.port))
-    host, port = broadcast_object(addr, 0)
+        text = f"{_ADDR}:{int(store.port)}"
+    host, port = _share_address(text).rsplit(":", 1)
+    port = int(port)
     if rank != 0:
         store = dist.TCPStore(host, port, size, False, timeout())
     _STORE = store

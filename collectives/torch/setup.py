@@ -40,9 +40,7 @@ def init(comm=None, process_sets=None) -> None:
     backends = dist_backends(config)
     if not backends:
         return
-    from collectives.torch.functions import broadcast_object
-    rendezvous.setup(_core.rank(), _core.size(), _core.local_size() == _core.size(),
-                     broadcast_object)
+    rendezvous.setup(_core.rank(), _core.size(), _core.local_size() == _core.size())
     for name in backends:
         get_backend(name, config).group(_ps.TABLE.get(0))   # the global group, made now
 

@@ -85,3 +85,23 @@ def test_normal_exit_without_close_is_finished_by_atexit(tmp_path):
     assert time.monotonic() - t0 < 10
     names = [e["name"] for e in json.loads((tmp_path / "rank-00000.json").read_text())["traceEvents"]]
     assert names[-2:] == [v.SUBMIT, v.SHUTDOWN]
+
+
+def test_forked_child_does_not_record(env, tmp_path):
+    import os
+
+    import tracer
+    env(RINGSCOPE_TIMELINE=str(tmp_path) + "/")
+    rec = tracer.configure({"rank": 0})
+    pid = os.fork()
+    if pid == 0:   # child: recording must be a no-op, exit without running atexit
+        child = tracer.get_recorder()
+        ok = (not child.enabled) and child is not rec
+        child.instant(v.TID_FRAMEWORK, "CHILD", v.CAT_FRAMEWORK)
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    rec.instant(v.TID_FRAMEWORK, "PARENT", v.CAT_FRAMEWORK)
+    tracer.close()
+    names = [e["name"] for e in json.loads(rec.path.read_text())["traceEvents"]]
+    assert "PARENT" in names and "CHILD" not in names

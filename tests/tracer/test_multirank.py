@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -145,3 +146,17 @@ def test_sigkilled_rank_leaves_a_loadable_file(tmp_path):
     lost_s = (killed_at - last_ns) / 1e9
     assert lost_s < 1.25, f"rank {victim}'s file ends {lost_s:.2f}s before the kill"
     assert not any(e["name"] == v.SHUTDOWN for e in data.events)   # it really died unfinished
+
+
+def test_perfetto_loads_the_engine_traces_cleanly(run, tmp_path):
+    from tests.tracer.perfetto_util import chromium_missing_reason, perfetto_import_stats
+    reason = chromium_missing_reason()
+    if reason:
+        pytest.skip(f"Perfetto check needs: {reason}")
+    docs, _ = run
+    # All four ranks in one file: pids keep ranks apart, process-scoped async ids keep tensors apart.
+    merged = tmp_path / "all_ranks.json"
+    merged.write_text(json.dumps({"traceEvents": [e for r in range(N) for e in docs[r]["traceEvents"]]}))
+    artifacts = Path(__file__).resolve().parents[2] / "test-artifacts"
+    bad, text = perfetto_import_stats(merged, artifacts / "tracer_perfetto_4ranks.png")
+    assert bad == [], f"Perfetto import problems: {bad}"

@@ -200,5 +200,5 @@ def _add_merged(acc, ln, s, e, ph, t0, t1, px) -> int:
         m = dom == p
         text = [f"{n:,} spans merged<br>{b * 100:.0f}% busy · mostly {PHASE_NAMES[int(p)]}<br>{w:.3f} ms"
                 for n, b, w in zip(n_ev[m], busy[m], wid[m])]
-        _put(acc, int(p), ln.label, base[m], wid[m], 0.25 + 0.75 * busy[m], text)
+        _put(acc, int(p), ln.label, base[m], wid[m], np.clip(0.25 + 0.75 * busy[m], 0.0, 1.0), text)
     return int(len(starts))

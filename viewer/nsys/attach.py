@@ -97,6 +97,9 @@ def attach_nsys(tables, specs, *, min_matches: int = 8) -> NsysOverlay:
         parts.append(k)
         infos[pr.rank] = {"file": pr.file, "pid": pr.pid, "how": pr.how, **al.to_dict(),
                           "kernels": len(k), "nccl_kernels": int(k["nccl"].sum())}
+    for rep in reports:
+        if rep.kernels.empty:
+            warnings.append(f"{rep.file}: no CUDA kernels in this export (captured without -t cuda?)")
     for f, pid in mapping.unmapped(reports, mapped):
         warnings.append(f"{f}: process {pid} launched kernels but maps to no rank; pass RANK=FILE")
     aligned = pd.concat(parts, ignore_index=True) if parts else overlay.align_kernels(

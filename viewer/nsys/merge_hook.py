@@ -12,12 +12,14 @@ def add_arguments(parser) -> None:
              "processes map to ranks by ringscope's NVTX marks or pids, or explicitly as RANK=FILE")
 
 
-def gpu_extra_events(paths, specs, plan, out=sys.stdout, err=sys.stderr) -> list[dict]:
+def gpu_extra_events(paths, specs, plan, out=None, err=None) -> list[dict]:
     """Load the run, overlay the exports, report each rank's alignment; the merged trace's extra
     events (GPU lanes on the plan's clock). Raises NsysError/TraceError on bad input."""
     from viewer import Run
     from viewer.nsys.attach import attach_nsys
 
+    out = out or sys.stdout
+    err = err or sys.stderr
     run = Run.load(paths)
     ov = attach_nsys(run.tables, specs)
     for w in ov.warnings:

@@ -1,0 +1,82 @@
+"""Driver side: start a measuring script (under mpiexec or as a plain subprocess) and read its JSON.
+
+Workers print exactly one line ``BENCH_JSON {...}`` (rank 0 only for MPI jobs); everything else on
+stdout/stderr is kept for the error message when the job fails.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MARK = "BENCH_JSON "
+
+
+class BenchError(RuntimeError):
+    """A measuring job failed; the message says which and shows the tail of its output."""
+
+
+def mpiexec() -> str:
+    cand = Path(sys.executable).parent / "mpiexec"
+    return str(cand) if cand.exists() else "mpiexec"
+
+
+def env_with(extra: dict | None = None) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("RINGSCOPE_DISABLE_NVTX", "1")
+    for k, v in (extra or {}).items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = str(v)
+    return env
+
+
+def run_json(cmd: list[str], timeout: float, env: dict | None = None, label: str = "") -> dict:
+    """Run ``cmd`` in its own session; return the payload of its ``BENCH_JSON`` line.
+
+    On timeout the whole process group is killed (no rank is left spinning)."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env_with(env), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        raise BenchError(f"{label or cmd[0]}: timed out after {timeout:.0f}s\n{_tail(out)}")
+    payload = None
+    for line in out.splitlines():
+        if line.startswith(MARK):
+            payload = json.loads(line[len(MARK):])
+    if proc.returncode != 0 or payload is None:
+        raise BenchError(f"{label or cmd[0]}: exit {proc.returncode}, "
+                         f"{'no' if payload is None else 'a'} result line\n{_tail(out)}")
+    return payload
+
+
+def run_mpi_json(n: int, script: str, args: list[str], timeout: float,
+                 env: dict | None = None) -> dict:
+    """``mpiexec -n N python bench/<script> args...``; the payload rank 0 printed."""
+    cmd = [mpiexec(), "-n", str(n), sys.executable, str(ROOT / "bench" / script), *map(str, args)]
+    return run_json(cmd, timeout, env, label=f"{script} on {n} ranks")
+
+
+def run_py_json(script: str, args: list[str], timeout: float, env: dict | None = None) -> dict:
+    """``python bench/<script> args...`` (or a path outside bench/); its payload."""
+    path = Path(script) if os.path.isabs(script) else ROOT / "bench" / script
+    return run_json([sys.executable, str(path), *map(str, args)], timeout, env, label=path.name)
+
+
+def emit(payload: dict) -> None:
+    """Worker side: print the one result line."""
+    print(MARK + json.dumps(payload), flush=True)
+
+
+def _tail(out: str, n: int = 3000) -> str:
+    return out[-n:] if out else "(no output)"

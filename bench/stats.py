@@ -1,0 +1,30 @@
+"""Medians, pair-by-pair ratios and the nccl-tests bandwidth conventions."""
+from __future__ import annotations
+
+import statistics
+
+
+def median(xs) -> float:
+    xs = [x for x in xs if x is not None]
+    return float(statistics.median(xs)) if xs else float("nan")
+
+
+def paired_ratio(num, den) -> float:
+    """Median over reps of ``num[i] / den[i]`` (the pairs were measured back to back)."""
+    return median([a / b for a, b in zip(num, den) if b])
+
+
+def allreduce_bw(nbytes: int, seconds: float, ranks: int) -> tuple[float, float]:
+    """(algbw, busbw) in GB/s (1e9): algbw = S/t, busbw = algbw * 2(n-1)/n."""
+    if not seconds or seconds != seconds:
+        return float("nan"), float("nan")
+    alg = nbytes / seconds / 1e9
+    return alg, alg * 2 * (ranks - 1) / ranks
+
+
+def human_bytes(n: float) -> str:
+    for unit, f in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= f:
+            v = n / f
+            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
+    return f"{int(n)} B"

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Regenerate the committed sample traces from real runs of the runtime (4 MPI ranks, numpy/torch CPU).
+#
+#   bash sample_traces/regenerate.sh            # all scenarios
+#   bash sample_traces/regenerate.sh straggler  # one
+#
+# Each scenario is one `ringscope demo` run (viewer/demo.py) writing per-rank traces into
+# sample_traces/<scenario>/; few steps keep every directory at a few hundred KB. After a run the
+# script prints `ringscope summarize` for a quick look. tests/viewer/test_sample_traces.py checks that
+# the analyses find what each scenario planted.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+STEPS=${STEPS:-6}
+SCENARIOS=("$@")
+[ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(healthy straggler tiny-tensors large-tensors hang)
+for s in "${SCENARIOS[@]}"; do
+  out="sample_traces/$s"
+  rm -rf "$out"
+  mkdir -p "$out"
+  echo "== $s -> $out"
+  # the hang scenario exits non-zero by design (the job is stopped with a stall error)
+  "$PY" -m viewer.cli demo --scenario "$s" --ranks 4 --steps "$STEPS" --out "$out" --no-view || [ "$s" = hang ]
+  rm -rf "$out/.ringscope_cache"
+  du -sh "$out"
+  "$PY" -m viewer.cli summarize "$out" --top 5 --no-cache || true
+done

@@ -1,0 +1,115 @@
+"""Shared fixtures of the dashboard tests: real runs to show, and a served dashboard in Chromium."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = REPO.parent / "shared"
+HOROVOD = SHARED / "horovod_timelines"
+SAMPLES = REPO / "sample_traces"
+ARTIFACTS = REPO / "test-artifacts" / "dashboard"
+CHROMIUM = os.environ.get("RINGSCOPE_CHROMIUM", "/usr/bin/chromium")
+
+
+def horovod_file(name: str) -> Path:
+    path = HOROVOD / name
+    if not path.exists():
+        pytest.skip(f"real Horovod timeline {path} is absent (../shared not mounted)")
+    return path
+
+
+def sample_run(name: str):
+    """sample_traces/<name> when the viewer engineer's real sample runs exist, else None."""
+    path = SAMPLES / name
+    if path.is_dir() and any(path.glob("*.json*")):
+        return path
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A dashboard process on 127.0.0.1 started from Python code (``serve(...)``)."""
+
+    def __init__(self, code: str, port: int, log: Path):
+        self.port, self.url, self.log = port, f"http://127.0.0.1:{port}/", log
+        self._log = open(log, "w")
+        self.proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=self._log,
+                                     stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"dashboard exited early:\n{log.read_text()[-2000:]}")
+            try:
+                urllib.request.urlopen(self.url, timeout=2)
+                return
+            except OSError:
+                time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"dashboard did not come up:\n{log.read_text()[-2000:]}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._log.close()
+
+
+def launch_code(main_run, second_run, root, port: int) -> str:
+    """Python source that serves ``main_run`` (a path, or None for the synthetic run) + a second run."""
+    runs = [str(p) for p in (main_run, second_run) if p is not None]
+    if main_run is not None:
+        return (f"from viewer.dashboard.serve import serve\n"
+                f"serve({runs!r}, port={port}, root={str(root)!r}, max_upload_mb=1)\n")
+    return ("from viewer.dashboard.serve import serve\n"
+            "from viewer.dashboard.synthetic import make_run\n"
+            f"serve({runs!r}, port={port}, root={str(root)!r}, max_upload_mb=1,"
+            " tables=make_run(60_000, slow_rank=2), label='synthetic-straggler')\n")
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is absent: install Debian chromium (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+            "--disable-background-networking", "--no-first-run"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh page (own context = fresh profile) that records console errors in ``page.errors``."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.errors = []
+    pg.on("console", lambda m: pg.errors.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: pg.errors.append(f"page error: {e}"))
+    yield pg
+    context.close()

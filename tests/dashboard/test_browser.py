@@ -1,0 +1,130 @@
+"""The dashboard in real headless Chromium (Debian's /usr/bin/chromium driven by playwright).
+
+The main run is sample_traces/straggler (a real 4-rank run) when it exists, else the synthetic
+straggler run; the second run is the real Horovod 0.28.1 timeline from ../shared.
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.dashboard.conftest import SHARED, Server, free_port, horovod_file, launch_code, sample_run
+from viewer.dashboard.layout import PAGES
+
+PAGE_READY = {  # a selector that exists once the page has drawn
+    "overview": "#card-straggler .card-value",
+    "timeline": "#tl-graph .main-svg .barlayer .point",
+    "negotiation": "#neg-heatmap .main-svg .hm",
+    "fusion": "#fus-fill .main-svg .barlayer .point",
+    "communication": "#comm-nccl-table",
+    "compare": "#cmp-table",
+}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    second = horovod_file("horovod0281_mpi_2ranks.json")
+    main = sample_run("straggler")
+    srv = Server(launch_code(main, second, SHARED, free_port()), 0, tmp_path_factory.mktemp("srv") / "log")
+    srv.main_is_real = main is not None
+    yield srv
+    srv.stop()
+
+
+def open_tab(page, name: str):
+    page.click(f"#tab-{name}")
+    page.wait_for_selector(PAGE_READY[name], timeout=30_000)
+
+
+def plot_data(page, graph_id: str):
+    return page.evaluate(f"""() => {{
+        const gd = document.querySelector('#{graph_id} .js-plotly-plot');
+        return {{data: gd.data.map(t => ({{name: t.name, y: Array.from(t.y || [])}})),
+                 range: gd.layout.xaxis ? gd.layout.xaxis.range : null}};
+    }}""")
+
+
+def lanes(page) -> set:
+    return {y for t in plot_data(page, "tl-graph")["data"] for y in t["y"]}
+
+
+def test_every_page_renders_without_console_errors(server, page, artifacts):
+    page.goto(server.url)
+    page.wait_for_selector(PAGE_READY["overview"], timeout=60_000)
+    for value, _label in PAGES:
+        open_tab(page, value)
+        page.wait_for_timeout(500)
+        page.screenshot(path=str(artifacts / f"page-{value}.png"), full_page=True)
+    assert page.errors == []
+    straggler = page.inner_text("#card-straggler .card-value")
+    assert straggler == "rank 2"  # planted in both the sample and the synthetic run
+
+
+def test_heatmap_click_narrows_the_timeline_to_that_rank(server, page, artifacts):
+    page.goto(server.url)
+    page.wait_for_selector(PAGE_READY["overview"], timeout=60_000)
+    open_tab(page, "timeline")
+    before = lanes(page)
+    assert len({lane.split()[0] for lane in before}) > 1  # several ranks before the click
+    full_range = plot_data(page, "tl-graph")["range"]
+    open_tab(page, "negotiation")
+    box = page.locator("#neg-heatmap .nsewdrag").first.bounding_box()
+    ranks = page.evaluate("() => document.querySelector('#neg-heatmap .js-plotly-plot').data[0].y.length")
+    row = 2  # rank 2's row (y axis reversed: rank 0 on top)
+    page.mouse.click(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * (row + 0.5) / ranks)
+    page.wait_for_function("() => document.querySelector('#tab-timeline.tab--selected') !== null", timeout=20_000)
+    page.wait_for_function("""() => {
+        const gd = document.querySelector('#tl-graph .js-plotly-plot');
+        return gd && gd.data && gd.data.length && gd.data.every(t => Array.from(t.y).every(y => y.startsWith('r2 ')));
+    }""", timeout=30_000)
+    after = lanes(page)
+    assert after and all(lane.startswith("r2 ") for lane in after)
+    zoomed = plot_data(page, "tl-graph")["range"]
+    assert zoomed[1] - zoomed[0] < (full_range[1] - full_range[0]) / 5  # one step, not the whole run
+    assert "rank 2" in page.inner_text("#tl-ranks")
+    page.screenshot(path=str(artifacts / "timeline-after-heatmap-click.png"), full_page=True)
+    assert page.errors == []
+
+
+def test_bad_upload_shows_a_banner_naming_the_file_and_the_app_stays_up(server, page, tmp_path, artifacts):
+    page.goto(server.url)
+    page.wait_for_selector(PAGE_READY["overview"], timeout=60_000)
+    bad = tmp_path / "broken_rank3.json"
+    bad.write_bytes(b'{"traceEvents": [ this is not json')
+    page.set_input_files("#upload input[type=file]", str(bad))
+    page.wait_for_selector("#banner.error", timeout=30_000)
+    text = page.inner_text("#banner")
+    assert "broken_rank3.json" in text
+    page.screenshot(path=str(artifacts / "bad-upload-banner.png"))
+    big = tmp_path / "huge.json"
+    big.write_bytes(b"[" + b" " * 1_200_000 + b"]")  # the test server's limit is 1 MB
+    page.set_input_files("#upload input[type=file]", str(big))
+    page.wait_for_function("() => document.querySelector('#banner').innerText.includes('huge.json')",
+                           timeout=30_000)
+    assert "upload limit" in page.inner_text("#banner")
+    # the app is still up: a real trace uploads and becomes the shown run
+    good = horovod_file("horovod0281_gloo_2ranks.json")
+    page.set_input_files("#upload input[type=file]", str(good))
+    page.wait_for_selector("#banner.ok", timeout=30_000)
+    assert "horovod0281_gloo_2ranks.json" in page.inner_text("#banner")
+    page.wait_for_function("() => document.querySelector('#overview-body h2').innerText.includes('gloo')",
+                           timeout=30_000)
+    assert [e for e in page.errors if "Failed to load resource" not in e] == []
+
+
+def test_picker_refuses_paths_outside_the_root_and_opens_inside(server, page, artifacts):
+    page.goto(server.url)
+    page.wait_for_selector(PAGE_READY["overview"], timeout=60_000)
+    for outside in ("../main/README.md", "/etc/passwd"):
+        page.fill("#picker-path", outside)
+        page.click("#picker-open")
+        page.wait_for_function(f"() => document.querySelector('#banner').innerText.includes({outside!r})",
+                               timeout=20_000)
+        assert "refused" in page.inner_text("#banner")
+        assert "error" in page.get_attribute("#banner", "class")
+    page.screenshot(path=str(artifacts / "picker-refused.png"))
+    page.fill("#picker-path", "horovod_timelines/legacy_nccl_fused_7ranks.json")
+    page.click("#picker-open")
+    page.wait_for_selector("#banner.ok", timeout=30_000)
+    page.wait_for_function("() => document.querySelector('#card-straggler .card-value').innerText === 'rank 7'",
+                           timeout=30_000)
+    assert page.errors == []

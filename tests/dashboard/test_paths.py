@@ -1,0 +1,37 @@
+"""The picker stays inside the trace root: '..', absolute paths and escaping symlinks are refused."""
+import pytest
+
+from viewer.dashboard.paths import PathRefused, list_runs, resolve_under
+
+
+@pytest.fixture
+def root(tmp_path):
+    r = tmp_path / "root"
+    (r / "runs" / "a").mkdir(parents=True)
+    (r / "runs" / "a" / "rank0.json").write_text("{}")
+    (r / "runs" / "empty").mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.json").write_text("{}")
+    (r / "escape").symlink_to(outside, target_is_directory=True)
+    (r / "inner").symlink_to(r / "runs" / "a", target_is_directory=True)
+    return r
+
+
+def test_inside_paths_resolve(root):
+    assert resolve_under(root, "runs/a") == (root / "runs" / "a").resolve()
+    assert resolve_under(root, "runs/a/rank0.json").name == "rank0.json"
+    assert resolve_under(root, "inner") == (root / "runs" / "a").resolve()  # symlink staying inside
+
+
+@pytest.mark.parametrize("rel, why", [
+    ("../outside", "'..'"), ("runs/../../outside", "'..'"), ("/etc", "absolute"),
+    ("~/x", "absolute"), ("escape", "symlink"), ("escape/secret.json", "symlink"),
+    ("nope", "no such"), ("", "no path")])
+def test_outside_paths_are_refused(root, rel, why):
+    with pytest.raises(PathRefused, match=why):
+        resolve_under(root, rel)
+
+
+def test_list_runs_finds_trace_dirs_and_skips_symlinks(root):
+    assert list_runs(root) == ["runs/a"]
