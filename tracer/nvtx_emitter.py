@@ -18,6 +18,7 @@ class NvtxEmitter:
     def __init__(self, nvtx_module, log: list | None = None):
         self._start = nvtx_module.start_range
         self._end = nvtx_module.end_range
+        self._mark = getattr(nvtx_module, "mark", None)
         self.log = log   # when a list: ("start", n, domain, category, message, payload) / ("end", n)
 
     def start(self, message: str, category: str, payload=None):
@@ -31,6 +32,14 @@ class NvtxEmitter:
             log.append(("start", n, DOMAIN, category, message, payload))
             return (n, handle)
         return handle
+
+    def mark(self, message: str) -> None:
+        """An instant NVTX mark; the tracer marks ``ringscope rank=N size=M`` once per file so that an
+        Nsight report can be mapped to its rank."""
+        if self._mark is not None:
+            self._mark(message=message, domain=DOMAIN)
+        if self.log is not None:
+            self.log.append(("mark", len(self.log), DOMAIN, message))
 
     def end(self, handle) -> None:
         log = self.log

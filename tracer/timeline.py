@@ -39,6 +39,8 @@ class TimelineRecorder:
         self._q: deque = deque()
         self._drops = itertools.count()
         self._nv = emitter
+        if emitter is not None:
+            emitter.mark(f"ringscope rank={meta.get('rank', 0)} size={meta.get('size', 1)}")
         self._nv_async: dict = {}    # (id, name) -> nvtx handle
         self._nv_bytes: dict = {}    # async id -> bytes of its outer slice (NVTX payload)
         self._closed = False

@@ -4,6 +4,8 @@
 """
 from __future__ import annotations
 
+import sys
+
 from tracer import vocab as V
 from viewer import frames
 from viewer.errors import warn_truncated
@@ -17,6 +19,8 @@ TIME_COLUMNS = {
     "cycles": ("start_ns", "end_ns"),
 }
 _NESTED_ASYNC = (V.NEGOTIATE_PREFIX, V.QUEUE)
+_SPAN_NAMES = frozenset({V.FUSED_RESPONSE, V.MEMCPY_IN_FUSION_BUFFER, V.MEMCPY_OUT_FUSION_BUFFER, V.CYCLE,
+                         V.SYNCHRONIZE}) | V.COMM_ACTIVITIES
 
 
 def _int_or(v, default):
@@ -67,39 +71,77 @@ class _Parser:
 
     def feed(self, events):
         threads = V.THREAD_NAMES
+        intern = sys.intern
+        c = self.cols
+        a_thread, a_name, a_cat, a_ph = c["thread"].append, c["name"].append, c["cat"].append, c["ph"].append
+        a_ts, a_dur, a_tensor, a_step = c["ts"].append, c["dur"].append, c["tensor"].append, c["step"].append
+        a_resp, a_bytes, a_value = c["response"].append, c["bytes"].append, c["value"].append
+        last = self.last_ts
         for ev in events:
             ph = ev.get("ph")
             if ph == "M":
                 continue
             ts = ev.get("ts", 0.0)
-            if ts > self.last_ts:
-                self.last_ts = ts
-            if self.pid is None and "pid" in ev:
-                self.pid = ev["pid"]
             name = ev.get("name", "")
             args = ev.get("args")
-            if ph == "X":
-                dur = ev.get("dur", 0.0)
+            if ph == "X" or ph == "i" or ph == "I" or ph == "n":
                 tid = ev.get("tid")
-                self.row(threads.get(tid, str(tid)), name, ev.get("cat"), "X", ts, dur, args)
-                if ts + dur > self.last_ts:
-                    self.last_ts = ts + dur
-                self._span(name, ts, dur, args or {})
-            elif ph == "b" or ph == "e":
-                self._async(ph, V.async_id(ev), name, ev.get("cat"), ts, args)
-            elif ph == "i" or ph == "I" or ph == "n":
-                tid = ev.get("tid")
-                self.row(threads.get(tid, str(tid)), name, ev.get("cat"), "i", ts, 0.0, args)
-                if name == V.READY and args:
+                name = intern(name)
+                a_thread(threads.get(tid) or str(tid))
+                a_name(name)
+                cat = ev.get("cat")
+                a_cat(intern(cat) if cat else cat)
+                a_ts(ts)
+                if ph == "X":
+                    dur = ev.get("dur", 0.0)
+                    a_ph("X")
+                    a_dur(dur)
+                    if ts + dur > last:
+                        last = ts + dur
+                else:
+                    a_ph("i")
+                    a_dur(0.0)
+                    if ts > last:
+                        last = ts
+                a_value(None)
+                if args:
+                    tensor = args.get("tensor")
+                    a_tensor(intern(tensor) if tensor.__class__ is str else None)
+                    step = args.get("step", -1)
+                    a_step(step if step.__class__ is int else _int_or(step, -1))
+                    resp = args.get("response", -1)
+                    a_resp(resp if resp.__class__ is int else _int_or(resp, -1))
+                    b = args.get("bytes")
+                    a_bytes(b if b.__class__ is int else None)
+                else:
+                    a_tensor(None)
+                    a_step(-1)
+                    a_resp(-1)
+                    a_bytes(None)
+                if ph == "X":
+                    if name in _SPAN_NAMES:
+                        self._span(name, ts, dur, args or {})
+                elif name == V.READY and args:
                     self.ready.append((args.get("tensor"), _int_or(args.get("step"), -1),
                                        _int_or(args.get("rank"), -1), ts))
                 elif name == V.SHUTDOWN and args:
                     self.shutdown = args
+            elif ph == "b" or ph == "e":
+                id2 = ev.get("id2")
+                aid = id2.get("local", id2.get("global")) if id2.__class__ is dict else ev.get("id")
+                self._async(ph, aid, name, ev.get("cat"), ts, args)
+                if ts > last:
+                    last = ts
             elif ph == "C":
+                if ts > last:
+                    last = ts
                 for key, val in (args or {}).items():
                     self.row("counter", name if len(args) == 1 else f"{name}.{key}",
                              ev.get("cat", V.CAT_COUNTER), "C", ts, 0.0, None)
-                    self.cols["value"][-1] = float(val) if isinstance(val, (int, float)) else None
+                    c["value"][-1] = float(val) if isinstance(val, (int, float)) else None
+            if self.pid is None and "pid" in ev:
+                self.pid = ev["pid"]
+        self.last_ts = last
 
     def _span(self, name, ts, dur, args):
         if name == V.FUSED_RESPONSE:

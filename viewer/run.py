@@ -7,9 +7,21 @@
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from viewer.schema import RunTables
+
+
+def _memo(method):
+    """Compute an analysis once per Run and arguments (tables do not change after loading)."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        key = (method.__name__, args, tuple(sorted(kwargs.items())))
+        if key not in self._memo:
+            self._memo[key] = method(self, *args, **kwargs)
+        return self._memo[key]
+    return wrapper
 
 
 class Run:
@@ -18,6 +30,7 @@ class Run:
     def __init__(self, tables: RunTables, source=None):
         self.tables = tables
         self.source = source
+        self._memo = {}
 
     @classmethod
     def load(cls, path, cache: bool = True, cache_dir=None, progress=None) -> "Run":
@@ -41,66 +54,77 @@ class Run:
         return int(self.meta.get("size") or len(self.ranks))
 
     # ---- analyses -------------------------------------------------------------------------
+    @_memo
     def negotiations(self):
         """Per tensor and step: each rank's submit time, the last rank and the wait it imposed."""
         from viewer.analyses import stragglers
 
         return stragglers.negotiations(self.tables, size=self.size)
 
+    @_memo
     def stragglers(self):
         """Per rank: how often last, total wait imposed, median lateness."""
         from viewer.analyses import stragglers
 
         return stragglers.rank_stragglers(self.negotiations(), size=self.size)
 
+    @_memo
     def fusion(self):
         """Per fused op: tensors, bytes, fill ratio against the threshold, memcpy share."""
         from viewer.analyses import fusion
 
         return fusion.fused_op_fill(self.fused_ops, threshold=self.meta.get("fusion_threshold"))
 
+    @_memo
     def tensor_sizes(self):
         """Distribution of tensor sizes (power-of-two buckets)."""
         from viewer.analyses import fusion
 
         return fusion.tensor_size_histogram(self.tensor_ops)
 
+    @_memo
     def cycle_utilisation(self):
         """Per rank: cycles, busy cycles and the share of cycle time spent executing responses."""
         from viewer.analyses import fusion
 
         return fusion.cycle_utilisation(self.cycles, self.fused_ops)
 
+    @_memo
     def communication(self, peak_busbw_gbps=None):
         """Per fused op: bytes, time, algbw, busbw, efficiency."""
         from viewer.analyses import communication
 
         return communication.op_bandwidth(self.fused_ops, size=self.size, peak_busbw_gbps=peak_busbw_gbps)
 
+    @_memo
     def bandwidth_by_size(self, peak_busbw_gbps=None):
         """Bandwidth per message-size bucket (nccl-tests style table)."""
         from viewer.analyses import communication
 
         return communication.bandwidth_by_size(self.communication(peak_busbw_gbps))
 
+    @_memo
     def alpha_beta(self):
         """Latency + bytes/bandwidth fit per backend."""
         from viewer.analyses import communication
 
         return communication.alpha_beta_fit(self.communication())
 
+    @_memo
     def breakdown(self):
         """Per rank and step: framework wait, negotiation, queue, memcpy, communication; exposed vs overlapped."""
         from viewer.analyses import breakdown
 
         return breakdown.step_breakdown(self.tables)
 
+    @_memo
     def hangs(self):
         """Tensors some ranks submitted and others never completed, by missing rank."""
         from viewer.analyses import hangs
 
         return hangs.incomplete_tensors(self.tables, size=self.size)
 
+    @_memo
     def findings(self, peak_busbw_gbps=None):
         """Recommendations: one row per finding (severity, kind, sentence with numbers and action)."""
         from viewer.analyses import recommendations

@@ -69,3 +69,16 @@ def test_real_nvtx_module_accepts_our_calls():
     h = em.start("RING_ALLREDUCE", "RING_ALLREDUCE", 1 << 40)
     em.end(h)
     em.end(em.start("QUEUE x", "QUEUE", None))
+
+
+def test_each_file_marks_its_rank_for_nsight(env, tmp_path):
+    import nvtx
+
+    from tracer.config import settings_from_env
+    from tracer.nvtx_emitter import NvtxEmitter
+    from tracer.timeline import TimelineRecorder
+    env(RINGSCOPE_TIMELINE=str(tmp_path) + "/")
+    em = NvtxEmitter(nvtx, log=[])
+    rec = TimelineRecorder({"rank": 3, "size": 4}, settings_from_env(), tmp_path / "r.json", em)
+    rec.close()
+    assert ("mark", 0, DOMAIN, "ringscope rank=3 size=4") in em.log

@@ -32,41 +32,57 @@ def step_breakdown(tables):
         tensors), ``memcpy_ns`` and ``comm_ns`` (sums over fused ops), ``exposed_ns`` (in flight while the
         framework waited), ``overlapped_ns`` (in flight while it computed), ``exposed_pct`` (of step).
     """
+    import numpy as np
     import pandas as pd
 
     ev = tables.events
     fw = ev[(ev["thread"] == "framework") & (ev["ph"] == "X")]
     steps_x = fw[fw["name"] == V.STEP].sort_values("t_ns")
     syncs = fw[fw["name"] == V.SYNCHRONIZE]
+    # SYNCHRONIZE without a step number: the step whose STEP span holds it
+    sy_step = syncs["step"].to_numpy().copy()
+    for rank in np.unique(syncs["rank"].to_numpy()):
+        m = (syncs["rank"] == rank).to_numpy() & (sy_step < 0)
+        if m.any():
+            sy_step[m] = _step_of(syncs["t_ns"].to_numpy()[m], steps_x[steps_x["rank"] == rank])
+    sync_iv = intervals.grouped(zip(syncs["rank"].tolist(), sy_step.tolist()), syncs["t_ns"].tolist(),
+                                (syncs["t_ns"] + syncs["dur_ns"]).tolist())
+    step_len = {}
+    for k, d in zip(zip(steps_x["rank"].tolist(), steps_x["step"].tolist()), steps_x["dur_ns"].tolist()):
+        step_len[k] = step_len.get(k, 0) + d
+    ops = tables.tensor_ops
+    sub = ops["submit_ns"]
+    neg = ops["negotiated_ns"].fillna(ops["done_ns"]).fillna(sub).astype("int64")
+    start = ops["start_ns"].fillna(neg).astype("int64")
+    done = ops["done_ns"].fillna(start).astype("int64")
+    keys = list(zip(ops["rank"].tolist(), ops["step"].tolist()))
+    sub, neg, start, done = sub.tolist(), neg.tolist(), start.tolist(), done.tolist()
+    g_neg = intervals.grouped(keys, sub, neg)
+    g_queue = intervals.grouped(keys, neg, start)
+    g_flight = intervals.grouped(keys, sub, done)
+    fo = tables.fused_ops
+    memcpy, comm = {}, {}
+    for k, m, c in zip(zip(fo["rank"].tolist(), fo["step"].tolist()),
+                       (fo["memcpy_in_ns"] + fo["memcpy_out_ns"]).tolist(), fo["comm_ns"].tolist()):
+        memcpy[k] = memcpy.get(k, 0) + m
+        comm[k] = comm.get(k, 0) + c
     rows = []
-    for rank, ops in tables.tensor_ops.groupby("rank"):
-        st = steps_x[steps_x["rank"] == rank]
-        sy = syncs[syncs["rank"] == rank]
-        sy_step = sy["step"].where(sy["step"] >= 0, pd.Series(_step_of(sy["t_ns"], st), index=sy.index))
-        fo = tables.fused_ops[tables.fused_ops["rank"] == rank]
-        for step, o in ops.groupby("step"):
-            s = sy[sy_step == step]
-            sync_iv = list(zip(s["t_ns"], s["t_ns"] + s["dur_ns"]))
-            sub = o["submit_ns"]
-            neg = o["negotiated_ns"].fillna(o["done_ns"]).fillna(sub)
-            start = o["start_ns"].fillna(neg)
-            done = o["done_ns"].fillna(start)
-            flight = list(zip(sub, done))
-            f = fo[fo["step"] == step]
-            span = st[st["step"] == step]
-            step_ns = int(span["dur_ns"].sum()) if len(span) else int(done.max() - sub.min())
-            inflight = intervals.length(flight)
-            exposed = intervals.intersection_length(flight, sync_iv)
-            rows.append({
-                "rank": int(rank), "step": int(step), "step_ns": step_ns,
-                "framework_wait_ns": intervals.length(sync_iv),
-                "negotiation_ns": intervals.length(zip(sub, neg)),
-                "queue_ns": intervals.length(zip(neg, start)),
-                "memcpy_ns": int((f["memcpy_in_ns"] + f["memcpy_out_ns"]).sum()),
-                "comm_ns": int(f["comm_ns"].sum()), "in_flight_ns": inflight, "exposed_ns": exposed,
-                "overlapped_ns": inflight - exposed,
-                "exposed_pct": 100.0 * exposed / step_ns if step_ns > 0 else 0.0,
-            })
+    for key in sorted(g_flight):
+        flight = g_flight[key]
+        sync = sync_iv.get(key, [])
+        step_ns = step_len.get(key)
+        if step_ns is None:
+            step_ns = max(e for _, e in flight) - min(s for s, _ in flight)
+        inflight = intervals.length(flight)
+        exposed = intervals.intersection_length(flight, sync)
+        rows.append({
+            "rank": int(key[0]), "step": int(key[1]), "step_ns": int(step_ns),
+            "framework_wait_ns": intervals.length(sync), "negotiation_ns": intervals.length(g_neg[key]),
+            "queue_ns": intervals.length(g_queue[key]), "memcpy_ns": int(memcpy.get(key, 0)),
+            "comm_ns": int(comm.get(key, 0)), "in_flight_ns": inflight, "exposed_ns": exposed,
+            "overlapped_ns": inflight - exposed,
+            "exposed_pct": 100.0 * exposed / step_ns if step_ns > 0 else 0.0,
+        })
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

@@ -26,13 +26,24 @@ def incomplete_tensors(tables, size: int | None = None):
     end = int(tables.meta.get("end_ns") or 0)
     keyed = ops.assign(key=ops["step"].where(ops["step"] >= 0, ops["occurrence"]))
     rkeyed = rd.assign(key=rd["step"].where(rd["step"] >= 0, rd["occurrence"]))
-    ready_by = {k: set(g["rank"].tolist()) for k, g in rkeyed.groupby(["tensor", "key"])}
+    ready_by: dict = {}
+    for k, r in zip(zip(rkeyed["tensor"].tolist(), rkeyed["key"].tolist()), rkeyed["rank"].tolist()):
+        ready_by.setdefault(k, set()).add(r)
     # ranks we can judge: those with a trace of their own, plus all when the coordinator's ticks exist
     judged = (set(range(size)) if size else set()) if len(rd) else set(loaded)
     judged |= loaded
     everyone = set(range(size)) if size else judged
+    # only groups where some rank lacks a result can be incomplete: find them vectorised first
+    agg = keyed.assign(has_done=keyed["done_ns"].notna()).groupby(["tensor", "key"]).agg(
+        n=("rank", "nunique"), done=("has_done", "sum"))
+    suspects = agg[(agg["done"] < agg["n"]) | (agg["done"] == 0)].index
     rows = []
-    for (tensor, key), g in keyed.groupby(["tensor", "key"]):
+    if len(suspects):
+        sub = keyed.set_index(["tensor", "key"]).loc[suspects].reset_index()
+        groups = sub.groupby(["tensor", "key"])
+    else:
+        groups = []
+    for (tensor, key), g in groups:
         submitted = set(g["rank"].tolist()) | ready_by.get((tensor, key), set())
         done = set(g.loc[g["done_ns"].notna(), "rank"].tolist())
         # a result on any rank means the collective ran, so every rank took part

@@ -33,3 +33,11 @@ def intersection_length(a, b) -> int:
         else:
             j += 1
     return total
+
+
+def grouped(keys, starts, ends) -> dict:
+    """``{key: [(start, end), ...]}`` from parallel sequences (plain lists: cheap to build and walk)."""
+    out: dict = {}
+    for k, s, e in zip(keys, starts, ends):
+        out.setdefault(k, []).append((s, e))
+    return out

@@ -65,11 +65,10 @@ def negotiations(tables, size: int | None = None):
     df["lateness_ns"] = (df["ready_ns"] - g.transform("median")).astype("int64")
     pos = df.groupby(["tensor", "key"], sort=False).cumcount()
     df["is_last"] = pos == df["n_ranks"] - 1
-    second = df.groupby(["tensor", "key"], sort=False)["ready_ns"].transform(
-        lambda s: s.iloc[-2] if len(s) >= 2 else s.iloc[-1])
-    df["wait_imposed_ns"] = (df["ready_ns"] - second).where(df["is_last"], 0).astype("int64")
-    last_rank = df[df["is_last"]].set_index(["tensor", "key"])["rank"]
-    df["last_rank"] = [last_rank.get((t, k)) for t, k in zip(df["tensor"], df["key"])]
+    prev = df.groupby(["tensor", "key"], sort=False)["ready_ns"].shift(1).fillna(df["ready_ns"])
+    df["wait_imposed_ns"] = (df["ready_ns"] - prev).where(df["is_last"], 0).astype("int64")
+    df["last_rank"] = df["rank"].where(df["is_last"]).groupby([df["tensor"], df["key"]], sort=False) \
+        .transform("max").astype("int64")
     df = df.drop(columns="key")
     return df[NEGOTIATION_COLUMNS].reset_index(drop=True)
 

@@ -1,0 +1,258 @@
+"""Checks: every collectives.torch op against a local reference built from every rank's input."""
+import torch
+
+import collectives.torch as hvd
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64,
+          torch.uint8]
+OPS = {"Sum": hvd.Sum, "Average": hvd.Average, "Min": hvd.Min, "Max": hvd.Max,
+       "Product": hvd.Product}
+
+
+def data(r, shape=(3, 7), dtype=torch.float32, salt=0):
+    g = torch.Generator().manual_seed(1000 * r + salt)
+    if dtype.is_floating_point:
+        return (torch.randn(shape, generator=g) * 4).round().to(dtype)
+    return torch.randint(1, 4, shape, generator=g).to(dtype)
+
+
+def reference(op, xs, dtype):
+    w = torch.stack([x.to(torch.float64) for x in xs])
+    if op == "Sum":
+        out = w.sum(0)
+    elif op == "Average":
+        out = w.sum(0) / len(xs)
+        if not dtype.is_floating_point:
+            out = torch.trunc(out)
+    elif op == "Min":
+        out = w.min(0).values
+    elif op == "Max":
+        out = w.max(0).values
+    else:
+        out = w.prod(0)
+    return out
+
+
+def _close(got, want, dtype, what):
+    tol = {torch.float16: 1e-2, torch.bfloat16: 5e-2}.get(dtype, 1e-6)
+    got64 = got.to(torch.float64)
+    if dtype == torch.uint8:   # wraps like the wire does
+        want = torch.remainder(want, 256)
+    if got.dtype != dtype or got.shape != want.shape:
+        return f"{what}: got {got.dtype} {tuple(got.shape)}"
+    if not torch.allclose(got64, want, rtol=tol, atol=tol):
+        return f"{what}: max err {(got64 - want).abs().max().item()}"
+    return None
+
+
+def check_allreduce_ops_dtypes():
+    n, bad = hvd.size(), []
+    for dtype in DTYPES:
+        for op_name, op in OPS.items():
+            if op_name == "Product" and dtype == torch.uint8 and n > 2:
+                continue
+            mine = data(hvd.rank(), dtype=dtype, salt=len(bad))
+            xs = [data(r, dtype=dtype, salt=len(bad)) for r in range(n)]
+            got = hvd.allreduce(mine, op=op, name=f"ar.{dtype}.{op_name}")
+            bad.append(_close(got, reference(op_name, xs, dtype), dtype, f"{dtype} {op_name}"))
+            if not torch.equal(mine, data(hvd.rank(), dtype=dtype, salt=len(bad) - 1)):
+                bad.append(f"{dtype} {op_name}: input modified")
+    return "; ".join(b for b in bad if b) or None
+
+
+def check_allreduce_odd_lengths_and_scale():
+    n, bad = hvd.size(), []
+    for length in (1, 7, n - 1 if n > 1 else 1, 100003):
+        mine = torch.full((length,), float(hvd.rank() + 1))
+        got = hvd.allreduce(mine, op=hvd.Sum, prescale_factor=0.5, postscale_factor=3.0)
+        want = torch.full((length,), 1.5 * n * (n + 1) / 2)
+        if not torch.allclose(got, want):
+            bad.append(f"length {length}: {got[:3]} vs {want[:3]}")
+    return "; ".join(bad) or None
+
+
+def check_allreduce_inplace_shares_memory():
+    t = torch.full((1000,), float(hvd.rank()))
+    ptr = t.data_ptr()
+    out = hvd.allreduce_(t, op=hvd.Sum, name="inplace")
+    want = float(sum(range(hvd.size())))
+    if out is not t or t.data_ptr() != ptr:
+        return "allreduce_ did not return the same tensor"
+    if not torch.all(t == want):
+        return f"allreduce_ value {t[:3]} != {want}"
+    view = torch.zeros(4, 6)[:, ::2]         # non-contiguous: goes through a copy and back
+    view.fill_(1.0)
+    hvd.allreduce_(view, op=hvd.Sum, name="inplace.strided")
+    return None if torch.all(view == hvd.size()) else f"strided in-place: {view}"
+
+
+def check_async_poll_and_many_in_flight():
+    n = hvd.size()
+    ts = [torch.full((50000,), float(i + hvd.rank())) for i in range(20)]
+    hs = [hvd.allreduce_async(t, name=f"async.{i}", op=hvd.Sum) for i, t in enumerate(ts)]
+    polled = [hvd.poll(h) for h in hs]
+    outs = [hvd.synchronize(h) for h in hs]
+    bad = [i for i, o in enumerate(outs) if not torch.all(o == n * i + n * (n - 1) / 2)]
+    if bad:
+        return f"wrong results for {bad}"
+    if not all(hvd.poll(h) for h in hs):
+        return "poll false after synchronize"
+    return None if isinstance(polled[0], bool) else "poll did not return a bool"
+
+
+def check_duplicate_inflight_name_raises():
+    h = hvd.allreduce_async(torch.ones(3), name="dup")
+    try:
+        hvd.allreduce_async(torch.ones(3), name="dup")
+        ok = False
+    except ValueError:
+        ok = True
+    hvd.synchronize(h)
+    return None if ok else "no ValueError for a second in-flight 'dup'"
+
+
+def check_grouped_allreduce():
+    n = hvd.size()
+    ts = [torch.full((k + 1, 3), float(hvd.rank() + k)) for k in range(5)]
+    outs = hvd.grouped_allreduce(ts, op=hvd.Sum, name="grp")
+    bad = [k for k, o in enumerate(outs) if not torch.all(o == n * k + n * (n - 1) / 2)]
+    inplace = [torch.full((4,), float(hvd.rank())) for _ in range(3)]
+    h = hvd.grouped_allreduce_async_(inplace, name="grp.inplace")
+    res = hvd.synchronize(h)
+    if any(a is not b for a, b in zip(res, inplace)) or \
+            any(not torch.all(t == (n - 1) / 2) for t in inplace):
+        bad.append("in-place group")
+    return f"grouped wrong: {bad}" if bad else None
+
+
+def check_allgather_uneven():
+    n, bad = hvd.size(), []
+    for dtype in (torch.float32, torch.int64, torch.float16):
+        mine = torch.full((hvd.rank() + 1, 2), hvd.rank(), dtype=dtype)
+        got = hvd.allgather(mine, name=f"ag.{dtype}")
+        want = torch.cat([torch.full((r + 1, 2), r, dtype=dtype) for r in range(n)])
+        if got.dtype != dtype or not torch.equal(got, want):
+            bad.append(str(dtype))
+    return f"allgather wrong for {bad}" if bad else None
+
+
+def check_broadcast_each_root():
+    n, bad = hvd.size(), []
+    for root in range(n):
+        mine = data(hvd.rank(), shape=(5,), salt=root)
+        got = hvd.broadcast(mine, root, name=f"bc.{root}")
+        if not torch.equal(got, data(root, shape=(5,), salt=root)):
+            bad.append(f"root {root}")
+        t = data(hvd.rank(), shape=(2, 2), dtype=torch.int32, salt=root)
+        hvd.broadcast_(t, root, name=f"bc_.{root}")
+        if not torch.equal(t, data(root, shape=(2, 2), dtype=torch.int32, salt=root)):
+            bad.append(f"in-place root {root}")
+    return "; ".join(bad) or None
+
+
+def check_alltoall():
+    n, r = hvd.size(), hvd.rank()
+    x = torch.arange(2 * n, dtype=torch.float32) + 100 * r
+    got = hvd.alltoall(x, name="a2a.even")
+    want = torch.cat([torch.arange(2 * r, 2 * r + 2, dtype=torch.float32) + 100 * s
+                      for s in range(n)])
+    if not torch.equal(got, want):
+        return f"even alltoall {got} != {want}"
+    splits = torch.tensor([(r + d) % 3 for d in range(n)], dtype=torch.int32)  # rows to rank d
+    x = torch.full((int(splits.sum()), 2), float(r))
+    got, received = hvd.alltoall(x, splits=splits, name="a2a.splits")
+    want_rows = [(s + r) % 3 for s in range(n)]
+    if received.tolist() != want_rows:
+        return f"received splits {received.tolist()} != {want_rows}"
+    want = torch.cat([torch.full((k, 2), float(s)) for s, k in enumerate(want_rows)])
+    return None if torch.equal(got, want) else f"alltoall with splits {got} != {want}"
+
+
+def check_reducescatter():
+    n, r = hvd.size(), hvd.rank()
+    rows = 2 * n + 1
+    xs = [torch.arange(rows * 3, dtype=torch.float64).reshape(rows, 3) * (s + 1) for s in range(n)]
+    got = hvd.reducescatter(xs[r], op=hvd.Sum, name="rs")
+    full = sum(xs)
+    counts = [rows // n + (1 if i < rows % n else 0) for i in range(n)]
+    start = sum(counts[:r])
+    if not torch.equal(got, full[start:start + counts[r]]):
+        return f"reducescatter slice wrong: {got.shape} vs {counts[r]} rows"
+    avg = hvd.reducescatter(xs[r], name="rs.avg")
+    return None if torch.allclose(avg, full[start:start + counts[r]] / n) else "average wrong"
+
+
+def check_autograd_allreduce():
+    n, r = hvd.size(), hvd.rank()
+    x = torch.ones(4, requires_grad=True)
+    w = torch.arange(4, dtype=torch.float32) * (r + 1)
+    (hvd.allreduce(x, name="ag.avg") * w).sum().backward()
+    want = torch.arange(4, dtype=torch.float32) * sum(s + 1 for s in range(n)) / n
+    if not torch.allclose(x.grad, want):
+        return f"Average grad {x.grad} != {want}"
+    y = torch.ones(3, requires_grad=True)
+    hvd.allreduce(y, op=hvd.Sum, name="ag.sum").sum().backward()
+    return None if torch.allclose(y.grad, torch.full((3,), float(n))) else f"Sum grad {y.grad}"
+
+
+def check_autograd_allgather_broadcast():
+    n, r = hvd.size(), hvd.rank()
+    x = torch.zeros(r + 1, 2, requires_grad=True)
+    y = hvd.allgather(x, name="grad.ag")
+    coef = torch.arange(y.numel(), dtype=torch.float32).reshape(y.shape) * (r + 1)
+    (y * coef).sum().backward()
+    total = torch.arange(y.numel(), dtype=torch.float32).reshape(y.shape) * \
+        sum(s + 1 for s in range(n))
+    start = sum(s + 1 for s in range(r))
+    if not torch.allclose(x.grad, total[start:start + r + 1]):
+        return f"allgather grad {x.grad}"
+    b = torch.ones(3, requires_grad=True)
+    (hvd.broadcast(b, 0, name="grad.bc") * (r + 1)).sum().backward()
+    want = torch.full((3,), float(sum(s + 1 for s in range(n)))) if r == 0 else torch.zeros(3)
+    return None if torch.allclose(b.grad, want) else f"broadcast grad {b.grad}"
+
+
+def check_fp16_compression():
+    n = hvd.size()
+    t = torch.full((100,), 1.0 / 3.0 + hvd.rank(), dtype=torch.float32)
+    got = hvd.allreduce(t, name="fp16", compression=hvd.Compression.fp16, op=hvd.Sum)
+    want = n / 3.0 + n * (n - 1) / 2
+    if got.dtype != torch.float32:
+        return f"fp16 compression returned {got.dtype}"
+    return None if torch.allclose(got, torch.full((100,), want), rtol=2e-3) else f"{got[0]} vs {want}"
+
+
+def check_adasum_not_supported():
+    try:
+        hvd.allreduce(torch.ones(2), op=hvd.Adasum)
+    except NotImplementedError as exc:
+        return None if "Adasum" in str(exc) else f"unclear message: {exc}"
+    return "op=Adasum did not raise"
+
+
+def check_objects_barrier_join():
+    n, r = hvd.size(), hvd.rank()
+    obj = hvd.broadcast_object({"rank": r, "list": list(range(r + 3))} if r == 0 else None, 0)
+    if obj != {"rank": 0, "list": [0, 1, 2]}:
+        return f"broadcast_object {obj}"
+    got = hvd.allgather_object({"r": r, "s": "x" * r})
+    if got != [{"r": s, "s": "x" * s} for s in range(n)]:
+        return f"allgather_object {got}"
+    hvd.barrier()
+    last = hvd.join()
+    return None if 0 <= last < n else f"join returned {last}"
+
+
+def check_rank_queries():
+    n = hvd.size()
+    ok = hvd.is_initialized() and 0 <= hvd.rank() < n and hvd.local_size() >= 1 and \
+        0 <= hvd.local_rank() < hvd.local_size() and hvd.cross_size() >= 1
+    return None if ok else "rank queries inconsistent"
+
+
+CHECKS = [check_rank_queries, check_allreduce_ops_dtypes, check_allreduce_odd_lengths_and_scale,
+          check_allreduce_inplace_shares_memory, check_async_poll_and_many_in_flight,
+          check_duplicate_inflight_name_raises, check_grouped_allreduce, check_allgather_uneven,
+          check_broadcast_each_root, check_alltoall, check_reducescatter, check_autograd_allreduce,
+          check_autograd_allgather_broadcast, check_fp16_compression, check_adasum_not_supported,
+          check_objects_barrier_join]

@@ -1,0 +1,163 @@
+"""Checks: DistributedOptimizer training equals one process training on the combined batch."""
+import warnings
+
+import torch
+from torch import nn
+
+import collectives.torch as hvd
+
+BATCH = 8
+
+
+def model(seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh(),
+                         nn.Linear(16, 3))
+
+
+def batch(r, step, n=BATCH):
+    g = torch.Generator().manual_seed(7919 * step + r)
+    return torch.randn(n, 6, generator=g), torch.randn(n, 3, generator=g)
+
+
+def flat(m):
+    return torch.cat([p.detach().reshape(-1) for p in m.parameters()])
+
+
+def same_everywhere(m, what):
+    """Parameters bit-identical on every rank (compared with rank 0's)."""
+    mine = flat(m)
+    ref = hvd.broadcast(mine, 0, name=f"cmp.{what}")
+    return None if torch.equal(mine, ref) else f"{what}: rank {hvd.rank()} differs from rank 0 " \
+        f"by {(mine - ref).abs().max().item():.3g}"
+
+
+def reference(steps, lr, momentum, make_opt=None):
+    """One process, every rank's batch concatenated (mean loss over the combined batch)."""
+    m = model()
+    opt = (make_opt or (lambda ps: torch.optim.SGD(ps, lr=lr, momentum=momentum)))(m.parameters())
+    for s in range(steps):
+        xs, ys = zip(*[batch(r, s) for r in range(hvd.size())])
+        opt.zero_grad()
+        nn.functional.mse_loss(m(torch.cat(xs)), torch.cat(ys)).backward()
+        opt.step()
+    return flat(m)
+
+
+def train(steps=3, lr=0.1, momentum=0.9, passes=1, **kw):
+    m = model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=lr, momentum=momentum),
+                                   named_parameters=m.named_parameters(),
+                                   backward_passes_per_step=passes, **kw)
+    for s in range(steps):
+        x, y = batch(hvd.rank(), s)
+        opt.zero_grad()
+        for xp, yp in zip(x.chunk(passes), y.chunk(passes)):
+            (nn.functional.mse_loss(m(xp), yp) / passes).backward()
+        opt.step()
+    return m
+
+
+def _compare(m, tol, what):
+    bad = same_everywhere(m, what)
+    if bad:
+        return bad
+    err = (flat(m) - reference(3, 0.1, 0.9)).abs().max().item()
+    return None if err < tol else f"{what}: differs from the combined-batch reference by {err:.3g}"
+
+
+def check_optimizer_matches_combined_batch():
+    return _compare(train(), 1e-5, "plain")
+
+
+def check_backward_passes_per_step_2():
+    return _compare(train(passes=2), 1e-5, "passes=2")
+
+
+def check_fp16_compression_training():
+    return _compare(train(compression=hvd.Compression.fp16), 5e-3, "fp16")
+
+
+def check_gradient_predivide_factor():
+    return _compare(train(gradient_predivide_factor=2.0), 1e-5, "predivide=2")
+
+
+def check_param_without_grad_no_deadlock():
+    """Only some ranks use the second head on some steps: no deadlock, same params everywhere."""
+    torch.manual_seed(1)
+    body, head_a, head_b = nn.Linear(4, 4), nn.Linear(4, 1), nn.Linear(4, 1)
+    params = [("body." + k, v) for k, v in body.named_parameters()] + \
+        [("a." + k, v) for k, v in head_a.named_parameters()] + \
+        [("b." + k, v) for k, v in head_b.named_parameters()]
+    opt = hvd.DistributedOptimizer(torch.optim.SGD([p for _, p in params], lr=0.1),
+                                   named_parameters=params)
+    for s in range(3):
+        x = torch.randn(5, 4, generator=torch.Generator().manual_seed(s * 10 + hvd.rank()))
+        opt.zero_grad()
+        h = body(x)
+        out = head_a(h) + (head_b(h) if (hvd.rank() + s) % 2 == 0 else 0)
+        out.sum().backward()
+        opt.step()
+    whole = nn.ModuleList([body, head_a, head_b])
+    return same_everywhere(whole, "unused-param")
+
+
+def check_duplicate_and_missing_names():
+    m = model()
+    named = list(m.named_parameters())
+    try:
+        hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1),
+                                 named_parameters=named + [named[0]])
+        return "duplicate names accepted"
+    except ValueError:
+        pass
+    try:
+        hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1),
+                                 named_parameters=named[:2])
+        return "missing names accepted"
+    except ValueError:
+        pass
+    try:
+        hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1), op=hvd.Adasum)
+        return "Adasum accepted"
+    except NotImplementedError:
+        return None
+
+
+def check_synchronize_then_skip_synchronize():
+    """Horovod's gradient-clipping recipe: synchronize(), clip, step() under skip_synchronize()."""
+    m = model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1),
+                                   named_parameters=m.named_parameters())
+    x, y = batch(hvd.rank(), 0)
+    opt.zero_grad()
+    nn.functional.mse_loss(m(x), y).backward()
+    opt.synchronize()
+    torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with opt.skip_synchronize():
+            opt.step()
+    isinstance_ok = isinstance(opt, torch.optim.SGD)
+    return same_everywhere(m, "clip") or (None if isinstance_ok else "not an SGD instance")
+
+
+def check_zero_grad_before_step_is_refused():
+    m = model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1),
+                                   named_parameters=m.named_parameters())
+    x, y = batch(hvd.rank(), 0)
+    nn.functional.mse_loss(m(x), y).backward()
+    try:
+        opt.zero_grad()
+        refused = False
+    except AssertionError:
+        refused = True
+    opt.step()
+    return None if refused else "zero_grad() between backward() and step() was allowed"
+
+
+CHECKS = [check_optimizer_matches_combined_batch, check_backward_passes_per_step_2,
+          check_fp16_compression_training, check_gradient_predivide_factor,
+          check_param_without_grad_no_deadlock, check_duplicate_and_missing_names,
+          check_synchronize_then_skip_synchronize, check_zero_grad_before_step_is_refused]
