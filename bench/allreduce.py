@@ -16,7 +16,7 @@ CYCLE_MS = 1.0  # the engine's default cycle time (RINGSCOPE_CYCLE_TIME)
 def run(quick: bool) -> dict:
     """Measure; return ``{"rows", "metrics", "notes", "raw"}``."""
     sizes = QUICK_SIZES if quick else FULL_SIZES
-    reps, block = (3, 0.03) if quick else (7, 0.1)
+    reps, block = (5, 0.03) if quick else (7, 0.1)
     rows, metrics, notes, raw = [], {}, [], {}
     for n in (2, 4):
         try:
@@ -82,4 +82,11 @@ def _metrics(res) -> dict:
             m[f"allreduce.{v}_small_latency_vs_cycle.n{n}"] = {
                 "value": t * 1e3 / CYCLE_MS,
                 "detail": f"{t * 1e6:.0f} us at {stats.human_bytes(s)} vs a {CYCLE_MS:g} ms cycle"}
+    cc = res.get("cycle_check")
+    if cc:
+        m[f"allreduce.e2e_latency_cycle_x10_vs_x1.n{n}"] = {
+            "value": stats.paired_ratio(cc["x10"], cc["base"]),
+            "detail": f"e2e ring at {stats.human_bytes(cc['size'])}: cycle {cc['cycle_ms'] * 10:g} ms "
+                      f"{stats.median(cc['x10']) * 1e6:.0f} us vs {cc['cycle_ms']:g} ms "
+                      f"{stats.median(cc['base']) * 1e6:.0f} us (no target; ~1 = wakes on work)"}
     return m

@@ -101,6 +101,25 @@ def setup(name, comm):
     raise ValueError(f"unknown variant {name!r}; use {', '.join(ALL)}")
 
 
+def cycle_check(comm, factories, size, reps, block_s) -> dict:
+    """e2e ring latency at ``size`` with the engine's cycle time at its setting and at 10x it
+    (``config.cycle_time_ms``, read by the coordinator each cycle), interleaved: an engine that
+    wakes on work shows the same latency for both."""
+    from collectives.engine import get_engine
+    cfg = get_engine().config
+    base = cfg.cycle_time_ms
+    fn = factories["e2e_ring"](np.zeros(size // 4, dtype=np.float32))
+    out = {"size": size, "cycle_ms": base, "base": [], "x10": []}
+    iters = mpi_side.calibrate(comm, fn, block_s)
+    for rep in range(reps):
+        for kind in (("base", "x10") if rep % 2 == 0 else ("x10", "base")):
+            mpi_side.barrier(comm)
+            cfg.cycle_time_ms = base * (10 if kind == "x10" else 1)
+            out[kind].append(mpi_side.timed_block(comm, fn, iters))
+    cfg.cycle_time_ms = base
+    return out
+
+
 def agree(comm, ok: bool) -> bool:
     """True only when every rank is ok (so all ranks keep the same variant list)."""
     return mpi_side.reduce_max(comm, [0.0 if ok else 1.0])[0] == 0.0
@@ -145,6 +164,8 @@ def main() -> int:
             for v in order:
                 times[v][size].append(mpi_side.timed_block(comm, fns[v], iters[v][size]))
         del buf, fns
+    cycle = cycle_check(comm, factories, min(sizes), ns.reps, ns.block_s) \
+        if "e2e_ring" in factories else None
     if "gloo" in factories:
         import torch.distributed as dist
         dist.destroy_process_group()
@@ -153,7 +174,7 @@ def main() -> int:
         collectives.shutdown()
     if comm.rank == 0:
         emit({"ranks": comm.size, "variants": names, "sizes": sizes, "times": times,
-              "iters": iters, "errors": errors, "backend_env": os.environ["RINGSCOPE_BACKEND"]})
+              "iters": iters, "errors": errors, "cycle_check": cycle, "backend_env": os.environ["RINGSCOPE_BACKEND"]})
     return 0
 
 

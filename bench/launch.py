@@ -29,7 +29,6 @@ def env_with(extra: dict | None = None) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env["PYTHONUNBUFFERED"] = "1"
-    env.setdefault("RINGSCOPE_DISABLE_NVTX", "1")
     for k, v in (extra or {}).items():
         if v is None:
             env.pop(k, None)
@@ -38,10 +37,11 @@ def env_with(extra: dict | None = None) -> dict:
     return env
 
 
-def run_json(cmd: list[str], timeout: float, env: dict | None = None, label: str = "") -> dict:
-    """Run ``cmd`` in its own session; return the payload of its ``BENCH_JSON`` line.
-
-    On timeout the whole process group is killed (no rank is left spinning)."""
+def run_text(cmd: list[str], timeout: float, env: dict | None = None, label: str = "") -> str:
+    """Run ``cmd`` in its own session; return its output (stdout + stderr). Raises
+    :class:`BenchError` on a non-zero exit or a timeout (the whole process group is killed then,
+    so no rank is left spinning)."""
+    label = label or cmd[0]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env_with(env), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
@@ -49,14 +49,21 @@ def run_json(cmd: list[str], timeout: float, env: dict | None = None, label: str
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
-        raise BenchError(f"{label or cmd[0]}: timed out after {timeout:.0f}s\n{_tail(out)}")
+        raise BenchError(f"{label}: timed out after {timeout:.0f}s\n{_tail(out)}")
+    if proc.returncode != 0:
+        raise BenchError(f"{label}: exit {proc.returncode}\n{_tail(out)}")
+    return out
+
+
+def run_json(cmd: list[str], timeout: float, env: dict | None = None, label: str = "") -> dict:
+    """Run ``cmd`` (see :func:`run_text`); return the payload of its ``BENCH_JSON`` line."""
+    out = run_text(cmd, timeout, env, label)
     payload = None
     for line in out.splitlines():
         if line.startswith(MARK):
             payload = json.loads(line[len(MARK):])
-    if proc.returncode != 0 or payload is None:
-        raise BenchError(f"{label or cmd[0]}: exit {proc.returncode}, "
-                         f"{'no' if payload is None else 'a'} result line\n{_tail(out)}")
+    if payload is None:
+        raise BenchError(f"{label or cmd[0]}: no result line\n{_tail(out)}")
     return payload
 
 

@@ -14,6 +14,12 @@ def paired_ratio(num, den) -> float:
     return median([a / b for a, b in zip(num, den) if b])
 
 
+def ratio_range(num, den) -> str:
+    """"lo-hi" of the per-rep ratios ``num[i] / den[i]`` (the spread behind a paired median)."""
+    rs = [a / b for a, b in zip(num, den) if b]
+    return f"{min(rs):.3g}-{max(rs):.3g}" if rs else "n/a"
+
+
 def allreduce_bw(nbytes: int, seconds: float, ranks: int) -> tuple[float, float]:
     """(algbw, busbw) in GB/s (1e9): algbw = S/t, busbw = algbw * 2(n-1)/n."""
     if not seconds or seconds != seconds:

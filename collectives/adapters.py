@@ -41,6 +41,10 @@ class NumpyAdapter(TensorAdapter):
 
     name = "numpy"
 
+    def coerce(self, t):
+        """numpy scalars become 0-d arrays; anything else is returned as is (and checked later)."""
+        return np.asarray(t) if isinstance(t, np.generic) else t
+
     def check(self, t):
         if not isinstance(t, np.ndarray):
             raise TypeError(f"expected a numpy array, got {type(t).__name__}")
@@ -62,7 +66,14 @@ class NumpyAdapter(TensorAdapter):
         return int(t.nbytes)
 
     def flat(self, t):
-        return t.reshape(-1)  # a view when contiguous, else a copy
+        return np.ravel(t, order="C")  # a view when C-contiguous, else a contiguous copy
+
+    def inplace_flat(self, t):
+        """A flat view sharing t's memory, or None when t is not contiguous."""
+        return t.reshape(-1) if t.flags.c_contiguous and t.flags.writeable else None
+
+    def same_memory(self, a, b) -> bool:
+        return bool(np.shares_memory(a, b))
 
     def empty(self, numel, dtype_name, device="cpu"):
         return np.empty(int(numel), dtype=dtype_name)
@@ -98,7 +109,8 @@ class NumpyAdapter(TensorAdapter):
     def result(self, entry, flat):
         shape = entry.meta.get("out_shape", entry.shape)
         if entry.output is not None:
-            entry.output[...] = flat.reshape(entry.output.shape)
+            if not np.shares_memory(entry.output, flat):
+                entry.output[...] = flat.reshape(entry.output.shape)
             return entry.output
         return flat.reshape(shape)
 

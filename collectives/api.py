@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collectives.engine import get_engine
 from collectives.entry import Entry
+from collectives.handles import GroupHandle
 from collectives.ops import Average
 from collectives.process_sets import set_id_of
 from tracer import vocab as V
@@ -14,7 +15,8 @@ def _numpy():
 
 
 def _submit(op_type, array, name, process_set, **kw):
-    e = Entry(name, op_type, array, _numpy(), process_set=set_id_of(process_set), **kw)
+    ad = _numpy()
+    e = Entry(name, op_type, ad.coerce(array), ad, process_set=set_id_of(process_set), **kw)
     return get_engine().enqueue(e)
 
 
@@ -42,30 +44,39 @@ def allreduce(array, name=None, op=Average, prescale_factor=1.0, postscale_facto
                            process_set).wait()
 
 
+def allreduce_async_(array, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+                     process_set=None):
+    """In-place allreduce: ``array`` itself receives the result; returns a handle."""
+    return _submit(V.ALLREDUCE, array, name, process_set, reduce_op=op, output=array,
+                   prescale=prescale_factor, postscale=postscale_factor)
+
+
+def allreduce_(array, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+               process_set=None):
+    """In-place allreduce of ``array``; returns ``array``."""
+    return allreduce_async_(array, name, op, prescale_factor, postscale_factor,
+                            process_set).wait()
+
+
 def grouped_allreduce_async(arrays, name=None, op=Average, prescale_factor=1.0,
                             postscale_factor=1.0, process_set=None):
-    """Start allreduces of several arrays negotiated and fused as one group; returns handles."""
+    """Start allreduces of several arrays negotiated and fused as one group; returns one handle
+    whose result is the list of reduced arrays."""
     eng = get_engine()
-    if name is None:
-        name = _group_name(eng)
     sid = set_id_of(process_set)
-    entries = [Entry(f"{name}.{i}", V.ALLREDUCE, a, _numpy(), reduce_op=op, prescale=prescale_factor,
+    if name is None:
+        name = eng.noname("grouped_allreduce", sid)
+    ad = _numpy()
+    entries = [Entry(f"{name}.{i}", V.ALLREDUCE, ad.coerce(a), ad, reduce_op=op, prescale=prescale_factor,
                      postscale=postscale_factor, process_set=sid) for i, a in enumerate(arrays)]
-    return eng.enqueue_group(entries, group=name)
-
-
-def _group_name(eng) -> str:
-    with eng._cond:
-        n = eng._noname.get("GROUPED_ALLREDUCE", 0)
-        eng._noname["GROUPED_ALLREDUCE"] = n + 1
-    return f"grouped_allreduce.noname.{n}"
+    return GroupHandle(eng.enqueue_group(entries, group=name), name)
 
 
 def grouped_allreduce(arrays, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
                       process_set=None):
     """Allreduce several arrays as one fused group; returns a list of new arrays."""
-    return [h.wait() for h in grouped_allreduce_async(arrays, name, op, prescale_factor,
-                                                      postscale_factor, process_set)]
+    return grouped_allreduce_async(arrays, name, op, prescale_factor, postscale_factor,
+                                   process_set).wait()
 
 
 def allgather_async(array, name=None, process_set=None):
@@ -84,6 +95,15 @@ def broadcast_async(array, root_rank, name=None, process_set=None):
 def broadcast(array, root_rank, name=None, process_set=None):
     """Every rank gets ``root_rank``'s array (root_rank is the rank within the process set)."""
     return broadcast_async(array, root_rank, name, process_set).wait()
+
+
+def broadcast_async_(array, root_rank, name=None, process_set=None):
+    return _submit(V.BROADCAST, array, name, process_set, root=int(root_rank), output=array)
+
+
+def broadcast_(array, root_rank, name=None, process_set=None):
+    """In-place broadcast: ``array`` receives root_rank's values; returns ``array``."""
+    return broadcast_async_(array, root_rank, name, process_set).wait()
 
 
 def alltoall_async(array, splits=None, name=None, process_set=None):

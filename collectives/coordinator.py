@@ -38,6 +38,7 @@ class Coordinator:
         self.groups: dict[tuple, list[Ready]] = {}   # (set_id, group) -> members ready so far
         self.first_ready_s = None
         self.next_id = 0
+        self.leaving: set = set()      # ranks that asked to shut down: they will submit nothing more
         self.stall = StallInspector(config)
         self.stall.sets = sets
 
@@ -48,6 +49,8 @@ class Coordinator:
         if pend is None:
             pend = self.table[key] = Pending(first_s=now_s)
         pend.requests[req.rank] = req
+        if req.op_type == M.SHUTDOWN:
+            self.leaving.add(req.rank)
         rec = get_recorder()
         if rec.enabled:
             rec.instant(V.TID_NEGOTIATION, V.READY, V.CAT_NEGOTIATION,
@@ -56,6 +59,7 @@ class Coordinator:
         members = self.sets.get(req.process_set).ranks
         if len(pend.requests) == len(members):
             del self.table[key]
+            self.stall.warned.discard(key)
             self._became_ready(Ready(key, pend.requests, mismatch(pend.requests)), now_s)
 
     def _became_ready(self, item: Ready, now_s: float) -> None:
@@ -112,7 +116,32 @@ class Coordinator:
             for resp in plan_responses(items, self.config.fusion_threshold, self._new_id):
                 out.append((resp, self.sets.get(resp.process_set).ranks))
         for resp in self.stall.inspect(now_s, self.table, self.groups, self._new_id):
-            out.append((resp, self.sets.get(resp.process_set).ranks))
+            out.append((resp, resp.targets or self.sets.get(resp.process_set).ranks))
+        if self.leaving:
+            out.extend(self._orphans())
+        return out
+
+    def _orphans(self):
+        """ERROR responses for tensors waiting on a rank that has started shutting down."""
+        out = []
+        for key, pend in list(self.table.items()):
+            if key[1] == SHUTDOWN_NAME:
+                continue
+            gone = sorted(r for r in self.sets.get(key[0]).ranks
+                          if r in self.leaving and r not in pend.requests)
+            if gone:
+                del self.table[key]
+                msg = (f"ringscope: {key[1]!r} can never complete: rank{'s' if len(gone) > 1 else ''}"
+                       f" {', '.join(map(str, gone))} shut down without submitting it")
+                asked = sorted(pend.requests)
+                out.append((M.Response(self._new_id(), M.ERROR, [key[1]], process_set=key[0],
+                                       error=msg, targets=asked), asked))
+                group = next(iter(pend.requests.values())).group
+                ready = self.groups.pop((key[0], group), []) if group else []
+                if ready:   # the group's members that were ready can never run either
+                    out.append((M.Response(self._new_id(), M.ERROR, [i.key[1] for i in ready],
+                                           process_set=key[0], error=msg),
+                                self.sets.get(key[0]).ranks))
         return out
 
     def _new_id(self) -> int:
@@ -121,17 +150,21 @@ class Coordinator:
 
     def shutdown_errors(self):
         """ERROR responses for everything still partial (the job is shutting down)."""
+        waiting = [(key, [key[1]]) for key in self.table if key[1] != SHUTDOWN_NAME]
+        waiting += [(gkey, [i.key[1] for i in items]) for gkey, items in self.groups.items()]
         out = []
-        for key, pend in list(self.table.items()) + [
-                (k, None) for k in self.groups]:
-            names = [key[1]] if pend is not None else [r.key[1] for r in self.groups[key]]
-            resp = M.Response(self._new_id(), M.ERROR, names, process_set=key[0],
+        for (set_id, _), names in waiting:
+            resp = M.Response(self._new_id(), M.ERROR, names, process_set=set_id,
                               error=f"ringscope: {names[0]!r} was still waiting for other ranks "
                                     "when the job shut down")
-            out.append((resp, self.sets.get(key[0]).ranks))
+            out.append((resp, self.sets.get(set_id).ranks))
         self.table.clear()
         self.groups.clear()
+        self.leaving.clear()
         return out
+
+
+SHUTDOWN_NAME = "__shutdown__"
 
 
 def now_s() -> float:

@@ -77,9 +77,7 @@ class Engine:
             self._check_open()
             for e in entries:
                 if e.name is None:
-                    n = self._noname.get(e.op_type, 0)
-                    self._noname[e.op_type] = n + 1
-                    e.name = f"{e.op_type.lower()}.noname.{n}"
+                    e.name = self.noname(e.op_type.lower(), e.process_set)
         for e in entries:
             prepare(e, self.config, self.sets, self.rank)
             if group is not None:
@@ -105,6 +103,14 @@ class Engine:
             self._cond.notify()
         return [e.handle for e in entries]
 
+    def noname(self, prefix: str, process_set: int) -> str:
+        """A deterministic name: members of a set number their unnamed ops in the same order."""
+        with self._cond:
+            key = (prefix, process_set)
+            n = self._noname.get(key, 0)
+            self._noname[key] = n + 1
+        return f"{prefix}.noname.{n}" if process_set == 0 else f"{prefix}.ps{process_set}.noname.{n}"
+
     def _check_open(self):
         if self.fatal:
             raise RuntimeError(f"ringscope engine stopped: {self.fatal}")
@@ -126,6 +132,7 @@ class Engine:
             rec.instant(V.TID_FRAMEWORK, V.SUBMIT, V.CAT_FRAMEWORK, args, ts_ns=now)
             rec.async_begin(e.name, e.name, args, ts_ns=now)
             rec.async_begin(e.name, V.negotiate_name(e.op_type), None, ts_ns=now)
+            e.meta["phase"] = "negotiate"
         with self._cond:
             depth, nbytes = len(self._inflight), self._bytes_in_flight
         rec.counter(V.COUNTER_QUEUE_DEPTH, depth, ts_ns=now)
@@ -245,22 +252,22 @@ class Engine:
             for resp in batch:
                 for name in resp.names:
                     e = self._inflight.get(name)
-                    if e is not None and e.op_type not in M.CONTROL_OPS:
+                    if e is not None and e.meta.get("phase") == "negotiate":
                         rec.async_end(name, V.negotiate_name(e.op_type), ts_ns=now)
                         rec.async_begin(name, V.QUEUE, None, ts_ns=now)
+                        e.meta["phase"] = "queue"
         for resp in batch:
             entries = [self._inflight.get(n) for n in resp.names]
             if resp.op_type == M.ERROR:
                 self.stats["errors"] += 1
                 for e in entries:
                     if e is not None:
-                        self._complete(e, error=resp.error, queued=True)
+                        self._complete(e, error=resp.error)
             elif resp.op_type == M.SHUTDOWN:
                 self._stop = True
                 for e in list(self._inflight.values()):
                     if e.op_type != M.SHUTDOWN:
-                        self._complete(e, error="ringscope: shut down before this op completed",
-                                       queued=True)
+                        self._complete(e, error="ringscope: shut down before this op completed")
                 for e in entries:
                     self._complete(e, None)
             elif resp.op_type in (M.ADD_PROCESS_SET, M.REMOVE_PROCESS_SET):
@@ -278,6 +285,7 @@ class Engine:
     def _change_sets(self, resp, e):
         """Every rank runs this at the same point of its response stream (Split is collective)."""
         if resp.op_type == M.ADD_PROCESS_SET:
+            mpi_wait.wait(self.world.Ibarrier())   # line up first: Split below blocks (and spins)
             sid = self.sets.next_id
             self.sets.add(sid, list(e.shape), self.world)
             self._complete(e, sid)
@@ -285,7 +293,7 @@ class Engine:
             self.sets.remove(e.shape[0])
             self._complete(e, e.shape[0])
 
-    def _complete(self, e, result=None, error=None, queued=False):
+    def _complete(self, e, result=None, error=None):
         with self._cond:
             if self._inflight.pop(e.name, None) is None:
                 return
@@ -294,8 +302,11 @@ class Engine:
         rec = get_recorder()
         if rec.enabled and e.op_type not in M.CONTROL_OPS:
             now = rec.now()
-            if queued:
+            phase = e.meta.get("phase")
+            if phase == "queue":
                 rec.async_end(e.name, V.QUEUE, ts_ns=now)
+            elif phase == "negotiate":
+                rec.async_end(e.name, V.negotiate_name(e.op_type), ts_ns=now)
             rec.async_end(e.name, e.name, {V.ARG_ERROR: error} if error else None, ts_ns=now)
             rec.counter(V.COUNTER_QUEUE_DEPTH, depth, ts_ns=now)
             rec.counter(V.COUNTER_BYTES_IN_FLIGHT, nbytes, ts_ns=now)

@@ -21,7 +21,9 @@ class Executor:
         if rec.enabled:
             now = rec.now()
             for e in entries:
-                rec.async_end(e.name, V.QUEUE, ts_ns=now)
+                if e.meta.get("phase") == "queue":
+                    rec.async_end(e.name, V.QUEUE, ts_ns=now)
+                    e.meta["phase"] = "run"
             tok = rec.begin(V.TID_FUSION, V.FUSED_RESPONSE, V.CAT_FUSION, {
                 V.ARG_RESPONSE: resp.id, V.ARG_TENSORS: list(resp.names),
                 V.ARG_COUNT: len(resp.names), V.ARG_BYTES: sum(e.nbytes for e in entries),
@@ -41,9 +43,16 @@ class Executor:
     def _allreduce(self, resp, entries, comm, backend, rec):
         ad = entries[0].adapter
         op = ReduceOp(resp.reduce_op)
+        src = None
         if len(entries) == 1:
             e = entries[0]
-            buf = self._output_flat(e, copy_input=True)
+            # backends that take a separate input save the copy into the output buffer
+            direct = getattr(backend, "takes_src", False) and resp.prescale == 1.0
+            buf = self._output_flat(e, copy_input=not direct)
+            if direct:
+                src = ad.flat(e.tensor)
+                if src is buf or _same_memory(ad, src, buf):
+                    src = None
             fused = False
         else:
             total = sum(e.meta["numel"] for e in entries)
@@ -59,7 +68,10 @@ class Executor:
                 rec.counter(V.COUNTER_FUSION_FILL, resp.nbytes)
             fused = True
         ad.scale_(buf, resp.prescale)
-        backend.allreduce(buf, backend_op(op), comm)
+        if src is None:
+            backend.allreduce(buf, backend_op(op), comm)
+        else:
+            backend.allreduce(buf, backend_op(op), comm, src=src)
         if op is ReduceOp.Average:
             ad.average_(buf, comm.size)
         ad.scale_(buf, resp.postscale)
@@ -81,8 +93,15 @@ class Executor:
             self.complete(e, ad.result(e, out))
 
     def _output_flat(self, e, copy_input):
-        """A flat buffer for e's result: a fresh one (input copied in when asked)."""
+        """A flat buffer for e's result (input copied in when asked): ``entry.output``'s own memory
+        when the adapter can give a flat view of it (in-place ops), else a fresh buffer."""
         ad = e.adapter
+        if e.output is not None and hasattr(ad, "inplace_flat"):
+            view = ad.inplace_flat(e.output)
+            if view is not None:
+                if copy_input and e.output is not e.tensor:
+                    ad.copy_(view, 0, ad.flat(e.tensor))
+                return view
         out = ad.empty(e.meta["numel"], e.dtype, e.device)
         if copy_input:
             ad.copy_(out, 0, ad.flat(e.tensor))
@@ -139,6 +158,11 @@ class Executor:
         backend.barrier(comm)
         for e in entries:
             self.complete(e, None)
+
+
+def _same_memory(ad, a, b) -> bool:
+    same = getattr(ad, "same_memory", None)
+    return bool(same(a, b)) if same is not None else False
 
 
 def split_rows(n: int, parts: int) -> list[int]:

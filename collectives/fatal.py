@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import traceback
+
+ABORT_GRACE_S = 0.3
 
 _installed = False
 _previous_hook = None
@@ -18,6 +21,9 @@ def abort(code: int = 1) -> None:
         pass
     sys.stderr.flush()
     sys.stdout.flush()
+    # mpiexec tears the job down at once on Abort and can drop output its proxy has not forwarded
+    # yet; a short pause lets this rank's error reach the user's terminal
+    time.sleep(ABORT_GRACE_S)
     try:
         from mpi4py import MPI
         MPI.COMM_WORLD.Abort(code)
@@ -51,21 +57,19 @@ def _hook(exc_type, exc, tb):
 
 
 def install() -> None:
-    """Route uncaught exceptions on the main thread (and other threads) to :func:`abort`."""
+    """Route uncaught exceptions of the main thread to :func:`abort`. (Other threads keep
+    Python's default: a failing helper thread of the user's should not kill the job; the engine's
+    own thread aborts by itself when it fails.)"""
     global _installed, _previous_hook
     if _installed:
         return
-    import threading
     _previous_hook = sys.excepthook
     sys.excepthook = _hook
-    threading.excepthook = lambda args: _hook(args.exc_type, args.exc_value, args.exc_traceback)
     _installed = True
 
 
 def uninstall() -> None:
     global _installed
     if _installed:
-        import threading
         sys.excepthook = _previous_hook or sys.__excepthook__
-        threading.excepthook = threading.__excepthook__
         _installed = False

@@ -56,3 +56,20 @@ class Handle:
     @property
     def error(self):
         return self._error
+
+
+class GroupHandle:
+    """One handle for a grouped op: ``poll`` is true when every member finished; ``wait`` returns
+    the list of results (raising the first error)."""
+
+    __slots__ = ("handles", "name")
+
+    def __init__(self, handles, name):
+        self.handles = list(handles)
+        self.name = name
+
+    def poll(self) -> bool:
+        return all(h.poll() for h in self.handles)
+
+    def wait(self, timeout: float | None = None):
+        return [h.wait(timeout) for h in self.handles]

@@ -58,3 +58,4 @@ class Response:
     first_dims: dict = field(default_factory=dict)   # name -> [dim0 per set rank]
     splits: dict = field(default_factory=dict)       # name -> [[splits] per set rank]
     error: str | None = None
+    targets: list | None = None    # ranks that get it, when not every member (errors for askers)

@@ -11,7 +11,10 @@ import time
 SPIN_TESTS = 50         # Test calls before yielding the CPU
 YIELD_TESTS = 200       # Test + sched_yield rounds before sleeping
 FIRST_SLEEP_S = 20e-6
-MAX_SLEEP_S = 0.5e-3
+MAX_SLEEP_S = float(os.environ.get("RINGSCOPE_POLL_MAX_SLEEP_US", 200)) * 1e-6
+# waits inside a collective: peers are usually there already, and MPICH moves large shared-memory
+# messages only while both sides poll, so these waits sleep less between tests
+DATA_MAX_SLEEP_S = float(os.environ.get("RINGSCOPE_DATA_MAX_SLEEP_US", 50)) * 1e-6
 
 
 class Backoff:
@@ -44,7 +47,7 @@ def wait(request, deadline: float | None = None) -> None:
 
     Raises ``TimeoutError`` past ``deadline`` (a ``time.monotonic()`` value).
     """
-    backoff = Backoff()
+    backoff = Backoff(DATA_MAX_SLEEP_S)
     while not request.Test():
         if deadline is not None and time.monotonic() > deadline:
             raise TimeoutError("MPI request did not complete in time")
@@ -69,7 +72,7 @@ def wait_all(requests, deadline: float | None = None) -> None:
     reqs = [r for r in requests if r is not None]
     if not reqs:
         return
-    backoff = Backoff()
+    backoff = Backoff(DATA_MAX_SLEEP_S)
     while not MPI.Request.Testall(reqs):
         if deadline is not None and time.monotonic() > deadline:
             raise TimeoutError("MPI requests did not complete in time")

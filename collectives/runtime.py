@@ -16,6 +16,7 @@ from collectives.process_sets import TABLE, ProcessSet, global_process_set, set_
 _state: dict = {}
 _lock = threading.RLock()
 _atexit_registered = False
+_clock: dict = {}
 
 
 def _mpi():
@@ -64,6 +65,8 @@ def init(process_sets=None) -> None:
                 "process_sets": TABLE.as_meta(), "mark_cycles": cfg.mark_cycles}
         tracer.configure(meta)
         tracer.get_recorder().set_clock_offset(offset, unc, "init")
+        _clock["init"] = (offset, unc)
+        _clock.pop("shutdown", None)
         eng = _engine.Engine(cfg, world, ctrl, TABLE)
         eng.start()
         _engine.set_engine(eng)
@@ -145,6 +148,7 @@ def shutdown() -> None:
             from collectives import clock_sync
             offset, unc = clock_sync.measure(_state["ctrl"])
             tracer.get_recorder().set_clock_offset(offset, unc, "shutdown")
+            _clock["shutdown"] = (offset, unc)
         tracer.close()
         from collectives.backends.base import reset_instances
         reset_instances()
@@ -157,6 +161,11 @@ def shutdown() -> None:
 def _at_exit():
     if _state:
         shutdown()
+
+
+def clock_offsets() -> dict:
+    """{"init"|"shutdown": (offset_ns, uncertainty_ns)} as measured against rank 0."""
+    return dict(_clock)
 
 
 def is_initialized() -> bool:

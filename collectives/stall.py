@@ -47,7 +47,8 @@ class StallInspector:
                 msg = (f"ringscope: stall shutdown: {key[1]!r} waited "
                        f"{now_s - pend.first_s:.1f}s for ranks {missing} "
                        f"(RINGSCOPE_STALL_SHUTDOWN_TIME_SECONDS={self.shutdown_s:g})")
-                out.append(M.Response(new_id(), M.ERROR, [key[1]], process_set=key[0], error=msg))
+                out.append(M.Response(new_id(), M.ERROR, [key[1]], process_set=key[0], error=msg,
+                                      targets=sorted(pend.requests)))
                 del table[key]
                 self.warned.discard(key)
             for gkey, items in list(groups.items()):

@@ -5,13 +5,14 @@
 #   bash sample_traces/regenerate.sh straggler  # one
 #
 # Each scenario is one `ringscope demo` run (viewer/demo.py) writing per-rank traces into
-# sample_traces/<scenario>/; few steps keep every directory at a few hundred KB. After a run the
+# sample_traces/<scenario>/ (gzipped: the viewer reads .json.gz); few steps keep each directory at a few
+# hundred KB. After a run the
 # script prints `ringscope summarize` for a quick look. tests/viewer/test_sample_traces.py checks that
 # the analyses find what each scenario planted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
-STEPS=${STEPS:-6}
+STEPS=${STEPS:-4}
 SCENARIOS=("$@")
 [ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(healthy straggler tiny-tensors large-tensors hang)
 for s in "${SCENARIOS[@]}"; do
@@ -22,6 +23,7 @@ for s in "${SCENARIOS[@]}"; do
   # the hang scenario exits non-zero by design (the job is stopped with a stall error)
   "$PY" -m viewer.cli demo --scenario "$s" --ranks 4 --steps "$STEPS" --out "$out" --no-view || [ "$s" = hang ]
   rm -rf "$out/.ringscope_cache"
+  gzip -9 -f "$out"/*.json   # the viewer reads .json.gz directly; ~15x smaller to commit
   du -sh "$out"
   "$PY" -m viewer.cli summarize "$out" --top 5 --no-cache || true
 done

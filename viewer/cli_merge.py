@@ -1,19 +1,28 @@
-"""``ringscope merge RUN_DIR|FILES -o merged.json``: one Chrome trace, one process per rank, common clock."""
+"""``ringscope merge RUN_DIR|FILES -o merged.json [--nsys ...]``: one Chrome trace, one process per rank,
+on a common clock. GPU lanes from Nsight exports come from :mod:`viewer.nsys.merge_hook` when present."""
 from __future__ import annotations
 
 import argparse
 import sys
 
 
+def _nsys_hook():
+    try:
+        from viewer.nsys import merge_hook
+    except ImportError:
+        return None
+    return merge_hook
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (the Nsight overlay adds its ``--nsys`` option here)."""
+    """The argument parser (the Nsight overlay adds its ``--nsys`` option through its hook)."""
     p = argparse.ArgumentParser(prog="ringscope merge",
                                 description="Merge per-rank traces into one aligned Chrome trace.")
     p.add_argument("paths", nargs="+", help="a run directory or per-rank trace files")
     p.add_argument("-o", "--output", required=True, help="merged trace to write (.json)")
-    # Nsight overlay (viewer/nsys): --nsys REPORT.sqlite ... and/or --nsys RANK=FILE
-    from viewer.nsys.merge_hook import add_arguments as add_nsys_arguments
-    add_nsys_arguments(p)
+    hook = _nsys_hook()
+    if hook is not None:
+        hook.add_arguments(p)
     return p
 
 
@@ -24,19 +33,19 @@ def main(argv=None) -> int:
     from viewer.merge import plan_merge, write_merged
 
     show_warnings_on_stderr()
+    paths = args.paths if len(args.paths) > 1 else args.paths[0]
     try:
-        paths = args.paths if len(args.paths) > 1 else args.paths[0]
         plan = plan_merge(paths)
         extra = None
-        if args.nsys:   # Nsight overlay: GPU lanes from nsys SQLite exports (viewer/nsys)
-            from viewer.nsys.merge_hook import gpu_extra_events
-            extra = gpu_extra_events(paths, args.nsys, plan)
+        if getattr(args, "nsys", None):
+            extra = _nsys_hook().gpu_extra_events(paths, args.nsys, plan)
         stats = write_merged(plan, args.output, extra_events=extra)
-    except TraceError as exc:
+    except TraceError as exc:  # the Nsight overlay's NsysError is one too
         print(f"ringscope: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"ringscope: {args.output}: cannot write ({exc.strerror or exc})", file=sys.stderr)
+        print(f"ringscope: {getattr(exc, 'filename', None) or args.output}: {exc.strerror or exc}",
+              file=sys.stderr)
         return 2
     lanes = f", {stats['overlap_lanes']} overlap lane(s)" if stats["overlap_lanes"] else ""
     print(f"wrote {args.output}: {stats['ranks']} rank(s), {stats['events']} events{lanes}")

@@ -6,6 +6,7 @@ a file cut in the middle of an event still yields every complete event before th
 from __future__ import annotations
 
 import os
+import re
 import zlib
 from pathlib import Path
 
@@ -25,6 +26,7 @@ except ImportError:  # pragma: no cover - orjson is in the viewer extra
 CHUNK_BYTES = 4 << 20
 _MAX_CUTS = 256  # backward "}" positions tried when recovering a cut line
 _SEP = b" \t\r\n,"
+_NON_SPACE = re.compile(rb"\S")
 
 
 def loads(data):
@@ -32,23 +34,29 @@ def loads(data):
     return _loads(data)
 
 
-def read_bytes(path) -> bytes:
-    """The file's bytes, gunzipped when it is gzip (a truncated .gz yields what it holds)."""
+def read_bytes(path) -> bytearray:
+    """The file's bytes (mutable, one copy), gunzipped when it is gzip (a truncated .gz yields what it
+    holds)."""
     p = Path(path)
     if not p.exists():
         raise TraceError(p, "no such file")
     if p.is_dir():
         raise TraceError(p, "is a directory, not a trace file")
     try:
-        raw = p.read_bytes()
+        with open(p, "rb") as fh:
+            raw = bytearray(os.fstat(fh.fileno()).st_size)
+            n = fh.readinto(raw)
+            del raw[n:]
     except OSError as exc:
         raise TraceError(p, f"cannot read: {exc.strerror or exc}") from None
     if raw[:2] == b"\x1f\x8b":
         dec = zlib.decompressobj(wbits=47)
         try:
-            raw = dec.decompress(raw)
+            out = dec.decompress(raw)
         except zlib.error as exc:
             raise TraceError(p, f"corrupt gzip data ({exc})") from None
+        del raw
+        raw = bytearray(out)
     return raw
 
 
@@ -77,12 +85,13 @@ class TraceReader:
 
     def _find_events_start(self):
         data = self.data
-        if not data.strip():
+        m = _NON_SPACE.search(data)
+        if m is None:
             self._fail("empty file")
         head = data[:4096]
         if b"\x00" in head:
             self._fail("binary data, not a JSON trace")
-        i = len(data) - len(data.lstrip())
+        i = m.start()
         first = data[i:i + 1]
         if first == b"[":
             return "array", i + 1

@@ -184,27 +184,72 @@ class _Parser:
         stack.pop()
 
 
-def parse_file(path, warn: bool = True) -> dict:
+def _parse_slow(reader) -> dict:
+    """Per-event Python parse (any layout; what the fast path falls back to)."""
+    from viewer.tables_ringscope import build_tables
+
+    p = _Parser()
+    for chunk in reader.chunks():
+        p.feed(chunk)
+
+    def _build(rank):
+        out = build_tables(p, rank)
+        out.update(_shutdown=p.shutdown, _last_ts_us=p.last_ts)
+        return out
+    return {"_pid": p.pid, "_build": _build}
+
+
+def _parse_fast(reader):
+    """Columnar parse through Arrow, or None when this file needs the Python parser."""
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:  # pragma: no cover
+        return None
+    from viewer.fast_ringscope import Fallback, pid_of, read_columns
+    from viewer.fast_tables import build
+
+    try:
+        df, closed, dropped, stop = read_columns(reader)
+        if df is None:
+            return None
+        if len(df) and not (df["ph"].notna().all() and df["name"].notna().all()):
+            raise Fallback("events without ph or name")
+        n_events = int((df["ph"] != "M").sum())
+        pid = pid_of(df)
+        first = build(df, 0)  # rank fixed below; tables hold it only in their rank column
+    except Fallback:
+        return None
+    reader.closed, reader.dropped, reader.stop_offset, reader.n_events = closed, dropped, stop, n_events
+    reader.data = b""  # the raw bytes are no longer needed
+
+    def _build(rank):
+        for name in ("events", "tensor_ops", "fused_ops", "cycles"):
+            first[name]["rank"] = first[name]["rank"].astype("int32") * 0 + rank
+        return first
+    return {"_pid": pid, "_build": _build}
+
+
+def parse_file(path, warn: bool = True, fast: bool = True) -> dict:
     """Per-rank tables of one ringscope trace: ``{table: DataFrame, "rank_info": dict, "meta": dict}``.
 
     Times are local (ns since this rank's ts == 0); ``meta`` is the file's ``otherData.ringscope``.
     """
     reader = TraceReader(path)
-    p = _Parser()
-    for chunk in reader.chunks():
-        p.feed(chunk)
+    out = _parse_fast(reader) if fast else None
+    if out is None:
+        out = _parse_slow(reader)
     other = reader.header.get("otherData") or {}
     meta = dict(other.get(V.VERSION_KEY) or {}) if isinstance(other, dict) else {}
     truncated = reader.dropped or not reader.closed
     if truncated and warn:
         warn_truncated(path, reader.stop_offset, reader.size, reader.n_events)
+    pid = out.pop("_pid")
     rank = _int_or(meta.get("rank"), None)
     if rank is None:
-        rank = _int_or(p.pid, 0)
-    from viewer.tables_ringscope import build_tables
-
-    out = build_tables(p, rank)
-    sd = p.shutdown
+        rank = _int_or(pid, 0)
+    out = out.pop("_build")(rank)
+    sd = out.pop("_shutdown")
+    last_ts = out.pop("_last_ts_us")
     info = {
         "rank": rank, "host": meta.get("host"), "pid": _int_or(meta.get("pid"), None),
         "local_rank": _int_or(meta.get("local_rank"), None), "size": _int_or(meta.get("size"), None),
@@ -218,7 +263,7 @@ def parse_file(path, warn: bool = True) -> dict:
     out["rank_info"] = info
     out["meta"] = meta
     out["meta"]["_stop_offset"] = reader.stop_offset
-    out["meta"]["_last_local_ns"] = int(p.last_ts * 1000)
+    out["meta"]["_last_local_ns"] = int(last_ts * 1000)
     if not meta and not reader.n_events:
         from viewer.errors import TraceError
         raise TraceError(path, "no trace events")

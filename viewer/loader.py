@@ -133,22 +133,30 @@ def assemble(parsed: list[dict]) -> RunTables:
         bases.append(None if base is None else base - (ri.get("clock_offset_ns") or 0))
     known = [b for b in bases if b is not None]
     origin = min(known) if known else None
-    tables = {t: [] for t in _TIME_COLUMNS}
-    for p, base in zip(parsed, bases):
-        shift = 0 if base is None or origin is None else base - origin
-        for t, cols in _TIME_COLUMNS.items():
-            df = p[t]
+    out = {}
+    for t, cols in _TIME_COLUMNS.items():
+        dfs = []
+        for p, base in zip(parsed, bases):
+            shift = 0 if base is None or origin is None else base - origin
+            df = p.pop(t)  # the per-file frame is ours: shift in place, then let it go
             if shift and len(df):
-                df = df.copy()
                 for c in cols:
-                    df[c] = df[c] + shift
-            tables[t].append(df)
-    out = {t: frames.concat(t, dfs) for t, dfs in tables.items()}
-    out["events"] = out["events"].sort_values(["t_ns", "rank"], kind="stable", ignore_index=True)
+                    df[c] += shift
+            dfs.append(df)
+        out[t] = frames.concat(t, dfs)
+        del dfs
+    out["events"] = _sort_events(out["events"])
     ranks = frames.build("ranks", {k: [p["rank_info"].get(k) for p in parsed]
                                    for k in frames.TABLES["ranks"]})
     ranks = ranks.sort_values("rank", ignore_index=True)
     return RunTables(meta=_run_meta(parsed, origin, bases), ranks=ranks, **out)
+
+
+def _sort_events(ev):
+    """Events in time order (each rank's frame is already sorted; skip the sort for one rank)."""
+    if ev["rank"].nunique() <= 1:
+        return ev
+    return ev.sort_values(["t_ns", "rank"], kind="stable", ignore_index=True)
 
 
 def _run_meta(parsed, origin, bases) -> dict:

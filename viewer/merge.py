@@ -153,27 +153,45 @@ def write_merged(plan: MergePlan, out, extra_events=None) -> dict:
         def dumps(o):
             return json.dumps(o).encode()
 
-    events = []
-    for src in plan.ranks:
-        events.extend(_rank_events(src))
     extra = list(extra_events or [])
     extra_meta = [e for e in extra if e.get("ph") == "M"]
-    events.extend(e for e in extra if e.get("ph") != "M")
-    lanes = _relane(events)
-    tids = {(e.get("pid"), e.get("tid")) for e in events if "tid" in e and isinstance(e.get("pid"), int)}
-    tids = {t for t in tids if t[0] in {s.rank for s in plan.ranks if s.format == "ringscope"}}
+    extra_by_pid: dict = {}
+    for e in extra:
+        if e.get("ph") != "M":
+            extra_by_pid.setdefault(e.get("pid"), []).append(e)
+    ours = {s.rank for s in plan.ranks if s.format == "ringscope"}
     header = {MERGED_KEY: {"origin_epoch_ns": plan.origin_epoch_ns,
                            "ranks": [{"rank": s.rank, "file": s.file, "shift_ns": s.shift_ns} for s in plan.ranks]}}
-    meta = _metadata(plan, lanes, tids) + extra_meta
     Path(out).parent.mkdir(parents=True, exist_ok=True)
+    n_events, lanes_all = 0, set()
     with open(out, "wb") as fh:
         fh.write(b'{"displayTimeUnit": "ms", "otherData": ' + dumps(header) + b',\n"traceEvents": [\n')
         first = True
-        for e in meta + events:
-            fh.write((b"" if first else b",\n") + dumps(e))
-            first = False
+
+        def put(evs):
+            nonlocal first
+            for e in evs:
+                fh.write((b"" if first else b",\n") + dumps(e))
+                first = False
+
+        # one rank at a time, so memory holds one rank's events, not the whole run's
+        for src in plan.ranks:
+            events = _rank_events(src) + extra_by_pid.pop(src.rank, [])
+            lanes = _relane(events)
+            tids = {(e.get("pid"), e.get("tid")) for e in events
+                    if "tid" in e and e.get("pid") in ours and isinstance(e.get("pid"), int)}
+            put(_metadata(MergePlan(plan.origin_epoch_ns, [src]), lanes, tids))
+            put(events)
+            n_events += len(events)
+            lanes_all |= lanes
+            del events
+        rest = [e for evs in extra_by_pid.values() for e in evs]
+        lanes_all |= _relane(rest)
+        put(extra_meta)
+        put(rest)
+        n_events += len(rest)
         fh.write(b"\n]}\n")
-    return {"events": len(events), "ranks": len(plan.ranks), "overlap_lanes": len(lanes)}
+    return {"events": n_events, "ranks": len(plan.ranks), "overlap_lanes": len(lanes_all)}
 
 
 def merge_run(paths, out, extra_events=None) -> dict:

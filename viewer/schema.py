@@ -43,6 +43,7 @@ TENSOR_OPS = {
     "start_ns": "Int64",       # its fused response started executing (end of QUEUE)
     "done_ns": "Int64",        # result ready (end of the async lifecycle)
     "wait_ns": "Int64",        # framework time blocked in synchronize for it (NA if not waited on)
+    "error": "string",         # the op's error (e.g. a stall shutdown); done_ns is then NA
 }
 
 # One row per executed response (a fused op) per rank.

@@ -33,7 +33,7 @@ def build_tables(p, rank: int) -> dict:
     c["t_ns"] = np.rint(ts * 1000).astype("int64")
     c["dur_ns"] = np.rint(dur * 1000).astype("int64")
     c["rank"] = np.full(len(ts), rank, dtype="int32")
-    c["depth"] = _depths(c["thread"], ts, dur, c["ph"], c.get("_depth"))
+    c["depth"] = _depths(c["thread"], c["t_ns"], c["dur_ns"], c["ph"], c.get("_depth"))
     c.pop("_depth", None)
     events = frames.build("events", c)
     events = events.sort_values("t_ns", kind="stable", ignore_index=True)
@@ -73,30 +73,34 @@ def _depths(threads, ts, dur, phs, fixed):
     """Nesting depth of each span on its thread (instants/counters: depth of the enclosing span)."""
     import numpy as np
 
+    ts = np.asarray(ts)
+    dur = np.asarray(dur)
     n = len(ts)
-    out = np.zeros(n, dtype="int32")
-    order = np.lexsort((-dur, ts))
+    out = [0] * n
+    inst = np.asarray([ph != "X" for ph in phs], dtype=bool)
+    order = np.lexsort((inst, -dur, ts))  # at equal start: longer spans first, instants inside them
+    ends = (ts + dur).tolist()
+    tsl = ts.tolist()
     stacks: dict = {}
     for i in order.tolist():
         if fixed is not None and fixed[i] is not None:
             out[i] = fixed[i]
             continue
-        th = threads[i]
-        st = stacks.get(th)
+        st = stacks.get(threads[i])
         if st is None:
-            st = stacks[th] = []
-        t = ts[i]
+            st = stacks[threads[i]] = []
+        t = tsl[i]
         while st and st[-1] <= t:
             st.pop()
         out[i] = len(st)
-        if phs[i] == "X":
-            st.append(t + dur[i])
-    return out
+        if not inst[i]:
+            st.append(ends[i])
+    return np.asarray(out, dtype="int32")
 
 
 def _tensor_ops(p, rank):
     cols = {k: [] for k in ("tensor", "step", "op", "dtype", "bytes", "process_set", "response",
-                            "submit_ns", "negotiated_ns", "start_ns", "done_ns", "wait_ns")}
+                            "submit_ns", "negotiated_ns", "start_ns", "done_ns", "wait_ns", "error")}
     resp_of = {}
     for ts, dur, a in p.fused:
         rid = _int(a.get(V.ARG_RESPONSE), -1)
@@ -121,8 +125,10 @@ def _tensor_ops(p, rank):
         cols["submit_ns"].append(_ns(op["submit"]))
         cols["negotiated_ns"].append(_opt_ns(neg[1]) if neg else None)
         cols["start_ns"].append(_opt_ns(q[1]) if q else None)
-        cols["done_ns"].append(_opt_ns(op.get("done")))
+        err = a.get(V.ARG_ERROR)
+        cols["done_ns"].append(None if err else _opt_ns(op.get("done")))
         cols["wait_ns"].append(None)
+        cols["error"].append(str(err) if err else None)
     cols["rank"] = [rank] * len(cols["tensor"])
     df = frames.build("tensor_ops", cols)
     if len(df):
@@ -133,21 +139,26 @@ def _tensor_ops(p, rank):
 
 
 def _attach_waits(df, syncs):
-    """Framework SYNCHRONIZE time per tensor op: by (tensor, step), else the op in flight at the wait."""
+    """Framework SYNCHRONIZE time per tensor op: by (tensor, step), else the latest op of that tensor
+    submitted before the wait began."""
     import pandas as pd
 
-    key = {}
+    key, by_tensor = {}, {}
+    submits = df["submit_ns"].tolist()
     for i, (t, s) in enumerate(zip(df["tensor"].tolist(), df["step"].tolist())):
         key.setdefault((t, s), i)
+        by_tensor.setdefault(t, []).append((submits[i], i))
+    for lst in by_tensor.values():
+        lst.sort()
     waits = [None] * len(df)
-    submits = df["submit_ns"].tolist()
     for ts, dur, tens, step in syncs:
         names = [tens] if isinstance(tens, str) else list(tens or [])
         for name in names:
-            i = key.get((name, step))
+            i = key.get((name, step)) if step >= 0 else None
             if i is None:
-                cands = [j for (t, s), j in key.items() if t == name and submits[j] <= _ns(ts)]
-                i = max(cands, key=lambda j: submits[j], default=None)
+                lst = by_tensor.get(name, [])
+                j = bisect.bisect_right(lst, (_ns(ts), len(submits))) - 1
+                i = lst[j][1] if j >= 0 else None
             if i is not None:
                 waits[i] = (waits[i] or 0) + _ns(dur)
     df["wait_ns"] = pd.array(waits, dtype="Int64")

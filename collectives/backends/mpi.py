@@ -38,18 +38,27 @@ class MpiBackend(Backend):
     def __init__(self, config=None):
         self.config = config
 
-    def allreduce(self, buf, op, comm) -> None:
-        with activity(comm, V.MPI_ALLREDUCE, buf.nbytes, self.name):
-            self.mpi_allreduce(buf, op, comm)
+    takes_src = True
 
-    def mpi_allreduce(self, buf, op, comm) -> None:
+    def allreduce(self, buf, op, comm, src=None) -> None:
+        """Reduce into ``buf``; the input is ``src`` (same size) or, when None, ``buf`` itself."""
+        with activity(comm, V.MPI_ALLREDUCE, buf.nbytes, self.name):
+            self.mpi_allreduce(buf, op, comm, src)
+
+    def mpi_allreduce(self, buf, op, comm, src=None) -> None:
         from mpi4py import MPI
         if comm.size == 1 or buf.size == 0:
+            if src is not None and src is not buf:
+                buf[...] = src
             return
-        work, upcast = _reducible(buf)
-        mpi_wait.wait(comm.mpi.Iallreduce(MPI.IN_PLACE, work, mpi_op(op)))
-        if upcast:
+        if buf.dtype == np.float16:
+            work = (buf if src is None else src).astype(np.float32)
+            mpi_wait.wait(comm.mpi.Iallreduce(MPI.IN_PLACE, work, mpi_op(op)))
             buf[...] = work
+        elif src is None or src is buf:
+            mpi_wait.wait(comm.mpi.Iallreduce(MPI.IN_PLACE, buf, mpi_op(op)))
+        else:
+            mpi_wait.wait(comm.mpi.Iallreduce(src, buf, mpi_op(op)))
 
     def allgather(self, send, recv, counts, comm) -> None:
         from mpi4py import MPI

@@ -2,9 +2,10 @@
 
 Large buffers: reduce-scatter then allgather around the ring (2·(P-1) steps, each an Irecv from the
 left and an Isend to the right; chunk sizes differ by at most one element, empty chunks are skipped
-on both sides). Rank r ends the reduce-scatter owning chunk r. Small buffers (≤ ``DIRECT_BYTES``):
-one exchange of whole buffers with every peer, then every rank reduces the P contributions in set-rank
-order, which gives bit-identical results everywhere at a fraction of the ring's 2·(P-1) latencies.
+on both sides). Rank r ends the reduce-scatter owning chunk r. Small buffers (when bytes·(P-1) ≤
+``DIRECT_BUDGET``): one exchange of whole buffers with every peer, then every rank reduces the P
+contributions in set-rank order, which gives bit-identical results everywhere after one message
+latency instead of the ring's 2·(P-1) sequential ones (each a poll wake-up on a busy host).
 Other ops use MPI's native nonblocking collectives (inherited from the mpi backend).
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collectives.backends.mpi import MpiBackend
 from collectives.ops import numpy_ufunc
 from tracer import vocab as V
 
-DIRECT_BYTES = int(os.environ.get("RINGSCOPE_RING_DIRECT_BYTES", 16 * 1024))
+DIRECT_BUDGET = int(os.environ.get("RINGSCOPE_RING_DIRECT_BUDGET", 256 * 1024))
 TAG = 7
 
 
@@ -45,37 +46,46 @@ class RingBackend(MpiBackend):
             self._scratch = np.empty(max(need, 2 * self._scratch.nbytes), dtype=np.uint8)
         return self._scratch[:need].view(dtype)
 
-    def allreduce(self, buf, op, comm) -> None:
+    takes_src = True
+
+    def allreduce(self, buf, op, comm, src=None) -> None:
+        """Reduce into ``buf``; the input is ``src`` (same size) or, when None, ``buf`` itself."""
+        src = buf if src is None else src
         with activity(comm, V.RING_ALLREDUCE, buf.nbytes, self.name):
             if comm.size == 1 or buf.size == 0:
+                if src is not buf:
+                    buf[...] = src
                 return
-            if buf.nbytes <= DIRECT_BYTES:
-                self._direct(buf, op, comm)
+            if buf.nbytes * (comm.size - 1) <= DIRECT_BUDGET:
+                self._direct(buf, op, comm, src)
             else:
-                self._ring(buf, op, comm)
+                self._ring(buf, op, comm, src)
 
-    def _direct(self, buf, op, comm) -> None:
+    def _direct(self, buf, op, comm, src) -> None:
         p, me, mpi, n = comm.size, comm.rank, comm.mpi, buf.size
         slots = self._scratch_of(p * n, buf.dtype).reshape(p, n)
         reqs = []
         for peer in range(p):
             if peer != me:
                 reqs.append(mpi.Irecv(slots[peer].view(np.uint8), peer, TAG))
-        mine = buf.view(np.uint8)
+        mine = src.view(np.uint8)
         for peer in range(p):
             if peer != me:
                 reqs.append(mpi.Isend(mine, peer, TAG))
-        slots[me] = buf
+        slots[me] = src
         mpi_wait.wait_all(reqs)
         numpy_ufunc(op).reduce(slots, axis=0, out=buf)
 
-    def _ring(self, buf, op, comm) -> None:
+    def _ring(self, buf, op, comm, src) -> None:
+        # out of place without a copy: step 0 sends from src, every reduction reads src and writes
+        # buf, and the allgather fills the one chunk no reduction wrote
         p, me, mpi = comm.size, comm.rank, comm.mpi
         left, right = (me - 1) % p, (me + 1) % p
         bounds = chunk_bounds(buf.size, p)
         ufunc = numpy_ufunc(op)
         scratch = self._scratch_of(bounds[1] - bounds[0], buf.dtype)
         raw = buf.view(np.uint8)
+        raw_src = src.view(np.uint8)
         item = buf.dtype.itemsize
 
         def chunk(i):
@@ -92,11 +102,11 @@ class RingBackend(MpiBackend):
                     tmp = scratch[:r1 - r0]
                     reqs.append(mpi.Irecv(tmp.view(np.uint8), left, TAG))
                 if s1 > s0:
-                    reqs.append(mpi.Isend(raw[s0 * item:s1 * item], right, TAG))
+                    out = raw_src if step == 0 else raw
+                    reqs.append(mpi.Isend(out[s0 * item:s1 * item], right, TAG))
                 mpi_wait.wait_all(reqs)
                 if r1 > r0:
-                    seg = buf[r0:r1]
-                    ufunc(seg, tmp, out=seg)
+                    ufunc(src[r0:r1], tmp, out=buf[r0:r1])
         with activity(comm, V.RING_ALLGATHER, buf.nbytes, self.name):
             for step in range(p - 1):
                 s0, s1 = chunk(me - step)

@@ -22,6 +22,7 @@ from collectives.torch.mpi_ops import (Adasum, Average, Handle, Max, Min, Produc
                                        poll, reducescatter_async, synchronize)
 from collectives.torch.optimizer import DistributedOptimizer  # noqa: F401
 from collectives.torch.setup import init, shutdown  # noqa: F401
+from collectives.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
 
 ProcessSet = _ps.ProcessSet
 global_process_set = _ps.global_process_set
@@ -69,8 +70,9 @@ def add_process_set(process_set_or_ranks) -> ProcessSet:
 
 
 def remove_process_set(process_set) -> bool:
-    """Unregister a process set on every rank (collective)."""
-    return _core_fn("remove_process_set")(process_set)
+    """Unregister a process set on every rank (collective); True when it was removed."""
+    _core_fn("remove_process_set")(process_set)
+    return True
 
 
 def start_timeline(file_path, mark_cycles: bool = False) -> None:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import io
-import itertools
 import pickle
 from dataclasses import dataclass
 
@@ -49,17 +48,17 @@ def _from_bytes_tensor(t: torch.Tensor):
     return pickle.loads(t.numpy().tobytes())
 
 
-_object_calls = itertools.count()
-
-
-def _object_name(kind: str, name) -> str:
-    # a per-process call counter, not the object's type: non-root ranks usually pass None
-    return name if name is not None else f"{kind}.{next(_object_calls)}"
+def _object_name(kind: str, name, process_set) -> str:
+    # a call counter per process set, not the object's type: non-root ranks usually pass None
+    if name is not None:
+        return name
+    sid = ops._ps.set_id_of(process_set)
+    return f"{kind}.{ops._next((kind, sid))}" + (f".set{sid}" if sid else "")
 
 
 def broadcast_object(obj, root_rank: int = 0, name=None, process_set=None):
     """Return ``root_rank``'s ``obj`` (any picklable object) on every rank."""
-    name = _object_name("object", name)
+    name = _object_name("object", name, process_set)
     is_root = ops.is_root(root_rank, process_set)
     payload = _to_bytes_tensor(obj) if is_root else torch.empty(0, dtype=torch.uint8)
     size = torch.tensor([payload.numel()], dtype=torch.int64)
@@ -72,7 +71,7 @@ def broadcast_object(obj, root_rank: int = 0, name=None, process_set=None):
 
 def allgather_object(obj, name=None, process_set=None) -> list:
     """Return the list of every rank's ``obj`` (any picklable object), in rank order."""
-    name = _object_name("object", name)
+    name = _object_name("object", name, process_set)
     payload = _to_bytes_tensor(obj)
     sizes = ops.synchronize(ops.allgather_async(torch.tensor([payload.numel()], dtype=torch.int64),
                                                 name=f"{name}.sz", process_set=process_set))

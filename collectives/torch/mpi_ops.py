@@ -84,8 +84,23 @@ def is_root(root_rank: int, process_set=None) -> bool:
     return pset(process_set).rank() == root_rank
 
 
-def _name(prefix: str, name, hid: int) -> str:
-    return f"{prefix}.{name}" if name is not None else f"{prefix}.noname.{hid}"
+_noname_counts: dict = {}
+
+
+def _next(key) -> int:
+    n = _noname_counts.get(key, 0)
+    _noname_counts[key] = n + 1
+    return n
+
+
+def _name(prefix: str, name, process_set=None) -> str:
+    """``<prefix>.<name>``; unnamed ops count per (op, process set), so that every member of a set
+    derives the same name as long as it issues the same sequence of unnamed ops there."""
+    if name is not None:
+        return f"{prefix}.{name}"
+    sid = _ps.set_id_of(process_set)
+    n = _next((prefix, sid))
+    return f"{prefix}.noname.{n}" if sid == 0 else f"{prefix}.noname.set{sid}.{n}"
 
 
 def _engine_obj():
@@ -131,7 +146,7 @@ def _finisher(tensor, output):
 
 def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
     hid = next(_handle_ids)
-    e = _entry(V.ALLREDUCE, _name("allreduce", name, hid), tensor, output, reduce_op=op,
+    e = _entry(V.ALLREDUCE, _name("allreduce", name, process_set), tensor, output, reduce_op=op,
                prescale=float(prescale_factor), postscale=float(postscale_factor),
                process_set=process_set)
     return Handle(hid, _enqueue(e), _finisher(tensor, output), e)
@@ -158,16 +173,19 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                                         postscale_factor, process_set))
 
 
-def _grouped_async(tensors, outputs, name, op, prescale_factor, postscale_factor, process_set):
+def _grouped_async(tensors, outputs, name, op, prescale_factor, postscale_factor, process_set,
+                   names=None):
+    """One negotiated, fused group; ``names`` (optional) names each member ``allreduce.<n>``."""
     tensors = list(tensors)
     if not tensors:
         raise ValueError("grouped_allreduce needs at least one tensor")
     outputs = [None] * len(tensors) if outputs is None else list(outputs)
     hid = next(_handle_ids)
-    base = _name("grouped_allreduce", name, hid)
-    entries = [_entry(V.ALLREDUCE, f"{base}_{i}", t, o, reduce_op=op,
-                      prescale=float(prescale_factor), postscale=float(postscale_factor),
-                      process_set=process_set)
+    base = _name("grouped_allreduce", name, process_set)
+    member = [f"allreduce.{n}" for n in names] if names is not None else \
+        [f"{base}_{i}" for i in range(len(tensors))]
+    entries = [_entry(V.ALLREDUCE, member[i], t, o, reduce_op=op, prescale=float(prescale_factor),
+                      postscale=float(postscale_factor), process_set=process_set)
                for i, (t, o) in enumerate(zip(tensors, outputs))]
     finishers = [_finisher(t, o) for t, o in zip(tensors, outputs)]
     handles = list(_engine_obj().enqueue_group(entries, group=base))
@@ -204,14 +222,15 @@ def allgather_async(tensor, name=None, process_set=None) -> Handle:
     if tensor.dim() == 0:
         raise ValueError("allgather needs a tensor with at least one dimension")
     hid = next(_handle_ids)
-    e = _entry(V.ALLGATHER, _name("allgather", name, hid), tensor, process_set=process_set)
+    e = _entry(V.ALLGATHER, _name("allgather", name, process_set), tensor,
+               process_set=process_set)
     return Handle(hid, _enqueue(e), _finisher(tensor, None), e)
 
 
 def _broadcast_async(tensor, output, root_rank, name, process_set):
     hid = next(_handle_ids)
-    e = _entry(V.BROADCAST, _name("broadcast", name, hid), tensor, output, root=int(root_rank),
-               process_set=process_set)
+    e = _entry(V.BROADCAST, _name("broadcast", name, process_set), tensor, output,
+               root=int(root_rank), process_set=process_set)
     return Handle(hid, _enqueue(e), _finisher(tensor, output), e)
 
 
@@ -236,7 +255,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=None) -> Handle:
         raise ValueError("alltoall needs a tensor with at least one dimension")
     split_list = None if splits is None else [int(s) for s in torch.as_tensor(splits).tolist()]
     hid = next(_handle_ids)
-    e = _entry(V.ALLTOALL, _name("alltoall", name, hid), tensor, splits=split_list,
+    e = _entry(V.ALLTOALL, _name("alltoall", name, process_set), tensor, splits=split_list,
                process_set=process_set)
     to_tensor = _finisher(tensor, None)
 
@@ -254,7 +273,7 @@ def reducescatter_async(tensor, name=None, op=None, process_set=None, prescale_f
     if tensor.dim() == 0:
         raise ValueError("reducescatter needs a tensor with at least one dimension")
     hid = next(_handle_ids)
-    e = _entry(V.REDUCESCATTER, _name("reducescatter", name, hid), tensor, reduce_op=op,
+    e = _entry(V.REDUCESCATTER, _name("reducescatter", name, process_set), tensor, reduce_op=op,
                prescale=float(prescale_factor), postscale=float(postscale_factor),
                process_set=process_set)
     return Handle(hid, _enqueue(e), _finisher(tensor, None), e)
@@ -262,8 +281,7 @@ def reducescatter_async(tensor, name=None, op=None, process_set=None, prescale_f
 
 def barrier(process_set=None) -> None:
     """Block until every rank of the set reaches the barrier."""
-    hid = next(_handle_ids)
-    e = Entry(f"barrier.{hid}", V.BARRIER, None, None,
+    e = Entry(_name("barrier", None, process_set), V.BARRIER, None, None,
               process_set=_ps.set_id_of(process_set))
     _enqueue(e).wait()
 
@@ -275,7 +293,6 @@ def join(device=-1) -> int:
     still submit: every rank must reach ``join`` after the same sequence of collectives.
     """
     from tracer import clock
-    hid = next(_handle_ids)
     stamp = torch.tensor([clock.wall_ns()], dtype=torch.int64)
-    arrivals = synchronize(allgather_async(stamp, name=f"join.{hid}"))
+    arrivals = synchronize(allgather_async(stamp, name=f"join.{_next('join')}"))
     return int(torch.argmax(arrivals).item())

@@ -20,8 +20,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     """Mixed into the wrapped optimizer's own class (see :func:`DistributedOptimizer`)."""
 
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
-                 gradient_predivide_factor, process_set):
+                 gradient_predivide_factor, groups, sparse_as_dense, process_set):
         super(self.__class__, self).__init__(params)
+        self.sparse_as_dense = bool(sparse_as_dense)
         self._compression = compression
         self.op = ops.resolve_op(op)
         if gradient_predivide_factor != 1.0 and self.op != ops.Average:
@@ -35,7 +36,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._requires_update = [p for g in self.param_groups for p in g["params"]
                                  if p.requires_grad]
         self._delay = {p: self.backward_passes_per_step for p in self._requires_update}
-        self._handles = {}          # param -> (handle or None, compression ctx)
+        self._group_of = self._make_groups(groups)      # param -> tuple of its group's params
+        self._group_ready = {}      # group -> params whose gradient is ready
+        self._handles = {}          # param -> (handle | (group handle, index) | None, ctx)
         self._hook_handles = []
         self._synchronized = False
         self._should_synchronize = True
@@ -61,31 +64,76 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                              "parameter(s) are not in it")
         return by_param
 
+    def _make_groups(self, groups):
+        """Horovod's ``groups``: an int (split the parameters into that many groups) or a list of
+        parameter lists; each group is reduced as one fused grouped allreduce."""
+        if not groups:
+            return {}
+        params = self._requires_update
+        if isinstance(groups, int):
+            k = max(1, min(groups, len(params)))
+            size = -(-len(params) // k)
+            lists = [params[i:i + size] for i in range(0, len(params), size)]
+        else:
+            lists = [[p for p in g if p.requires_grad] for g in groups]
+            seen = [p for g in lists for p in g]
+            if len(set(seen)) != len(seen) or any(p not in self._delay for p in seen):
+                raise ValueError("groups must be disjoint lists of the optimizer's parameters")
+        return {p: tuple(g) for g in lists if len(g) > 1 for p in g}
+
     # ---- hooks -------------------------------------------------------------------------------
     def _register_hooks(self):
         for p in self._requires_update:
             self._hook_handles.append(p.register_post_accumulate_grad_hook(self._on_grad_ready))
 
     def _on_grad_ready(self, p):
-        if p in self._handles and self._handles[p][0] is not None:
-            if self._delay[p] <= 0:
-                raise AssertionError(
-                    "gradients were computed more than backward_passes_per_step times before "
-                    "step(); raise backward_passes_per_step to accumulate gradients locally")
+        if self._delay[p] <= 0:
+            raise AssertionError(
+                "gradients were computed more than backward_passes_per_step times before step(); "
+                "raise backward_passes_per_step to accumulate gradients locally")
         self._delay[p] -= 1
-        if self._delay[p] == 0:
+        group = self._group_of.get(p)
+        if self._delay[p] != 0:
+            self._handles[p] = (None, None)
+        elif group is None:
             self._handles[p] = self._allreduce_grad_async(p)
         else:
             self._handles[p] = (None, None)
+            ready = self._group_ready.setdefault(group, set())
+            ready.add(p)
+            if len(ready) == len(group):
+                self._allreduce_group_async(group)
 
-    def _allreduce_grad_async(self, p):
+    def _scales(self):
+        if self.op == ops.Average:
+            return 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
+        return 1.0, 1.0
+
+    def _dense_grad(self, p):
         if p.grad is None:
             # another rank may have a gradient for it this step: take part with zeros
             p.grad = torch.zeros_like(p)
-        compressed, ctx = self._compression.compress(p.grad)
-        pre = post = 1.0
-        if self.op == ops.Average:
-            pre, post = 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
+        if p.grad.is_sparse:
+            if not self.sparse_as_dense:
+                raise ValueError(f"{self._parameter_names[p]}: sparse gradients are not supported; "
+                                 "pass sparse_as_dense=True to DistributedOptimizer")
+            p.grad = p.grad.to_dense()
+        return p.grad
+
+    def _allreduce_group_async(self, group):
+        pairs = [self._compression.compress(self._dense_grad(p)) for p in group]
+        pre, post = self._scales()
+        handle = ops._grouped_async([c for c, _ in pairs], [c for c, _ in pairs],
+                                    f"group.{self._parameter_names[group[0]]}", self.op, pre, post,
+                                    self.process_set,
+                                    names=[self._parameter_names[p] for p in group])
+        for i, (p, (_, ctx)) in enumerate(zip(group, pairs)):
+            self._handles[p] = ((handle, i), ctx)
+        self._group_ready.pop(group, None)
+
+    def _allreduce_grad_async(self, p):
+        compressed, ctx = self._compression.compress(self._dense_grad(p))
+        pre, post = self._scales()
         handle = ops.allreduce_async_(compressed, name=self._parameter_names[p], op=self.op,
                                       prescale_factor=pre, postscale_factor=post,
                                       process_set=self.process_set)
@@ -94,25 +142,27 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     # ---- the Horovod API ---------------------------------------------------------------------
     def synchronize(self):
         """Wait for every gradient's allreduce (starting any that have not started) and write
-        the averaged gradients into ``p.grad``."""
-        rec = tracer.get_recorder()
-        tok = rec.begin(tracer.vocab.TID_FRAMEWORK, tracer.vocab.SYNCHRONIZE,
-                        tracer.vocab.CAT_FRAMEWORK, {"what": "DistributedOptimizer"}) \
-            if rec.enabled else None
+        the averaged gradients into ``p.grad``. (Each wait is a SYNCHRONIZE span in the trace.)"""
         try:
             for p in self._requires_update:
                 if p not in self._handles or self._handles[p][0] is None:
-                    self._handles[p] = self._allreduce_grad_async(p)
+                    group = self._group_of.get(p)
+                    if group is None:
+                        self._handles[p] = self._allreduce_grad_async(p)
+                    else:
+                        self._allreduce_group_async(group)
             for p, (handle, ctx) in self._handles.items():
-                output = ops.synchronize(handle)
+                if isinstance(handle, tuple):
+                    output = ops.synchronize(handle[0])[handle[1]]
+                else:
+                    output = ops.synchronize(handle)
                 self._delay[p] = self.backward_passes_per_step
                 if output.data_ptr() != p.grad.data_ptr():
                     with torch.no_grad():
                         p.grad.copy_(self._compression.decompress(output, ctx))
         finally:
             self._handles.clear()
-            if tok is not None:
-                rec.end(tok)
+            self._group_ready.clear()
         self._synchronized = True
 
     @contextlib.contextmanager
@@ -148,17 +198,22 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=ops.Average, gradient_predivide_factor=1.0,
-                         process_set=None):
+                         num_groups=0, groups=None, sparse_as_dense=False, process_set=None):
     """Wrap a ``torch.optim`` optimizer so that gradients are averaged across ranks.
 
     The result is an instance of the optimizer's own class (``isinstance`` still holds) carrying
-    the wrapped optimizer's param groups and state.
+    the wrapped optimizer's param groups and state. Each gradient is an allreduce named
+    ``allreduce.<parameter name>``, started by a hook as soon as the gradient is ready; with
+    ``groups`` (an int, or lists of parameters; ``num_groups`` is its old spelling) each group goes
+    as one grouped allreduce once all of its gradients are ready.
     """
     if op is ops.Adasum:
         ops.resolve_op(op)
+    if num_groups and groups:
+        raise ValueError("set groups or the deprecated num_groups, not both")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     dist = cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
-               gradient_predivide_factor, process_set)
+               gradient_predivide_factor, groups or num_groups, sparse_as_dense, process_set)
     dist.state.update(optimizer.state)
     return dist

@@ -30,6 +30,8 @@ def init(comm=None, process_sets=None) -> None:
     ``comm`` is accepted for Horovod compatibility and must be None (ringscope runs on
     MPI_COMM_WORLD); ``process_sets`` are registered as in ``collectives.init``.
     """
+    if _core.is_initialized():
+        return
     if comm is not None:
         raise ValueError("init(comm=...) is not supported: ringscope runs on MPI_COMM_WORLD; "
                          "use process_sets= for subsets of ranks")

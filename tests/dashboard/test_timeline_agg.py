@@ -73,3 +73,19 @@ def test_million_event_window_payload_is_small():
     assert view.n_events > 700_000
     assert view.n_bars <= 8000
     assert len(payload) < 3_000_000
+
+
+def test_nsight_gpu_rows_get_their_own_lanes_after_the_runtime_lanes():
+    import pandas as pd
+
+    run = make_run(5_000, ranks=2)
+    comm = run.events[(run.events["name"] == "RING_ALLREDUCE")]
+    gpu = comm.assign(thread="gpu:7", name="ncclDevKernel_AllReduce_Sum_f32_RING_LL(...)", depth=0)
+    comp = comm.assign(thread="gpu:7", name="volta_sgemm_128x64_nn", t_ns=comm["t_ns"] - 5_000_000,
+                       dur_ns=1_000_000, depth=0)
+    events = pd.concat([run.events, gpu, comp], ignore_index=True)
+    view = TimelineIndex(events).window(ranks=[1], px=100_000, max_bars=100_000)
+    assert view.lanes[-1] == "r1 gpu:7" and view.lanes[0] == "r1 framework"
+    gpu_nccl = view.bars["GPU NCCL"]
+    assert set(gpu_nccl["y"]) == {"r1 gpu:7"} and len(gpu_nccl["base"]) == int((comm["rank"] == 1).sum())
+    assert set(view.bars["GPU kernel"]["y"]) == {"r1 gpu:7"}

@@ -256,3 +256,55 @@ CHECKS = [check_rank_queries, check_allreduce_ops_dtypes, check_allreduce_odd_le
           check_broadcast_each_root, check_alltoall, check_reducescatter, check_autograd_allreduce,
           check_autograd_allgather_broadcast, check_fp16_compression, check_adasum_not_supported,
           check_objects_barrier_join]
+
+
+def check_process_sets():
+    n, r = hvd.size(), hvd.rank()
+    static = [ps for ps in (hvd.ProcessSet([0, 1]),)][0]
+    pair = hvd.add_process_set(static)        # already registered at init: same set back
+    if pair.process_set_id is None or (pair.process_set_id == 0 and n > 2):
+        return f"static set not registered: {pair!r}"
+    if r in (0, 1):
+        got = hvd.allreduce(torch.tensor([float(r + 1)]), op=hvd.Sum, name="ps.pair",
+                            process_set=pair)
+        if got.item() != 3.0:
+            return f"allreduce on set [0, 1] gave {got.item()}"
+        if pair.rank() != r or pair.size() != 2:
+            return f"set rank/size {pair.rank()}/{pair.size()}"
+    evens = hvd.add_process_set([s for s in range(n) if s % 2 == 0])
+    if r % 2 == 0:
+        got = hvd.allreduce(torch.tensor([1.0]), op=hvd.Sum, name="ps.evens", process_set=evens)
+        if got.item() != len(range(0, n, 2)):
+            return f"allreduce on the even ranks gave {got.item()}"
+        obj = hvd.broadcast_object("from set rank 0" if evens.rank() == 0 else None, 0,
+                                   process_set=evens)
+        if obj != "from set rank 0":
+            return f"broadcast_object on a set gave {obj!r}"
+    hvd.barrier()
+    if hvd.remove_process_set(evens) is not True:
+        return "remove_process_set did not return True"
+    return None
+
+
+def check_start_stop_timeline():
+    import json
+    import os
+    path = os.path.join(os.environ["RESULTS_DIR"], "timeline", "t.json")
+    hvd.start_timeline(path)
+    hvd.allreduce(torch.ones(10), name="in.timeline")
+    hvd.stop_timeline()
+    hvd.allreduce(torch.ones(10), name="after.timeline")
+    mine = [f for f in os.listdir(os.path.dirname(path)) if f.endswith(f"{r_:05d}.json")] \
+        if (r_ := hvd.rank()) is not None else []
+    if not mine:
+        return f"no timeline file for rank {r_} in {os.listdir(os.path.dirname(path))}"
+    text = open(os.path.join(os.path.dirname(path), mine[0])).read()
+    events = json.loads(text)["traceEvents"]
+    names = {e.get("name") for e in events}
+    if "allreduce.in.timeline" not in names:
+        return "the op inside start/stop_timeline is not in the file"
+    return "the op after stop_timeline was recorded" if "allreduce.after.timeline" in names \
+        else None
+
+
+CHECKS += [check_process_sets, check_start_stop_timeline]

@@ -82,6 +82,40 @@ def check_gradient_predivide_factor():
     return _compare(train(gradient_predivide_factor=2.0), 1e-5, "predivide=2")
 
 
+def check_groups_match_combined_batch():
+    bad = _compare(train(groups=2), 1e-5, "groups=2") or \
+        _compare(train(num_groups=3), 1e-5, "num_groups=3")
+    if bad:
+        return bad
+    m = model()
+    ps = list(m.parameters())
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9),
+                                   named_parameters=m.named_parameters(),
+                                   groups=[ps[:3], ps[3:5]])        # the rest go one by one
+    for s in range(3):
+        x, y = batch(hvd.rank(), s)
+        opt.zero_grad()
+        nn.functional.mse_loss(m(x), y).backward()
+        opt.step()
+    err = (flat(m) - reference(3, 0.1, 0.9)).abs().max().item()
+    return same_everywhere(m, "groups=lists") or (None if err < 1e-5 else f"lists: {err:.3g}")
+
+
+def check_too_many_backward_passes_refused():
+    m = model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1),
+                                   named_parameters=m.named_parameters())
+    x, y = batch(hvd.rank(), 0)
+    nn.functional.mse_loss(m(x), y).backward()
+    try:
+        nn.functional.mse_loss(m(x), y).backward()
+        refused = False
+    except AssertionError as exc:
+        refused = "backward_passes_per_step" in str(exc)
+    opt.step()
+    return None if refused else "a second backward() before step() was allowed"
+
+
 def check_param_without_grad_no_deadlock():
     """Only some ranks use the second head on some steps: no deadlock, same params everywhere."""
     torch.manual_seed(1)
@@ -160,4 +194,46 @@ def check_zero_grad_before_step_is_refused():
 CHECKS = [check_optimizer_matches_combined_batch, check_backward_passes_per_step_2,
           check_fp16_compression_training, check_gradient_predivide_factor,
           check_param_without_grad_no_deadlock, check_duplicate_and_missing_names,
-          check_synchronize_then_skip_synchronize, check_zero_grad_before_step_is_refused]
+          check_synchronize_then_skip_synchronize, check_zero_grad_before_step_is_refused,
+          check_groups_match_combined_batch, check_too_many_backward_passes_refused]
+
+
+def check_sync_batch_norm_matches_combined_batch():
+    """Outputs, input gradients, summed weight gradients and running stats equal BatchNorm2d on
+    every rank's batch concatenated."""
+    n, r = hvd.size(), hvd.rank()
+    xs = [torch.randn(3, 4, 5, 5, generator=torch.Generator().manual_seed(50 + s)) * (s + 1)
+          for s in range(n)]
+    coef = [torch.randn(3, 4, 5, 5, generator=torch.Generator().manual_seed(90 + s))
+            for s in range(n)]
+    sbn = hvd.SyncBatchNorm(4)
+    ref = nn.BatchNorm2d(4)
+    with torch.no_grad():
+        for bn in (sbn, ref):
+            bn.weight.copy_(torch.linspace(0.5, 2.0, 4))
+            bn.bias.copy_(torch.linspace(-1.0, 1.0, 4))
+    x = xs[r].clone().requires_grad_(True)
+    y = sbn(x)
+    (y * coef[r]).sum().backward()
+    xr = torch.cat(xs).requires_grad_(True)
+    yr = ref(xr)
+    (yr * torch.cat(coef)).sum().backward()
+    sl = slice(3 * r, 3 * r + 3)
+    bad = []
+    if not torch.allclose(y, yr[sl], atol=1e-5):
+        bad.append(f"output off by {(y - yr[sl]).abs().max().item():.3g}")
+    if not torch.allclose(x.grad, xr.grad[sl], atol=1e-4):
+        bad.append(f"input grad off by {(x.grad - xr.grad[sl]).abs().max().item():.3g}")
+    gw = hvd.allreduce(sbn.weight.grad, op=hvd.Sum, name="sbn.gw")
+    if not torch.allclose(gw, ref.weight.grad, atol=1e-3):
+        bad.append("weight grad")
+    if not (torch.allclose(sbn.running_mean, ref.running_mean, atol=1e-5) and
+            torch.allclose(sbn.running_var, ref.running_var, atol=1e-4)):
+        bad.append("running stats")
+    sbn.eval()
+    if not torch.allclose(sbn(xs[r]), ref.eval()(xs[r]), atol=1e-5):
+        bad.append("eval mode")
+    return "; ".join(bad) or None
+
+
+CHECKS += [check_sync_batch_norm_matches_combined_batch]

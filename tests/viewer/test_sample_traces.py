@@ -23,8 +23,11 @@ def test_healthy():
     run = _run("healthy")
     assert run.size == 4 and len(run.ranks) == 4
     assert run.tensor_ops["done_ns"].notna().all()
-    assert run.hangs().query("kind == 'missing'").empty
-    assert "straggler" not in _kinds(run) and "hang" not in _kinds(run)
+    assert run.hangs().empty and not run.ranks["truncated"].any()
+    assert "hang" not in _kinds(run) and not run.tensor_ops["error"].notna().any()
+    # on a shared 2-core machine some rank is always a little late; the planted straggler is far later
+    planted = _run("straggler").stragglers().iloc[0]["median_lateness_ns"]
+    assert run.stragglers()["median_lateness_ns"].max() < planted / 2
 
 
 def test_straggler_rank_found():
@@ -40,10 +43,13 @@ def test_tiny_tensors_starve_fusion():
     run = _run("tiny-tensors")
     from viewer.analyses import fusion
 
-    s = fusion.fusion_summary(run.fusion()).iloc[0]
-    assert s["median_bytes"] < 64 * 1024
-    assert s["median_fill"] < 0.05
-    assert run.tensor_sizes()["bucket_hi"].max() <= 1 << 20
+    fill = run.fusion()
+    s = fusion.fusion_summary(fill[fill["op"] == "ALLREDUCE"]).iloc[0]
+    grads = run.tensor_ops[run.tensor_ops["op"] == "ALLREDUCE"]
+    assert grads["bytes"].median() <= 16 * 1024  # many tiny gradients ...
+    assert s["median_bytes"] <= s["threshold"] <= 1 << 20  # ... fused into ops capped by a small threshold
+    assert s["median_fill"] >= 0.5 and s["full_pct"] >= 25
+    assert {"fusion_threshold", "fusion_starved"} & _kinds(run)
 
 
 def test_large_tensors_are_bandwidth_bound():
@@ -59,8 +65,14 @@ def test_hang_missing_rank():
     from viewer.analyses import hangs
 
     h = run.hangs()
-    missing = h[h["kind"] == "missing"]
+    missing = h[h["kind"] == "missing"].sort_values("first_submit_ns")
     assert len(missing) >= 1
+    first = missing.iloc[0]
+    assert len(first["missing_ranks"]) == 1  # one rank never submitted the first stuck tensor
+    culprit = first["missing_ranks"][0]
+    assert sorted(first["submitted_ranks"] + [culprit]) == list(range(run.size))
     by_rank = hangs.hangs_by_rank(h)
-    assert len(by_rank) == 1  # exactly one rank never submitted
-    assert "hang" in _kinds(run)
+    assert by_rank.iloc[0]["rank"] == culprit
+    assert run.tensor_ops["error"].notna().any()  # the stall shutdown ended the job with an error
+    msgs = run.findings()["message"].tolist()
+    assert any(m.startswith(f"rank {culprit} never submitted {first['tensor']}") for m in msgs), msgs

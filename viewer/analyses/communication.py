@@ -77,7 +77,8 @@ def bandwidth_by_size(op_bw):
 
 
 def alpha_beta_fit(op_bw):
-    """Least-squares fit of time = α + bytes / β per backend and op.
+    """Least-squares fit of time = α + bytes / β per backend and op, on the fastest op of each
+    power-of-two size bucket (the lower envelope: what the link does when no peer is late).
 
     Args:
         op_bw: output of :func:`op_bandwidth`.
@@ -91,10 +92,14 @@ def alpha_beta_fit(op_bw):
     cols = ["backend", "op", "ops", "alpha_us", "beta_gbps", "half_bw_bytes", "r2"]
     rows = []
     for (backend, op), d in op_bw.groupby([op_bw["backend"].fillna("?"), op_bw["op"].fillna("?")]):
-        x = d["bytes"].astype("float64").to_numpy()
-        y = d["time_ns"].astype("float64").to_numpy() / 1e9
+        # fit the fastest op per size bucket: slower ones include waiting for late peers, not the wire
+        d = d[d["bytes"] > 0]
+        bucket = np.floor(np.log2(d["bytes"].astype("float64").clip(lower=1)))
+        best = d.loc[d.groupby(bucket)["time_ns"].idxmin()] if len(d) else d
+        x = best["bytes"].astype("float64").to_numpy()
+        y = best["time_ns"].astype("float64").to_numpy() / 1e9
         alpha = beta = half = r2 = float("nan")
-        if len(d) >= 2 and np.ptp(x) > 0:
+        if len(best) >= 2 and np.ptp(x) > 0:
             slope, icpt = np.polyfit(x, y, 1)
             if slope > 0:
                 alpha, beta = max(icpt, 0.0), 1.0 / slope

@@ -66,16 +66,22 @@ def hangs_by_rank(hang_df):
     Args:
         hang_df: output of :func:`incomplete_tensors`.
     Returns:
-        DataFrame ``rank, tensors, first_step, names`` (names: up to 10 tensor names).
+        DataFrame ``rank, tensors, first_step, first_submit_ns, waiting_ranks, names`` (names: up to 10,
+        earliest first), ordered by ``first_submit_ns``: the first row is the root cause (ranks missing
+        later tensors are usually the ones left waiting while the culprit ran ahead).
     """
     import pandas as pd
 
     rows = {}
-    for _, r in hang_df[hang_df["kind"] == "missing"].iterrows():
-        for m in r["missing_ranks"]:
-            e = rows.setdefault(m, {"rank": m, "tensors": 0, "first_step": r["step"], "names": []})
+    missing = hang_df[hang_df["kind"] == "missing"].sort_values("first_submit_ns")
+    for r in missing.itertuples(index=False):
+        for m in r.missing_ranks:
+            e = rows.setdefault(m, {"rank": m, "tensors": 0, "first_step": r.step,
+                                    "first_submit_ns": r.first_submit_ns, "waiting_ranks": list(r.submitted_ranks),
+                                    "names": []})
             e["tensors"] += 1
-            e["first_step"] = min(e["first_step"], r["step"])
+            e["first_step"] = min(e["first_step"], r.step)
             if len(e["names"]) < 10:
-                e["names"].append(r["tensor"])
-    return pd.DataFrame(list(rows.values()), columns=["rank", "tensors", "first_step", "names"])
+                e["names"].append(r.tensor)
+    cols = ["rank", "tensors", "first_step", "first_submit_ns", "waiting_ranks", "names"]
+    return pd.DataFrame(list(rows.values()), columns=cols).sort_values("first_submit_ns", ignore_index=True)

@@ -56,10 +56,14 @@ def fusion_findings(summary, prefix="RINGSCOPE_"):
         return out
     s = summary.iloc[0]
     thr = s["threshold"]
-    if s["ops"] >= 3 and s["full_pct"] == s["full_pct"] and s["full_pct"] >= 50:
-        out.append(_row("fusion_threshold", "medium", 30 + s["full_pct"] / 10,
-                        f"{s['full_pct']:.0f} % of fused ops filled the {fmt_bytes(thr)} threshold: raise "
-                        f"{prefix}FUSION_THRESHOLD (e.g. to {fmt_bytes(thr * 2)}) so fewer, larger collectives run"))
+    full = s["full_pct"] == s["full_pct"] and (
+        s["full_pct"] >= 50 or (s["full_pct"] >= 25 and s["median_fill"] >= 0.5))
+    if s["ops"] >= 3 and full:
+        out.append(_row("fusion_threshold", "high" if s["full_pct"] >= 40 else "medium", 30 + s["full_pct"] / 5,
+                        f"{s['full_pct']:.0f} % of {int(s['ops'])} fused ops filled the {fmt_bytes(thr)} threshold "
+                        f"(median fill {100 * s['median_fill']:.0f} %, {s['mean_tensors_per_op']:.1f} tensors per op): "
+                        f"raise {prefix}FUSION_THRESHOLD (e.g. to {fmt_bytes(max(thr * 4, 8 << 20))}) so fewer, "
+                        "larger collectives run"))
     if s["ops"] >= 3 and s["mean_tensors_per_op"] <= 1.5 and s["median_bytes"] < 256 * 1024:
         fill = f", {100 * s['median_fill']:.2f} % of the {fmt_bytes(thr)} threshold" if thr == thr else ""
         out.append(_row("fusion_starved", "high", 45,
@@ -79,7 +83,8 @@ def bandwidth_findings(by_size, ab, peak):
     out = []
     if ab is not None and len(ab):
         for _, r in ab.iterrows():
-            if r["half_bw_bytes"] == r["half_bw_bytes"] and r["ops"] >= 5:
+            if r["half_bw_bytes"] == r["half_bw_bytes"] and r["ops"] >= 5 and r["op"] == "ALLREDUCE" \
+                    and r["r2"] == r["r2"] and r["r2"] >= 0.8:
                 out.append(_row("alpha_beta", "info", 10,
                                 f"{r['backend']} {r['op'].lower()}: latency α ≈ {r['alpha_us']:.0f} µs, bandwidth "
                                 f"β ≈ {r['beta_gbps']:.2f} GB/s; messages under {fmt_bytes(r['half_bw_bytes'])} "
@@ -113,17 +118,21 @@ def hang_findings(by_rank, hang_df, truncated_ranks):
     """Missing ranks (a hang) and truncated traces."""
     out = []
     if by_rank is not None and len(by_rank):
-        br = by_rank.sort_values("tensors", ascending=False)
         missing = hang_df[hang_df["kind"] == "missing"]
-        worst = br.iloc[0]
-        parts = [f"rank {int(r['rank'])} never submitted {int(r['tensors'])}" for _, r in br.head(4).iterrows()]
-        more = f" (and {len(br) - 4} more ranks)" if len(br) > 4 else ""
-        step = f", step {int(worst['first_step'])}" if worst["first_step"] >= 0 else ""
-        out.append(_row("hang", "high", 100,
-                        f"{len(missing)} tensor op(s) never completed: {'; '.join(parts)}{more} (first: "
-                        f"{worst['names'][0]}{step}); the others waited up to {fmt_ns(missing['waited_ns'].max())}:"
-                        f" check rank {int(worst['rank'])}'s control flow (a skipped backward, a different "
-                        "model branch or an exception)"))
+        root = by_rank.iloc[0]  # the earliest tensor someone never submitted
+        step = f" (step {int(root['first_step'])})" if root["first_step"] >= 0 else ""
+        first = missing.sort_values("first_submit_ns").iloc[0]
+        waiting = ", ".join(map(str, root["waiting_ranks"])) or "the others"
+        msg = (f"rank {int(root['rank'])} never submitted {root['names'][0]}{step}"
+               + (f" and {int(root['tensors']) - 1} more" if root["tensors"] > 1 else "")
+               + f"; rank(s) {waiting} waited {fmt_ns(first['waited_ns'])} for it")
+        later = by_rank.iloc[1:]
+        if len(later):
+            msg += (f"; after that rank(s) {', '.join(str(int(r)) for r in later['rank'])} never submitted "
+                    f"{int(later['tensors'].max())} tensor(s) that rank {int(root['rank'])} went on to submit "
+                    "(it ran ahead)")
+        out.append(_row("hang", "high", 100, msg + f": check rank {int(root['rank'])}'s control flow (a "
+                        "skipped collective, a different model branch or an exception)"))
     if truncated_ranks:
         out.append(_row("truncated", "medium", 40,
                         f"trace(s) of rank(s) {', '.join(map(str, truncated_ranks))} stopped mid-run (not "

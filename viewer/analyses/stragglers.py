@@ -40,7 +40,8 @@ def negotiations(tables, size: int | None = None):
         ``last_ns``, ``last_rank``, ``spread_ns`` (last − first), this rank's ``lateness_ns`` (its time −
         the group median), ``is_last`` and, on the last rank's row, ``wait_imposed_ns`` (last − second
         last: how much sooner the op could have started had the last rank been as early as the next).
-        Only complete groups are kept.
+        Only complete groups are kept; when the trace has step numbers, ops before the first step
+        (setup, e.g. the initial parameter broadcast) are left out.
     """
     import pandas as pd
 
@@ -48,6 +49,8 @@ def negotiations(tables, size: int | None = None):
     if not len(df):
         return pd.DataFrame({c: pd.Series(dtype="object") for c in NEGOTIATION_COLUMNS})
     size = size or int(tables.meta.get("size") or df["rank"].nunique())
+    if (df["step"] >= 0).any():  # ops before the first step (initial broadcasts) are setup, not training
+        df = df[df["step"] >= 0].copy()
     df["key"] = df["step"].where(df["step"] >= 0, df["occurrence"])
     df = df.drop_duplicates(["tensor", "key", "rank"])
     g = df.groupby(["tensor", "key"], sort=False)["ready_ns"]

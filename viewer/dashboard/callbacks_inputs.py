@@ -63,7 +63,7 @@ def register(app, ctx):
                     raise PreventUpdate
                 path = resolve_under(ctx.root, rel)
                 label = Path(rel).name if rel != "." else Path(ctx.root).name
-            view = ctx.registry.add_path(path, label=label)
+            view = ctx.registry.add_path(path, label=label).warm()
         except (PathRefused, LoadError) as exc:
             children, cls = banner("error", [f"Could not open: {exc}"])
             return children, cls, no_update, no_update, no_update

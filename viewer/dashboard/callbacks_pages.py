@@ -42,8 +42,12 @@ def register(app, ctx):
     @app.callback(Output("overview-body", "children"), Input("tabs", "value"), Input("run-a", "value"))
     def overview(tab, run_id):
         view = _view(ctx, tab, "overview", run_id)
-        return [html.H2(f"Run {view.label}"), headline_cards(view), html.H3("Recommendations"),
-                findings_block(view), html.H3("Run facts"), facts(run_facts(view))]
+        return [html.H2(f"Run {view.label}"), headline_cards(view), html.H3("Run facts"),
+                facts(run_facts(view))]
+
+    @app.callback(Output("overview-findings", "children"), Input("tabs", "value"), Input("run-a", "value"))
+    def findings(tab, run_id):  # separate: the analyses' findings take seconds on a big run
+        return findings_block(_view(ctx, tab, "overview", run_id))
 
     @app.callback(Output("neg-heatmap", "figure"), Output("neg-last", "figure"), Output("neg-table", "children"),
                   Input("tabs", "value"), Input("run-a", "value"))

@@ -38,7 +38,8 @@ def header(run_options, run_a, run_b, picker_options, max_upload_mb: float, bann
 
 
 def overview_page():
-    return html.Div(id="overview-body", className="page")
+    return html.Div([html.Div(id="overview-body"), html.H3("Recommendations"),
+                     dcc.Loading(html.Div(id="overview-findings"), type="dot")], className="page")
 
 
 def timeline_page():

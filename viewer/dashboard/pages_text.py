@@ -32,10 +32,9 @@ def run_facts(view) -> list[tuple[str, str]]:
 
 def findings_block(view):
     """The analyses' recommendations, one per line with severity; a clear note when unavailable."""
-    try:
-        found = view.run.findings()
-    except Exception as exc:  # analyses still missing or failing must not take the page down
-        return html.P(f"recommendations unavailable: {' '.join(str(exc).split())[:200]}",
+    found = view.findings
+    if isinstance(found, Exception):  # analyses missing or failing must not take the page down
+        return html.P(f"recommendations unavailable: {' '.join(str(found).split())[:200]}",
                       className="muted", id="findings")
     if found is None or len(found) == 0:
         return html.P("no findings: nothing stands out in this run", className="muted", id="findings")

@@ -45,6 +45,8 @@ def load_run(path):
                 msg = f"{path}: {msg}"
             raise LoadError(msg) from None
     notes = list(dict.fromkeys(str(w.message) for w in caught))
+    if len(tables_of(run).events) == 0:  # nothing to show is an error here, not a blank dashboard
+        raise LoadError(notes[0] if notes else f"{path}: no complete events in this trace")
     return run, notes
 
 
@@ -63,6 +65,7 @@ class RunView:
     def __init__(self, run_id: str, label: str, tables: RunTables, path=None, notes=(), run=None):
         self.id, self.label, self.tables, self.path, self.notes = run_id, label, tables, path, list(notes)
         self._run = run
+        self._headline = None
 
     @property
     def run(self):
@@ -106,8 +109,28 @@ class RunView:
         return fusion(self.tables)
 
     def headline(self, peak_gbps=None) -> dict:
+        if peak_gbps is None and self._headline is not None:
+            return self._headline
         from viewer.dashboard.derive import headline
-        return headline(self.tables, peak_gbps, stragglers=self.stragglers)
+        h = headline(self.tables, peak_gbps, stragglers=self.stragglers)
+        if peak_gbps is None:
+            self._headline = h
+        return h
+
+    @cached_property
+    def findings(self):
+        """The analyses' recommendations (a DataFrame), or the exception that stopped them."""
+        try:
+            return self.run.findings()
+        except Exception as exc:  # shown as a note on the page, never a dead app
+            return exc
+
+    def warm(self) -> "RunView":
+        """Compute every derived view now (before serving), so first views only render."""
+        for name in ("timeline", "late", "stragglers", "comm", "fusion", "findings"):
+            getattr(self, name)
+        self.headline()
+        return self
 
 
 class Registry:

@@ -23,9 +23,9 @@ def make_app(runs=(), root=None, max_upload_mb: float = 64.0, tables=None, label
 
     registry = Registry()
     if tables is not None:
-        registry.add_tables(tables, label)
+        registry.add_tables(tables, label).warm()
     for r in runs:
-        registry.add_path(r)
+        registry.add_path(r).warm()
     if root is None:
         root = Path(runs[0]).resolve().parent if runs else Path.cwd()
     return create_app(registry, root, max_upload_mb)

@@ -1,0 +1,69 @@
+"""Subprocess: time one viewer command in a fresh interpreter; CPU time and peak memory too.
+
+    python bench/analyzer_probe.py summarize RUN_DIR [--cache-dir DIR]
+    python bench/analyzer_probe.py summarize-nocache RUN_DIR
+    python bench/analyzer_probe.py merge RUN_DIR OUT.json
+
+Imports (viewer, pandas, pyarrow, orjson) are loaded first and timed apart, so the figures are the
+command's own work; peak memory is the whole process's ``ru_maxrss`` (imports included), with the
+RSS after imports reported as the baseline. Prints one ``BENCH_JSON`` line.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.launch import emit  # noqa: E402
+
+
+def _cpu() -> float:
+    """CPU seconds of this process (all threads) and of any children it waited for."""
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
+def _rss_mb() -> float:
+    with open(f"/proc/{os.getpid()}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def main() -> int:
+    what, args = sys.argv[1], sys.argv[2:]
+    t0 = time.perf_counter()
+    import orjson  # noqa: F401
+    import pandas  # noqa: F401
+    import pyarrow  # noqa: F401
+    if what == "summarize":
+        from viewer import cli_summarize as mod
+        argv = [args[0], "--json"] + (["--cache-dir", args[2]] if len(args) > 2 else [])
+    elif what == "summarize-nocache":
+        from viewer import cli_summarize as mod
+        argv = [args[0], "--json", "--no-cache"]
+    elif what == "merge":
+        from viewer import cli_merge as mod
+        argv = [args[0], "-o", args[1]]
+    else:
+        raise SystemExit(f"analyzer_probe: unknown command {what!r}")
+    import_s = time.perf_counter() - t0
+    base_mb = _rss_mb()
+    c0, t1 = _cpu(), time.perf_counter()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = mod.main(argv)
+    wall = time.perf_counter() - t1
+    cpu = _cpu() - c0
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3   # KiB on Linux
+    emit({"rc": rc, "wall_s": wall, "cpu_s": cpu, "import_s": import_s, "baseline_mb": base_mb,
+          "peak_mb": peak_mb * 1.024, "stdout_bytes": len(out.getvalue())})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Dashboard group: time to first view of a 1M-event run in headless Chromium, and bytes sent.
+
+The measurement itself is the dashboard engineer's ``bench/dashboard_first_view.py`` (a real
+server, a real headless Chromium through playwright, a synthetic 1M-event run built as tables);
+this module runs it in a subprocess (``--json``) ``reps`` times and takes medians.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench import stats
+from bench.launch import BenchError, run_text
+
+SCRIPT = Path(__file__).resolve().parent / "dashboard_first_view.py"
+EVENTS = 1_000_000
+
+
+def _measure() -> dict:
+    import sys
+    out = run_text([sys.executable, str(SCRIPT), "--json", "--events", str(EVENTS)],
+                   timeout=400, label="dashboard_first_view.py")
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+    if not lines:
+        raise BenchError(f"dashboard_first_view.py printed no JSON\n{out[-2000:]}")
+    return json.loads(lines[-1])
+
+
+def run(quick: bool) -> dict:
+    rows, metrics, notes, raw = [], {}, [], {"runs": []}
+    cols = ["measure", "value", "unit"]
+    if not SCRIPT.exists():
+        notes.append("bench/dashboard_first_view.py is not there: not measured")
+        return {"rows": rows, "metrics": metrics, "notes": notes, "raw": raw, "columns": cols}
+    try:
+        for _ in range(1 if quick else 3):
+            raw["runs"].append(_measure())
+    except BenchError as exc:
+        notes.append(str(exc))
+    runs = raw["runs"]
+    if not runs:
+        return {"rows": rows, "metrics": metrics, "notes": notes, "raw": raw, "columns": cols}
+    med = {k: stats.median([r[k] for r in runs]) for k in
+           ("server_up_s", "overview_s", "timeline_first_view_s", "zoom_redraw_s",
+            "timeline_callback_bytes", "total_bytes", "timeline_bars")}
+    for key, label, unit in (
+            ("server_up_s", "server up (build tables, not part of the view)", "s"),
+            ("overview_s", "first view: navigation -> overview cards", "s"),
+            ("timeline_first_view_s", "first view: timeline tab -> bars drawn", "s"),
+            ("zoom_redraw_s", "zoomed timeline redraw", "s"),
+            ("timeline_bars", "timeline bars drawn", "bars"),
+            ("timeline_callback_bytes", "bytes sent for the timeline", "B"),
+            ("total_bytes", "bytes sent in total (page, assets, callbacks)", "B")):
+        rows.append({"measure": label, "value": med[key], "unit": unit})
+    metrics["dashboard.first_view_s.overview"] = {
+        "value": med["overview_s"], "detail": f"{EVENTS:,}-event run, median of {len(runs)}"}
+    metrics["dashboard.first_view_s.timeline"] = {
+        "value": med["timeline_first_view_s"],
+        "detail": f"incl. the server's first timeline index; {med['timeline_callback_bytes']:,.0f} "
+                  f"B for {med['timeline_bars']:,.0f} bars"}
+    metrics["dashboard.bytes_sent"] = {"value": med["total_bytes"], "detail": "no target (information)"}
+    notes.append("the run is viewer.dashboard.synthetic.make_run(1M) built as tables: loading a "
+                 "trace file is not included (see the analyzer group for parse speed)")
+    return {"rows": rows, "metrics": metrics, "notes": notes, "raw": raw, "columns": cols}

@@ -1,0 +1,125 @@
+"""Time to first view of a 1M-event run in the dashboard, in headless Chromium, and bytes sent.
+
+Serves a synthetic but realistic run (``viewer.dashboard.synthetic.make_run``: 4 ranks, STEP and
+SYNCHRONIZE spans, per-tensor lifecycles, fused responses with memcpy and ring phases) on 127.0.0.1,
+opens it in /usr/bin/chromium through playwright, and prints (does not assert):
+
+- server: seconds to build the tables and come up (not part of the view);
+- overview: seconds from navigation until the headline cards show;
+- timeline: seconds from the tab click until the aggregated timeline is drawn (this includes the
+  server building its timeline index on first use), and the bars drawn;
+- zoom: seconds for a zoomed redraw;
+- bytes: response bytes the browser received in total and for the timeline's callbacks.
+
+Usage: .venv/bin/python bench/dashboard_first_view.py [--events 1000000] [--chromium /usr/bin/chromium]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(events: int, port: int):
+    code = ("from viewer.dashboard.serve import serve\n"
+            "from viewer.dashboard.synthetic import make_run\n"
+            f"serve(port={port}, tables=make_run({events}), label='synthetic-{events}')\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    t = time.perf_counter()
+    while time.perf_counter() - t < 300:
+        if proc.poll() is not None:
+            raise SystemExit("dashboard exited before it came up")
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
+            return proc, time.perf_counter() - t
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise SystemExit("dashboard did not come up in 300 s")
+
+
+def measure(events: int, chromium: str) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    port = _free_port()
+    proc, up_s = _start(events, port)
+    sizes = []
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium, args=[
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-background-networking", "--no-first-run"])
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+
+            def on_finished(req):
+                try:
+                    body = req.sizes()["responseBodySize"]
+                except Exception:
+                    body = 0
+                sizes.append((req.url, req.post_data or "", body))
+
+            page.on("requestfinished", on_finished)
+            t = time.perf_counter()
+            page.goto(f"http://127.0.0.1:{port}/")
+            page.wait_for_selector("#card-step .card-value", timeout=120_000)
+            overview_s = time.perf_counter() - t
+            n_before = len(sizes)
+            t = time.perf_counter()
+            page.click("#tab-timeline")
+            page.wait_for_selector("#tl-graph .main-svg .barlayer .point", timeout=120_000, state="attached")
+            timeline_s = time.perf_counter() - t
+            bars = page.evaluate("() => document.querySelector('#tl-graph .js-plotly-plot').data"
+                                 ".reduce((n, t) => n + t.base.length, 0)")
+            title = page.evaluate("() => document.querySelector('#tl-graph .js-plotly-plot').layout.title.text")
+            tl_bytes = sum(b for u, d, b in sizes[n_before:] if "tl-graph" in d)
+            t = time.perf_counter()
+            box = page.locator("#tl-graph .nsewdrag").first.bounding_box()  # drag-zoom a few pixels wide
+            y = box["y"] + box["height"] / 2
+            page.mouse.move(box["x"] + box["width"] * 0.40, y)
+            page.mouse.down()
+            page.mouse.move(box["x"] + box["width"] * 0.42, y, steps=5)
+            page.mouse.up()
+            page.wait_for_function("() => document.querySelector('#tl-graph .js-plotly-plot').layout.title.text"
+                                   f" !== {json.dumps(title)}", timeout=120_000)
+            zoom_s = time.perf_counter() - t
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return {"events": events, "server_up_s": round(up_s, 2), "overview_s": round(overview_s, 2),
+            "timeline_first_view_s": round(timeline_s, 2), "timeline_bars": bars,
+            "timeline_title": title, "zoom_redraw_s": round(zoom_s, 2),
+            "timeline_callback_bytes": tl_bytes, "total_bytes": sum(b for _, _, b in sizes)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--chromium", default="/usr/bin/chromium")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    args = ap.parse_args(argv)
+    result = measure(args.events, args.chromium)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for k, v in result.items():
+            print(f"{k:>26}: {v:,}" if isinstance(v, int) else f"{k:>26}: {v}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

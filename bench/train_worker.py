@@ -1,0 +1,97 @@
+"""MPI worker: demo training steps per second with the timeline off and on, interleaved.
+
+The training step of ``collectives/torch/demo_train.py`` (healthy scenario): the demo's model
+(``demo_model``, ``mixed``: ~130 gradients from a few hundred bytes to 4 MiB), SGD with momentum in
+``DistributedOptimizer``, synthetic batches, and the per-step loss allreduce; one compute thread per
+rank. Unlike the demo script, timing runs in blocks inside one job so the variants interleave. Blocks of the same number of steps alternate timeline off / on
+(``hvd.start_timeline(DIR/)`` before an "on" block, ``hvd.stop_timeline()`` inside it, so writing
+out everything recorded counts against the timeline). Rank 0 prints
+``BENCH_JSON {"ranks", "steps", "off": [s per block], "on": [...], "trace_bytes", ...}``.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mpi4py import MPI  # noqa: E402
+
+from bench import mpi_side  # noqa: E402
+from bench.launch import emit  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="mixed")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--pairs", type=int, default=6)
+    ap.add_argument("--block-s", type=float, default=1.0)
+    ap.add_argument("--out", default=None, help="keep the timelines here (default: a temp dir)")
+    ns = ap.parse_args()
+    import torch
+    import torch.nn.functional as F
+
+    import collectives.torch as hvd
+    from collectives.torch import demo_model
+    torch.set_num_threads(1)
+    hvd.init()
+    comm = MPI.COMM_WORLD.Dup()
+    model = demo_model.build(ns.model, seed=0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0025 * hvd.size(), momentum=0.9)
+    opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    gen = torch.Generator().manual_seed(1000 + hvd.rank())
+
+    def step():
+        x, y = demo_model.synthetic_batch(model, ns.batch, gen)
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        hvd.allreduce(loss.detach(), name="loss")
+
+    for _ in range(3):
+        step()
+    per = mpi_side.timed_block(comm, step, 3)
+    steps = max(3, int(ns.block_s / per))
+    root = Path(ns.out) if ns.out else Path(tempfile.mkdtemp(prefix="ringscope-bench-tl-"))
+    if ns.out:
+        root.mkdir(parents=True, exist_ok=True)
+    root = Path(mpi_side.bcast_obj(comm, str(root)))
+    off, on, state = [], [], {"n": 0}
+
+    def run_off():
+        for _ in range(steps):
+            step()
+
+    def run_on():
+        for _ in range(steps):
+            step()
+        hvd.stop_timeline()
+
+    for p in range(ns.pairs):
+        order = ("off", "on") if p % 2 == 0 else ("on", "off")
+        for kind in order:
+            if kind == "on":
+                state["n"] += 1
+                hvd.start_timeline(str(root / f"block{state['n']}") + "/")
+                on.append(mpi_side.timed_block(comm, run_on, 1))
+            else:
+                off.append(mpi_side.timed_block(comm, run_off, 1))
+    mpi_side.barrier(comm)
+    trace_bytes = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+    hvd.shutdown()
+    if comm.rank == 0:
+        emit({"ranks": comm.size, "model": ns.model, "batch": ns.batch, "steps": steps,
+              "off": off, "on": on, "trace_bytes": trace_bytes, "trace_dir": str(root),
+              "blocks_on": state["n"]})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

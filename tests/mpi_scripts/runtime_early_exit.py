@@ -1,0 +1,24 @@
+"""Worker: rank 1 shuts down while the others wait on an allreduce it never submits.
+
+The waiting ranks must get a clear error at once instead of hanging.
+"""
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+import collectives as C  # noqa: E402
+
+C.init()
+if C.rank() == 1:
+    C.shutdown()
+    print("rank 1 shut down", flush=True)
+else:
+    t0 = time.monotonic()
+    try:
+        C.allreduce(np.ones(3), name="orphan")
+    except C.CollectiveError as exc:
+        print(f"rank {C.rank()} error after {time.monotonic() - t0:.2f}s: {exc}", flush=True)
+    C.shutdown()

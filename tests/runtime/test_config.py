@@ -1,0 +1,47 @@
+"""Environment parsing (no MPI needed) and the malformed-variable error at init (real ranks)."""
+import pytest
+
+from collectives import config
+from tests.mpi_util import SCRIPTS, run_mpi
+
+
+def test_defaults():
+    cfg = config.load({})
+    assert cfg.fusion_threshold == 128 * 1024 * 1024
+    assert cfg.cycle_time_ms == 1.0 and cfg.stall_check_s == 60.0 and cfg.stall_shutdown_s == 0
+    assert cfg.backend == "ring" and cfg.cache_capacity == 1024 and not cfg.mark_cycles
+
+
+def test_ringscope_wins_over_horovod_fallback():
+    env = {"HOROVOD_FUSION_THRESHOLD": "1000", "HOROVOD_CYCLE_TIME": "2.5",
+           "RINGSCOPE_CYCLE_TIME": "0.5", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "9",
+           "HOROVOD_TIMELINE_MARK_CYCLES": "1", "RINGSCOPE_BACKEND": "MPI",
+           "HOROVOD_STALL_CHECK_DISABLE": "1"}
+    cfg = config.load(env)
+    assert cfg.fusion_threshold == 1000 and cfg.cycle_time_ms == 0.5
+    assert cfg.stall_shutdown_s == 9 and cfg.mark_cycles and cfg.backend == "mpi"
+    assert cfg.stall_check_s == 0
+
+
+@pytest.mark.parametrize("var,val,needle", [
+    ("RINGSCOPE_FUSION_THRESHOLD", "lots", "is not an integer"),
+    ("HOROVOD_FUSION_THRESHOLD", "1.5", "is not an integer"),
+    ("RINGSCOPE_CYCLE_TIME", "fast", "is not a number"),
+    ("RINGSCOPE_CYCLE_TIME", "-1", "must be >= 0"),
+    ("RINGSCOPE_CACHE_CAPACITY", "x", "is not an integer"),
+    ("RINGSCOPE_STALL_CHECK_TIME_SECONDS", "nan", "is not a number"),
+    ("RINGSCOPE_BACKEND", "tcp", "is not one of"),
+    ("RINGSCOPE_TIMELINE_MARK_CYCLES", "maybe", "is not a boolean"),
+])
+def test_malformed_value_names_variable(var, val, needle):
+    with pytest.raises(config.ConfigError) as exc:
+        config.load({var: val})
+    assert var in str(exc.value) and needle in str(exc.value) and repr(val) in str(exc.value)
+
+
+def test_malformed_env_fails_init_on_every_rank_without_traceback():
+    proc = run_mpi(2, [SCRIPTS / "runtime_init_only.py"], timeout=60,
+                   env={"RINGSCOPE_FUSION_THRESHOLD": "12MB"})
+    assert proc.returncode != 0, proc.stdout
+    assert "RINGSCOPE_FUSION_THRESHOLD='12MB' is not an integer" in proc.stdout, proc.stdout
+    assert "Traceback" not in proc.stdout and "OK rank" not in proc.stdout, proc.stdout

@@ -1,0 +1,60 @@
+"""The launcher: options become the environment, and a failing rank fails the whole run fast."""
+import subprocess
+import sys
+import time
+
+from collectives import launcher
+from tests.mpi_util import ROOT, SCRIPTS, mpi_env
+
+
+def _launch(args, timeout=90):
+    return subprocess.run([sys.executable, "-m", "collectives.launcher", *map(str, args)],
+                          cwd=ROOT, env=mpi_env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_options_set_environment():
+    ns = launcher.parse(["-np", "3", "-H", "a:2,b:1", "--timeline", "t.json",
+                         "--fusion-threshold-mb", "2", "--cycle-time-ms", "0.5", "--mark-cycles",
+                         "x.py", "--lr", "3"])
+    cmd, env = launcher.build(ns, {})
+    assert cmd[1:3] == ["-n", "3"] and cmd[3:5] == ["-hosts", "a:2,b:1"]
+    assert cmd[-3:] == ["x.py", "--lr", "3"] and cmd[0].endswith("mpiexec")
+    assert env["RINGSCOPE_FUSION_THRESHOLD"] == str(2 * 1024 * 1024)
+    assert env["RINGSCOPE_CYCLE_TIME"] == "0.5" and env["RINGSCOPE_TIMELINE_MARK_CYCLES"] == "1"
+    assert env["RINGSCOPE_TIMELINE"].endswith("t.json") and str(ROOT) in env["PYTHONPATH"]
+
+
+def test_runs_script_with_settings():
+    proc = _launch(["-np", "2", "--fusion-threshold-mb", "1", "--cycle-time-ms", "0.25",
+                    SCRIPTS / "runtime_init_only.py", "--flag", "v"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for r in (0, 1):
+        assert f"OK rank={r} size=2 local={r}/2 cross=0/1 threshold=1048576 cycle=0.25" \
+               in proc.stdout, proc.stdout
+    assert "args=['--flag', 'v']" in proc.stdout
+
+
+def test_failing_rank_fails_run_with_its_error():
+    t0 = time.monotonic()
+    proc = _launch(["-np", "3", SCRIPTS / "runtime_fail.py"], timeout=60)
+    took = time.monotonic() - t0
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "boom from rank 1" in out and "UNREACHABLE" not in out, out
+    assert took < 30, f"took {took:.1f}s"
+
+
+def test_missing_script_is_one_line_error():
+    proc = _launch(["-np", "2", "no/such/script.py"])
+    assert proc.returncode == 2 and "no/such/script.py" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_rank_shutting_down_early_fails_waiting_ranks():
+    proc = _launch(["-np", "3", SCRIPTS / "runtime_early_exit.py"], timeout=60)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    for r in (0, 2):
+        assert f"rank {r} error after" in out, out
+    assert "'orphan' can never complete: rank 1 shut down without submitting it" in out, out

@@ -1,0 +1,38 @@
+"""A real job with the real tracer: per-rank files whose response ids agree across ranks."""
+import json
+from collections import defaultdict
+
+from tests.mpi_util import SCRIPTS, run_mpi
+
+
+def _events(path):
+    return json.loads(path.read_text())["traceEvents"]
+
+
+def test_timeline_files_agree_across_ranks(tmp_path):
+    proc = run_mpi(3, [SCRIPTS / "runtime_timeline.py"], timeout=90,
+                   env={"RINGSCOPE_TIMELINE": tmp_path / "tl.json"})
+    assert proc.returncode == 0, proc.stdout
+    files = sorted(tmp_path.glob("*.json"))
+    assert len(files) == 3, files
+    by_rank = {}
+    for f in files:
+        data = json.loads(f.read_text())
+        rank = data["otherData"]["ringscope"]["rank"]
+        responses = {}
+        tensors = defaultdict(list)
+        for e in data["traceEvents"]:
+            if e.get("name") == "FUSED_RESPONSE":
+                a = e["args"]
+                responses[a["response"]] = (tuple(a["tensors"]), a["step"])
+            elif e.get("ph") in ("b", "e") and e.get("cat") == "tensor":
+                tensors[e["name"]].append(e["ph"])
+        by_rank[rank] = responses
+        for name in ("grad.0", "grad.7", "grad.big", "params"):
+            assert tensors[name].count("b") == 3 and tensors[name].count("e") == 3, \
+                (rank, name, tensors[name])
+        assert tensors["QUEUE"].count("b") == tensors["QUEUE"].count("e") > 0
+    assert by_rank[0] and by_rank[0] == by_rank[1] == by_rank[2]
+    steps = {s for _, s in by_rank[0].values()}
+    assert steps == {0, 1, 2}, steps
+    assert max(len(t) for t, _ in by_rank[0].values()) > 1, "nothing was fused"

@@ -1,0 +1,66 @@
+"""`ringscope demo`: the training subprocess, the per-rank traces, the summary, the hang scenario."""
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.mpi_util import ROOT, mpi_env
+
+
+def _demo(args, timeout=240):
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "viewer.cli", "demo", *args], cwd=ROOT,
+                          env=mpi_env(), capture_output=True, text=True, timeout=timeout)
+    return proc, time.monotonic() - t0
+
+
+def test_demo_healthy_writes_traces_and_summary(tmp_path):
+    out = tmp_path / "run"
+    proc, _ = _demo(["--ranks", "4", "--steps", "4", "--out", str(out), "--no-view"])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert sorted(p.name for p in out.glob("rank-*.json")) == \
+        [f"rank-{r:05d}.json" for r in range(4)]
+    assert "gradient tensors" in proc.stdout            # the training ran (rank 0's banner)
+    assert "Stragglers" in proc.stdout or "summary is not available" in proc.stderr
+
+
+def test_demo_hang_ends_with_the_stall_error(tmp_path):
+    out = tmp_path / "hang"
+    proc, seconds = _demo(["--ranks", "2", "--scenario", "hang", "--steps", "6", "--out",
+                           str(out), "--no-view"], timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "stall" in (proc.stdout + proc.stderr).lower()
+    assert "allreduce.loss" in proc.stderr               # the skipped tensor is named
+    assert len(list(out.glob("rank-*.json"))) == 2
+    assert seconds < 90
+
+
+def test_demo_module_keeps_runtime_imports_out():
+    code = ("import sys, viewer.demo; bad = [m for m in sys.modules if m.split('.')[0] in "
+            "('collectives', 'torch', 'mpi4py')]; print(bad); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_demo_bad_arguments(tmp_path, capsys):
+    from viewer import demo
+    with pytest.raises(SystemExit) as exc:
+        demo.main(["--ranks", "0"])
+    assert exc.value.code == 2
+    afile = tmp_path / "file"
+    afile.write_text("x")
+    assert demo.main(["--out", str(afile), "--no-view"]) == 2
+    assert "not a directory" in capsys.readouterr().err
+
+
+def test_demo_command_line_per_scenario(tmp_path):
+    from viewer import demo
+    ns = demo.parse(["--scenario", "tiny-tensors", "--ranks", "3", "--out", str(tmp_path)])
+    cmd, env = demo.train_command(ns, tmp_path)
+    assert cmd[1:6] == ["-m", "collectives.launcher", "-np", "3", "--timeline"]
+    assert cmd[6].endswith("/") and "--fusion-threshold-mb" in cmd
+    assert cmd[cmd.index("--steps") + 1] == str(demo.DEFAULT_STEPS["tiny-tensors"])
+    ns = demo.parse(["--scenario", "hang"])
+    _, env = demo.train_command(ns, tmp_path)
+    assert float(env["RINGSCOPE_STALL_SHUTDOWN_TIME_SECONDS"]) > 0

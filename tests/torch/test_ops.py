@@ -1,0 +1,19 @@
+"""Every collectives.torch op against a local reference, on 2 and 4 real MPI ranks."""
+import pytest
+
+from tests.mpi_util import assert_check
+
+CHECKS = [
+    "check_rank_queries", "check_allreduce_ops_dtypes", "check_allreduce_odd_lengths_and_scale",
+    "check_allreduce_inplace_shares_memory", "check_async_poll_and_many_in_flight",
+    "check_duplicate_inflight_name_raises", "check_grouped_allreduce", "check_allgather_uneven",
+    "check_broadcast_each_root", "check_alltoall", "check_reducescatter",
+    "check_autograd_allreduce", "check_autograd_allgather_broadcast", "check_fp16_compression",
+    "check_adasum_not_supported", "check_objects_barrier_join", "check_process_sets",
+    "check_start_stop_timeline",
+]
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_op(suite, check):
+    assert_check(suite, check)

@@ -1,0 +1,159 @@
+"""``ringscope demo``: train a small model on N ranks with the timeline on, summarize, and view.
+
+The training runs in a subprocess (``python -m collectives.launcher ... demo_train.py``), so this
+module never imports the runtime, torch or MPI.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAIN_SCRIPT = ROOT / "collectives" / "torch" / "demo_train.py"
+SCENARIOS = ("healthy", "straggler", "tiny-tensors", "large-tensors", "hang")
+DEFAULT_STEPS = {"healthy": 20, "straggler": 20, "tiny-tensors": 20, "large-tensors": 10,
+                 "hang": 8}
+# scenario -> (extra launcher options, extra environment)
+SETTINGS = {
+    "healthy": ([], {}),
+    "straggler": ([], {}),
+    "tiny-tensors": (["--fusion-threshold-mb", "0.0625"], {}),      # 64 KiB
+    "large-tensors": ([], {}),
+    "hang": ([], {"RINGSCOPE_STALL_CHECK_TIME_SECONDS": "1",
+                  "RINGSCOPE_STALL_SHUTDOWN_TIME_SECONDS": "4"}),
+}
+TRAIN_TIMEOUT_S = 600
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(prog="ringscope demo", description=(
+        "Train a small model on N ranks with the timeline on, print the summary and start the "
+        "dashboard."))
+    p.add_argument("--ranks", type=int, default=4, help="number of ranks (default 4)")
+    p.add_argument("--steps", type=int, help="training steps (default: 8-20 by scenario)")
+    p.add_argument("--scenario", choices=SCENARIOS, default="healthy")
+    p.add_argument("--out", help="run directory for the traces "
+                                 "(default ringscope-runs/demo-<scenario>-<time>)")
+    p.add_argument("--no-view", action="store_true", help="exit after the summary")
+    p.add_argument("--port", type=int, default=8050, help="dashboard port (default 8050)")
+    ns = p.parse_args(argv)
+    if ns.ranks < 1:
+        p.error("--ranks must be at least 1")
+    if ns.steps is not None and ns.steps < 1:
+        p.error("--steps must be at least 1")
+    if not 0 < ns.port < 65536:
+        p.error("--port must be in 1..65535")
+    return ns
+
+
+def run_dir_for(ns) -> Path:
+    if ns.out:
+        return Path(ns.out)
+    return Path("ringscope-runs") / f"demo-{ns.scenario}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def prepare_run_dir(run_dir: Path) -> str | None:
+    """Create the run directory and clear traces left by an earlier demo; an error or None."""
+    if run_dir.exists() and not run_dir.is_dir():
+        return f"{run_dir}: exists and is not a directory"
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"{run_dir}: cannot create the run directory ({exc.strerror or exc})"
+    for old in run_dir.glob("rank-*.json"):
+        old.unlink()
+    return None
+
+
+def train_command(ns, run_dir: Path) -> tuple[list[str], dict]:
+    """The launcher command line and environment for this demo."""
+    opts, extra_env = SETTINGS[ns.scenario]
+    steps = ns.steps or DEFAULT_STEPS[ns.scenario]
+    cmd = [sys.executable, "-m", "collectives.launcher", "-np", str(ns.ranks),
+           "--timeline", str(run_dir.resolve()) + os.sep, *opts, str(TRAIN_SCRIPT),
+           "--scenario", ns.scenario, "--steps", str(steps)]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH")
+                                     else "")
+    env.update(extra_env)
+    return cmd, env
+
+
+def run_training(cmd, env) -> int:
+    """Run the job in its own process group; kill the whole group on timeout or Ctrl+C."""
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+    try:
+        return proc.wait(timeout=TRAIN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        print(f"ringscope demo: training did not finish in {TRAIN_TIMEOUT_S}s; stopped it",
+              file=sys.stderr)
+        return 124
+    except KeyboardInterrupt:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait()
+        raise
+
+
+def _summarize(run_dir: Path) -> int:
+    try:
+        from viewer import cli_summarize
+    except ImportError:
+        print("ringscope demo: the summary is not available in this build "
+              "(viewer.cli_summarize missing)", file=sys.stderr)
+        return 0
+    return int(cli_summarize.main([str(run_dir)]) or 0)
+
+
+def _view(run_dir: Path, port: int) -> int:
+    try:
+        from viewer.dashboard import serve
+    except ImportError:
+        print("ringscope demo: the dashboard is not available in this build "
+              "(viewer.dashboard missing)", file=sys.stderr)
+        return 0
+    return int(serve.main([str(run_dir), "--port", str(port)]) or 0)
+
+
+def main(argv=None) -> int:
+    """Entry point of ``ringscope demo``."""
+    ns = parse(sys.argv[1:] if argv is None else argv)
+    run_dir = run_dir_for(ns)
+    err = prepare_run_dir(run_dir)
+    if err:
+        print(f"ringscope demo: {err}", file=sys.stderr)
+        return 2
+    cmd, env = train_command(ns, run_dir)
+    print(f"ringscope demo: scenario {ns.scenario} on {ns.ranks} ranks, traces in {run_dir}/",
+          flush=True)
+    try:
+        rc = run_training(cmd, env)
+    except KeyboardInterrupt:
+        return 130
+    traces = sorted(run_dir.glob("rank-*.json"))
+    if rc != 0:
+        if ns.scenario == "hang":
+            print("ringscope demo: the job stopped with the stall error, as this scenario intends "
+                  "(see the STALL events and the missing rank in the summary)", flush=True)
+        else:
+            print(f"ringscope demo: training failed (exit status {rc})", file=sys.stderr)
+    if not traces:
+        print(f"ringscope demo: {run_dir}: no traces were written", file=sys.stderr)
+        return 1
+    print(f"ringscope demo: {len(traces)} trace file(s) in {run_dir}/\n", flush=True)
+    src = _summarize(run_dir)
+    if src != 0:
+        return src
+    if ns.no_view:
+        return 0 if rc == 0 or ns.scenario == "hang" else 1
+    return _view(run_dir, ns.port)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
