@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib
+import os
 import shlex
 import sys
 import time
@@ -57,6 +58,7 @@ def main(argv=None) -> int:
         res["seconds"] = time.monotonic() - t0
         result["groups"][g] = res
         metrics.update(res.get("metrics", {}))
+    result["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     result["verdicts"] = targets.evaluate(metrics, groups)
     print(report.render(result))
     if ns.json:

@@ -156,8 +156,9 @@ def main() -> int:
                 fns[v] = factories[v](buf[v])
                 iters[v][size] = mpi_side.calibrate(comm, fns[v], ns.block_s)
                 times[v][size] = []
-            except Exception:
-                errors[v] = traceback.format_exc(limit=2)
+            except Exception:   # a rank failing mid-sweep: stop the whole job, never hang the rest
+                print(f"rank {comm.rank}: {v} at {size} B failed:\n{traceback.format_exc()}",
+                      file=sys.stderr, flush=True)
                 comm.Abort(3)
         for rep in range(ns.reps):
             order = names[rep % len(names):] + names[:rep % len(names)]
@@ -179,4 +180,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    mpi_side.run_main(main)

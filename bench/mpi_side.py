@@ -68,3 +68,16 @@ def calibrate(comm, fn, target_s: float, max_iters: int = 2000) -> int:
     if t < target_s / 20:
         t = timed_block(comm, fn, max(1, min(max_iters, int(target_s / 20 / max(t, 1e-7)))))
     return int(max(1, min(max_iters, round(target_s / max(t, 1e-9)))))
+
+
+def run_main(main) -> None:
+    """Run a worker's ``main``; on any error print it and abort the whole job (no rank hangs)."""
+    import sys
+    import traceback
+    try:
+        rc = main()
+    except BaseException:
+        print(f"rank {MPI.COMM_WORLD.rank}: {traceback.format_exc()}", file=sys.stderr, flush=True)
+        MPI.COMM_WORLD.Abort(3)
+        raise
+    sys.exit(rc)

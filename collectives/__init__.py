@@ -5,8 +5,8 @@ Framework-neutral (numpy) API; the torch frontend lives in ``collectives.torch``
 """
 from collectives.api import (allgather, allgather_async, allreduce, allreduce_, allreduce_async,
                              allreduce_async_, alltoall, alltoall_async, barrier, broadcast,
-                             broadcast_, broadcast_async, broadcast_async_,
-                             grouped_allreduce, grouped_allreduce_async, poll, reducescatter,
+                             broadcast_, broadcast_async, broadcast_async_, grouped_allreduce,
+                             grouped_allreduce_async, join, poll, reducescatter,
                              reducescatter_async, synchronize)
 from collectives.config import ConfigError
 from collectives.handles import CollectiveError, GroupHandle, Handle
@@ -21,7 +21,8 @@ __all__ = [
     "cross_size", "mark_step", "allreduce", "allreduce_async", "allreduce_", "allreduce_async_",
     "broadcast_", "broadcast_async_", "grouped_allreduce",
     "grouped_allreduce_async", "allgather", "allgather_async", "broadcast", "broadcast_async",
-    "alltoall", "alltoall_async", "reducescatter", "reducescatter_async", "barrier", "poll",
+    "alltoall", "alltoall_async", "reducescatter", "reducescatter_async", "barrier", "join", "poll",
     "synchronize", "Average", "Sum", "Min", "Max", "Product", "ReduceOp", "ProcessSet",
-    "global_process_set", "add_process_set", "remove_process_set", "Handle", "GroupHandle", "CollectiveError", "ConfigError",
+    "global_process_set", "add_process_set", "remove_process_set", "Handle", "GroupHandle",
+    "CollectiveError", "ConfigError",
 ]

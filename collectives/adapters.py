@@ -119,3 +119,26 @@ class NumpyAdapter(TensorAdapter):
 
 
 NUMPY = NumpyAdapter()
+_ADAPTERS = {NUMPY.name: NUMPY}
+
+
+def register_adapter(adapter) -> None:
+    """Make ``adapter`` findable by name (ranks that joined rebuild zero tensors through it)."""
+    _ADAPTERS[adapter.name] = adapter
+
+
+def get_adapter(name: str):
+    try:
+        return _ADAPTERS[name]
+    except KeyError:
+        raise ValueError(f"no tensor adapter named {name!r} is registered") from None
+
+
+def zeros(adapter, numel: int, dtype_name: str, device: str):
+    """A zero-filled flat buffer; ``device`` may be a device kind ("cuda") for a joined rank."""
+    make = getattr(adapter, "zeros", None)
+    if make is not None:
+        return make(numel, dtype_name, device)
+    buf = adapter.empty(numel, dtype_name, device)
+    buf[...] = 0
+    return buf

@@ -67,8 +67,9 @@ def grouped_allreduce_async(arrays, name=None, op=Average, prescale_factor=1.0,
     if name is None:
         name = eng.noname("grouped_allreduce", sid)
     ad = _numpy()
-    entries = [Entry(f"{name}.{i}", V.ALLREDUCE, ad.coerce(a), ad, reduce_op=op, prescale=prescale_factor,
-                     postscale=postscale_factor, process_set=sid) for i, a in enumerate(arrays)]
+    entries = [Entry(f"{name}.{i}", V.ALLREDUCE, ad.coerce(a), ad, reduce_op=op,
+                     prescale=prescale_factor, postscale=postscale_factor, process_set=sid)
+               for i, a in enumerate(arrays)]
     return GroupHandle(eng.enqueue_group(entries, group=name), name)
 
 
@@ -131,6 +132,14 @@ def reducescatter(array, name=None, op=Average, prescale_factor=1.0, postscale_f
     """Reduce across ranks and keep this rank's block of rows (first ranks get the extra rows)."""
     return reducescatter_async(array, name, op, prescale_factor, postscale_factor,
                                process_set).wait()
+
+
+def join() -> int:
+    """Declare that this rank has no more data: until every rank has joined, this rank takes part in
+    the others' allreduces with zeros (Average still divides by the full set size). Returns the
+    last rank to join. Other op types fail while some rank has joined."""
+    e = Entry("__join__", V.JOIN, None, None)
+    return get_engine().enqueue(e).wait()
 
 
 def barrier(process_set=None) -> None:

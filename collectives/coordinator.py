@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from collectives import messages as M
 from collectives.fusion import plan_responses
-from collectives.stall import StallInspector
+from collectives.stall import EXEMPT, StallInspector
 from collectives.validation import mismatch
 from tracer import get_recorder
 from tracer import vocab as V
@@ -27,6 +27,8 @@ class Ready:
     key: tuple                 # (set_id, name)
     requests: dict
     error: str | None = None
+    joined: tuple = ()         # members that joined and contribute zeros
+    last: int = -1             # the rank whose request completed it
 
 
 class Coordinator:
@@ -39,6 +41,7 @@ class Coordinator:
         self.first_ready_s = None
         self.next_id = 0
         self.leaving: set = set()      # ranks that asked to shut down: they will submit nothing more
+        self.joined: set = set()       # ranks waiting in join(): their allreduces reduce zeros
         self.stall = StallInspector(config)
         self.stall.sets = sets
 
@@ -51,16 +54,34 @@ class Coordinator:
         pend.requests[req.rank] = req
         if req.op_type == M.SHUTDOWN:
             self.leaving.add(req.rank)
+        elif req.op_type == V.JOIN:
+            self.joined.add(req.rank)
         rec = get_recorder()
         if rec.enabled:
             rec.instant(V.TID_NEGOTIATION, V.READY, V.CAT_NEGOTIATION,
                         {V.ARG_TENSOR: req.name, V.ARG_RANK: req.rank, V.ARG_STEP: rec.step,
                          V.ARG_PROCESS_SET: req.process_set})
-        members = self.sets.get(req.process_set).ranks
-        if len(pend.requests) == len(members):
-            del self.table[key]
-            self.stall.warned.discard(key)
-            self._became_ready(Ready(key, pend.requests, mismatch(pend.requests)), now_s)
+        self._check_ready(key, pend, req.rank, now_s)
+        if req.op_type == V.JOIN and len(self.joined) < len(self.sets.get(0).ranks):
+            for k, p in list(self.table.items()):   # joined ranks may complete waiting tensors
+                self._check_ready(k, p, req.rank, now_s)
+
+    def _check_ready(self, key, pend, last, now_s) -> None:
+        members = self.sets.get(key[0]).ranks
+        joined = () if key[1] == M.JOIN_NAME else tuple(
+            m for m in members if m not in pend.requests and m in self.joined)
+        if len(pend.requests) + len(joined) < len(members):
+            return
+        del self.table[key]
+        self.stall.warned.discard(key)
+        error = mismatch(pend.requests)
+        first = next(iter(pend.requests.values()))
+        if error is None and joined and first.op_type != V.ALLREDUCE:
+            error = (f"ringscope: {first.op_type.lower()} {key[1]!r} cannot run while ranks "
+                     f"{list(joined)} have joined; only allreduce can (they contribute zeros)")
+        if first.op_type == V.JOIN:
+            self.joined.clear()
+        self._became_ready(Ready(key, pend.requests, error, joined, last), now_s)
 
     def _became_ready(self, item: Ready, now_s: float) -> None:
         first = next(iter(item.requests.values()))
@@ -79,7 +100,8 @@ class Coordinator:
 
     # ---- planning ----------------------------------------------------------------------------
     def has_partial(self) -> bool:
-        return bool(self.table) or bool(self.groups)
+        """True while some tensor is partly submitted (ranks waiting in join/shutdown don't count)."""
+        return bool(self.groups) or any(k[1] not in EXEMPT for k in self.table)
 
     def busy(self) -> bool:
         """True while anything is waiting here (the engine then polls instead of idling)."""
@@ -164,7 +186,7 @@ class Coordinator:
         return out
 
 
-SHUTDOWN_NAME = "__shutdown__"
+SHUTDOWN_NAME = M.SHUTDOWN_NAME
 
 
 def now_s() -> float:

@@ -52,7 +52,8 @@ class Engine:
         self.closed = False
         self.fatal: str | None = None
         self._cycle = 0
-        self.stats = {"responses": 0, "tensors": 0, "max_fused": 0, "errors": 0}
+        self.stats = {"responses": 0, "tensors": 0, "max_fused": 0, "max_fused_bytes": 0,
+                      "errors": 0}
         self._coord = Coordinator(config, sets) if self.rank == 0 else None
         self._exec = Executor(config, sets, FusionBuffers(), self._complete)
         self._thread = threading.Thread(target=self._main, name="ringscope-engine", daemon=True)
@@ -272,6 +273,12 @@ class Engine:
                     self._complete(e, None)
             elif resp.op_type in (M.ADD_PROCESS_SET, M.REMOVE_PROCESS_SET):
                 self._change_sets(resp, entries[0])
+            elif resp.op_type == V.JOIN:
+                for e in entries:
+                    if e is not None:
+                        self._complete(e, resp.root)
+            elif self.rank in resp.joined:
+                self._exec.run(resp, [self._stand_in(resp, n) for n in resp.names])
             elif None in entries:
                 missing = [n for n, e in zip(resp.names, entries) if e is None]
                 raise RuntimeError(f"response {resp.id} names tensors this rank never submitted: "
@@ -280,7 +287,25 @@ class Engine:
                 self.stats["responses"] += 1
                 self.stats["tensors"] += len(entries)
                 self.stats["max_fused"] = max(self.stats["max_fused"], len(entries))
+                if len(entries) > 1:
+                    self.stats["max_fused_bytes"] = max(self.stats["max_fused_bytes"],
+                                                        sum(e.nbytes for e in entries))
                 self._exec.run(resp, entries)
+
+    def _stand_in(self, resp, name):
+        """A zero tensor for a rank that joined: it takes part in the others' allreduce."""
+        from collectives.adapters import get_adapter, zeros
+        from collectives.entry import Entry
+        ad = get_adapter(resp.adapter)
+        shape = tuple(resp.shapes[name])
+        numel = 1
+        for d in shape:
+            numel *= d
+        e = Entry(name, resp.op_type, zeros(ad, numel, resp.dtype, resp.device), ad,
+                  process_set=resp.process_set)
+        e.dtype, e.shape, e.device, e.handle = resp.dtype, shape, resp.device, Handle(name)
+        e.meta["numel"] = numel
+        return e
 
     def _change_sets(self, resp, e):
         """Every rank runs this at the same point of its response stream (Split is collective)."""
@@ -292,6 +317,9 @@ class Engine:
         else:
             self.sets.remove(e.shape[0])
             self._complete(e, e.shape[0])
+        rec = get_recorder()
+        if rec.enabled:
+            rec.set_run_meta(process_sets=self.sets.as_meta())
 
     def _complete(self, e, result=None, error=None):
         with self._cond:

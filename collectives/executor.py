@@ -144,7 +144,8 @@ class Executor:
         op = ReduceOp(resp.reduce_op)
         rows = split_rows(e.shape[0], comm.size)
         row = e.meta["row_numel"]
-        send = self._output_flat(e, copy_input=True)
+        send = ad.empty(e.meta["numel"], e.dtype, e.device)   # scaled in place: never the input
+        ad.copy_(send, 0, ad.flat(e.tensor))
         ad.scale_(send, resp.prescale)
         recv = ad.empty(rows[comm.rank] * row, e.dtype, e.device)
         backend.reducescatter(send, recv, [r * row for r in rows], backend_op(op), comm)

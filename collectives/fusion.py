@@ -14,9 +14,10 @@ def _first(item):
     return next(iter(item.requests.values()))
 
 
-def _key(req):
+def _key(item):
+    req = _first(item)
     return (req.op_type, req.dtype, req.reduce_op, req.prescale, req.postscale, req.process_set,
-            req.device, req.backend)
+            req.device, req.backend, item.joined)
 
 
 def _units(items):
@@ -40,8 +41,13 @@ def _response(new_id, unit):
     resp = M.Response(new_id(), req.op_type, [i.key[1] for i in unit], process_set=req.process_set,
                       dtype=req.dtype, reduce_op=req.reduce_op, prescale=req.prescale,
                       postscale=req.postscale, root=req.root, backend=req.backend,
-                      device=req.device, nbytes=_unit_bytes(unit))
+                      device=req.device, nbytes=_unit_bytes(unit), joined=list(unit[0].joined),
+                      adapter=req.adapter)
+    if req.op_type == V.JOIN:
+        resp.root = unit[0].last
     for item in unit:
+        if resp.joined:
+            resp.shapes[item.key[1]] = tuple(_first(item).shape)
         ordered = [item.requests[r] for r in sorted(item.requests)]
         if req.op_type == V.ALLGATHER:
             resp.first_dims[item.key[1]] = [q.shape[0] for q in ordered]
@@ -63,11 +69,11 @@ def plan_responses(items, threshold: int, new_id) -> list:
             continue
         req = _first(item)
         if req.op_type == V.ALLREDUCE and threshold > 0:
-            key, total = _key(req), _unit_bytes(unit)
+            key, total = _key(item), _unit_bytes(unit)
             i = 0
             while i < len(units):
                 other = units[i]
-                if other[0].error is None and _key(_first(other[0])) == key \
+                if other[0].error is None and _key(other[0]) == key \
                         and total + _unit_bytes(other) <= threshold:
                     unit = unit + other
                     total += _unit_bytes(other)

@@ -28,7 +28,7 @@ class Handle:
         return self._event.is_set()
 
     def wait(self, timeout: float | None = None):
-        """Block (without spinning) until done; return the result or raise :class:`CollectiveError`."""
+        """Block (without spinning) until done; return the result or raise CollectiveError."""
         if not self._event.is_set():
             rec = get_recorder()
             tok = rec.begin(V.TID_FRAMEWORK, V.SYNCHRONIZE, V.CAT_FRAMEWORK,

@@ -8,6 +8,8 @@ TAG_RESPONSE = 2    # coordinator -> member: [Response, ...], executed in order
 
 # internal op types besides tracer.vocab's
 SHUTDOWN = "SHUTDOWN"
+JOIN_NAME = "__join__"
+SHUTDOWN_NAME = "__shutdown__"
 ERROR = "ERROR"
 ADD_PROCESS_SET = "ADD_PROCESS_SET"        # shape = the new set's ranks; every rank creates its comm
 REMOVE_PROCESS_SET = "REMOVE_PROCESS_SET"  # shape = (set id,)
@@ -34,6 +36,7 @@ class Request:
     group_size: int = 0
     nbytes: int = 0
     submit_wall_ns: int = 0
+    adapter: str = "numpy"     # adapters.get_adapter(name) rebuilds zeros on ranks that joined
 
 
 @dataclass
@@ -59,3 +62,6 @@ class Response:
     splits: dict = field(default_factory=dict)       # name -> [[splits] per set rank]
     error: str | None = None
     targets: list | None = None    # ranks that get it, when not every member (errors for askers)
+    joined: list = field(default_factory=list)   # members that joined: they reduce zeros
+    shapes: dict = field(default_factory=dict)   # name -> shape, for the ranks that joined
+    adapter: str = "numpy"

@@ -18,7 +18,7 @@ DATA_MAX_SLEEP_S = float(os.environ.get("RINGSCOPE_DATA_MAX_SLEEP_US", 50)) * 1e
 
 
 class Backoff:
-    """Stateful pause policy: call ``pause()`` after each unsuccessful check, ``reset()`` on progress."""
+    """Pause policy: call ``pause()`` after each unsuccessful check, ``reset()`` on progress."""
 
     __slots__ = ("n", "sleep_s", "max_sleep_s")
 

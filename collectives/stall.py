@@ -13,6 +13,7 @@ from tracer import get_recorder
 from tracer import vocab as V
 
 MAX_NAMES_PER_RANK = 5
+EXEMPT = (M.JOIN_NAME, M.SHUTDOWN_NAME)   # waiting in join()/shutdown() is not a stall
 
 
 class StallInspector:
@@ -23,15 +24,18 @@ class StallInspector:
         self.sets = None
 
     def next_check(self, now_s, table) -> float | None:
-        if not table or (self.check_s <= 0 and self.shutdown_s <= 0):
+        firsts = [p.first_s for k, p in table.items() if k[1] not in EXEMPT]
+        if not firsts or (self.check_s <= 0 and self.shutdown_s <= 0):
             return None
-        oldest = min(p.first_s for p in table.values())
+        oldest = min(firsts)
         limits = [s for s in (self.check_s, self.shutdown_s) if s > 0]
         waits = [oldest + s - now_s for s in limits]
         waits = [w for w in waits if w > 0] or [0.05]
         return min(max(w, 0.001) for w in waits)
 
-    def inspect(self, now_s, table, groups, new_id) -> list:
+    def inspect(self, now_s, table_all, groups, new_id) -> list:
+        """Report late tensors; past the shutdown time, return ERROR responses (and drop them)."""
+        table = {k: p for k, p in table_all.items() if k[1] not in EXEMPT}
         if not table:
             return []
         out = []
@@ -49,7 +53,7 @@ class StallInspector:
                        f"(RINGSCOPE_STALL_SHUTDOWN_TIME_SECONDS={self.shutdown_s:g})")
                 out.append(M.Response(new_id(), M.ERROR, [key[1]], process_set=key[0], error=msg,
                                       targets=sorted(pend.requests)))
-                del table[key]
+                del table_all[key]
                 self.warned.discard(key)
             for gkey, items in list(groups.items()):
                 names = [i.key[1] for i in items]
@@ -71,7 +75,8 @@ class StallInspector:
         parts = []
         for r, names in sorted(by_rank.items()):
             shown = ", ".join(names[:MAX_NAMES_PER_RANK])
-            more = f" (+{len(names) - MAX_NAMES_PER_RANK} more)" if len(names) > MAX_NAMES_PER_RANK else ""
+            extra = len(names) - MAX_NAMES_PER_RANK
+            more = f" (+{extra} more)" if extra > 0 else ""
             parts.append(f"{r}: [{shown}{more}]")
         print(f"[ringscope] stall: {len(late)} tensor(s) submitted by some ranks but not others for "
               f"over {self.check_s:g}s. Missing ranks: " + "; ".join(parts), file=sys.stderr,

@@ -76,6 +76,7 @@ def request_of(e, rank) -> M.Request:
     return M.Request(rank=rank, name=e.name, op_type=e.op_type, dtype=e.dtype, shape=e.shape,
                      reduce_op=e.reduce_op.value, prescale=float(e.prescale),
                      postscale=float(e.postscale), root=int(e.root), splits=e.splits,
-                     process_set=e.process_set, device=e.device, backend=e.backend,
+                     process_set=e.process_set, device=e.device.split(":")[0], backend=e.backend,
                      group=e.group, group_size=e.group_size, nbytes=e.nbytes,
-                     submit_wall_ns=clock.wall_ns())
+                     submit_wall_ns=clock.wall_ns(),
+                     adapter=e.adapter.name if e.adapter is not None else "")

@@ -24,9 +24,17 @@ def _describe(values: dict) -> str:
                      for v, r in groups.items())
 
 
+def _signature(req) -> tuple:
+    return tuple(getattr(req, attr) for attr, _ in _FIELDS) + (_shape_key(req),)
+
+
 def mismatch(requests: dict) -> str | None:
     """Return a one-line error when the members' requests disagree, else None."""
-    first = next(iter(requests.values()))
+    reqs = iter(requests.values())
+    first = next(reqs)
+    sig = _signature(first)
+    if all(_signature(q) == sig for q in reqs):   # the common case, kept cheap
+        return None
     what = f"{first.op_type.lower()} {first.name!r}"
     for attr, label in _FIELDS:
         vals = {r: getattr(q, attr) for r, q in requests.items()}

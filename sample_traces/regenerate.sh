@@ -22,7 +22,7 @@ for s in "${SCENARIOS[@]}"; do
   echo "== $s -> $out"
   # the hang scenario exits non-zero by design (the job is stopped with a stall error)
   "$PY" -m viewer.cli demo --scenario "$s" --ranks 4 --steps "$STEPS" --out "$out" --no-view || [ "$s" = hang ]
-  rm -rf "$out/.ringscope_cache"
+  rm -rf "$out/.ringscope-cache"
   gzip -9 -f "$out"/*.json   # the viewer reads .json.gz directly; ~15x smaller to commit
   du -sh "$out"
   "$PY" -m viewer.cli summarize "$out" --top 5 --no-cache || true

@@ -1,6 +1,6 @@
 """Parquet cache of per-file tables, keyed by the file's path, size and mtime.
 
-Location: ``cache_dir`` argument, else ``$RINGSCOPE_CACHE_DIR``, else ``.ringscope_cache/`` next to the
+Location: ``cache_dir`` argument, else ``$RINGSCOPE_CACHE_DIR``, else ``.ringscope-cache/`` next to the
 trace when that directory is writable, else ``~/.cache/ringscope``.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from viewer.jsonstream import file_signature
 
 CACHE_VERSION = 3
-CACHE_DIRNAME = ".ringscope_cache"
+CACHE_DIRNAME = ".ringscope-cache"  # matches .gitignore
 _TABLES = ("events", "tensor_ops", "fused_ops", "readiness", "cycles")
 
 
@@ -31,10 +31,15 @@ def cache_root(trace: Path, cache_dir=None) -> Path:
     return Path.home() / ".cache" / "ringscope"
 
 
+def _prefix(trace: Path) -> str:
+    """Entry-name prefix for one trace path (its versions share it, other files never do)."""
+    return trace.name + "-" + hashlib.sha1(str(trace.resolve()).encode()).hexdigest()[:10] + "-"
+
+
 def _key(trace: Path) -> str:
     size, mtime = file_signature(trace)
     raw = f"{CACHE_VERSION}|{trace.resolve()}|{size}|{mtime}"
-    return trace.name + "-" + hashlib.sha1(raw.encode()).hexdigest()[:16]
+    return _prefix(trace) + hashlib.sha1(raw.encode()).hexdigest()[:16]
 
 
 def load(trace: Path, cache_dir=None):
@@ -74,7 +79,7 @@ def store(trace: Path, parsed: dict, cache_dir=None) -> None:
                            compression="snappy")
         info = {"rank_info": parsed["rank_info"], "meta": parsed["meta"]}
         (tmp / "info.json").write_text(json.dumps(info, default=str))
-        _drop_stale(root, trace.name)
+        _drop_stale(root, _prefix(trace))
         if entry.exists():
             shutil.rmtree(entry, ignore_errors=True)
         tmp.rename(entry)
@@ -82,7 +87,7 @@ def store(trace: Path, parsed: dict, cache_dir=None) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _drop_stale(root: Path, name: str) -> None:
-    for old in root.glob(name + "-*"):
+def _drop_stale(root: Path, prefix: str) -> None:
+    for old in root.glob(prefix + "*"):
         if old.is_dir() and ".tmp" not in old.name:
             shutil.rmtree(old, ignore_errors=True)

@@ -152,7 +152,10 @@ def main(argv=None) -> int:
         return src
     if ns.no_view:
         return 0 if rc == 0 or ns.scenario == "hang" else 1
-    return _view(run_dir, ns.port)
+    try:
+        return _view(run_dir, ns.port)
+    except KeyboardInterrupt:
+        return 0
 
 
 if __name__ == "__main__":

@@ -7,10 +7,6 @@ per-event Python parser instead, which yields the same tables.
 """
 from __future__ import annotations
 
-from tracer import vocab as V
-from viewer import frames
-
-
 class Fallback(Exception):
     """The fast path cannot read this file; use the Python parser."""
 
@@ -144,18 +140,9 @@ def _types_mapper(t):
     return None
 
 
-def parse_columns(df, rank: int) -> dict:
-    """The per-rank tables (local times) from the flat event columns."""
-    from viewer.fast_tables import build
-
-    return build(df, rank)
-
-
 def pid_of(df):
     """First pid in the file (the rank when the metadata lacks it)."""
     if df is None or "pid" not in df or not df["pid"].notna().any():
         return None
     return int(df["pid"].dropna().iloc[0])
 
-
-__all__ = ["Fallback", "read_columns", "parse_columns", "pid_of", "frames", "V"]

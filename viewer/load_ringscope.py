@@ -7,17 +7,9 @@ from __future__ import annotations
 import sys
 
 from tracer import vocab as V
-from viewer import frames
 from viewer.errors import warn_truncated
 from viewer.jsonstream import TraceReader
 
-TIME_COLUMNS = {
-    "events": ("t_ns",),
-    "tensor_ops": ("submit_ns", "negotiated_ns", "start_ns", "done_ns"),
-    "fused_ops": ("start_ns", "end_ns"),
-    "readiness": ("ready_ns",),
-    "cycles": ("start_ns", "end_ns"),
-}
 _NESTED_ASYNC = (V.NEGOTIATE_PREFIX, V.QUEUE)
 _SPAN_NAMES = frozenset({V.FUSED_RESPONSE, V.MEMCPY_IN_FUSION_BUFFER, V.MEMCPY_OUT_FUSION_BUFFER, V.CYCLE,
                          V.SYNCHRONIZE}) | V.COMM_ACTIVITIES
@@ -270,4 +262,3 @@ def parse_file(path, warn: bool = True, fast: bool = True) -> dict:
     return out
 
 
-__all__ = ["parse_file", "TIME_COLUMNS", "frames"]

@@ -64,8 +64,10 @@ def _looks_like_trace(f: Path) -> bool:
 
 
 def detect_format(path) -> str:
-    """"ringscope" or "horovod", sniffed from the first bytes of a file."""
+    """"ringscope", "horovod" or "merged", sniffed from the first bytes of a file."""
     head = _head(Path(path))
+    if b'"ringscope_merged"' in head:
+        return "merged"
     if b'"otherData"' in head and b'"ringscope"' in head:
         return "ringscope"
     if b"start_time_since_epoch_in_micros" in head or b'"CYCLE_START"' in head:
@@ -86,6 +88,8 @@ def parse_one(path: Path, use_cache: bool = True, cache_dir=None) -> dict:
                                len(hit["events"]))
             return hit
     fmt = detect_format(path)
+    if fmt == "merged":
+        raise TraceError(path, "a merged trace (ringscope merge output): load the per-rank traces instead")
     if fmt == "horovod":
         from viewer.load_horovod import parse_file
     else:

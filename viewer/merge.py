@@ -45,6 +45,9 @@ def plan_merge(paths) -> MergePlan:
     entries = []
     for f in files:
         fmt = detect_format(f)
+        if fmt == "merged":
+            from viewer.errors import TraceError
+            raise TraceError(f, "already a merged trace: merge the per-rank traces instead")
         reader = TraceReader(f)
         meta = (reader.header.get("otherData") or {}).get(V.VERSION_KEY) or {}
         base = meta.get("base_epoch_ns")

@@ -78,14 +78,20 @@ def _depths(threads, ts, dur, phs, fixed):
     n = len(ts)
     out = [0] * n
     inst = np.asarray([ph != "X" for ph in phs], dtype=bool)
-    order = np.lexsort((inst, -dur, ts))  # at equal start: longer spans first, instants inside them
+    todo = np.ones(n, dtype=bool)
+    if fixed is not None:
+        for i, f in enumerate(fixed):
+            if f is not None:
+                out[i] = f
+                todo[i] = False
+    todo &= np.asarray([ph != "C" for ph in phs], dtype=bool)  # counters sit at depth 0
+    sel = np.flatnonzero(todo)
+    order = sel[np.lexsort((inst[sel], -dur[sel], ts[sel]))]  # equal start: longer first, instants inside
     ends = (ts + dur).tolist()
     tsl = ts.tolist()
+    instl = inst.tolist()
     stacks: dict = {}
     for i in order.tolist():
-        if fixed is not None and fixed[i] is not None:
-            out[i] = fixed[i]
-            continue
         st = stacks.get(threads[i])
         if st is None:
             st = stacks[threads[i]] = []
@@ -93,7 +99,7 @@ def _depths(threads, ts, dur, phs, fixed):
         while st and st[-1] <= t:
             st.pop()
         out[i] = len(st)
-        if not inst[i]:
+        if not instl[i]:
             st.append(ends[i])
     return np.asarray(out, dtype="int32")
 

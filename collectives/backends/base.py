@@ -93,7 +93,7 @@ class Backend:
 
 
 class activity:
-    """``with activity(comm, "RING_ALLREDUCE", nbytes, "ring"):`` — one X span on the backend thread."""
+    """``with activity(comm, "RING_ALLREDUCE", nbytes, "ring"):``: one X span, backend thread."""
 
     __slots__ = ("rec", "tok", "comm", "name", "nbytes", "backend")
 

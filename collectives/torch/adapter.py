@@ -44,8 +44,21 @@ class TorchAdapter(TensorAdapter):
     def flat(self, t):
         return t.detach().reshape(-1)     # a view when contiguous
 
+    def inplace_flat(self, t):
+        """A flat view of ``t``'s own memory (in-place ops run there), or None if not contiguous."""
+        return t.detach().view(-1) if t.is_contiguous() else None
+
+    def same_memory(self, a, b) -> bool:
+        return a.device == b.device and a.data_ptr() == b.data_ptr()
+
     def empty(self, numel, dtype_name, device="cpu"):
         return torch.empty(int(numel), dtype=getattr(torch, dtype_name), device=device)
+
+    def zeros(self, numel, dtype_name, device="cpu"):
+        """Zeros for a rank that joined; ``device`` may be a bare kind ("cuda": the current GPU)."""
+        if device == "cuda":
+            device = torch.device("cuda", torch.cuda.current_device())
+        return torch.zeros(int(numel), dtype=getattr(torch, dtype_name), device=device)
 
     def copy_(self, dst, dst_offset, src) -> None:
         dst[dst_offset:dst_offset + src.numel()].copy_(src.reshape(-1))
@@ -86,6 +99,11 @@ class TorchAdapter(TensorAdapter):
 
 
 TORCH = TorchAdapter()
+try:  # joined ranks rebuild zero tensors through the adapter registry
+    from collectives.adapters import register_adapter
+    register_adapter(TORCH)
+except ImportError:
+    pass
 
 
 def cpu_uses_torch_adapter(cfg) -> bool:

@@ -287,12 +287,8 @@ def barrier(process_set=None) -> None:
 
 
 def join(device=-1) -> int:
-    """Wait until every rank has called ``join``; return the last rank to arrive.
-
-    Unlike Horovod's, a joined rank does not stand in (with zeros) for collectives the other ranks
-    still submit: every rank must reach ``join`` after the same sequence of collectives.
-    """
-    from tracer import clock
-    stamp = torch.tensor([clock.wall_ns()], dtype=torch.int64)
-    arrivals = synchronize(allgather_async(stamp, name=f"join.{_next('join')}"))
-    return int(torch.argmax(arrivals).item())
+    """Declare that this rank has run out of data: until every rank has joined, it takes part in the
+    other ranks' allreduces with zeros (so uneven batches per rank do not deadlock). Returns the last
+    rank to join. ``device`` is accepted for Horovod compatibility."""
+    import collectives
+    return int(collectives.join())

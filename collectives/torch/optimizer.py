@@ -156,13 +156,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     output = ops.synchronize(handle[0])[handle[1]]
                 else:
                     output = ops.synchronize(handle)
-                self._delay[p] = self.backward_passes_per_step
                 if output.data_ptr() != p.grad.data_ptr():
                     with torch.no_grad():
                         p.grad.copy_(self._compression.decompress(output, ctx))
         finally:
             self._handles.clear()
             self._group_ready.clear()
+            for p in self._requires_update:
+                self._delay[p] = self.backward_passes_per_step
         self._synchronized = True
 
     @contextlib.contextmanager

@@ -80,7 +80,7 @@ def launch_code(main_run, second_run, root, port: int) -> str:
     return ("from viewer.dashboard.serve import serve\n"
             "from viewer.dashboard.synthetic import make_run\n"
             f"serve({runs!r}, port={port}, root={str(root)!r}, max_upload_mb=1,"
-            " tables=make_run(60_000, slow_rank=2), label='synthetic-straggler')\n")
+            " tables=make_run(60_000, slow_rank=3), label='synthetic-straggler')\n")
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,8 @@
 """The dashboard in real headless Chromium (Debian's /usr/bin/chromium driven by playwright).
 
-The main run is sample_traces/straggler (a real 4-rank run) when it exists, else the synthetic
-straggler run; the second run is the real Horovod 0.28.1 timeline from ../shared.
+The main run is sample_traces/straggler (a real 4-rank run, the last rank slowed) when it exists,
+else the synthetic straggler run (also rank 3 slowed); the second run is sample_traces/healthy, else
+the real Horovod 0.28.1 timeline from ../shared. The picker's root is ../shared.
 """
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ PAGE_READY = {  # a selector that exists once the page has drawn
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    second = horovod_file("horovod0281_mpi_2ranks.json")
     main = sample_run("straggler")
+    second = sample_run("healthy") or horovod_file("horovod0281_mpi_2ranks.json")
     port = free_port()
     srv = Server(launch_code(main, second, SHARED, port), port, tmp_path_factory.mktemp("srv") / "log")
     srv.main_is_real = main is not None
@@ -51,7 +52,7 @@ def lanes(page) -> set:
 def test_every_page_renders_without_console_errors(server, page, artifacts):
     page.goto(server.url)
     page.wait_for_selector(PAGE_READY["overview"], timeout=60_000)
-    assert page.inner_text("#card-straggler .card-value") == "rank 2"  # planted in sample and synthetic runs
+    assert page.inner_text("#card-straggler .card-value") == "rank 3"  # planted in sample and synthetic runs
     for value, _label in PAGES:
         open_tab(page, value)
         page.wait_for_timeout(500)
@@ -69,18 +70,18 @@ def test_heatmap_click_narrows_the_timeline_to_that_rank(server, page, artifacts
     open_tab(page, "negotiation")
     box = page.locator("#neg-heatmap .nsewdrag").first.bounding_box()
     ranks = page.evaluate("() => document.querySelector('#neg-heatmap .js-plotly-plot').data[0].y.length")
-    row = 2  # rank 2's row (y axis reversed: rank 0 on top)
+    row = 3  # rank 3's row (y axis reversed: rank 0 on top)
     page.mouse.click(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * (row + 0.5) / ranks)
     page.wait_for_function("() => document.querySelector('#tab-timeline.tab--selected') !== null", timeout=20_000)
     page.wait_for_function("""() => {
         const gd = document.querySelector('#tl-graph .js-plotly-plot');
-        return gd && gd.data && gd.data.length && gd.data.every(t => Array.from(t.y).every(y => y.startsWith('r2 ')));
+        return gd && gd.data && gd.data.length && gd.data.every(t => Array.from(t.y).every(y => y.startsWith('r3 ')));
     }""", timeout=30_000)
     after = lanes(page)
-    assert after and all(lane.startswith("r2 ") for lane in after)
+    assert after and all(lane.startswith("r3 ") for lane in after)
     zoomed = plot_data(page, "tl-graph")["range"]
     assert zoomed[1] - zoomed[0] < (full_range[1] - full_range[0]) / 5  # one step, not the whole run
-    assert "rank 2" in page.inner_text("#tl-ranks")
+    assert "rank 3" in page.inner_text("#tl-ranks")
     page.screenshot(path=str(artifacts / "timeline-after-heatmap-click.png"), full_page=True)
     assert page.errors == []
 

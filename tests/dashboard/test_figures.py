@@ -59,12 +59,12 @@ def test_fusion_histograms_mark_the_threshold(synthetic):
 def test_busbw_figure_has_fit_and_peak(synthetic):
     comm = synthetic.comm
     fits = derive.alpha_beta(comm)
-    alpha_us, beta = fits["ring"]
+    alpha_us, beta = fits["ring ALLREDUCE"]
     assert alpha_us == pytest.approx(80, rel=0.05)      # planted: 80 us latency
     assert beta == pytest.approx(2.0 / 1.5, rel=0.05)   # planted: 1.5 s/GB per byte -> 1.33 GB/s
     fig = fig_comm.busbw_figure(comm, fits, 3.0, peak_given=True)
     names = [t.name for t in fig.data]
-    assert any(n.startswith("ring fit") for n in names)
+    assert any(n.startswith("ring ALLREDUCE fit") for n in names)
     assert any(s.y0 == 3.0 for s in fig.layout.shapes)
     assert len(fig.data[0].x) <= fig_comm.MAX_POINTS
     table = derive.nccl_table(comm)
@@ -84,7 +84,7 @@ def test_compare_figures_show_both_runs(synthetic, legacy):
     fig = fig_compare.straggler_compare(synthetic.stragglers, legacy.stragglers, "A", "B")
     assert [t.name for t in fig.data] == ["A", "B"]
     fig = fig_compare.bandwidth_compare(synthetic.comm, legacy.comm, "A", "B")
-    assert [t.name for t in fig.data] == ["A", "B"]
+    assert [t.name for t in fig.data] == ["A (ALLREDUCE)", "B (ALLREDUCE)"]
 
 
 def test_headline_numbers_of_the_synthetic_run(synthetic):

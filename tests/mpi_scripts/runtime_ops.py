@@ -72,7 +72,8 @@ def close(got, exp, dtype, what):
     if not ok:
         bad = np.flatnonzero(~np.isclose(got.astype(np.float64), exp.astype(np.float64)))[:3]
         raise AssertionError(f"{what}: mismatch at {bad.tolist()}: got "
-                             f"{got.reshape(-1)[bad].tolist()} expected {exp.reshape(-1)[bad].tolist()}")
+                             f"{got.reshape(-1)[bad].tolist()} expected "
+                             f"{exp.reshape(-1)[bad].tolist()}")
 
 
 def main():
@@ -164,6 +165,18 @@ def main():
         fused = get_engine().stats["max_fused"]
         assert fused > 1, f"no response fused more than one tensor: {before}"
     check("fused_async_poll", fused_async)
+
+    def many_tensors_threshold():
+        threshold = get_engine().config.fusion_threshold
+        if r == 0:
+            time.sleep(0.2)
+        hs = [C.allreduce_async(np.full(1024, float(i), np.float32), name=f"many.{i}", op=C.Max)
+              for i in range(300)]
+        for i, h in enumerate(hs):
+            close(C.synchronize(h), np.full(1024, float(i), np.float32), "float32", f"many.{i}")
+        biggest = get_engine().stats["max_fused_bytes"]
+        assert 0 < biggest <= threshold, f"fused {biggest} bytes with threshold {threshold}"
+    check("many_tensors_threshold", many_tensors_threshold)
 
     def grouped():
         arrays = [np.full(i + 1, float(r + i)) for i in range(6)]
@@ -283,6 +296,31 @@ def main():
         C.remove_process_set(odd)
         assert odd.process_set_id is None
     check("process_sets", process_sets)
+
+    def join():
+        early = size - 1
+        if r == early:
+            last = C.join()
+        else:
+            s = C.allreduce(np.full(6, float(r + 1)), op=C.Sum, name="j.sum")
+            close(s, np.full(6, float(sum(range(1, size)))), "float64", "sum with a joined rank")
+            hs = [C.allreduce_async(np.full(3, r + 1, np.int64), op=C.Average, name=f"j.avg.{i}")
+                  for i in range(3)]
+            for h in hs:
+                close(C.synchronize(h), np.full(3, sum(range(1, size)) // size, np.int64), "int64",
+                      "average divides by the full size")
+            try:
+                C.allgather(np.ones((1, 2)), name="j.gather")
+            except C.CollectiveError as exc:
+                assert "joined" in str(exc), exc
+            else:
+                raise AssertionError("allgather ran while a rank had joined")
+            last = C.join()
+        lasts = C.allgather(np.array([last]), name="j.last")
+        assert len(set(lasts.tolist())) == 1 and (size == 1 or lasts[0] != early), lasts
+        y = C.allreduce(np.ones(2), op=C.Sum, name="j.after")
+        close(y, np.full(2, float(size)), "float64", "allreduce after join")
+    check("join", join)
 
     C.shutdown()
     write_results(results)

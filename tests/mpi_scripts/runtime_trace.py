@@ -65,7 +65,8 @@ def main():
         C.allreduce(np.ones(200_000, np.float32), name="t.big")      # ring path, not direct
         C.allgather(np.ones((r + 1, 2)), name="t.gather")
         ev = rec.events
-        names = lambda kind, tid=None: [e for e in ev if e[0] == kind and (tid is None or e[1] == tid)]  # noqa: E731
+        def names(kind, tid=None):
+            return [e for e in ev if e[0] == kind and (tid is None or e[1] == tid)]
         fused = [e for e in names("X", V.TID_FUSION) if e[2] == V.FUSED_RESPONSE]
         resp_of = {}
         for e in fused:

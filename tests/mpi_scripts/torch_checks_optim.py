@@ -237,3 +237,26 @@ def check_sync_batch_norm_matches_combined_batch():
 
 
 CHECKS += [check_sync_batch_norm_matches_combined_batch]
+
+
+def check_join_with_uneven_batches():
+    """Rank r trains r + 1 steps, then joins; the others' allreduces see zeros from joined ranks."""
+    n, r = hvd.size(), hvd.rank()
+    m = model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1),
+                                   named_parameters=m.named_parameters())
+    sums = []
+    for step in range(r + 1):
+        x, y = batch(r, step)
+        opt.zero_grad()
+        nn.functional.mse_loss(m(x), y).backward()
+        opt.step()
+        sums.append(hvd.allreduce(torch.ones(1), op=hvd.Sum, name="join.count").item())
+    last = hvd.join()
+    want = [float(n - k) for k in range(r + 1)]
+    if sums != want:
+        return f"allreduce with joined ranks gave {sums}, want {want}"
+    return None if last == n - 1 else f"join returned {last}, want {n - 1}"
+
+
+CHECKS += [check_join_with_uneven_batches]

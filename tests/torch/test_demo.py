@@ -33,6 +33,8 @@ def test_demo_hang_ends_with_the_stall_error(tmp_path):
     assert "stall" in (proc.stdout + proc.stderr).lower()
     assert "allreduce.loss" in proc.stderr               # the skipped tensor is named
     assert len(list(out.glob("rank-*.json"))) == 2
+    rank0 = (out / "rank-00000.json").read_text()
+    assert '"name":"STALL"' in rank0 and "allreduce.loss" in rank0   # the coordinator recorded it
     assert seconds < 90
 
 

@@ -121,3 +121,14 @@ def test_adapter_result_writes_in_place_outputs():
     e2 = Entry("y", V.ALLGATHER, torch.zeros(1, 2), TORCH)
     e2.shape, e2.meta["out_shape"] = (1, 2), (3, 2)
     assert TORCH.result(e2, torch.zeros(6)).shape == (3, 2)
+
+
+def test_adapter_in_place_views_and_joined_rank_zeros():
+    t = torch.ones(2, 3)
+    view = TORCH.inplace_flat(t)
+    assert view is not None and view.data_ptr() == t.data_ptr() and view.shape == (6,)
+    assert TORCH.inplace_flat(torch.ones(4, 6)[:, ::2]) is None
+    z = TORCH.zeros(5, "bfloat16", "cpu")
+    assert z.dtype == torch.bfloat16 and not z.any()
+    from collectives.adapters import get_adapter
+    assert get_adapter("torch") is TORCH

@@ -10,7 +10,7 @@ CHECKS = [
     "check_param_without_grad_no_deadlock", "check_duplicate_and_missing_names",
     "check_synchronize_then_skip_synchronize", "check_zero_grad_before_step_is_refused",
     "check_groups_match_combined_batch", "check_too_many_backward_passes_refused",
-    "check_sync_batch_norm_matches_combined_batch",
+    "check_sync_batch_norm_matches_combined_batch", "check_join_with_uneven_batches",
 ]
 
 

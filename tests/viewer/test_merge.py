@@ -49,6 +49,10 @@ def test_merge_aligns_and_sorts(tmp_path):
     # the merged file is not mistaken for a rank trace when it sits in the run directory
     (tmp_path / "run" / "merged.json").write_bytes(out.read_bytes())
     assert len(plan_merge(tmp_path / "run").ranks) == 3
+    # ... and named explicitly it is refused with one line, not misread as one rank
+    p = subprocess.run([sys.executable, "-m", "viewer.cli", "summarize", str(out)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "merged trace" in p.stderr and "Traceback" not in p.stderr
 
 
 def test_overlapping_slices_get_their_own_lane(tmp_path):

@@ -56,7 +56,7 @@ def test_parquet_cache_hit_and_invalidation(tmp_path, monkeypatch):
     paths = tracegen.write_run(d, size=2, steps=3)
     a = Run.load(d)
     root = cache_root(paths[0])
-    assert root == d / ".ringscope_cache" and len(list(root.iterdir())) == 2
+    assert root == d / ".ringscope-cache" and len(list(root.iterdir())) == 2
     b = Run.load(d)
     for name in TABLES:
         x, y = getattr(a, name), getattr(b, name)

@@ -4,10 +4,10 @@ Each one runs only while its tab is open; the work is in ``derive`` and the ``fi
 """
 from __future__ import annotations
 
-from dash import Input, Output, html, no_update
+from dash import Input, Output, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from viewer.dashboard import derive, fig_comm, fig_compare, fig_fusion, fig_negotiation
+from viewer.dashboard import derive, fig_comm, fig_compare, fig_fusion, fig_negotiation, fig_overview
 from viewer.dashboard.components import card, facts, fmt, table
 from viewer.dashboard.pages_text import compare_rows, findings_block, run_facts
 
@@ -27,12 +27,13 @@ def headline_cards(view, peak=None):
     strag_detail = ("" if h["straggler_rank"] is None else
                     f"last in {h['straggler_share'] * 100:.0f} % of negotiations, "
                     f"{h['straggler_wait_ms']:,.1f} ms imposed")
-    eff_detail = "" if not h["peak_gbps"] else f"median busbw of large ops vs {h['peak_gbps']:.2f} GB/s"
+    eff_detail = "" if not h["peak_gbps"] else (f"large {h.get('busbw_op', '')} ops' median busbw vs "
+                                                f"{h['peak_gbps']:.2f} GB/s")
     return html.Div([
         card("step time", fmt(h["step_ms"], "{:,.2f} ms"), "median over steps", "card-step"),
         card("exposed communication", fmt(h["exposed_pct"], "{:.1f} %"), "time blocked in synchronize / step",
              "card-exposed"),
-        card("busbw efficiency", fmt(None if h["busbw_eff"] is None else h["busbw_eff"] * 100, "{:.0f} %"),
+        card("busbw efficiency", fmt(None if h["busbw_eff"] is None else h["busbw_eff"] * 100, "{:.1f} %"),
              eff_detail, "card-busbw"),
         card("worst straggler", strag, strag_detail, "card-straggler"),
     ], className="cards")
@@ -42,8 +43,10 @@ def register(app, ctx):
     @app.callback(Output("overview-body", "children"), Input("tabs", "value"), Input("run-a", "value"))
     def overview(tab, run_id):
         view = _view(ctx, tab, "overview", run_id)
-        return [html.H2(f"Run {view.label}"), headline_cards(view), html.H3("Run facts"),
-                facts(run_facts(view))]
+        return [html.H2(f"Run {view.label}"), headline_cards(view),
+                dcc.Graph(id="ov-steps", figure=fig_overview.step_time_figure(view.step_spans),
+                          config={"displaylogo": False}),
+                html.H3("Run facts"), facts(run_facts(view))]
 
     @app.callback(Output("overview-findings", "children"), Input("tabs", "value"), Input("run-a", "value"))
     def findings(tab, run_id):  # separate: the analyses' findings take seconds on a big run

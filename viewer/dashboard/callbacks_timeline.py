@@ -35,9 +35,16 @@ def register(app, ctx):
 
     @app.callback(Output("tl-window", "data"), Output("tl-ranks", "value"), Output("tabs", "value"),
                   Input("tl-graph", "relayoutData"), Input("tl-reset", "n_clicks"),
-                  Input("neg-heatmap", "clickData"), Input("run-a", "value"), State("tl-ranks", "value"))
-    def choose_window(relayout, _reset, click, run_id, ranks):
+                  Input("neg-heatmap", "clickData"), Input("tl-step", "value"), Input("run-a", "value"),
+                  State("tl-ranks", "value"))
+    def choose_window(relayout, _reset, click, step, run_id, ranks):
         trigger = dash_ctx.triggered_id
+        if trigger == "tl-step":
+            view = ctx.registry.get(run_id)
+            win = derive.step_window(view.tables, int(step)) if view and step is not None else None
+            if win is None:
+                raise PreventUpdate
+            return list(win), no_update, no_update
         if trigger == "tl-graph":
             win = window_from_relayout(relayout)
             if win is None:

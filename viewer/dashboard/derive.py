@@ -191,15 +191,15 @@ def comm_ops(t) -> pd.DataFrame:
 
 
 def alpha_beta(comm: pd.DataFrame) -> dict:
-    """Least-squares fit time = alpha + bytes/beta per backend: {backend: (alpha_us, beta_GBps)}."""
+    """Least-squares fit time = alpha + bytes/beta per backend and op: {"ring ALLREDUCE": (alpha_us, beta_GBps)}."""
     fits = {}
-    for backend, d in comm.groupby("backend"):
+    for (backend, op), d in comm.groupby(["backend", "op"]):
         x, y = d["bytes"].to_numpy(float), d["time_us"].to_numpy(float)
         if len(d) < 2 or np.ptp(x) == 0:
             continue
         slope, alpha = np.polyfit(x, y, 1)
         if slope > 0:
-            fits[str(backend)] = (max(float(alpha), 0.0), float(1.0 / slope / 1e3))  # bytes/us -> GB/s
+            fits[f"{backend} {op}"] = (max(float(alpha), 0.0), float(1.0 / slope / 1e3))  # bytes/us -> GB/s
     return fits
 
 
@@ -224,15 +224,19 @@ def headline(t, peak_gbps=None, stragglers=None) -> dict:
         per_step = spans.groupby("step").agg(s=("start_ns", "min"), e=("end_ns", "max"))
         out["step_ms"] = float(((per_step["e"] - per_step["s"]) / 1e6).median())
         ev = t.events
-        sync = ev.loc[(ev["name"] == "SYNCHRONIZE") & (ev["ph"] == "X"), "dur_ns"].sum()
-        total = (spans["end_ns"] - spans["start_ns"]).sum()
-        if sync and total:
-            out["exposed_pct"] = float(100.0 * sync / total)
+        sync = ev[(ev["name"] == "SYNCHRONIZE") & (ev["ph"] == "X") & (ev["step"] >= 0)]
+        waited = sync.groupby(["rank", "step"])["dur_ns"].sum()
+        lengths = spans.set_index(["rank", "step"])["end_ns"] - spans.set_index(["rank", "step"])["start_ns"]
+        waited = waited.reindex(lengths.index).fillna(0).clip(upper=lengths)  # never more than the step
+        if waited.sum() and lengths.sum():
+            out["exposed_pct"] = float(100.0 * waited.sum() / lengths.sum())
     comm = comm_ops(t)
-    if len(comm):
-        peak = peak_gbps or float(comm["busbw"].max())
-        out["peak_gbps"] = peak
-        big = comm[comm["bytes"] >= comm["bytes"].quantile(0.5)]
+    if len(comm):  # the op moving the most bytes; its largest quarter of messages against its peak
+        op = comm.groupby("op")["bytes"].sum().idxmax()
+        mine = comm[comm["op"] == op]
+        peak = peak_gbps or float(mine["busbw"].max())
+        out["peak_gbps"], out["busbw_op"] = peak, str(op)
+        big = mine[mine["bytes"] >= mine["bytes"].quantile(0.75)]
         out["busbw_eff"] = float(big["busbw"].median() / peak) if peak else None
     last = times_last(lateness(t)) if stragglers is None else stragglers
     if len(last) and last["times_last"].max() > 0:

@@ -17,7 +17,8 @@ def busbw_figure(comm, fits: dict, peak_gbps=None, peak_given: bool = False) -> 
         fig.add_annotation(text="no multi-rank communication in this run", showarrow=False, x=0.5, y=0.5,
                            xref="paper", yref="paper")
         return fig.update_layout(template="plotly_white", height=380)
-    for i, (backend, d) in enumerate(comm.groupby("backend")):
+    for i, ((backend, op), d) in enumerate(comm.groupby(["backend", "op"])):
+        backend = f"{backend} {op}"
         colour = _COLOURS[i % len(_COLOURS)]
         pts = d.sample(MAX_POINTS, random_state=0) if len(d) > MAX_POINTS else d
         fig.add_trace(go.Scattergl(
@@ -30,7 +31,7 @@ def busbw_figure(comm, fits: dict, peak_gbps=None, peak_given: bool = False) -> 
         if str(backend) in fits:
             alpha_us, beta = fits[str(backend)]
             x = np.geomspace(max(float(d["bytes"].min()), 1.0), float(d["bytes"].max()) * 2, 60)
-            factor = bus_factor(d["op"].mode().iloc[0], int(d["size"].max()))
+            factor = bus_factor(op, int(d["size"].max()))
             y = factor * x / (alpha_us * 1e3 + x / beta) if beta else x * 0
             fig.add_trace(go.Scatter(
                 x=x, y=y, mode="lines", line={"color": colour, "dash": "dot"},

@@ -41,11 +41,13 @@ def fusion_compare(fus_a, fus_b, label_a: str, label_b: str) -> go.Figure:
 
 
 def bandwidth_compare(comm_a, comm_b, label_a: str, label_b: str) -> go.Figure:
-    """Median busbw per message size, run A against run B."""
+    """Median busbw per message size of each run's main op (the one moving the most bytes)."""
     fig = go.Figure()
     for comm, label, colour in ((comm_a, label_a, A_COLOUR), (comm_b, label_b, B_COLOUR)):
         if comm is not None and len(comm):
-            med = comm.groupby("bytes")["busbw"].median()
+            op = comm.groupby("op")["bytes"].sum().idxmax()
+            label = f"{label} ({op})"
+            med = comm[comm["op"] == op].groupby("bytes")["busbw"].median()
             fig.add_trace(go.Scatter(x=med.index, y=med.values, mode="lines+markers", name=label,
                                      line={"color": colour}))
     if not fig.data:

@@ -81,6 +81,11 @@ class RunView:
         return TimelineIndex(self.tables.events)
 
     @cached_property
+    def step_spans(self):
+        from viewer.dashboard.derive import step_spans
+        return step_spans(self.tables)
+
+    @cached_property
     def late(self):
         """Per (tensor, step, rank): ready_ns and late_ns behind the first rank (the analyses' view)."""
         from viewer.dashboard.derive import lateness, lateness_from_negotiations
@@ -113,9 +118,21 @@ class RunView:
             return self._headline
         from viewer.dashboard.derive import headline
         h = headline(self.tables, peak_gbps, stragglers=self.stragglers)
+        if self.exposed_pct is not None:
+            h["exposed_pct"] = self.exposed_pct
         if peak_gbps is None:
             self._headline = h
         return h
+
+    @cached_property
+    def exposed_pct(self):
+        """Exposed communication as % of step time, from the analyses' per-step breakdown."""
+        try:
+            b = self.run.breakdown()
+            b = b[b["step"] >= 0]
+            return float(100.0 * b["exposed_ns"].sum() / b["step_ns"].sum()) if len(b) else None
+        except Exception:  # analyses unavailable: headline() keeps its own estimate
+            return None
 
     @cached_property
     def findings(self):
@@ -127,7 +144,8 @@ class RunView:
 
     def warm(self) -> "RunView":
         """Compute every derived view now (before serving), so first views only render."""
-        for name in ("timeline", "late", "stragglers", "comm", "fusion", "findings"):
+        for name in ("timeline", "step_spans", "late", "stragglers", "comm", "fusion", "findings",
+                     "exposed_pct"):
             getattr(self, name)
         self.headline()
         return self

@@ -45,7 +45,7 @@ def make_run(n_events: int = 100_000, ranks: int = 4, tensors: int = 40, group: 
     compute_ns = 60_000_000
     t_step = (np.arange(S, dtype=np.int64) * step_ns)[:, None, None]
     delay = rng.integers(0, 400_000, size=(S, R, 1))
-    delay[:, slow_rank, :] += int(slow_ms * 1e6)
+    delay[:, slow_rank % R, :] += int(slow_ms * 1e6)
     k = np.arange(T)[None, None, :]
     submit = t_step + (compute_ns * (k + 1)) // T + delay                      # (S, R, T)
     tbytes = (rng.integers(1, 64, size=T) * 65536).astype(np.int64)            # per tensor
