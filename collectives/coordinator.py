@@ -38,6 +38,8 @@ class Coordinator:
         self.table: dict[tuple, Pending] = {}
         self.ready: list[Ready] = []
         self.groups: dict[tuple, list[Ready]] = {}   # (set_id, group) -> members ready so far
+        self.group_seen: dict[tuple, int] = {}
+        self.failed_groups: dict[tuple, str] = {}
         self.first_ready_s = None
         self.next_id = 0
         self.leaving: set = set()      # ranks that asked to shut down: they will submit nothing more
@@ -85,27 +87,41 @@ class Coordinator:
 
     def _became_ready(self, item: Ready, now_s: float) -> None:
         first = next(iter(item.requests.values()))
-        if first.group and item.error is None:
-            gkey = (item.key[0], first.group)
-            members = self.groups.setdefault(gkey, [])
-            members.append(item)
-            if len(members) < first.group_size:
-                return
-            del self.groups[gkey]
-            self.ready.extend(members)
-        else:
+        if not first.group:
             self.ready.append(item)
+        else:
+            self._group_member_ready(item, first)
         if self.first_ready_s is None:
             self.first_ready_s = now_s
+
+    def _group_member_ready(self, item: Ready, first) -> None:
+        """Hold a group's members until all are ready; one bad member fails the whole group
+        (otherwise the others would wait forever)."""
+        gkey = (item.key[0], first.group)
+        seen = self.group_seen[gkey] = self.group_seen.get(gkey, 0) + 1
+        held = self.groups.setdefault(gkey, [])
+        held.append(item)
+        if item.error and gkey not in self.failed_groups:
+            self.failed_groups[gkey] = item.error
+        failed = self.failed_groups.get(gkey)
+        if failed or seen == first.group_size:
+            for m in held:
+                if failed and m.error is None:
+                    m.error = f"{failed} (it failed the group {first.group!r})"
+            self.ready.extend(held)
+            held.clear()
+        if seen == first.group_size:
+            for d in (self.groups, self.group_seen, self.failed_groups):
+                d.pop(gkey, None)
 
     # ---- planning ----------------------------------------------------------------------------
     def has_partial(self) -> bool:
         """True while some tensor is partly submitted (ranks waiting in join/shutdown don't count)."""
-        return bool(self.groups) or any(k[1] not in EXEMPT for k in self.table)
+        return any(self.groups.values()) or any(k[1] not in EXEMPT for k in self.table)
 
     def busy(self) -> bool:
         """True while anything is waiting here (the engine then polls instead of idling)."""
-        return bool(self.table) or bool(self.groups) or bool(self.ready)
+        return bool(self.table) or any(self.groups.values()) or bool(self.ready)
 
     def ready_bytes(self) -> int:
         return sum(next(iter(r.requests.values())).nbytes for r in self.ready)
@@ -137,34 +153,46 @@ class Coordinator:
             items, self.ready, self.first_ready_s = self.ready, [], None
             for resp in plan_responses(items, self.config.fusion_threshold, self._new_id):
                 out.append((resp, self.sets.get(resp.process_set).ranks))
-        for resp in self.stall.inspect(now_s, self.table, self.groups, self._new_id):
-            out.append((resp, resp.targets or self.sets.get(resp.process_set).ranks))
+        for key, pend, msg in self.stall.inspect(now_s, self.table):
+            self._fail(key, pend, msg, out)
         if self.leaving:
-            out.extend(self._orphans())
+            self._orphans(out)
         return out
 
-    def _orphans(self):
-        """ERROR responses for tensors waiting on a rank that has started shutting down."""
-        out = []
+    def _fail(self, key, pend, msg, out) -> None:
+        """Drop a partly submitted tensor: the ranks that asked get ``msg`` as their error."""
+        del self.table[key]
+        self.stall.warned.discard(key)
+        asked = sorted(pend.requests)
+        out.append((M.Response(self._new_id(), M.ERROR, [key[1]], process_set=key[0],
+                               error=msg, targets=asked), asked))
+        first = next(iter(pend.requests.values()))
+        if not first.group:
+            return
+        gkey = (key[0], first.group)
+        self.failed_groups.setdefault(gkey, msg)
+        held = self.groups.get(gkey) or []
+        if held:   # members already ready can never run either
+            out.append((M.Response(self._new_id(), M.ERROR, [i.key[1] for i in held],
+                                   process_set=key[0], error=msg), self.sets.get(key[0]).ranks))
+            held.clear()
+        seen = self.group_seen[gkey] = self.group_seen.get(gkey, 0) + 1
+        if seen >= first.group_size:
+            for d in (self.groups, self.group_seen, self.failed_groups):
+                d.pop(gkey, None)
+
+    def _orphans(self, out) -> None:
+        """Fail tensors waiting on a rank that has started shutting down (it will never submit)."""
         for key, pend in list(self.table.items()):
             if key[1] == SHUTDOWN_NAME:
                 continue
             gone = sorted(r for r in self.sets.get(key[0]).ranks
                           if r in self.leaving and r not in pend.requests)
             if gone:
-                del self.table[key]
-                msg = (f"ringscope: {key[1]!r} can never complete: rank{'s' if len(gone) > 1 else ''}"
-                       f" {', '.join(map(str, gone))} shut down without submitting it")
-                asked = sorted(pend.requests)
-                out.append((M.Response(self._new_id(), M.ERROR, [key[1]], process_set=key[0],
-                                       error=msg, targets=asked), asked))
-                group = next(iter(pend.requests.values())).group
-                ready = self.groups.pop((key[0], group), []) if group else []
-                if ready:   # the group's members that were ready can never run either
-                    out.append((M.Response(self._new_id(), M.ERROR, [i.key[1] for i in ready],
-                                           process_set=key[0], error=msg),
-                                self.sets.get(key[0]).ranks))
-        return out
+                self._fail(key, pend, f"ringscope: {key[1]!r} can never complete: "
+                                      f"rank{'s' if len(gone) > 1 else ''} "
+                                      f"{', '.join(map(str, gone))} shut down without submitting it",
+                           out)
 
     def _new_id(self) -> int:
         self.next_id += 1
@@ -173,16 +201,16 @@ class Coordinator:
     def shutdown_errors(self):
         """ERROR responses for everything still partial (the job is shutting down)."""
         waiting = [(key, [key[1]]) for key in self.table if key[1] != SHUTDOWN_NAME]
-        waiting += [(gkey, [i.key[1] for i in items]) for gkey, items in self.groups.items()]
+        waiting += [(gkey, [i.key[1] for i in items]) for gkey, items in self.groups.items()
+                    if items]
         out = []
         for (set_id, _), names in waiting:
             resp = M.Response(self._new_id(), M.ERROR, names, process_set=set_id,
                               error=f"ringscope: {names[0]!r} was still waiting for other ranks "
                                     "when the job shut down")
             out.append((resp, self.sets.get(set_id).ranks))
-        self.table.clear()
-        self.groups.clear()
-        self.leaving.clear()
+        for d in (self.table, self.groups, self.group_seen, self.failed_groups, self.leaving):
+            d.clear()
         return out
 
 

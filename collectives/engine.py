@@ -162,7 +162,7 @@ class Engine:
             self._die(exc)
 
     def _loop(self):
-        backoff = mpi_wait.Backoff()
+        backoff = mpi_wait.Backoff(sleep=self._nap)
         idle_s = 20e-6
         while not self._stop:
             with self._cond:
@@ -188,6 +188,12 @@ class Engine:
                                  {V.ARG_CYCLE: self._cycle})
             elif not self._idle():
                 backoff.pause()
+
+    def _nap(self, seconds: float) -> None:
+        """Sleep while waiting on other ranks, but wake at once when this rank submits more."""
+        with self._cond:
+            if not self._queue and not self._stop:
+                self._cond.wait(seconds)
 
     def _idle(self) -> bool:
         return not self._inflight and not self._sends and \

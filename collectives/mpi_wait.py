@@ -20,12 +20,13 @@ DATA_MAX_SLEEP_S = float(os.environ.get("RINGSCOPE_DATA_MAX_SLEEP_US", 50)) * 1e
 class Backoff:
     """Pause policy: call ``pause()`` after each unsuccessful check, ``reset()`` on progress."""
 
-    __slots__ = ("n", "sleep_s", "max_sleep_s")
+    __slots__ = ("n", "sleep_s", "max_sleep_s", "sleep")
 
-    def __init__(self, max_sleep_s: float = MAX_SLEEP_S):
+    def __init__(self, max_sleep_s: float = MAX_SLEEP_S, sleep=time.sleep):
         self.n = 0
         self.sleep_s = FIRST_SLEEP_S
         self.max_sleep_s = max_sleep_s
+        self.sleep = sleep   # e.g. a condition wait, so that new work cuts the nap short
 
     def reset(self) -> None:
         self.n = 0
@@ -38,7 +39,7 @@ class Backoff:
         if self.n <= SPIN_TESTS + YIELD_TESTS:
             os.sched_yield()
             return
-        time.sleep(self.sleep_s)
+        self.sleep(self.sleep_s)
         self.sleep_s = min(self.sleep_s * 2, self.max_sleep_s)
 
 

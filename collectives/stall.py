@@ -33,35 +33,25 @@ class StallInspector:
         waits = [w for w in waits if w > 0] or [0.05]
         return min(max(w, 0.001) for w in waits)
 
-    def inspect(self, now_s, table_all, groups, new_id) -> list:
-        """Report late tensors; past the shutdown time, return ERROR responses (and drop them)."""
-        table = {k: p for k, p in table_all.items() if k[1] not in EXEMPT}
+    def inspect(self, now_s, table) -> list:
+        """Report late tensors; past the shutdown time return [(key, pending, error)] for every
+        partly submitted tensor (the coordinator fails them)."""
+        table = {k: p for k, p in table.items() if k[1] not in EXEMPT}
         if not table:
             return []
-        out = []
         if self.check_s > 0:
             late = {k: p for k, p in table.items()
                     if now_s - p.first_s >= self.check_s and k not in self.warned}
             if late:
                 self._report(late, now_s)
                 self.warned.update(late)
-        if self.shutdown_s > 0 and any(now_s - p.first_s >= self.shutdown_s for p in table.values()):
-            for key, pend in list(table.items()):
-                missing = self._missing(key, pend)
-                msg = (f"ringscope: stall shutdown: {key[1]!r} waited "
-                       f"{now_s - pend.first_s:.1f}s for ranks {missing} "
-                       f"(RINGSCOPE_STALL_SHUTDOWN_TIME_SECONDS={self.shutdown_s:g})")
-                out.append(M.Response(new_id(), M.ERROR, [key[1]], process_set=key[0], error=msg,
-                                      targets=sorted(pend.requests)))
-                del table_all[key]
-                self.warned.discard(key)
-            for gkey, items in list(groups.items()):
-                names = [i.key[1] for i in items]
-                msg = (f"ringscope: stall shutdown: group {gkey[1]!r} was incomplete after "
-                       f"{self.shutdown_s:g}s")
-                out.append(M.Response(new_id(), M.ERROR, names, process_set=gkey[0], error=msg))
-                del groups[gkey]
-        return out
+        if self.shutdown_s <= 0 or all(now_s - p.first_s < self.shutdown_s
+                                       for p in table.values()):
+            return []
+        return [(key, pend, f"ringscope: stall shutdown: {key[1]!r} waited "
+                            f"{now_s - pend.first_s:.1f}s for ranks {self._missing(key, pend)} "
+                            f"(RINGSCOPE_STALL_SHUTDOWN_TIME_SECONDS={self.shutdown_s:g})")
+                for key, pend in table.items()]
 
     def _missing(self, key, pend):
         ranks = self.sets.get(key[0]).ranks if self.sets is not None else []

@@ -21,8 +21,8 @@ def gloo_options(spec: GroupSpec, host: str):
 class GlooBackend(TorchDistBackend):
     name = "gloo"
     names = {"allreduce": V.GLOO_ALLREDUCE, "allgather": V.GLOO_ALLGATHER,
-             "broadcast": V.GLOO_BCAST, "alltoall": "GLOO_ALLTOALL",
-             "reducescatter": "GLOO_REDUCESCATTER", "barrier": "GLOO_BARRIER"}
+             "broadcast": V.GLOO_BCAST, "alltoall": V.GLOO_ALLTOALL,
+             "reducescatter": V.GLOO_REDUCESCATTER, "barrier": V.GLOO_BARRIER}
 
     def make_group(self, spec: GroupSpec):
         import torch.distributed as dist

@@ -43,7 +43,7 @@ class NcclBackend(TorchDistBackend):
     name = "nccl"
     names = {"allreduce": V.NCCL_ALLREDUCE, "allgather": V.NCCL_ALLGATHER,
              "broadcast": V.NCCL_BCAST, "alltoall": V.NCCL_ALLTOALL,
-             "reducescatter": V.NCCL_REDUCESCATTER, "barrier": "NCCL_BARRIER"}
+             "reducescatter": V.NCCL_REDUCESCATTER, "barrier": V.NCCL_BARRIER}
 
     def __init__(self, config=None):
         super().__init__(config)

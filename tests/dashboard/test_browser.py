@@ -132,3 +132,35 @@ def test_picker_refuses_paths_outside_the_root_and_opens_inside(server, page, ar
     page.wait_for_function("() => document.querySelector('#card-straggler .card-value').innerText === 'rank 7'",
                            timeout=30_000)
     assert page.errors == []
+
+
+def _title(page) -> str:
+    return page.evaluate("() => document.querySelector('#tl-graph .js-plotly-plot').layout.title.text")
+
+
+def test_timeline_zoom_and_step_window_redraw_on_the_server(server, page, artifacts):
+    page.goto(server.url)
+    page.wait_for_selector(PAGE_READY["overview"], timeout=60_000)
+    open_tab(page, "timeline")
+    whole = plot_data(page, "tl-graph")["range"]
+    title = _title(page)
+    box = page.locator("#tl-graph .nsewdrag").first.bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.50, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.52, y, steps=5)
+    page.mouse.up()
+    page.wait_for_function(f"() => document.querySelector('#tl-graph .js-plotly-plot').layout.title.text !== {title!r}",
+                           timeout=30_000)
+    zoomed = plot_data(page, "tl-graph")["range"]
+    assert zoomed[1] - zoomed[0] < (whole[1] - whole[0]) / 20
+    assert " 0 drawn exactly" not in _title(page)  # zoomed in, spans are drawn as themselves
+    page.screenshot(path=str(artifacts / "timeline-zoomed.png"), full_page=True)
+    page.fill("#tl-step", "2")
+    page.press("#tl-step", "Enter")
+    page.wait_for_function("""(z) => { const r = document.querySelector('#tl-graph .js-plotly-plot').layout.xaxis.range;
+                                       return Math.abs(r[0] - z[0]) > 1e-6; }""", arg=zoomed, timeout=30_000)
+    step = plot_data(page, "tl-graph")["range"]
+    assert step[1] - step[0] < (whole[1] - whole[0]) / 3
+    assert len({lane.split()[0] for lane in lanes(page)}) > 1  # every rank in the step window
+    assert page.errors == []

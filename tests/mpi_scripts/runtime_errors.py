@@ -72,6 +72,21 @@ def main():
     check("mismatch_allgather_trailing", lambda: expect_error(
         lambda: C.allgather_async(np.ones((2, 2 + r)), name="bad.ag"), "bad.ag", "shape"))
 
+    def grouped_mismatch():
+        arrays = [np.ones(3), np.ones(4 + (r == 1)), np.ones(2)]   # member 1 differs on rank 1
+        t0 = time.monotonic()
+        h = C.grouped_allreduce_async(arrays, name="grp.bad")
+        errors = []
+        for member in h.handles:
+            try:
+                member.wait(timeout=5)
+            except C.CollectiveError as exc:
+                errors.append(str(exc))
+        assert len(errors) == 3, errors
+        assert all("grp.bad.1" in e for e in errors), errors
+        assert time.monotonic() - t0 < 3, "group error was slow"
+    check("grouped_mismatch_fails_group", grouped_mismatch)
+
     def still_works():
         y = C.allreduce(np.ones(5), op=C.Sum, name="after.errors")
         assert (y == size).all(), y

@@ -308,3 +308,16 @@ def check_start_stop_timeline():
 
 
 CHECKS += [check_process_sets, check_start_stop_timeline]
+
+
+def check_shape_mismatch_raises_on_every_rank():
+    t = torch.ones(3 + hvd.rank())
+    try:
+        hvd.allreduce(t, name="mismatch")
+    except Exception as exc:         # collectives.CollectiveError
+        msg = str(exc)
+        return None if "mismatch" in msg else f"error does not name the tensor: {msg}"
+    return "no error for shapes that differ across ranks"
+
+
+CHECKS += [check_shape_mismatch_raises_on_every_rank]

@@ -4,8 +4,8 @@ import pytest
 from tests.mpi_util import assert_check, run_mpi, run_suite, SCRIPTS
 
 CHECKS = ["mismatch_shape", "mismatch_dtype", "mismatch_op", "mismatch_root", "mismatch_scale",
-          "mismatch_op_type", "mismatch_allgather_trailing", "works_after_errors",
-          "bad_local_input", "stall_shutdown", "works_after_stall"]
+          "mismatch_op_type", "mismatch_allgather_trailing", "grouped_mismatch_fails_group",
+          "works_after_errors", "bad_local_input", "stall_shutdown", "works_after_stall"]
 
 
 @pytest.fixture(scope="module")

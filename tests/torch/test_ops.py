@@ -10,7 +10,7 @@ CHECKS = [
     "check_broadcast_each_root", "check_alltoall", "check_reducescatter",
     "check_autograd_allreduce", "check_autograd_allgather_broadcast", "check_fp16_compression",
     "check_adasum_not_supported", "check_objects_barrier_join", "check_process_sets",
-    "check_start_stop_timeline",
+    "check_start_stop_timeline", "check_shape_mismatch_raises_on_every_rank",
 ]
 
 

@@ -1,7 +1,7 @@
 """Timeline callbacks: choose the window (zoom, reset, heatmap click) and draw it aggregated."""
 from __future__ import annotations
 
-from dash import Input, Output, State, ctx as dash_ctx, no_update
+from dash import Input, Output, ctx as dash_ctx, no_update
 from dash.exceptions import PreventUpdate
 
 from viewer.dashboard import derive
@@ -35,9 +35,8 @@ def register(app, ctx):
 
     @app.callback(Output("tl-window", "data"), Output("tl-ranks", "value"), Output("tabs", "value"),
                   Input("tl-graph", "relayoutData"), Input("tl-reset", "n_clicks"),
-                  Input("neg-heatmap", "clickData"), Input("tl-step", "value"), Input("run-a", "value"),
-                  State("tl-ranks", "value"))
-    def choose_window(relayout, _reset, click, step, run_id, ranks):
+                  Input("neg-heatmap", "clickData"), Input("tl-step", "value"), Input("run-a", "value"))
+    def choose_window(relayout, _reset, click, step, run_id):
         trigger = dash_ctx.triggered_id
         if trigger == "tl-step":
             view = ctx.registry.get(run_id)

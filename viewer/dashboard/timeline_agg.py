@@ -48,7 +48,12 @@ class WindowView:
         return self.n_exact + self.n_merged_bars
 
 
+STEP_DEPTH = -1  # STEP spans get a lane of their own (written when the step ends, they overlap its waits)
+
+
 def lane_label(rank: int, thread: str, depth: int) -> str:
+    if depth == STEP_DEPTH:
+        return f"r{rank} steps"
     return f"r{rank} {thread}" + (f" \u00b7{depth}" if depth else "")
 
 
@@ -69,7 +74,7 @@ class TimelineIndex:
             return
         thread = spans["thread"].fillna("").to_numpy(dtype=object)
         name = spans["name"].fillna("").to_numpy(dtype=object)
-        depth = spans["depth"].to_numpy()
+        depth = np.where(name == "STEP", STEP_DEPTH, spans["depth"].to_numpy())
         combos = pd.DataFrame({"thread": thread, "name": name, "depth": depth})
         codes, uniques = pd.factorize(pd.MultiIndex.from_frame(combos))
         lookup = np.array([PHASE_NAMES.index(phase_of(t, n, int(d))) for t, n, d in uniques], dtype=np.int16)
