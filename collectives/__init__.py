@@ -14,11 +14,11 @@ from collectives.ops import Average, Max, Min, Product, ReduceOp, Sum
 from collectives.process_sets import ProcessSet, global_process_set
 from collectives.runtime import (add_process_set, cross_rank, cross_size, init, is_initialized,
                                  local_rank, local_size, mark_step, rank, remove_process_set,
-                                 shutdown, size)
+                                 shutdown, size, start_timeline, stop_timeline)
 
 __all__ = [
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size", "cross_rank",
-    "cross_size", "mark_step", "allreduce", "allreduce_async", "allreduce_", "allreduce_async_",
+    "cross_size", "mark_step", "start_timeline", "stop_timeline", "allreduce", "allreduce_async", "allreduce_", "allreduce_async_",
     "broadcast_", "broadcast_async_", "grouped_allreduce",
     "grouped_allreduce_async", "allgather", "allgather_async", "broadcast", "broadcast_async",
     "alltoall", "alltoall_async", "reducescatter", "reducescatter_async", "barrier", "join", "poll",

@@ -51,6 +51,8 @@ class NumpyAdapter(TensorAdapter):
         if t.dtype.name not in SUPPORTED_DTYPES:
             raise TypeError(f"dtype {t.dtype.name} is not supported; use one of "
                             f"{', '.join(SUPPORTED_DTYPES)}")
+        if not t.dtype.isnative:   # bytes go over the wire as-is: use this machine's byte order
+            t = t.astype(t.dtype.newbyteorder("="))
         return t
 
     def device(self, t) -> str:

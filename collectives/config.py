@@ -63,6 +63,9 @@ class Config:
     stall_check_s: float = 60.0                        # 0 or STALL_CHECK_DISABLE turns the check off
     stall_shutdown_s: float = 0.0                      # 0 = never
     backend: str = "ring"
+    # The engine thread needs the GIL to make progress; Python's default 5 ms switch interval lets
+    # a GIL-holding user loop stall communication by that much per engine step. 0 = leave it alone.
+    switch_interval_ms: float = 0.5
     timeline: str | None = None
     mark_cycles: bool = False
     extra: dict = field(default_factory=dict)
@@ -79,6 +82,7 @@ def load(environ=None) -> Config:
     if _flag("STALL_CHECK_DISABLE", env):
         cfg.stall_check_s = 0.0
     cfg.stall_shutdown_s = _number("STALL_SHUTDOWN_TIME_SECONDS", env, 0.0, float)
+    cfg.switch_interval_ms = _number("SWITCH_INTERVAL_MS", env, 0.5, float)
     var, val = _raw("BACKEND", env)
     if val is not None:
         if val.lower() not in KNOWN_BACKENDS:

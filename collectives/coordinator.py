@@ -5,7 +5,6 @@ ids are assigned in one sequence, so one collective carries the same id on every
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 from collectives import messages as M
@@ -216,6 +215,3 @@ class Coordinator:
 
 SHUTDOWN_NAME = M.SHUTDOWN_NAME
 
-
-def now_s() -> float:
-    return time.monotonic()

@@ -165,11 +165,13 @@ class Engine:
         backoff = mpi_wait.Backoff(sleep=self._nap)
         idle_s = 20e-6
         while not self._stop:
-            with self._cond:
-                if not self._queue and self._idle():
-                    self._cond.wait(self._idle_timeout(idle_s))
-                    idle_s = min(idle_s * 2, IDLE_POLL_MAX_S)
-                new, self._queue = self._queue, []
+            new = ()
+            if self._queue or self._idle():   # unlocked peek; the locked re-check decides
+                with self._cond:
+                    if not self._queue and self._idle():
+                        self._cond.wait(self._idle_timeout(idle_s))
+                        idle_s = min(idle_s * 2, IDLE_POLL_MAX_S)
+                    new, self._queue = self._queue, []
             rec = get_recorder()
             t0 = rec.now() if rec.mark_cycles else 0
             did = False

@@ -2,6 +2,9 @@
 
 MPICH's blocking calls spin at 100 % CPU, and ranks often outnumber cores here, so every wait is a
 short burst of ``Test`` calls, then ``os.sched_yield``, then sleeps that grow to ``MAX_SLEEP_S``.
+Tuning knobs (for benchmarks; the defaults suit an oversubscribed host): RINGSCOPE_POLL_YIELD_TESTS,
+RINGSCOPE_POLL_MAX_SLEEP_US (engine polling for other ranks), RINGSCOPE_DATA_MAX_SLEEP_US (waits
+inside a collective).
 """
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import os
 import time
 
 SPIN_TESTS = 50         # Test calls before yielding the CPU
-YIELD_TESTS = 200       # Test + sched_yield rounds before sleeping
+YIELD_TESTS = int(os.environ.get("RINGSCOPE_POLL_YIELD_TESTS", 200))  # Test + sched_yield rounds
 FIRST_SLEEP_S = 20e-6
 MAX_SLEEP_S = float(os.environ.get("RINGSCOPE_POLL_MAX_SLEEP_US", 200)) * 1e-6
 # waits inside a collective: peers are usually there already, and MPICH moves large shared-memory

@@ -4,6 +4,7 @@ from __future__ import annotations
 import atexit
 import os
 import socket
+import sys
 import threading
 
 import tracer
@@ -20,7 +21,6 @@ _clock: dict = {}
 
 
 def _mpi():
-    import sys
     if "mpi4py.MPI" not in sys.modules:
         import mpi4py
         mpi4py.rc.thread_level = "multiple"
@@ -67,12 +67,17 @@ def init(process_sets=None) -> None:
         tracer.get_recorder().set_clock_offset(offset, unc, "init")
         _clock["init"] = (offset, unc)
         _clock.pop("shutdown", None)
+        from collectives.backends.base import get_backend
+        get_backend(_config.cpu_backend(cfg), cfg)   # import it now, not inside the first op
+        previous_switch = sys.getswitchinterval()
+        if 0 < cfg.switch_interval_ms / 1000.0 < previous_switch:
+            sys.setswitchinterval(cfg.switch_interval_ms / 1000.0)
         eng = _engine.Engine(cfg, world, ctrl, TABLE)
         eng.start()
         _engine.set_engine(eng)
         _state.update(config=cfg, ctrl=ctrl, rank=rank, size=size, local_rank=local_rank,
                       local_size=local_size, cross_rank=cross_rank, cross_size=cross_size,
-                      engine=eng)
+                      engine=eng, previous_switch=previous_switch)
         if not _atexit_registered:
             atexit.register(_at_exit)
             _atexit_registered = True
@@ -154,6 +159,7 @@ def shutdown() -> None:
         reset_instances()
         TABLE.clear()
         _state["ctrl"].Free()
+        sys.setswitchinterval(_state["previous_switch"])
         _state.clear()
         fatal.uninstall()
 
@@ -192,5 +198,15 @@ def mark_step(step=None) -> None:
     tracer.mark_step(step)
 
 
-def process_set_id(process_set) -> int:
-    return set_id_of(process_set)
+def start_timeline(path, mark_cycles=False) -> None:
+    """Start recording this rank's timeline to ``path`` (Horovod's ``start_timeline``)."""
+    _get("rank")
+    tracer.start_timeline(path, mark_cycles=mark_cycles)
+    off = _clock.get("init")
+    if off is not None:
+        tracer.get_recorder().set_clock_offset(off[0], off[1], "init")
+
+
+def stop_timeline() -> None:
+    """Stop recording and finish the file."""
+    tracer.stop_timeline()

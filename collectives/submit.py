@@ -25,7 +25,7 @@ def prepare(e, config, sets, rank) -> None:
         return
     check = getattr(ad, "check", None)
     if check is not None:
-        check(e.tensor)
+        e.tensor = check(e.tensor)   # may return a converted tensor
     e.dtype, e.shape, e.nbytes = ad.dtype_name(e.tensor), tuple(ad.shape(e.tensor)), \
         int(ad.nbytes(e.tensor))
     e.device = ad.device(e.tensor)

@@ -41,12 +41,12 @@ def free_port() -> int:
 
 
 class Server:
-    """A dashboard process on 127.0.0.1 started from Python code (``serve(...)``)."""
+    """A dashboard process on 127.0.0.1 (``argv`` after the interpreter), stopped by ``stop()``."""
 
-    def __init__(self, code: str, port: int, log: Path):
+    def __init__(self, argv: list, port: int, log: Path):
         self.port, self.url, self.log = port, f"http://127.0.0.1:{port}/", log
         self._log = open(log, "w")
-        self.proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=self._log,
+        self.proc = subprocess.Popen([sys.executable, *argv], cwd=REPO, stdout=self._log,
                                      stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -71,16 +71,16 @@ class Server:
         self._log.close()
 
 
-def launch_code(main_run, second_run, root, port: int) -> str:
-    """Python source that serves ``main_run`` (a path, or None for the synthetic run) + a second run."""
+def launch_argv(main_run, second_run, root, port: int) -> list:
+    """``ringscope view MAIN SECOND`` (upload limit 1 MB); with no main run, serve the synthetic one."""
     runs = [str(p) for p in (main_run, second_run) if p is not None]
     if main_run is not None:
-        return (f"from viewer.dashboard.serve import serve\n"
-                f"serve({runs!r}, port={port}, root={str(root)!r}, max_upload_mb=1)\n")
-    return ("from viewer.dashboard.serve import serve\n"
-            "from viewer.dashboard.synthetic import make_run\n"
-            f"serve({runs!r}, port={port}, root={str(root)!r}, max_upload_mb=1,"
-            " tables=make_run(60_000, slow_rank=3), label='synthetic-straggler')\n")
+        return ["-m", "viewer.cli", "view", *runs, "--port", str(port), "--root", str(root),
+                "--max-upload-mb", "1"]
+    return ["-c", "from viewer.dashboard.serve import serve\n"
+                  "from viewer.dashboard.synthetic import make_run\n"
+                  f"serve({runs!r}, port={port}, root={str(root)!r}, max_upload_mb=1,"
+                  " tables=make_run(60_000, slow_rank=3), label='synthetic-straggler')\n"]
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.dashboard.conftest import SHARED, Server, free_port, horovod_file, launch_code, sample_run
+from tests.dashboard.conftest import SHARED, Server, free_port, horovod_file, launch_argv, sample_run
 from viewer.dashboard.layout import PAGES
 
 PAGE_READY = {  # a selector that exists once the page has drawn
@@ -26,7 +26,7 @@ def server(tmp_path_factory):
     main = sample_run("straggler")
     second = sample_run("healthy") or horovod_file("horovod0281_mpi_2ranks.json")
     port = free_port()
-    srv = Server(launch_code(main, second, SHARED, port), port, tmp_path_factory.mktemp("srv") / "log")
+    srv = Server(launch_argv(main, second, SHARED, port), port, tmp_path_factory.mktemp("srv") / "log")
     srv.main_is_real = main is not None
     yield srv
     srv.stop()

@@ -13,7 +13,9 @@ def run_view(*args):
 def test_not_json_is_one_line_exit_2(tmp_path):
     bad = tmp_path / "rank0.json"
     bad.write_bytes(b"\x00\x01 garbage")
-    r = run_view(str(bad), "--port", "1")
+    from tests.dashboard.conftest import free_port
+
+    r = run_view(str(bad), "--port", str(free_port()))
     assert r.returncode == 2
     assert "rank0.json" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
@@ -24,3 +26,17 @@ def test_missing_run_and_bad_root(tmp_path):
     assert r.returncode == 2 and "nope" in r.stderr and "Traceback" not in r.stderr
     r = run_view("--root", str(tmp_path / "nothere"))
     assert r.returncode == 2 and "nothere" in r.stderr
+
+
+def test_port_in_use_is_one_line_exit_2():
+    import socket
+
+    from tests.dashboard.conftest import HOROVOD
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = run_view(str(HOROVOD / "horovod0281_mpi_2ranks.json"), "--port", str(port))
+    assert r.returncode == 2 and f"127.0.0.1:{port}" in r.stderr
+    assert "in use" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -139,6 +139,12 @@ def main():
         assert (strided == sum(range(size))).all(), strided
         b = np.full(4, float(r))
         assert C.broadcast_(b, size - 1) is b and (b == size - 1).all(), b
+        big_endian = np.arange(5, dtype=">f8") + r
+        close(C.allreduce(big_endian, op=C.Sum), np.arange(5.0) * size + sum(range(size)),
+              "float64", "big-endian input")
+        frozen = np.ones(3)
+        frozen.flags.writeable = False
+        close(C.allreduce(frozen, op=C.Sum), np.full(3, float(size)), "float64", "read-only")
     check("allreduce_shapes_scalar_empty", shapes_and_empty)
 
     def scaling():
@@ -248,6 +254,11 @@ def main():
             close(C.reducescatter(x, op=C.Sum, name=f"rs.{dtype}"), full[r:r + 1], dtype,
                   f"reducescatter Sum {dtype}")
     check("reducescatter", reducescatter)
+
+    def switch_interval():
+        # the engine thread needs the GIL often enough to progress under GIL-heavy user code
+        assert sys.getswitchinterval() <= 0.0005 + 1e-9, sys.getswitchinterval()
+    check("gil_switch_interval_lowered", switch_interval)
 
     def barrier_and_names():
         C.barrier()

@@ -5,7 +5,6 @@ contract's own hook) after init; each rank reports its events' summary for cross
 """
 import os
 import sys
-import time
 import traceback
 
 import numpy as np
@@ -57,6 +56,7 @@ def main():
     r, size = C.rank(), C.size()
     rec = ListRecorder()
     tracer.set_recorder(rec)
+    C.barrier()   # every rank records before any rank submits the checked ops
     res = {}
     try:
         C.mark_step(3)

@@ -10,6 +10,8 @@ def test_defaults():
     assert cfg.fusion_threshold == 128 * 1024 * 1024
     assert cfg.cycle_time_ms == 1.0 and cfg.stall_check_s == 60.0 and cfg.stall_shutdown_s == 0
     assert cfg.backend == "ring" and cfg.cache_capacity == 1024 and not cfg.mark_cycles
+    assert cfg.switch_interval_ms == 0.5
+    assert config.load({"RINGSCOPE_SWITCH_INTERVAL_MS": "0"}).switch_interval_ms == 0
 
 
 def test_ringscope_wins_over_horovod_fallback():
@@ -45,3 +47,12 @@ def test_malformed_env_fails_init_on_every_rank_without_traceback():
     assert proc.returncode != 0, proc.stdout
     assert "RINGSCOPE_FUSION_THRESHOLD='12MB' is not an integer" in proc.stdout, proc.stdout
     assert "Traceback" not in proc.stdout and "OK rank" not in proc.stdout, proc.stdout
+
+
+def test_unwritable_timeline_fails_init_with_one_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    proc = run_mpi(2, [SCRIPTS / "runtime_init_only.py"], timeout=60,
+                   env={"RINGSCOPE_TIMELINE": blocker / "sub" / "t.json"})
+    assert proc.returncode != 0, proc.stdout
+    assert "RINGSCOPE_TIMELINE" in proc.stdout and "Traceback" not in proc.stdout, proc.stdout

@@ -1,7 +1,7 @@
 """Cross-rank errors, bad local input and the stall inspector on a real 3-rank job."""
 import pytest
 
-from tests.mpi_util import assert_check, run_mpi, run_suite, SCRIPTS
+from tests.mpi_util import assert_check, run_suite
 
 CHECKS = ["mismatch_shape", "mismatch_dtype", "mismatch_op", "mismatch_root", "mismatch_scale",
           "mismatch_op_type", "mismatch_allgather_trailing", "grouped_mismatch_fails_group",

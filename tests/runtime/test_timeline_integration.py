@@ -11,7 +11,8 @@ def _events(path):
 
 def test_timeline_files_agree_across_ranks(tmp_path):
     proc = run_mpi(3, [SCRIPTS / "runtime_timeline.py"], timeout=90,
-                   env={"RINGSCOPE_TIMELINE": tmp_path / "tl.json"})
+                   env={"RINGSCOPE_TIMELINE": tmp_path / "tl.json",
+                        "RINGSCOPE_CYCLE_TIME": 20})   # generous, so fusion happens even on a busy host
     assert proc.returncode == 0, proc.stdout
     files = sorted(tmp_path.glob("*.json"))
     assert len(files) == 3, files
@@ -36,3 +37,14 @@ def test_timeline_files_agree_across_ranks(tmp_path):
     steps = {s for _, s in by_rank[0].values()}
     assert steps == {0, 1, 2}, steps
     assert max(len(t) for t, _ in by_rank[0].values()) > 1, "nothing was fused"
+
+
+def test_start_stop_timeline_records_only_the_window(tmp_path):
+    proc = run_mpi(2, [SCRIPTS / "runtime_timeline_window.py", tmp_path / "w.json"], timeout=90)
+    assert proc.returncode == 0, proc.stdout
+    files = sorted(tmp_path.glob("*.json"))
+    assert len(files) == 2, files
+    for f in files:
+        names = {e.get("name") for e in _events(f)}
+        assert "during" in names and "CYCLE" in names, sorted(n for n in names if n)[:20]
+        assert "before" not in names and "after" not in names

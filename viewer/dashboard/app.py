@@ -31,8 +31,9 @@ def create_app(registry: Registry, root, max_upload_mb: float = 64.0, startup_no
     ctx = AppContext(registry, root, Path(tempfile.mkdtemp(prefix="ringscope-uploads-")),
                      int(max_upload_mb * 1e6))
     app = dash.Dash(__name__, title="ringscope", assets_folder=str(ASSETS), update_title=None)
-    # base64 inflates uploads by 4/3; reject anything far beyond the limit before it is parsed
-    app.server.config["MAX_CONTENT_LENGTH"] = int(ctx.max_upload_bytes * 1.5) + (1 << 20)
+    # base64 inflates uploads by 4/3: up to ~1.5x the limit the callback answers with a banner naming
+    # the file; far beyond it the request itself is refused before it is read
+    app.server.config["MAX_CONTENT_LENGTH"] = int(ctx.max_upload_bytes * 2) + (1 << 20)
     options = registry.options()
     run_a = options[0]["value"] if options else None
     run_b = options[1]["value"] if len(options) > 1 else None

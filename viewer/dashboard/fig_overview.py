@@ -19,7 +19,8 @@ def step_time_figure(spans) -> go.Figure:
                 d = d.iloc[:: -(-len(d) // MAX_POINTS_PER_RANK)]
             fig.add_trace(go.Scattergl(x=d["step"], y=(d["end_ns"] - d["start_ns"]) / 1e6, mode="lines+markers",
                                        name=f"rank {int(rank)}", marker={"size": 4}))
-    fig.update_layout(title={"text": "Step time per rank", "font": {"size": 13}}, xaxis={"title": "step"},
+    fig.update_layout(title={"text": "Step time per rank", "font": {"size": 13}},
+                      xaxis={"title": "step", "tickformat": "d"},
                       yaxis={"title": "ms", "rangemode": "tozero"}, height=280, template="plotly_white",
                       margin={"l": 60, "r": 20, "t": 40, "b": 40})
     return fig

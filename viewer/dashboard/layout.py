@@ -38,7 +38,9 @@ def header(run_options, run_a, run_b, picker_options, max_upload_mb: float, bann
 
 
 def overview_page():
-    return html.Div([html.Div(id="overview-body"), html.H3("Recommendations"),
+    hint = html.P("No run loaded yet: pick one under the trace root or upload a trace above.",
+                  className="muted", id="no-run-hint")
+    return html.Div([html.Div(hint, id="overview-body"), html.H3("Recommendations"),
                      dcc.Loading(html.Div(id="overview-findings"), type="dot")], className="page")
 
 

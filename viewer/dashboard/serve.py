@@ -31,11 +31,28 @@ def make_app(runs=(), root=None, max_upload_mb: float = 64.0, tables=None, label
     return create_app(registry, root, max_upload_mb)
 
 
+def check_port(host: str, port: int) -> None:
+    """Raise OSError (one line) when ``host:port`` cannot be bound, before any run is loaded."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise OSError(exc.strerror or str(exc)) from None
+
+
 def serve(runs=(), host: str = "127.0.0.1", port: int = 8050, root=None, max_upload_mb: float = 64.0,
           tables=None, label: str = "run") -> None:
     """Start the dashboard and block until interrupted (used by ``ringscope view`` and the demo)."""
+    check_port(host, port)
     app = make_app(runs, root, max_upload_mb, tables, label)
     print(f"ringscope dashboard on http://{host}:{port}/  (Ctrl+C to stop)", flush=True)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"ringscope view: listening on {host}: anyone who can reach this port can read these traces",
+              file=sys.stderr, flush=True)
     app.run(host=host, port=port, debug=False)
 
 
