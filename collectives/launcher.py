@@ -50,7 +50,9 @@ def build(ns, environ=None):
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("PYTHONUNBUFFERED", "1")
     if ns.timeline:
-        env["RINGSCOPE_TIMELINE"] = str(Path(ns.timeline).resolve())
+        # keep a trailing "/": it is what marks a not-yet-existing directory (one file per rank)
+        slash = "/" if ns.timeline.endswith(("/", os.sep)) else ""
+        env["RINGSCOPE_TIMELINE"] = str(Path(ns.timeline).resolve()) + slash
     if ns.mark_cycles:
         env["RINGSCOPE_TIMELINE_MARK_CYCLES"] = "1"
     if ns.fusion_threshold_mb is not None:

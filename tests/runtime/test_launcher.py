@@ -25,6 +25,11 @@ def test_options_set_environment():
     assert env["RINGSCOPE_TIMELINE"].endswith("t.json") and str(ROOT) in env["PYTHONPATH"]
 
 
+def test_timeline_directory_keeps_its_trailing_slash():
+    cmd, env = launcher.build(launcher.parse(["-np", "2", "--timeline", "runs/new/", "x.py"]), {})
+    assert env["RINGSCOPE_TIMELINE"].endswith("/runs/new/")
+
+
 def test_runs_script_with_settings():
     proc = _launch(["-np", "2", "--fusion-threshold-mb", "1", "--cycle-time-ms", "0.25",
                     SCRIPTS / "runtime_init_only.py", "--flag", "v"])
