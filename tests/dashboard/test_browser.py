@@ -15,7 +15,7 @@ PAGE_READY = {  # a selector that exists once the page has drawn
     "overview": "#card-straggler .card-value",
     "timeline": "#tl-graph .main-svg .barlayer .point",
     "negotiation": "#neg-heatmap .main-svg .hm",
-    "fusion": "#fus-fill .main-svg .barlayer .point",
+    "fusion": "#fus-facts table.facts",
     "communication": "#comm-nccl-table",
     "compare": "#cmp-table",
 }
@@ -57,6 +57,8 @@ def test_every_page_renders_without_console_errors(server, page, artifacts):
         open_tab(page, value)
         page.wait_for_timeout(500)
         page.screenshot(path=str(artifacts / f"page-{value}.png"), full_page=True)
+        if value == "fusion":
+            assert page.locator("#fus-fill .barlayer .point").count() > 0
     assert page.errors == []
 
 
@@ -131,6 +133,9 @@ def test_picker_refuses_paths_outside_the_root_and_opens_inside(server, page, ar
     page.wait_for_selector("#banner.ok", timeout=30_000)
     page.wait_for_function("() => document.querySelector('#card-straggler .card-value').innerText === 'rank 7'",
                            timeout=30_000)
+    for value, _label in PAGES[1:]:  # every page also draws a real Horovod timeline (rank 0's file only)
+        open_tab(page, value)
+        page.screenshot(path=str(artifacts / f"horovod-{value}.png"), full_page=True)
     assert page.errors == []
 
 
@@ -156,10 +161,18 @@ def test_timeline_zoom_and_step_window_redraw_on_the_server(server, page, artifa
     assert zoomed[1] - zoomed[0] < (whole[1] - whole[0]) / 20
     assert " 0 drawn exactly" not in _title(page)  # zoomed in, spans are drawn as themselves
     page.screenshot(path=str(artifacts / "timeline-zoomed.png"), full_page=True)
+    reqs = []
+    page.on("request", lambda r: reqs.append((r.post_data or "")[:160]) if r.method == "POST" else None)
     page.fill("#tl-step", "2")
     page.press("#tl-step", "Enter")
-    page.wait_for_function("""(z) => { const r = document.querySelector('#tl-graph .js-plotly-plot').layout.xaxis.range;
-                                       return Math.abs(r[0] - z[0]) > 1e-6; }""", arg=zoomed, timeout=30_000)
+    page.locator("#tl-step").blur()  # a debounced input also commits on blur
+    try:
+        page.wait_for_function("""(z) => { const r = document.querySelector('#tl-graph .js-plotly-plot').layout.xaxis.range;
+                                           return Math.abs(r[0] - z[0]) > 1e-6; }""", arg=zoomed, timeout=30_000)
+    except Exception:
+        print("DIAG", _title(page), plot_data(page, "tl-graph")["range"], zoomed,
+              page.input_value("#tl-step"), page.errors, reqs)
+        raise
     step = plot_data(page, "tl-graph")["range"]
     assert step[1] - step[0] < (whole[1] - whole[0]) / 3
     assert len({lane.split()[0] for lane in lanes(page)}) > 1  # every rank in the step window
