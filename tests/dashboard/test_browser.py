@@ -161,17 +161,13 @@ def test_timeline_zoom_and_step_window_redraw_on_the_server(server, page, artifa
     assert zoomed[1] - zoomed[0] < (whole[1] - whole[0]) / 20
     assert " 0 drawn exactly" not in _title(page)  # zoomed in, spans are drawn as themselves
     page.screenshot(path=str(artifacts / "timeline-zoomed.png"), full_page=True)
-    reqs = []
-    page.on("request", lambda r: reqs.append((r.post_data or "")[:160]) if r.method == "POST" else None)
     page.fill("#tl-step", "2")
-    page.press("#tl-step", "Enter")
-    page.locator("#tl-step").blur()  # a debounced input also commits on blur
     try:
         page.wait_for_function("""(z) => { const r = document.querySelector('#tl-graph .js-plotly-plot').layout.xaxis.range;
                                            return Math.abs(r[0] - z[0]) > 1e-6; }""", arg=zoomed, timeout=30_000)
     except Exception:
         print("DIAG", _title(page), plot_data(page, "tl-graph")["range"], zoomed,
-              page.input_value("#tl-step"), page.errors, reqs)
+              page.input_value("#tl-step"), page.errors)
         raise
     step = plot_data(page, "tl-graph")["range"]
     assert step[1] - step[0] < (whole[1] - whole[0]) / 3

@@ -1,7 +1,7 @@
 """Timeline callbacks: choose the window (zoom, reset, heatmap click) and draw it aggregated."""
 from __future__ import annotations
 
-from dash import Input, Output, ctx as dash_ctx, no_update
+from dash import Input, Output, State
 from dash.exceptions import PreventUpdate
 
 from viewer.dashboard import derive
@@ -33,31 +33,46 @@ def register(app, ctx):
             raise PreventUpdate
         return [{"label": f"rank {r}", "value": r} for r in view.timeline.ranks]
 
-    @app.callback(Output("tl-window", "data"), Output("tl-ranks", "value"), Output("tabs", "value"),
-                  Input("tl-graph", "relayoutData"), Input("tl-reset", "n_clicks"),
-                  Input("neg-heatmap", "clickData"), Input("tl-step", "value"), Input("run-a", "value"))
-    def choose_window(relayout, _reset, click, step, run_id):
-        trigger = dash_ctx.triggered_id
-        if trigger == "tl-step":
-            view = ctx.registry.get(run_id)
-            win = derive.step_window(view.tables, int(step)) if view and step is not None else None
-            if win is None:
-                raise PreventUpdate
-            return list(win), no_update, no_update
-        if trigger == "tl-graph":
-            win = window_from_relayout(relayout)
-            if win is None:
-                raise PreventUpdate
-            return (None if win == "reset" else list(win)), no_update, no_update
-        if trigger == "neg-heatmap" and click and click.get("points"):
-            point = click["points"][0]
-            rank, step = int(point["y"]), int(point["x"])
-            view = ctx.registry.get(run_id)
-            win = derive.step_window(view.tables, step, rank) if view else None
-            return (list(win) if win else None), [rank], "timeline"
-        if trigger == "tl-reset":
-            return None, no_update, no_update
-        return None, None, no_update  # a new run: whole run, all ranks
+    # One small callback per way of choosing the window. They must stay separate: Dash drops an
+    # in-flight request of a callback when the same callback fires again, and the graph reports an
+    # autosize relayout after every redraw, which would otherwise cancel a step or heatmap choice.
+    @app.callback(Output("tl-window", "data"), Output("tl-ranks", "value"), Input("run-a", "value"))
+    def new_run(_run_id):
+        return None, None  # the whole run, every rank
+
+    @app.callback(Output("tl-window", "data", allow_duplicate=True), Input("tl-graph", "relayoutData"),
+                  prevent_initial_call=True)
+    def zoom(relayout):
+        win = window_from_relayout(relayout)
+        if win is None:
+            raise PreventUpdate
+        return None if win == "reset" else list(win)
+
+    @app.callback(Output("tl-window", "data", allow_duplicate=True), Input("tl-reset", "n_clicks"),
+                  prevent_initial_call=True)
+    def reset(_clicks):
+        return None
+
+    @app.callback(Output("tl-window", "data", allow_duplicate=True), Input("tl-step", "value"),
+                  State("run-a", "value"), prevent_initial_call=True)
+    def go_to_step(step, run_id):
+        view = ctx.registry.get(run_id) if run_id else None
+        win = derive.step_window(view.tables, int(step)) if view is not None and step is not None else None
+        if win is None:
+            raise PreventUpdate
+        return list(win)
+
+    @app.callback(Output("tl-window", "data", allow_duplicate=True),
+                  Output("tl-ranks", "value", allow_duplicate=True), Output("tabs", "value"),
+                  Input("neg-heatmap", "clickData"), State("run-a", "value"), prevent_initial_call=True)
+    def open_heatmap_cell(click, run_id):
+        if not click or not click.get("points"):
+            raise PreventUpdate
+        point = click["points"][0]
+        rank, step = int(point["y"]), int(point["x"])
+        view = ctx.registry.get(run_id) if run_id else None
+        win = derive.step_window(view.tables, step, rank) if view is not None else None
+        return (list(win) if win else None), [rank], "timeline"
 
     @app.callback(Output("tl-graph", "figure"), Input("tabs", "value"), Input("run-a", "value"),
                   Input("tl-window", "data"), Input("tl-ranks", "value"))

@@ -49,7 +49,7 @@ def timeline_page():
         html.Div([html.Label("ranks"), dcc.Dropdown(id="tl-ranks", multi=True, placeholder="all ranks",
                                                      style={"minWidth": "260px"}),
                   html.Label("go to step"),
-                  dcc.Input(id="tl-step", type="number", min=0, step=1, debounce=True, placeholder="step"),
+                  dcc.Input(id="tl-step", type="number", min=0, step=1, placeholder="step"),
                   html.Button("Whole run", id="tl-reset", n_clicks=0),
                   html.Span("drag to zoom; double-click to reset", className="muted")], className="controls"),
         dcc.Store(id="tl-window"),
