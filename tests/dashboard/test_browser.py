@@ -114,7 +114,7 @@ def test_bad_upload_shows_a_banner_naming_the_file_and_the_app_stays_up(server, 
     assert "horovod0281_gloo_2ranks.json" in page.inner_text("#banner")
     page.wait_for_function("() => document.querySelector('#overview-body h2').innerText.includes('gloo')",
                            timeout=30_000)
-    assert [e for e in page.errors if "Failed to load resource" not in e] == []
+    assert page.errors == []
 
 
 def test_picker_refuses_paths_outside_the_root_and_opens_inside(server, page, artifacts):
@@ -162,13 +162,8 @@ def test_timeline_zoom_and_step_window_redraw_on_the_server(server, page, artifa
     assert " 0 drawn exactly" not in _title(page)  # zoomed in, spans are drawn as themselves
     page.screenshot(path=str(artifacts / "timeline-zoomed.png"), full_page=True)
     page.fill("#tl-step", "2")
-    try:
-        page.wait_for_function("""(z) => { const r = document.querySelector('#tl-graph .js-plotly-plot').layout.xaxis.range;
-                                           return Math.abs(r[0] - z[0]) > 1e-6; }""", arg=zoomed, timeout=30_000)
-    except Exception:
-        print("DIAG", _title(page), plot_data(page, "tl-graph")["range"], zoomed,
-              page.input_value("#tl-step"), page.errors)
-        raise
+    page.wait_for_function("""(z) => { const r = document.querySelector('#tl-graph .js-plotly-plot').layout.xaxis.range;
+                                       return Math.abs(r[0] - z[0]) > 1e-6; }""", arg=zoomed, timeout=30_000)
     step = plot_data(page, "tl-graph")["range"]
     assert step[1] - step[0] < (whole[1] - whole[0]) / 3
     assert len({lane.split()[0] for lane in lanes(page)}) > 1  # every rank in the step window

@@ -93,3 +93,17 @@ def test_headline_numbers_of_the_synthetic_run(synthetic):
     assert 0 < h["exposed_pct"] < 100
     assert h["straggler_rank"] == 3 and h["straggler_share"] > 0.9
     assert 0 < h["busbw_eff"] <= 1
+
+
+def test_step_time_figure_is_capped():
+    import numpy as np
+    import pandas as pd
+
+    from viewer.dashboard import fig_overview
+
+    steps = np.arange(5000)
+    spans = pd.DataFrame({"rank": np.repeat(np.arange(64), len(steps)), "step": np.tile(steps, 64),
+                          "start_ns": 0, "end_ns": 1_000_000})
+    fig = fig_overview.step_time_figure(spans)
+    assert len(fig.data) == 64
+    assert sum(len(t.x) for t in fig.data) <= fig_overview.MAX_POINTS + 64

@@ -72,7 +72,9 @@ def register(app, ctx):
         rank, step = int(point["y"]), int(point["x"])
         view = ctx.registry.get(run_id) if run_id else None
         win = derive.step_window(view.tables, step, rank) if view is not None else None
-        return (list(win) if win else None), [rank], "timeline"
+        # a Horovod timeline holds rank 0's lanes only: then keep every lane rather than show none
+        lanes = [rank] if view is not None and rank in view.timeline.ranks else None
+        return (list(win) if win else None), lanes, "timeline"
 
     @app.callback(Output("tl-graph", "figure"), Input("tabs", "value"), Input("run-a", "value"),
                   Input("tl-window", "data"), Input("tl-ranks", "value"))

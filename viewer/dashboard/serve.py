@@ -1,4 +1,4 @@
-"""``ringscope view RUN_DIR [RUN_DIR2] [--port 8050] [--host 127.0.0.1] [--root DIR]``."""
+"""``ringscope view RUN_DIR [RUN_DIR2] [--port] [--host] [--root DIR] [--nsys [RANK=]FILE.sqlite]``."""
 from __future__ import annotations
 
 import argparse
@@ -13,19 +13,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--root", help="trace root the in-app picker may open from (default: the first run's parent)")
     p.add_argument("--max-upload-mb", type=float, default=64.0, help="largest trace the upload accepts")
+    p.add_argument("--nsys", action="append", default=[], metavar="[RANK=]FILE.sqlite",
+                   help="Nsight Systems SQLite export(s) to overlay on the first run as GPU lanes")
     return p
 
 
-def make_app(runs=(), root=None, max_upload_mb: float = 64.0, tables=None, label: str = "run"):
-    """Load ``runs`` (raises LoadError) or take ready ``tables``; return the Dash app."""
+def make_app(runs=(), root=None, max_upload_mb: float = 64.0, tables=None, label: str = "run", nsys=()):
+    """Load ``runs`` (raises LoadError) or take ready ``tables``; return the Dash app.
+
+    ``nsys``: Nsight exports overlaid on the first run (GPU lanes on the timeline)."""
     from viewer.dashboard.app import create_app
     from viewer.dashboard.registry import Registry
 
     registry = Registry()
     if tables is not None:
         registry.add_tables(tables, label).warm()
-    for r in runs:
-        registry.add_path(r).warm()
+    for i, r in enumerate(runs):
+        view = registry.add_path(r)
+        if i == 0 and nsys:
+            from viewer.dashboard.nsys_overlay import attach
+            attach(view, nsys)
+        view.warm()
     if root is None:
         root = Path(runs[0]).resolve().parent if runs else Path.cwd()
     return create_app(registry, root, max_upload_mb)
@@ -45,10 +53,10 @@ def check_port(host: str, port: int) -> None:
 
 
 def serve(runs=(), host: str = "127.0.0.1", port: int = 8050, root=None, max_upload_mb: float = 64.0,
-          tables=None, label: str = "run") -> None:
+          tables=None, label: str = "run", nsys=()) -> None:
     """Start the dashboard and block until interrupted (used by ``ringscope view`` and the demo)."""
     check_port(host, port)
-    app = make_app(runs, root, max_upload_mb, tables, label)
+    app = make_app(runs, root, max_upload_mb, tables, label, nsys)
     print(f"ringscope dashboard on http://{host}:{port}/  (Ctrl+C to stop)", flush=True)
     if host not in ("127.0.0.1", "localhost", "::1"):
         print(f"ringscope view: listening on {host}: anyone who can reach this port can read these traces",
@@ -67,7 +75,10 @@ def main(argv=None) -> int:
         print("ringscope view: give a RUN_DIR or a --root to pick runs from", file=sys.stderr)
         return 2
     try:
-        serve(args.runs, args.host, args.port, args.root, args.max_upload_mb)
+        if args.nsys and not args.runs:
+            print("ringscope view: --nsys needs a RUN_DIR to overlay on", file=sys.stderr)
+            return 2
+        serve(args.runs, args.host, args.port, args.root, args.max_upload_mb, nsys=args.nsys)
     except LoadError as exc:
         print(f"ringscope view: {exc}", file=sys.stderr)
         return 2
