@@ -13,7 +13,7 @@ from pathlib import Path
 
 from viewer.jsonstream import file_signature
 
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 CACHE_DIRNAME = ".ringscope-cache"  # matches .gitignore
 _TABLES = ("events", "tensor_ops", "fused_ops", "readiness", "cycles")
 

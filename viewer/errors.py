@@ -19,10 +19,15 @@ class TruncatedTraceWarning(UserWarning):
 
 
 def warn_truncated(path, offset: int, size: int, n_events: int) -> None:
-    """Warn once per file that it stopped at byte ``offset``."""
-    warnings.warn(TruncatedTraceWarning(
-        f"{path}: truncated trace, stopped at byte {offset} of {size}; "
-        f"recovered {n_events} complete events"), stacklevel=3)
+    """Warn once per file that it stopped at byte ``offset`` (or, when the whole file was read, that
+    the job never closed it)."""
+    if offset < size:
+        msg = (f"{path}: truncated trace, stopped at byte {offset} of {size}; "
+               f"recovered {n_events} complete events")
+    else:
+        msg = (f"{path}: unfinished trace (the job was killed or crashed before closing it); "
+               f"read all {n_events} events")
+    warnings.warn(TruncatedTraceWarning(msg), stacklevel=3)
 
 
 def show_warnings_on_stderr() -> None:

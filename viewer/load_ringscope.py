@@ -232,15 +232,16 @@ def parse_file(path, warn: bool = True, fast: bool = True) -> dict:
         out = _parse_slow(reader)
     other = reader.header.get("otherData") or {}
     meta = dict(other.get(V.VERSION_KEY) or {}) if isinstance(other, dict) else {}
-    truncated = reader.dropped or not reader.closed
-    if truncated and warn:
-        warn_truncated(path, reader.stop_offset, reader.size, reader.n_events)
     pid = out.pop("_pid")
     rank = _int_or(meta.get("rank"), None)
     if rank is None:
         rank = _int_or(pid, 0)
     out = out.pop("_build")(rank)
     sd = out.pop("_shutdown")
+    # cut mid-file, or complete JSON without the SHUTDOWN record: the job died before closing it
+    truncated = reader.dropped or not reader.closed or (bool(meta) and not sd)
+    if truncated and warn:
+        warn_truncated(path, reader.stop_offset, reader.size, reader.n_events)
     last_ts = out.pop("_last_ts_us")
     info = {
         "rank": rank, "host": meta.get("host"), "pid": _int_or(meta.get("pid"), None),
@@ -255,6 +256,7 @@ def parse_file(path, warn: bool = True, fast: bool = True) -> dict:
     out["rank_info"] = info
     out["meta"] = meta
     out["meta"]["_stop_offset"] = reader.stop_offset
+    out["meta"]["_size"] = reader.size
     out["meta"]["_last_local_ns"] = int(last_ts * 1000)
     if not meta and not reader.n_events:
         from viewer.errors import TraceError

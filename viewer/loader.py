@@ -84,7 +84,8 @@ def parse_one(path: Path, use_cache: bool = True, cache_dir=None) -> dict:
         if hit is not None:
             if hit["rank_info"].get("truncated"):
                 from viewer.errors import warn_truncated
-                warn_truncated(path, hit["meta"].get("_stop_offset", 0), path.stat().st_size,
+                warn_truncated(path, hit["meta"].get("_stop_offset", 0),
+                               hit["meta"].get("_size", path.stat().st_size),
                                len(hit["events"]))
             return hit
     fmt = detect_format(path)
