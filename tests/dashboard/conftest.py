@@ -89,7 +89,9 @@ def artifacts() -> Path:
     return ARTIFACTS
 
 
-@pytest.fixture(scope="session")
+# Module scope: a live sync_playwright() keeps its asyncio loop running, and other test packages
+# (the Perfetto checks) start their own sync_playwright() afterwards.
+@pytest.fixture(scope="module")
 def browser():
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is absent: install Debian chromium (apt-get install chromium)")
