@@ -9,11 +9,15 @@ py="${PYTHON:-python3}"
 stamp=".venv/.ringscope-installed"
 want="$(cat pyproject.toml | sha1sum | cut -c1-12)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  .venv/bin/python -m pip install -q --upgrade pip
-  # torch is pinned in pyproject (the CPU wheel here); installing it first keeps pip from
-  # resolving a newer CUDA build for anything that depends on torch.
-  .venv/bin/python -m pip install -q "torch==2.13.0"
-  .venv/bin/python -m pip install -q -e ".[all]"
+  log=.venv/install.log
+  echo "ringscope: installing into .venv (log: $log) ..."
+  {
+    .venv/bin/python -m pip install --upgrade pip &&
+    # torch is pinned in pyproject (the CPU wheel here); installing it first keeps pip from
+    # resolving a newer CUDA build for anything that depends on torch.
+    .venv/bin/python -m pip install "torch==2.13.0" &&
+    .venv/bin/python -m pip install -e ".[all]"
+  } > "$log" 2>&1 || { tail -n 40 "$log"; echo "ringscope: install failed (see $log)" >&2; exit 1; }
   echo "$want" > "$stamp"
 fi
 if [ "${1:-}" = "--browser" ] && ! command -v chromium >/dev/null 2>&1; then
