@@ -1,6 +1,6 @@
 """Subprocess: time one viewer command in a fresh interpreter; CPU time and peak memory too.
 
-    python bench/analyzer_probe.py summarize RUN_DIR [--cache-dir DIR]
+    python bench/analyzer_probe.py summarize RUN_DIR [CACHE_DIR]
     python bench/analyzer_probe.py summarize-nocache RUN_DIR
     python bench/analyzer_probe.py merge RUN_DIR OUT.json
 
@@ -42,7 +42,7 @@ def main() -> int:
     import pyarrow  # noqa: F401
     if what == "summarize":
         from viewer import cli_summarize as mod
-        argv = [args[0], "--json"] + (["--cache-dir", args[2]] if len(args) > 2 else [])
+        argv = [args[0], "--json"] + (["--cache-dir", args[1]] if len(args) > 1 else [])
     elif what == "summarize-nocache":
         from viewer import cli_summarize as mod
         argv = [args[0], "--json", "--no-cache"]

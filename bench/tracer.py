@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import sys
 import tempfile
 
@@ -21,7 +20,6 @@ def run(quick: bool) -> dict:
                            env={"RINGSCOPE_TIMELINE": None, "HOROVOD_TIMELINE": None,
                                 "RINGSCOPE_FUSION_THRESHOLD": None, "RINGSCOPE_BACKEND": None})
         raw["training"] = res
-        shutil.rmtree(res["trace_dir"], ignore_errors=True)
         off, on, steps = res["off"], res["on"], res["steps"]
         sps_off, sps_on = steps / stats.median(off), steps / stats.median(on)
         ratio = stats.paired_ratio(on, off)

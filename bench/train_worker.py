@@ -11,6 +11,7 @@ out everything recorded counts against the timeline). Rank 0 prints
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 import time
@@ -59,8 +60,9 @@ def main() -> int:
         step()
     per = mpi_side.timed_block(comm, step, 3)
     steps = max(3, int(ns.block_s / per))
-    root = Path(ns.out) if ns.out else Path(tempfile.mkdtemp(prefix="ringscope-bench-tl-"))
-    if ns.out:
+    root = None
+    if comm.rank == 0:
+        root = Path(ns.out) if ns.out else Path(tempfile.mkdtemp(prefix="ringscope-bench-tl-"))
         root.mkdir(parents=True, exist_ok=True)
     root = Path(mpi_side.bcast_obj(comm, str(root)))
     off, on, state = [], [], {"n": 0}
@@ -86,6 +88,10 @@ def main() -> int:
     mpi_side.barrier(comm)
     trace_bytes = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
     hvd.shutdown()
+    if not ns.out:
+        mpi_side.barrier(comm)
+        if comm.rank == 0:
+            shutil.rmtree(root, ignore_errors=True)
     if comm.rank == 0:
         emit({"ranks": comm.size, "model": ns.model, "batch": ns.batch, "steps": steps,
               "off": off, "on": on, "trace_bytes": trace_bytes, "trace_dir": str(root),

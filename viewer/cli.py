@@ -40,8 +40,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     kind, target, _ = COMMANDS[cmd]
     if kind == "module":
-        env = dict(os.environ)
-        return subprocess.call([sys.executable, "-m", target, *rest], env=env)
+        # bench/ lives in the source checkout, not in the installed packages: run from there
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        cwd = root if target == "bench" else None
+        if cwd and not os.path.isdir(os.path.join(root, "bench")):
+            print(f"ringscope: {root}/bench: not found (benchmarks run from a source checkout)",
+                  file=sys.stderr)
+            return 2
+        return subprocess.call([sys.executable, "-m", target, *rest], cwd=cwd)
     return int(importlib.import_module(target).main(rest) or 0)
 
 
