@@ -13,7 +13,7 @@ to the rank's base; see ``docs/TRACE_FORMAT.md``)::
      ]}
 
 Threads (``tid``) inside each rank's process (``pid`` = rank):
-    FRAMEWORK   the user's thread: SYNCHRONIZE waits, STEP spans, SUBMIT instants
+    FRAMEWORK   the user's thread: SYNCHRONIZE waits, STEP spans
     NEGOTIATION coordinator-side READY ticks (rank 0 / a process set's coordinator only)
     FUSION      FUSED_RESPONSE spans with nested MEMCPY_IN/OUT_FUSION_BUFFER
     BACKEND     the collective itself (RING_ALLREDUCE with nested RING_REDUCE_SCATTER/RING_ALLGATHER,
@@ -77,7 +77,8 @@ NEGOTIATE_PREFIX = "NEGOTIATE_"
 
 # ---- phases --------------------------------------------------------------------------------
 # framework thread
-SUBMIT = "SUBMIT"                  # instant: the framework handed a tensor to the engine
+SUBMIT = "SUBMIT"                  # instant (not emitted by the runtime: the outer async begin marks a
+                                   # submission; kept for readers of older traces)
 SYNCHRONIZE = "SYNCHRONIZE"        # X: time the framework blocked in synchronize()/wait
 STEP = "STEP"                      # X: one training step, from mark_step() to the next
 # per-tensor async (cat tensor, id = tensor name); outer slice is named after the tensor

@@ -31,22 +31,22 @@ def test_missing_run_and_bad_root(tmp_path):
 def test_port_in_use_is_one_line_exit_2():
     import socket
 
-    from tests.dashboard.conftest import HOROVOD
+    from tests.dashboard.conftest import SAMPLES
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        r = run_view(str(HOROVOD / "horovod0281_mpi_2ranks.json"), "--port", str(port))
+        r = run_view(str(SAMPLES / "healthy"), "--port", str(port))
     assert r.returncode == 2 and f"127.0.0.1:{port}" in r.stderr
     assert "in use" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 def test_bad_nsys_export_is_one_line_exit_2(tmp_path):
-    from tests.dashboard.conftest import HOROVOD, free_port
+    from tests.dashboard.conftest import SAMPLES, free_port
 
     bad = tmp_path / "report.sqlite"
     bad.write_bytes(b"not a database")
-    r = run_view(str(HOROVOD / "horovod0281_mpi_2ranks.json"), "--nsys", str(bad), "--port", str(free_port()))
+    r = run_view(str(SAMPLES / "healthy"), "--nsys", str(bad), "--port", str(free_port()))
     assert r.returncode == 2 and "report.sqlite" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1

@@ -82,10 +82,9 @@ def main():
             want = [t, "NEGOTIATE_" + op, V.QUEUE]
             if b != want or sorted(en) != sorted(want):
                 problems.append(f"{t}: begins {b} ends {en}")
-            sub = [e for e in names("i", V.TID_FRAMEWORK) if e[2] == V.SUBMIT
-                   and e[4].get(V.ARG_TENSOR) == t]
+            sub = [e for e in ev if e[0] == "b" and e[1] == t and e[2] == t]
             if len(sub) != 1 or sub[0][4].get(V.ARG_STEP) != 3:
-                problems.append(f"{t}: SUBMIT {sub}")
+                problems.append(f"{t}: submission (outer begin) {sub}")
         outer = [e for e in ev if e[0] == "b" and e[1] == "t.big" and e[2] == "t.big"][0][4]
         for k in (V.ARG_TENSOR, V.ARG_OP, V.ARG_BYTES, V.ARG_DTYPE, V.ARG_SHAPE, V.ARG_REDUCE_OP,
                   V.ARG_PROCESS_SET, V.ARG_STEP):
