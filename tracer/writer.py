@@ -119,7 +119,7 @@ class TimelineWriter:
         pid, base = self.file.pid, self.file.base_ns
         open_async = self._open_async
         out = []
-        dumps, to_event = fmt.dumps, fmt.to_event
+        to_event = fmt.to_event
         for rec in recs:
             ph = rec[0]
             if ph == "b":
@@ -133,8 +133,8 @@ class TimelineWriter:
                 del names[len(names) - 1 - names[::-1].index(rec[2])]
                 if not names:
                     del open_async[rec[1]]
-            out.append(dumps(to_event(rec, pid, base)))
-        return out
+            out.append(to_event(rec, pid, base))
+        return fmt.dumps_many(out)
 
     def _finish(self, shutdown_args: dict) -> None:
         f = self.file
