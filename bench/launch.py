@@ -21,8 +21,9 @@ class BenchError(RuntimeError):
 
 
 def mpiexec() -> str:
-    cand = Path(sys.executable).parent / "mpiexec"
-    return str(cand) if cand.exists() else "mpiexec"
+    """The mpiexec next to this interpreter (the mpich wheel's), as ``ringscope run`` uses it."""
+    from collectives.launcher import mpiexec_path
+    return mpiexec_path() or "mpiexec"
 
 
 def env_with(extra: dict | None = None) -> dict:

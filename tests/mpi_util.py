@@ -19,9 +19,9 @@ SCRIPTS = Path(__file__).resolve().parent / "mpi_scripts"
 
 
 def mpiexec() -> str:
-    """Path of the mpiexec that sits next to this interpreter (the mpich wheel's)."""
-    cand = Path(sys.executable).parent / "mpiexec"
-    return str(cand) if cand.exists() else "mpiexec"
+    """The mpiexec next to this interpreter (the mpich wheel's), as ``ringscope run`` uses it."""
+    from collectives.launcher import mpiexec_path
+    return mpiexec_path() or "mpiexec"
 
 
 def mpi_env(extra: dict | None = None) -> dict:
