@@ -33,6 +33,8 @@ def main(argv=None) -> int:
     from viewer.merge import plan_merge, write_merged
 
     show_warnings_on_stderr()
+    from viewer import memory
+    memory.use_system_allocator()
     paths = args.paths if len(args.paths) > 1 else args.paths[0]
     try:
         plan = plan_merge(paths)

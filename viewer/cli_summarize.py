@@ -45,6 +45,8 @@ def main(argv=None) -> int:
     from viewer.errors import TraceError, show_warnings_on_stderr
 
     show_warnings_on_stderr()
+    from viewer import memory
+    memory.use_system_allocator()
     try:
         run = _load(args)
     except TraceError as exc:

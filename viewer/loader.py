@@ -5,6 +5,7 @@ from pathlib import Path
 
 from viewer import cache as _cache
 from viewer import frames
+from viewer import memory
 from viewer.errors import TraceError
 from viewer.schema import RunTables
 
@@ -115,6 +116,7 @@ def load_run(paths, use_cache: bool = True, cache_dir=None, progress=None) -> Ru
     parsed = []
     for f in files:
         parsed.append(parse_one(f, use_cache, cache_dir))
+        memory.release()
         done += f.stat().st_size
         if progress:
             progress(done, total, f)

@@ -156,13 +156,17 @@ def main():
     check("allreduce_scale_factors", scaling)
 
     def fused_async():
+        # the last rank submits only after the barrier, which the others reach after polling:
+        # their handles cannot be ready when they poll
         if r == size - 1:
-            time.sleep(0.3)   # the others' handles cannot be ready before this rank submits
+            C.barrier()
         hs = [C.allreduce_async(np.full(100 + i, float(r * i), np.float32), name=f"fa.{i}",
                                 op=C.Sum) for i in range(40)]
         polled = [C.poll(h) for h in hs]
-        if r != size - 1 and any(polled):
-            raise AssertionError(f"poll was true before the last rank submitted: {polled}")
+        if r != size - 1:
+            C.barrier()
+            if any(polled):
+                raise AssertionError(f"poll was true before the last rank submitted: {polled}")
         before = dict(get_engine().stats)
         for i, h in enumerate(hs):
             close(C.synchronize(h), np.full(100 + i, float(i * sum(range(size))), np.float32),
@@ -270,13 +274,20 @@ def main():
     check("barrier_and_unnamed", barrier_and_names)
 
     def duplicate_name():
-        h = C.allreduce_async(np.ones(4), name="dup")
-        try:
-            C.allreduce_async(np.ones(4), name="dup")
-        except ValueError as exc:
-            assert "dup" in str(exc)
+        # rank 0 submits 'dup' before the barrier, the others after it: on rank 0 the first one is
+        # certainly still in flight when the second is submitted
+        if C.rank() == 0:
+            h = C.allreduce_async(np.ones(4), name="dup")
+            try:
+                C.allreduce_async(np.ones(4), name="dup")
+            except ValueError as exc:
+                assert "dup" in str(exc)
+            else:
+                raise AssertionError("second in-flight 'dup' was accepted")
+            C.barrier()
         else:
-            raise AssertionError("second in-flight 'dup' was accepted")
+            C.barrier()
+            h = C.allreduce_async(np.ones(4), name="dup")
         close(C.synchronize(h), np.ones(4), "float64", "dup first")
         close(C.allreduce(np.ones(4), name="dup"), np.ones(4), "float64", "dup reused after")
     check("duplicate_name_valueerror", duplicate_name)

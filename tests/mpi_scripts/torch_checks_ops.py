@@ -101,12 +101,20 @@ def check_async_poll_and_many_in_flight():
 
 
 def check_duplicate_inflight_name_raises():
-    h = hvd.allreduce_async(torch.ones(3), name="dup")
-    try:
-        hvd.allreduce_async(torch.ones(3), name="dup")
-        ok = False
-    except ValueError:
-        ok = True
+    # rank 0 submits 'dup' before the barrier, the others after it: on rank 0 the first 'dup' is
+    # certainly still in flight when the second is submitted
+    ok = True
+    if hvd.rank() == 0:
+        h = hvd.allreduce_async(torch.ones(3), name="dup")
+        try:
+            hvd.allreduce_async(torch.ones(3), name="dup")
+            ok = False
+        except ValueError:
+            pass
+        hvd.barrier()
+    else:
+        hvd.barrier()
+        h = hvd.allreduce_async(torch.ones(3), name="dup")
     hvd.synchronize(h)
     return None if ok else "no ValueError for a second in-flight 'dup'"
 

@@ -66,7 +66,10 @@ def serve(runs=(), host: str = "127.0.0.1", port: int = 8050, root=None, max_upl
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    from viewer import memory
     from viewer.dashboard.registry import LoadError
+
+    memory.use_system_allocator()
 
     if args.root and not Path(args.root).is_dir():
         print(f"ringscope view: {args.root}: --root is not a directory", file=sys.stderr)

@@ -1,0 +1,35 @@
+"""Keeping the loader's resident memory close to what its tables hold.
+
+Parsing a trace allocates and frees large buffers. Arrow's default pool (mimalloc) and glibc's
+malloc both keep freed pages, so the process's peak grows with every file. The CLI entry points
+switch Arrow to the system allocator, and the loader hands freed pages back after each file
+(measured on 149 MB of trace: peak RSS 497 MB before, 403 MB after, interpreter and imports included).
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+
+_trim = None
+
+
+def use_system_allocator() -> None:
+    """Make Arrow allocate through malloc (unless ARROW_DEFAULT_MEMORY_POOL chooses otherwise)."""
+    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        return
+    import pyarrow as pa
+    pa.set_memory_pool(pa.system_memory_pool())
+
+
+def release() -> None:
+    """Return freed memory to the operating system (Arrow's pool, then glibc's heap)."""
+    global _trim
+    import pyarrow as pa
+    pa.default_memory_pool().release_unused()
+    if _trim is None:
+        try:
+            _trim = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):   # not glibc
+            _trim = False
+    if _trim:
+        _trim(0)
