@@ -101,6 +101,10 @@ def build(src_dir: Path, out_dir: Path, ranks: int, events_per_rank: int) -> dic
                     f.write((b"" if first else b",\n") + _dumps(e2))
                     first = False
                     n += 1
+            # the closing record a finished run ends with (else the viewer reports it unfinished)
+            for e in evs:
+                if e.get("cat") == "meta" and e.get("ph") == "i":
+                    f.write(b",\n" + _dumps(dict(e, pid=r, ts=round(e["ts"] + (copies - 1) * span, 3))))
             f.write(b"\n]}\n")
         min_events = n if r == 0 else min(min_events, n)
         total += path.stat().st_size
