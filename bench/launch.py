@@ -27,15 +27,9 @@ def mpiexec() -> str:
 
 
 def env_with(extra: dict | None = None) -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env["PYTHONUNBUFFERED"] = "1"
-    for k, v in (extra or {}).items():
-        if v is None:
-            env.pop(k, None)
-        else:
-            env[k] = str(v)
-    return env
+    """The launcher's environment for this checkout, plus ``extra`` (None removes a variable)."""
+    from collectives.launcher import checkout_env
+    return checkout_env(extra)
 
 
 def run_text(cmd: list[str], timeout: float, env: dict | None = None, label: str = "") -> str:

@@ -43,12 +43,24 @@ def parse(argv):
     return ns
 
 
-def build(ns, environ=None):
-    """(command, environment) for the parsed options."""
+def checkout_env(extra: dict | None = None, environ=None) -> dict:
+    """The environment for a Python child that imports this checkout: its root first on
+    PYTHONPATH, unbuffered output, then ``extra`` (a value of None removes that variable)."""
     env = dict(os.environ if environ is None else environ)
     root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("PYTHONUNBUFFERED", "1")
+    for k, v in (extra or {}).items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = str(v)
+    return env
+
+
+def build(ns, environ=None):
+    """(command, environment) for the parsed options."""
+    env = checkout_env(environ=environ)
     if ns.timeline:
         # keep a trailing "/": it is what marks a not-yet-existing directory (one file per rank)
         slash = "/" if ns.timeline.endswith(("/", os.sep)) else ""

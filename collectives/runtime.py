@@ -83,7 +83,9 @@ def init(process_sets=None) -> None:
             _atexit_registered = True
 
 
-def _register(ps, world, size) -> int:
+def _known(ps, size):
+    """``(ps as a ProcessSet, its id if these ranks are registered already, else None)``; ranks
+    outside the job raise ValueError."""
     if not isinstance(ps, ProcessSet):
         ps = ProcessSet(ps)
     bad = [r for r in ps.ranks if not 0 <= r < size]
@@ -92,6 +94,12 @@ def _register(ps, world, size) -> int:
     existing = TABLE.find(ps.ranks)
     if existing is not None:
         ps.process_set_id = existing
+    return ps, existing
+
+
+def _register(ps, world, size) -> int:
+    ps, existing = _known(ps, size)
+    if existing is not None:
         return existing
     sid = TABLE.next_id
     TABLE.add(sid, ps.ranks, world)
@@ -103,14 +111,8 @@ def add_process_set(process_set):
     """Register a process set after init (collective: every rank calls it in the same order)."""
     from collectives import messages as M
     from collectives.entry import Entry
-    ps = process_set if isinstance(process_set, ProcessSet) else ProcessSet(process_set)
-    size_ = _get("size")
-    bad = [r for r in ps.ranks if not 0 <= r < size_]
-    if bad:
-        raise ValueError(f"process set {ps.ranks} names ranks {bad} outside 0..{size_ - 1}")
-    existing = TABLE.find(ps.ranks)
+    ps, existing = _known(process_set, _get("size"))
     if existing is not None:
-        ps.process_set_id = existing
         return ps
     eng = _engine.get_engine()
     n = _next_count("add_process_set")

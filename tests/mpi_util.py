@@ -25,12 +25,10 @@ def mpiexec() -> str:
 
 
 def mpi_env(extra: dict | None = None) -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env["PYTHONUNBUFFERED"] = "1"
+    """The launcher's environment for this checkout, plus ``extra``."""
+    from collectives.launcher import checkout_env
+    env = checkout_env(extra)
     env.setdefault("RINGSCOPE_DISABLE_NVTX", "")
-    if extra:
-        env.update({k: str(v) for k, v in extra.items()})
     return env
 
 

@@ -8,23 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-# nccl-tests bus-bandwidth factors, n = ranks (see ../shared/REFERENCE.md section 3)
-_BUS = {
-    "ALLREDUCE": lambda n: 2 * (n - 1) / n,
-    "REDUCESCATTER": lambda n: (n - 1) / n,
-    "ALLGATHER": lambda n: (n - 1) / n,
-    "ALLTOALL": lambda n: (n - 1) / n,
-    "BROADCAST": lambda n: 1.0,
-}
+from viewer.analyses import communication as _comm
+from viewer.analyses.communication import bus_factor  # noqa: F401  (re-exported for the figures)
+
 _DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int32": 4, "int64": 8,
                 "uint8": 1, "int8": 1}
-
-
-def bus_factor(op: str, n: int) -> float:
-    """nccl-tests' busbw/algbw factor for ``op`` on ``n`` ranks (1 when unknown or n < 2)."""
-    if not n or n < 2:
-        return 1.0
-    return float(_BUS.get(str(op).upper(), lambda n: 1.0)(n))
 
 
 def run_size(t) -> int:
@@ -174,33 +162,30 @@ def fusion_threshold(t):
 
 
 def comm_ops(t) -> pd.DataFrame:
-    """Per executed op: bytes, comm time, algbw and busbw in GB/s (nccl-tests conventions)."""
+    """Per executed op: bytes, comm time, algbw and busbw in GB/s, from ``viewer.analyses``'
+    ``op_bandwidth`` (nccl-tests conventions, so the page agrees with ``ringscope summarize``)."""
+    cols = ["rank", "op", "backend", "dtype", "bytes", "time_us", "algbw", "busbw", "size"]
     f = t.fused_ops
     f = f[(f["comm_ns"] > 0) & (f["bytes"] > 0)]
-    n = f["size"].where(f["size"] > 0, run_size(t))
-    f, n = f[n >= 2], n[n >= 2]  # a one-rank op moves nothing over the wire
-    if f.empty:
-        return pd.DataFrame(columns=["rank", "op", "backend", "dtype", "bytes", "time_us", "algbw", "busbw",
-                                     "size"])
-    algbw = f["bytes"] / f["comm_ns"]  # bytes/ns == GB/s
-    factor = [bus_factor(op, int(k)) for op, k in zip(f["op"], n)]
-    return pd.DataFrame({"rank": f["rank"].to_numpy(), "op": f["op"].to_numpy(), "backend": f["backend"].to_numpy(),
-                         "dtype": f["dtype"].to_numpy(), "bytes": f["bytes"].to_numpy(),
-                         "time_us": (f["comm_ns"] / 1e3).to_numpy(), "algbw": algbw.to_numpy(),
-                         "busbw": (algbw * factor).to_numpy(), "size": n.to_numpy()})
+    bw = _comm.op_bandwidth(f, run_size(t)) if len(f) else f
+    if len(bw):
+        bw = bw[bw["n"] >= 2]  # a one-rank op moves nothing over the wire
+    if not len(bw):
+        return pd.DataFrame(columns=cols)
+    return pd.DataFrame({"rank": bw["rank"].to_numpy(), "op": bw["op"].to_numpy(),
+                         "backend": bw["backend"].to_numpy(), "dtype": bw["dtype"].to_numpy(),
+                         "bytes": bw["bytes"].to_numpy(), "time_us": (bw["time_ns"] / 1e3).to_numpy(),
+                         "algbw": bw["algbw_gbps"].to_numpy(), "busbw": bw["busbw_gbps"].to_numpy(),
+                         "size": bw["n"].to_numpy()})
 
 
 def alpha_beta(comm: pd.DataFrame) -> dict:
-    """Least-squares fit time = alpha + bytes/beta per backend and op: {"ring ALLREDUCE": (alpha_us, beta_GBps)}."""
-    fits = {}
-    for (backend, op), d in comm.groupby(["backend", "op"]):
-        x, y = d["bytes"].to_numpy(float), d["time_us"].to_numpy(float)
-        if len(d) < 2 or np.ptp(x) == 0:
-            continue
-        slope, alpha = np.polyfit(x, y, 1)
-        if slope > 0:
-            fits[f"{backend} {op}"] = (max(float(alpha), 0.0), float(1.0 / slope / 1e3))  # bytes/us -> GB/s
-    return fits
+    """``viewer.analyses``' α-β fit per backend and op: {"ring ALLREDUCE": (alpha_us, beta_GBps)}."""
+    if comm.empty:
+        return {}
+    fit = _comm.alpha_beta_fit(comm.assign(time_ns=comm["time_us"] * 1e3))
+    return {f"{r.backend} {r.op}": (float(r.alpha_us), float(r.beta_gbps))
+            for r in fit.itertuples() if r.beta_gbps == r.beta_gbps}
 
 
 def nccl_table(comm: pd.DataFrame) -> pd.DataFrame:
