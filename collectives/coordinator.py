@@ -59,9 +59,7 @@ class Coordinator:
             self.joined.add(req.rank)
         rec = get_recorder()
         if rec.enabled:
-            rec.instant(V.TID_NEGOTIATION, V.READY, V.CAT_NEGOTIATION,
-                        {V.ARG_TENSOR: req.name, V.ARG_RANK: req.rank, V.ARG_STEP: rec.step,
-                         V.ARG_PROCESS_SET: req.process_set})
+            rec.ready(req.name, req.rank, req.process_set)
         self._check_ready(key, pend, req.rank, now_s)
         if req.op_type == V.JOIN and len(self.joined) < len(self.sets.get(0).ranks):
             for k, p in list(self.table.items()):   # joined ranks may complete waiting tensors

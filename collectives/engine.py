@@ -128,14 +128,12 @@ class Engine:
             if e.op_type in M.CONTROL_OPS:
                 continue
             args = {V.ARG_TENSOR: e.name, V.ARG_OP: e.op_type, V.ARG_BYTES: e.nbytes,
-                    V.ARG_DTYPE: e.dtype, V.ARG_SHAPE: list(e.shape),
-                    V.ARG_REDUCE_OP: e.reduce_op.value, V.ARG_PROCESS_SET: e.process_set,
-                    V.ARG_STEP: rec.step}
-            # the outer slice's begin is the submission (no separate SUBMIT instant: it would
-            # only double the events on the hot path)
-            rec.async_begin(e.name, e.name, args, ts_ns=now)
-            rec.async_begin(e.name, V.negotiate_name(e.op_type), None, ts_ns=now)
-            e.meta["phase"] = "negotiate"
+                    V.ARG_DTYPE: e.dtype, V.ARG_SHAPE: tuple(e.shape),
+                    V.ARG_REDUCE_OP: e.reduce_op.value, V.ARG_PROCESS_SET: e.process_set}
+            # the outer slice's begin is the submission; the rest of the lifecycle is written at
+            # completion from the times kept in e.meta (one record per tensor each way)
+            rec.tensor_begin(e.name, V.negotiate_name(e.op_type), args, now)
+            e.meta["rec"] = rec
 
     def shutdown(self) -> None:
         """Negotiate the shutdown with every rank, then stop the thread (blocks until done)."""
@@ -270,10 +268,10 @@ class Engine:
             for resp in batch:
                 for name in resp.names:
                     e = self._inflight.get(name)
-                    if e is not None and e.meta.get("phase") == "negotiate":
-                        rec.async_end(name, V.negotiate_name(e.op_type), ts_ns=now)
-                        rec.async_begin(name, V.QUEUE, None, ts_ns=now)
-                        e.meta["phase"] = "queue"
+                    if e is not None and "t_response" not in e.meta:
+                        e.meta["t_response"] = now
+                        if rec.nvtx:
+                            rec.tensor_phase(name, V.negotiate_name(e.op_type), V.QUEUE)
         for resp in batch:
             entries = [self._inflight.get(n) for n in resp.names]
             if resp.op_type == M.ERROR:
@@ -344,14 +342,11 @@ class Engine:
                 return
             self._bytes_in_flight -= e.nbytes
         rec = get_recorder()
-        if rec.enabled and e.op_type not in M.CONTROL_OPS:
-            now = rec.now()
-            phase = e.meta.get("phase")
-            if phase == "queue":
-                rec.async_end(e.name, V.QUEUE, ts_ns=now)
-            elif phase == "negotiate":
-                rec.async_end(e.name, V.negotiate_name(e.op_type), ts_ns=now)
-            rec.async_end(e.name, e.name, {V.ARG_ERROR: error} if error else None, ts_ns=now)
+        meta = e.meta
+        traced = meta.get("rec")    # the recorder that has this tensor's begin, if any
+        if traced is not None:
+            traced.tensor_end(e.name, V.negotiate_name(e.op_type), meta.get("t_response"),
+                              meta.get("t_dequeue"), traced.now(), error)
         if "received_splits" in e.meta:
             e.handle.received_splits = e.meta["received_splits"]
         if error is not None:

@@ -21,9 +21,10 @@ class Executor:
         if rec.enabled:
             now = rec.now()
             for e in entries:
-                if e.meta.get("phase") == "queue":
-                    rec.async_end(e.name, V.QUEUE, ts_ns=now)
-                    e.meta["phase"] = "run"
+                e.meta["t_dequeue"] = now
+            if rec.nvtx:
+                for e in entries:
+                    rec.tensor_phase(e.name, V.QUEUE)
             tok = rec.begin(V.TID_FUSION, V.FUSED_RESPONSE, V.CAT_FUSION, {
                 V.ARG_RESPONSE: resp.id, V.ARG_TENSORS: list(resp.names),
                 V.ARG_COUNT: len(resp.names), V.ARG_BYTES: sum(e.nbytes for e in entries),

@@ -32,7 +32,7 @@ class Handle:
         if not self._event.is_set():
             rec = get_recorder()
             tok = rec.begin(V.TID_FRAMEWORK, V.SYNCHRONIZE, V.CAT_FRAMEWORK,
-                            {V.ARG_TENSOR: self.name, V.ARG_STEP: rec.step}) if rec.enabled else None
+                            tensor=self.name) if rec.enabled else None
             done = self._event.wait(timeout)
             if tok is not None:
                 rec.end(tok)

@@ -12,7 +12,8 @@ Runtime-facing entry points:
 Switches (environment): RINGSCOPE_TIMELINE (HOROVOD_TIMELINE), RINGSCOPE_TIMELINE_MARK_CYCLES,
 RINGSCOPE_TIMELINE_STEPS, RINGSCOPE_TIMELINE_MAX_MB, RINGSCOPE_TIMELINE_CAP_MODE,
 RINGSCOPE_TIMELINE_KEEP_PARTS, RINGSCOPE_TIMELINE_BUFFER_EVENTS, RINGSCOPE_TIMELINE_FLUSH_S,
-RINGSCOPE_DISABLE_NVTX (HOROVOD_DISABLE_NVTX_RANGES). See docs/TRACE_FORMAT.md.
+RINGSCOPE_DISABLE_NVTX (HOROVOD_DISABLE_NVTX_RANGES, NVTX_DISABLE), RINGSCOPE_NVTX_ALWAYS.
+See docs/TRACE_FORMAT.md.
 """
 from __future__ import annotations
 
@@ -63,7 +64,8 @@ def _start(path_spec: str, source: str, mark_cycles: bool | None):
     path = rank_path(path_spec, int(meta.get("rank") or 0), source)
     check_writable(path, source)
     try:
-        rec = TimelineRecorder(meta, settings, path, load_emitter(settings.nvtx),
+        rec = TimelineRecorder(meta, settings, path,
+                               load_emitter(settings.nvtx, settings.nvtx_force),
                                step=get_recorder().step, mark_cycles=mark_cycles)
     except OSError as e:
         raise TimelineConfigError(f"{source}: cannot write timeline file {path}: "

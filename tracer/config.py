@@ -42,6 +42,7 @@ class TimelineSettings:
     buffer_events: int = 262144      # bounded in-memory buffer; events beyond it are dropped
     flush_interval_s: float = 0.25
     nvtx: bool = True                # NVTX ranges unless disabled
+    nvtx_force: bool = False         # emit NVTX calls even when no tool is attached to receive them
 
 
 def _env(env, *names):
@@ -110,7 +111,9 @@ def settings_from_env(env=None) -> TimelineSettings:
     s.keep_parts = _number(env, "RINGSCOPE_TIMELINE_KEEP_PARTS", int, 1) or s.keep_parts
     s.buffer_events = _number(env, "RINGSCOPE_TIMELINE_BUFFER_EVENTS", int, 1) or s.buffer_events
     s.flush_interval_s = min(_number(env, "RINGSCOPE_TIMELINE_FLUSH_S", float, 0.01) or 0.25, 1.0)
-    s.nvtx = not (_flag(env, "RINGSCOPE_DISABLE_NVTX") or _flag(env, "HOROVOD_DISABLE_NVTX_RANGES"))
+    s.nvtx = not (_flag(env, "RINGSCOPE_DISABLE_NVTX") or _flag(env, "HOROVOD_DISABLE_NVTX_RANGES")
+                  or _flag(env, "NVTX_DISABLE"))
+    s.nvtx_force = _flag(env, "RINGSCOPE_NVTX_ALWAYS")
     return s
 
 

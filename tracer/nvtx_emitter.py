@@ -50,12 +50,25 @@ class NvtxEmitter:
             self._end(handle)
 
 
-def load_emitter(enabled: bool = True) -> NvtxEmitter | None:
-    """An emitter when NVTX is wanted and the ``nvtx`` package imports, else None."""
+def tool_attached(nvtx_module) -> bool:
+    """Whether an NVTX tool (Nsight Systems' injection library) is attached to this process: the
+    ``nvtx`` package hands out a dummy domain, whose calls do nothing, when none is."""
+    get_domain = getattr(nvtx_module, "get_domain", None)
+    if get_domain is None:
+        return True   # an nvtx without the domain API: cannot tell, so emit
+    return hasattr(get_domain(DOMAIN), "handle")
+
+
+def load_emitter(enabled: bool = True, force: bool = False) -> NvtxEmitter | None:
+    """An emitter when NVTX is wanted, the ``nvtx`` package imports and a tool is attached to
+    receive the ranges (``force``: even with no tool, e.g. to check the calls), else None.
+    Without a tool every NVTX call is a no-op, so skipping them changes nothing but the cost."""
     if not enabled:
         return None
     try:
         import nvtx
     except ImportError:
+        return None
+    if not force and not tool_attached(nvtx):
         return None
     return NvtxEmitter(nvtx)

@@ -6,12 +6,20 @@ CONTRACT (the runtime codes against these calls; the tracer implements them):
     rec.enabled                          # bool; callers may skip building args when False
     rec.mark_cycles                      # bool; emit CYCLE spans when True
     t = rec.now()                        # int, time.perf_counter_ns()
-    tok = rec.begin(tid, name, cat, args)          # opens an X span (and an NVTX range)
+    tok = rec.begin(tid, name, cat, args, tensor=None)   # opens an X span (and an NVTX range);
+                                                    # tensor=NAME instead of args: {tensor, step}
     rec.end(tok, extra_args=None)                   # closes it (same thread or not)
     rec.complete(tid, name, cat, start_ns, end_ns, args)   # an X span measured by the caller (no NVTX)
     rec.instant(tid, name, cat, args, ts_ns=None)
+    rec.ready(name, rank, process_set=0, ts_ns=None)   # the coordinator's READY instant (fast path)
     rec.async_begin(id, name, args, ts_ns=None)     # cat "tensor"; NVTX start/end range
     rec.async_end(id, name, args=None, ts_ns=None)
+    rec.tensor_begin(name, negotiate, args, ts_ns)  # a tensor's lifecycle: outer slice + negotiation
+                                                    # (args without the step: the recorder adds it)
+    rec.tensor_end(name, negotiate, t_response, t_dequeue, t_done, error=None)
+                                                    # ... the rest of it, written at completion
+    rec.nvtx                                        # bool; when True, also call at each transition:
+    rec.tensor_phase(name, ended, started=None)     #   NVTX ranges need the live moment
     rec.counter(name, value, ts_ns=None)
     rec.mark_step(step=None) / rec.step             # current training step (-1 before the first)
     rec.set_run_meta(**meta)                        # keys of tracer.vocab.META_KEYS
@@ -32,12 +40,13 @@ class NullRecorder:
 
     enabled = False
     mark_cycles = False
+    nvtx = False
     step = -1
 
     def now(self) -> int:
         return _now()
 
-    def begin(self, tid, name, cat, args=None):
+    def begin(self, tid, name, cat, args=None, tensor=None):
         return None
 
     def end(self, token, extra_args=None):
@@ -56,6 +65,18 @@ class NullRecorder:
         pass
 
     def counter(self, name, value, ts_ns=None):
+        pass
+
+    def ready(self, name, rank, process_set=0, ts_ns=None):
+        pass
+
+    def tensor_begin(self, name, negotiate, args, ts_ns):
+        pass
+
+    def tensor_phase(self, name, ended, started=None):
+        pass
+
+    def tensor_end(self, name, negotiate, t_response, t_dequeue, t_done, error=None):
         pass
 
     def mark_step(self, step=None):

@@ -1,8 +1,8 @@
 """The real recorder behind :mod:`tracer.recorder`'s contract.
 
-Hot path: each call builds one tuple and appends it to a bounded deque (``deque.append`` is atomic,
-so no lock); when the deque is full the event is dropped and counted. Serialisation and file I/O
-happen on :class:`tracer.writer.TimelineWriter`'s thread.
+Hot path: each call formats its event line(s) (:mod:`tracer.lines`) and appends the string to a
+bounded deque (``deque.append`` is atomic, so no lock); when the deque is full the event is dropped
+and counted. File I/O happens on :class:`tracer.writer.TimelineWriter`'s thread.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 from collections import deque
 from pathlib import Path
 
-from tracer import vocab
+from tracer import lines, vocab
 from tracer.clock import wall_ns
 from tracer.config import TimelineSettings
 from tracer.tracefile import TraceFile
@@ -42,6 +42,9 @@ class TimelineRecorder:
         if emitter is not None:
             emitter.mark(f"ringscope rank={meta.get('rank', 0)} size={meta.get('size', 1)}")
         self._nv_async: dict = {}    # (id, name) -> nvtx handle
+        self._open: dict = {}        # tensors whose lifecycle begin is in this file
+        self._open_async: dict = {}  # (id, name) -> generic async slices open in this file
+        self.unmatched_ends = 0      # ends dropped because their begin is not in this file
         self._nv_bytes: dict = {}    # async id -> bytes of its outer slice (NVTX payload)
         self._closed = False
         self._shutdown_offset = (None, None)
@@ -54,9 +57,11 @@ class TimelineRecorder:
         self._step_t0 = self.base_ns
         self._step_nv = None
         pid = int(self.meta.get("rank", 0))
+        self._lb = lines.LineBuilder(pid)
         f = TraceFile(self.path, self.meta, pid, self.base_ns, settings.max_bytes, settings.cap_mode,
                       settings.keep_parts)
         self._writer = TimelineWriter(self._q, f, settings.flush_interval_s, self.events_dropped)
+        self.nvtx = emitter is not None   # callers skip :meth:`tensor_phase` when False
         self.enabled = self._in_window(step)
 
     # ---- window of steps --------------------------------------------------------------------
@@ -72,78 +77,128 @@ class TimelineRecorder:
     def now(self) -> int:
         return _now()
 
-    # ---- hot path --------------------------------------------------------------------------
-    def begin(self, tid, name, cat, args=None):
+    # ---- hot path: format the line, append it ---------------------------------------------------
+    def _put(self, line: str) -> None:
+        q = self._q
+        if len(q) < self._cap:
+            q.append(line)
+        else:
+            next(self._drops)
+
+    def begin(self, tid, name, cat, args=None, tensor=None):
         if not self.enabled:
             return None
         nv = self._nv
         h = nv.start(name, name, args.get(vocab.ARG_BYTES) if args else None) if nv else None
-        return (tid, name, cat, args, _now(), self.step, h)
+        return (tid, name, cat, args, _now(), self.step, h, tensor)
 
     def end(self, token, extra_args=None):
         if token is None:
             return
         t1 = _now()
-        tid, name, cat, args, t0, step, h = token
+        tid, name, cat, args, t0, step, h, tensor = token
         if h is not None:
             self._nv.end(h)
-        q = self._q
-        if len(q) < self._cap:
-            q.append(("X", tid, name, cat, t0, t1, args, step, extra_args))
+        b = self.base_ns
+        if tensor is not None and args is None and extra_args is None:
+            self._put(self._lb.tensor_span(name, cat, tid, tensor, t0 - b, t1 - b, step))
         else:
-            next(self._drops)
+            self._put(self._lb.complete(name, cat, tid, t0 - b, t1 - b,
+                                        lines.jargs(args, step, extra_args)))
 
     def complete(self, tid, name, cat, start_ns, end_ns, args=None):
         if self.enabled:
-            q = self._q
-            if len(q) < self._cap:
-                q.append(("X", tid, name, cat, start_ns, end_ns, args, self.step, None))
-            else:
-                next(self._drops)
+            b = self.base_ns
+            self._put(self._lb.complete(name, cat, tid, start_ns - b, end_ns - b,
+                                        lines.jargs(args, self.step)))
 
     def instant(self, tid, name, cat, args=None, ts_ns=None):
         if self.enabled:
-            q = self._q
-            if len(q) < self._cap:
-                q.append(("i", tid, name, cat, _now() if ts_ns is None else ts_ns, None, args,
-                          self.step, None))
-            else:
-                next(self._drops)
+            t = _now() if ts_ns is None else ts_ns
+            self._put(self._lb.instant(name, cat, tid, t - self.base_ns,
+                                       lines.jargs(args, self.step)))
 
+    def ready(self, name, rank, process_set=0, ts_ns=None):
+        """The coordinator's READY tick: ``rank`` submitted ``name`` (an instant on tid 2)."""
+        if self.enabled:
+            t = _now() if ts_ns is None else ts_ns
+            self._put(self._lb.ready(name, rank, process_set, t - self.base_ns, self.step))
+
+    def counter(self, name, value, ts_ns=None):
+        if self.enabled:
+            t = _now() if ts_ns is None else ts_ns
+            self._put(self._lb.counter(name, t - self.base_ns, value))
+
+    # ---- the per-tensor lifecycle -----------------------------------------------------------------
+    def tensor_begin(self, name, negotiate, args, ts_ns):
+        """Submission: the tensor's outer async slice and its negotiation open at ``ts_ns``."""
+        if not self.enabled:
+            return
+        if self._nv is not None:
+            self._nv_start(name, name, args)
+            self._nv_start(name, negotiate, None)
+        self._open[name] = 1
+        self._put(self._lb.tensor_begin(name, negotiate, ts_ns - self.base_ns, args, self.step))
+
+    def tensor_phase(self, name, ended, started=None):
+        """NVTX only (call when :attr:`nvtx` is set): phase ``ended`` is over, ``started`` opens.
+        The trace gets these transitions at :meth:`tensor_end`, from the times passed there."""
+        if self._nv is not None and name in self._open:
+            self._nv_stop(name, ended)
+            if started is not None:
+                self._nv_start(name, started, None)
+
+    def tensor_end(self, name, negotiate, t_response, t_dequeue, t_done, error=None):
+        """Completion: the negotiation (ended at ``t_response``, None if no response came), the
+        QUEUE slice (``t_response`` to ``t_dequeue``) and the outer slice (ends at ``t_done``).
+        Written only when this file holds the tensor's begin."""
+        if self._closed or self._open.pop(name, None) is None:
+            if not self._closed:
+                self.unmatched_ends += 1
+            return
+        if self._nv is not None:
+            for phase in (negotiate, vocab.QUEUE, name):
+                self._nv_stop(name, phase)
+        b = self.base_ns
+        self._put(self._lb.tensor_end(name, negotiate,
+                                      None if t_response is None else t_response - b,
+                                      None if t_dequeue is None else t_dequeue - b,
+                                      t_done - b, self.step, error))
+
+    # ---- generic async slices (same file rules: an end needs its begin in this file) ---------------
     def async_begin(self, id, name, args=None, ts_ns=None):
         if not self.enabled:
             return
         if self._nv is not None:
             self._nv_start(id, name, args)
-        q = self._q
-        if len(q) < self._cap:
-            q.append(("b", id, name, vocab.CAT_TENSOR, _now() if ts_ns is None else ts_ns, None, args,
-                      self.step, None))
-        else:
-            next(self._drops)
+        key = (id, name)
+        self._open_async[key] = self._open_async.get(key, 0) + 1
+        t = _now() if ts_ns is None else ts_ns
+        self._put(self._lb.async_event("b", name, id, t - self.base_ns,
+                                       lines.jargs(args, self.step)))
 
     def async_end(self, id, name, args=None, ts_ns=None):
-        # Not gated by the window: an end whose begin was recorded must be written; the writer
-        # drops ends whose begin is not in the file.
+        # Not gated by the window: an end whose begin was recorded must be written.
         if self._closed:
             return
+        key = (id, name)
+        n = self._open_async.get(key)
+        if not n:
+            self.unmatched_ends += 1
+            return
+        if n == 1:
+            del self._open_async[key]
+        else:
+            self._open_async[key] = n - 1
         if self._nv is not None:
             self._nv_stop(id, name)
-        q = self._q
-        if len(q) < self._cap:
-            q.append(("e", id, name, vocab.CAT_TENSOR, _now() if ts_ns is None else ts_ns, None, args,
-                      self.step, None))
-        else:
-            next(self._drops)
+        t = _now() if ts_ns is None else ts_ns
+        self._put(self._lb.async_event("e", name, id, t - self.base_ns,
+                                       lines.jargs(args, self.step)))
 
-    def counter(self, name, value, ts_ns=None):
-        if self.enabled:
-            q = self._q
-            if len(q) < self._cap:
-                q.append(("C", None, name, vocab.CAT_COUNTER, _now() if ts_ns is None else ts_ns, value,
-                          None, -1, None))
-            else:
-                next(self._drops)
+    def open_async(self) -> int:
+        """Async slices begun in this file and not ended (written at close)."""
+        return len(self._open) + sum(self._open_async.values())
 
     # ---- NVTX for async slices (only when an emitter is present) ------------------------------
     def _nv_start(self, id, name, args):
@@ -204,7 +259,9 @@ class TimelineRecorder:
 
     def _shutdown_args(self) -> dict:
         off, unc = self._shutdown_offset
-        return {"clock_offset_ns": off, "clock_offset_uncertainty_ns": unc}
+        return {"clock_offset_ns": off, "clock_offset_uncertainty_ns": unc,
+                "unmatched_async_ends": self.unmatched_ends,
+                "open_async_at_close": self.open_async()}
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Block until everything recorded so far is on disk (tests, signal handlers)."""

@@ -21,6 +21,7 @@ from pathlib import Path
 from tracer import format as fmt
 from tracer import vocab
 from tracer.config import part_path
+from tracer.lines import LineBuilder
 
 CAP_RESERVE = 4096   # bytes kept free under the cap for the CAP_REACHED and SHUTDOWN events
 
@@ -33,6 +34,7 @@ class TraceFile:
         self.path = Path(path)
         self.meta = dict(meta)
         self.pid = pid
+        self.lines = LineBuilder(pid)
         self.base_ns = base_ns
         self.max_bytes = max_bytes
         self.cap_mode = cap_mode
@@ -50,18 +52,18 @@ class TraceFile:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         meta = dict(self.meta, part=self.part)
         self._head_width = fmt.head_width(meta)
-        first = [fmt.dumps(e) for e in fmt.metadata_events(self.pid, meta)]
+        first = [fmt.dumps(e) for e in fmt.metadata_events(self.pid, meta)]   # bytes
         body = fmt.head_line(meta, self._head_width) + fmt.HEAD_SUFFIX + b",\n".join(first)
         os.pwrite(self._fd, body + fmt.TAIL, 0)
         self.pos = len(body)
         self.size = self.pos + len(fmt.TAIL)
 
-    def _pwrite_lines(self, lines: list[bytes]) -> None:
-        chunk = b",\n" + b",\n".join(lines)
+    def _pwrite_lines(self, lines: list[str]) -> None:
+        chunk = (",\n" + ",\n".join(lines)).encode()
         os.pwrite(self._fd, chunk + fmt.TAIL, self.pos)
         self.pos += len(chunk)
         self.size = self.pos + len(fmt.TAIL)
-        self.lines_written += len(lines)
+        self.lines_written += chunk.count(b",\n")   # a record may hold several event lines
 
     def update_meta(self, meta: dict) -> bool:
         """Rewrite the metadata line in place; False if it no longer fits the head room."""
@@ -85,12 +87,15 @@ class TraceFile:
         return self._fd is None
 
     # ---- writing with the cap --------------------------------------------------------------
-    def _instant(self, name: str, args: dict) -> bytes:
-        ts = (time.perf_counter_ns() - self.base_ns) / 1000
-        return fmt.dumps({"name": name, "cat": vocab.CAT_META, "ph": "i", "s": "p", "pid": self.pid,
-                          "tid": vocab.TID_FRAMEWORK, "ts": ts, "args": args})
+    def now_rel(self) -> int:
+        """Now, in ns from the rank's base."""
+        return time.perf_counter_ns() - self.base_ns
 
-    def write(self, lines: list[bytes], force: bool = False) -> None:
+    def _instant(self, name: str, args: dict) -> str:
+        return self.lines.instant(name, vocab.CAT_META, vocab.TID_FRAMEWORK, self.now_rel(),
+                                  fmt.dumps(args).decode(), scope="p")
+
+    def write(self, lines: list[str], force: bool = False) -> None:
         """Append ``lines``; honour the cap unless ``force`` (used for the SHUTDOWN event)."""
         if self._fd is None or not lines:
             return
@@ -98,12 +103,12 @@ class TraceFile:
             self._pwrite_lines(lines)
             return
         if self.capped:
-            self.discarded += len(lines)
+            self.discarded += _events_in(lines)
             return
         budget = self.max_bytes - CAP_RESERVE - self.size
         n, used = 0, 0
         for line in lines:
-            used += len(line) + 2
+            used += len(line.encode()) + 2
             if used > budget:
                 break
             n += 1
@@ -131,4 +136,8 @@ class TraceFile:
             self._pwrite_lines([self._instant(vocab.CAP_REACHED, {
                 "bytes": self.size, "max_bytes": self.max_bytes, "mode": "stop"})])
             self.capped = True
-            self.discarded += len(rest)
+            self.discarded += _events_in(rest)
+
+
+def _events_in(records: list[str]) -> int:
+    return sum(r.count(",\n") + 1 for r in records)

@@ -1,9 +1,9 @@
-"""The writer thread: drains the recorder's buffer, serialises events and writes them.
+"""The writer thread: drains the recorder's buffer of event lines and writes them.
 
-It wakes every ``flush_interval_s`` (at most 1 s), converts the buffered records to Chrome-trace
-lines, drops async ends whose begin is not in this file (a window or DYNAMIC start opened in the
-middle of an op), and hands the lines to :class:`tracer.tracefile.TraceFile`. Errors on disk never
-reach the training thread: the writer reports once on stderr and discards from then on.
+It wakes every ``flush_interval_s`` (at most 1 s) and hands the buffered lines (already formatted by
+the recorder, :mod:`tracer.lines`) to :class:`tracer.tracefile.TraceFile`, so the time it holds the
+GIL is a join and a ``pwrite`` call per flush. Errors on disk never reach the training thread: the
+writer reports once on stderr and discards from then on.
 """
 from __future__ import annotations
 
@@ -11,11 +11,8 @@ import sys
 import threading
 from collections import deque
 
-from tracer import format as fmt
 from tracer import vocab
 from tracer.tracefile import TraceFile
-
-DUMPS_CHUNK = 128   # events serialised per orjson call (~60 us with the GIL held)
 
 
 class TimelineWriter:
@@ -27,8 +24,6 @@ class TimelineWriter:
         self._interval = min(flush_interval_s, 1.0)
         self._dropped = dropped            # callable: events the hot path dropped so far
         self._last_dropped = 0
-        self._open_async: dict = {}        # async id -> [names of open b events, innermost last]
-        self.unmatched_ends = 0
         self.broken: str | None = None
         self._requests: list = []          # (kind, payload, done Event)
         self._wake = threading.Event()
@@ -104,43 +99,16 @@ class TimelineWriter:
         n = len(q)
         if n == 0 and self._dropped() == self._last_dropped:
             return
-        recs = [q.popleft() for _ in range(n)]
-        lines = self._lines(recs)
+        popleft = q.popleft
+        out = [popleft() for _ in range(n)]
         dropped = self._dropped()
         if dropped != self._last_dropped:
             self._last_dropped = dropped
-            t = recs[-1][4] if recs else self.file.base_ns
-            lines.append(fmt.dumps(fmt.to_event(("C", None, vocab.COUNTER_EVENTS_DROPPED, None, t,
-                                                 dropped, None, -1, None), self.file.pid,
-                                                self.file.base_ns)))
+            f = self.file
+            out.append(f.lines.counter(vocab.COUNTER_EVENTS_DROPPED, f.now_rel(), dropped))
         if self.broken or self.file.closed:
             return
-        self._guard(self.file.write, lines)
-
-    def _lines(self, recs: list) -> list[bytes]:
-        pid, base = self.file.pid, self.file.base_ns
-        open_async = self._open_async
-        out = []
-        to_event = fmt.to_event
-        for rec in recs:
-            ph = rec[0]
-            if ph == "b":
-                open_async.setdefault(rec[1], []).append(rec[2])
-            elif ph == "e":
-                names = open_async.get(rec[1])
-                if not names or rec[2] not in names:
-                    self.unmatched_ends += 1
-                    continue
-                # remove the innermost open slice of that name
-                del names[len(names) - 1 - names[::-1].index(rec[2])]
-                if not names:
-                    del open_async[rec[1]]
-            out.append(to_event(rec, pid, base))
-        # orjson holds the GIL for a whole call: small chunks let training threads in between
-        lines = []
-        for i in range(0, len(out), DUMPS_CHUNK):
-            lines += fmt.dumps_many(out[i:i + DUMPS_CHUNK])
-        return lines
+        self._guard(self.file.write, out)
 
     def _finish(self, shutdown_args: dict) -> None:
         f = self.file
@@ -148,8 +116,7 @@ class TimelineWriter:
             return
         args = dict(shutdown_args)
         args.update(events_written=f.lines_written, events_dropped=self._dropped(),
-                    events_capped=f.discarded, unmatched_async_ends=self.unmatched_ends,
-                    open_async_at_close=sum(len(v) for v in self._open_async.values()))
+                    events_capped=f.discarded)
         line = f._instant(vocab.SHUTDOWN, args)
         self._guard(lambda: f.write([line], force=True))
         f.close()

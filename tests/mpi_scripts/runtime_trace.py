@@ -25,8 +25,10 @@ class ListRecorder(NullRecorder):
         self.events = []
         self.open = {}
 
-    def begin(self, tid, name, cat, args=None):
+    def begin(self, tid, name, cat, args=None, tensor=None):
         tok = object()
+        if tensor is not None:
+            args = {V.ARG_TENSOR: tensor, V.ARG_STEP: self.step}
         self.open[tok] = (tid, name, cat, dict(args or {}), self.now())
         return tok
 
@@ -45,6 +47,21 @@ class ListRecorder(NullRecorder):
 
     def async_end(self, id, name, args=None, ts_ns=None):
         self.events.append(("e", id, name, V.CAT_TENSOR, dict(args or {}), ts_ns or self.now(), None))
+
+    def ready(self, name, rank, process_set=0, ts_ns=None):
+        self.instant(V.TID_NEGOTIATION, V.READY, V.CAT_NEGOTIATION,
+                     {V.ARG_TENSOR: name, V.ARG_RANK: rank, V.ARG_PROCESS_SET: process_set}, ts_ns)
+
+    def tensor_begin(self, name, negotiate, args, ts_ns):
+        self.async_begin(name, name, dict(args, step=self.step), ts_ns)
+        self.async_begin(name, negotiate, None, ts_ns)
+
+    def tensor_end(self, name, negotiate, t_response, t_dequeue, t_done, error=None):
+        self.async_end(name, negotiate, None, t_response or t_done)
+        if t_response is not None:
+            self.async_begin(name, V.QUEUE, None, t_response)
+            self.async_end(name, V.QUEUE, None, t_dequeue or t_done)
+        self.async_end(name, name, {V.ARG_ERROR: error} if error else None, t_done)
 
     def counter(self, name, value, ts_ns=None):
         self.events.append(("C", None, name, V.CAT_COUNTER, {"value": value}, ts_ns or self.now(),
@@ -90,7 +107,7 @@ def main():
                   V.ARG_PROCESS_SET, V.ARG_STEP):
             if k not in outer:
                 problems.append(f"outer slice lacks {k}")
-        if outer.get(V.ARG_BYTES) != 800_000 or outer.get(V.ARG_SHAPE) != [200_000]:
+        if outer.get(V.ARG_BYTES) != 800_000 or list(outer.get(V.ARG_SHAPE, ())) != [200_000]:
             problems.append(f"outer args {outer}")
         big = [e for e in fused if e[4][V.ARG_TENSORS] == ["t.big"]]
         if len(big) != 1 or big[0][4][V.ARG_BACKEND] != "ring":

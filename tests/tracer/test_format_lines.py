@@ -1,24 +1,66 @@
-"""Batch serialisation cuts the array back into exactly the lines per-event serialisation gives."""
+"""The line builder writes exactly the events the trace format describes, escaping odd names,
+and its caches of constant text never leak one event's text into another's."""
 import json
 
-from tracer import format as fmt
+from tracer import lines as L
+from tracer import vocab as v
+
+ODD = 'odd "name" },{"name": x\n\\ é'
 
 
-def _events(nested: bool):
-    args = {"tensor": 'odd "name" },{"name": x', "shape": [3, 4], "bytes": 48, "step": 2}
-    recs = [("b", "t", "t", None, 1_000, None, args, 2, None),
-            ("X", 4, "RING_ALLREDUCE", "comm", 1_000, 9_000, {"tensors": ["a", "b"]}, 2, None),
-            ("C", None, "queue_depth", None, 2_000, 5, None, -1, None)]
-    if nested:
-        recs.append(("i", 2, "STALL", "negotiation", 3_000, None,
-                     {"x": [{"name": "a"}, {"name": "b"}]}, 2, None))
-    return [fmt.to_event(r, 0, 0) for r in recs]
+def _parse(text: str) -> list:
+    return json.loads("[" + text + "]")
 
 
-def test_dumps_many_equals_one_dumps_per_event():
-    for nested in (False, True):   # a nested {"name": ...} object takes the per-event path
-        evs = _events(nested)
-        lines = fmt.dumps_many(evs)
-        assert lines == [fmt.dumps(e) for e in evs]
-        assert [json.loads(x) for x in lines] == json.loads(json.dumps(evs))
-    assert fmt.dumps_many([]) == [] and fmt.dumps_many(_events(False)[:1]) == [fmt.dumps(_events(False)[0])]
+def test_complete_instant_counter_ready():
+    lb = L.LineBuilder(3)
+    args = L.jargs({"tensor": ODD, "shape": [3, 4], "bytes": 48}, 2, {"response": 7})
+    (x,) = _parse(lb.complete(v.RING_ALLREDUCE, v.CAT_COMM, v.TID_BACKEND, 1_000, 9_001, args))
+    assert x == {"name": v.RING_ALLREDUCE, "cat": v.CAT_COMM, "ph": "X", "pid": 3, "tid": 4,
+                 "ts": 1.0, "dur": 8.001,
+                 "args": {"tensor": ODD, "shape": [3, 4], "bytes": 48, "response": 7, "step": 2}}
+    (i,) = _parse(lb.instant(ODD, v.CAT_NEGOTIATION, v.TID_NEGOTIATION, 123_456_789,
+                             L.jargs(None, 5)))
+    assert i == {"name": ODD, "cat": v.CAT_NEGOTIATION, "ph": "i", "pid": 3, "tid": 2,
+                 "ts": 123456.789, "s": "t", "args": {"step": 5}}
+    for value in (17, 2.5):
+        (c,) = _parse(lb.counter(v.COUNTER_QUEUE_DEPTH, -2_500, value))
+        assert c == {"name": v.COUNTER_QUEUE_DEPTH, "cat": v.CAT_COUNTER, "ph": "C", "pid": 3,
+                     "tid": 0, "ts": -2.5, "args": {"value": value}}
+    for name in (ODD, "fresh"):   # READY with and without the tensor's cached text
+        lb.tensor_begin(ODD, "NEGOTIATE_ALLREDUCE", 0, None, 0)
+        (r,) = _parse(lb.ready(name, 2, 1, 4_000, 6))
+        assert r == {"name": v.READY, "cat": v.CAT_NEGOTIATION, "ph": "i", "pid": 3, "tid": 2,
+                     "ts": 4.0, "s": "t",
+                     "args": {"tensor": name, "rank": 2, "step": 6, "process_set": 1}}
+    assert L.jargs({"step": 9}, 2) == '{"step":9}'   # the caller's step wins
+
+
+def test_tensor_lifecycle_lines():
+    lb = L.LineBuilder(0)
+    neg = v.negotiate_name(v.ALLREDUCE)
+    for step, args in ((3, {v.ARG_BYTES: 64}), (4, {v.ARG_BYTES: 64}), (5, {v.ARG_BYTES: 32}),
+                       (6, None)):
+        begin = _parse(lb.tensor_begin(ODD, neg, 1_000, args, step))
+        assert [(e["name"], e["ph"], e["ts"], e["id2"]["local"]) for e in begin] == [
+            (ODD, "b", 1.0, ODD), (neg, "b", 1.0, ODD)]
+        assert begin[0]["args"] == dict(args or {}, step=step) and begin[1]["args"] == {"step": step}
+    end = _parse(lb.tensor_end(ODD, neg, 2_000, 3_000, 4_000, 3, None))
+    assert [(e["name"], e["ph"], e["ts"]) for e in end] == [
+        (neg, "e", 2.0), (v.QUEUE, "b", 2.0), (v.QUEUE, "e", 3.0), (ODD, "e", 4.0)]
+    assert all(e["cat"] == v.CAT_TENSOR and e["tid"] == v.TID_FRAMEWORK for e in begin + end)
+    failed = _parse(lb.tensor_end(ODD, neg, None, None, 5_000, 3, "mismatch"))
+    assert [(e["name"], e["ph"], e["ts"]) for e in failed] == [(neg, "e", 5.0), (ODD, "e", 5.0)]
+    assert failed[-1]["args"] == {v.ARG_ERROR: "mismatch", "step": 3}
+    other = _parse(lb.tensor_end(ODD, v.negotiate_name(v.ALLGATHER), None, None, 6_000, 3, None))
+    assert other[0]["name"] == v.negotiate_name(v.ALLGATHER)   # same tensor, another op
+
+
+def test_tensor_span():
+    lb = L.LineBuilder(1)
+    for tensor in ("fresh", ODD):
+        lb.tensor_begin(ODD, "NEGOTIATE_ALLREDUCE", 0, None, 0)
+        (x,) = _parse(lb.tensor_span(v.SYNCHRONIZE, v.CAT_FRAMEWORK, v.TID_FRAMEWORK, tensor,
+                                     5_000, 7_500, 8))
+        assert x == {"name": v.SYNCHRONIZE, "cat": v.CAT_FRAMEWORK, "ph": "X", "pid": 1, "tid": 1,
+                     "ts": 5.0, "dur": 2.5, "args": {"tensor": tensor, "step": 8}}

@@ -1,4 +1,8 @@
-"""NVTX ranges for every phase, checked through the emitter (nvtx is a no-op without CUDA here)."""
+"""NVTX ranges for every phase, checked through the emitter (nvtx is a no-op without CUDA here).
+
+Without a tool attached (no Nsight here) the tracer skips NVTX altogether, since every call would do
+nothing; ``RINGSCOPE_NVTX_ALWAYS=1`` makes it call NVTX anyway, which is how these tests see the
+calls."""
 from __future__ import annotations
 
 import threading
@@ -15,9 +19,9 @@ def _ranges(log):
 
 
 def test_every_phase_is_an_nvtx_range(env, tmp_path):
-    env(RINGSCOPE_TIMELINE=str(tmp_path) + "/")
+    env(RINGSCOPE_TIMELINE=str(tmp_path) + "/", RINGSCOPE_NVTX_ALWAYS="1")
     rec = tracer.configure({"rank": 0})
-    assert rec.emitter is not None, "the nvtx package is installed, so NVTX must be on"
+    assert rec.emitter is not None, "the nvtx package is installed and NVTX is forced on"
     rec.emitter.log = log = []
     tracer.mark_step()
     t = "allreduce.fc.weight"
@@ -53,9 +57,37 @@ def test_every_phase_is_an_nvtx_range(env, tmp_path):
     assert sum(1 for s in starts.values() if s[1] not in ended) == 1
 
 
+def test_tensor_lifecycle_ranges(env, tmp_path):
+    """The runtime's fast path: ranges open live at each transition, the trace is written at the end."""
+    env(RINGSCOPE_TIMELINE=str(tmp_path) + "/", RINGSCOPE_NVTX_ALWAYS="1")
+    rec = tracer.configure({"rank": 0})
+    rec.emitter.log = log = []
+    t, neg = "allreduce.w", v.negotiate_name(v.ALLREDUCE)
+    t0 = rec.now()
+    rec.tensor_begin(t, neg, {v.ARG_BYTES: 512}, t0)
+    rec.tensor_phase(t, neg, v.QUEUE)
+    rec.tensor_phase(t, v.QUEUE)
+    rec.tensor_end(t, neg, t0 + 10, t0 + 20, t0 + 30)
+    starts, ended = _ranges(log)
+    assert sorted((s[3], s[4], s[5]) for s in starts.values()) == sorted([
+        (v.CAT_TENSOR, t, 512), (neg, f"{neg} {t}", 512), (v.QUEUE, f"{v.QUEUE} {t}", 512)])
+    assert set(starts) == ended
+    tracer.close()
+
+
+def test_nvtx_skipped_without_a_tool(env, tmp_path):
+    import nvtx
+
+    from tracer.nvtx_emitter import tool_attached
+    assert not tool_attached(nvtx), "no Nsight here: nvtx hands out its dummy domain"
+    env(RINGSCOPE_TIMELINE=str(tmp_path) + "/")
+    assert tracer.configure({"rank": 0}).emitter is None
+    tracer.close()
+
+
 def test_nvtx_off_when_disabled(env, tmp_path):
-    for var in ("RINGSCOPE_DISABLE_NVTX", "HOROVOD_DISABLE_NVTX_RANGES"):
-        env(RINGSCOPE_TIMELINE=str(tmp_path) + "/", **{var: "1"})
+    for var in ("RINGSCOPE_DISABLE_NVTX", "HOROVOD_DISABLE_NVTX_RANGES", "NVTX_DISABLE"):
+        env(RINGSCOPE_TIMELINE=str(tmp_path) + "/", RINGSCOPE_NVTX_ALWAYS="1", **{var: "1"})
         assert tracer.configure({"rank": 0}).emitter is None
         tracer.close()
         env(**{var: "0"})

@@ -1,0 +1,145 @@
+"""Chrome-trace event lines, formatted directly as text on the recording thread.
+
+The recorder turns each event into its JSON line at once and buffers the ``str``: strings are
+invisible to the garbage collector (buffered tuples and dicts were promoted through its generations
+and made full collections of the training process more frequent), and the writer thread, which holds
+the GIL while it works, only joins and writes.
+
+Cheap by construction: the constant part of a line (name, cat, ph, pid, tid, and a tensor's id) is
+built once per name and cached, so a line costs a couple of integer formats. ``ts`` and ``dur`` are
+integer nanoseconds from the rank's base written with an exponent, ``123456789e-3``: a JSON number
+in µs, exact, and far cheaper to format than a float. Keys come in the order docs/TRACE_FORMAT.md
+gives: name, cat, ph, pid, tid, ts, then dur / s / id2, then args.
+"""
+from __future__ import annotations
+
+from tracer import vocab
+from tracer.format import dumps
+
+CACHE_MAX = 1 << 16     # names of a job are bounded, but unnamed ops count up: keep caches bounded
+
+
+def jstr(s: str) -> str:
+    """``s`` as a JSON string literal (quoted and escaped)."""
+    return dumps(str(s)).decode()
+
+
+def jargs(args: dict | None, step: int, extra: dict | None = None) -> str:
+    """The args object: ``args`` plus ``extra``, with the step when the caller did not set one."""
+    if not args and not extra:
+        return f'{{"step":{step}}}'
+    a = dict(args) if args else {}
+    if extra:
+        a.update(extra)
+    if vocab.ARG_STEP not in a:
+        a[vocab.ARG_STEP] = step
+    return dumps(a).decode()
+
+
+class _Tensor:
+    """The constant text of one tensor's lifecycle lines (its name, id and negotiation)."""
+
+    __slots__ = ("jname", "negotiate", "outer_b", "outer_e", "neg_b", "neg_e", "queue_b", "queue_e", "mid",
+                 "args", "args_json", "ready")
+
+    def __init__(self, name: str, negotiate: str, pid: int):
+        head = f',"cat":"{vocab.CAT_TENSOR}","ph":"%s","pid":{pid},"tid":{vocab.TID_FRAMEWORK},"ts":'
+        jn = self.jname = jstr(name)
+        self.negotiate = negotiate
+        self.outer_b = '{"name":' + jn + head % "b"
+        self.outer_e = '{"name":' + jn + head % "e"
+        self.neg_b = '{"name":' + jstr(negotiate) + head % "b"
+        self.neg_e = '{"name":' + jstr(negotiate) + head % "e"
+        self.queue_b = '{"name":' + jstr(vocab.QUEUE) + head % "b"
+        self.queue_e = '{"name":' + jstr(vocab.QUEUE) + head % "e"
+        self.mid = 'e-3,"id2":{"local":' + jn + '},"args":'
+        self.args = None         # the last outer args seen (without step) and their JSON, open
+        self.args_json = ""
+        self.ready = ',"args":{"tensor":' + jn + ',"rank":'
+
+
+class LineBuilder:
+    """Formats the lines of one rank's trace (``pid`` = rank), caching the constant parts."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self._tensors: dict = {}
+        self._heads: dict = {}
+
+    # ---- constant parts --------------------------------------------------------------------
+    def _tensor(self, name: str, negotiate: str) -> _Tensor:
+        t = self._tensors.get(name)
+        if t is None or t.negotiate != negotiate:
+            if len(self._tensors) >= CACHE_MAX:
+                self._tensors.clear()
+            t = self._tensors[name] = _Tensor(name, negotiate, self.pid)
+        return t
+
+    def _head(self, ph: str, tid, name: str, cat: str) -> str:
+        key = (ph, tid, name, cat)
+        h = self._heads.get(key)
+        if h is None:
+            if len(self._heads) >= CACHE_MAX:
+                self._heads.clear()
+            h = self._heads[key] = (f'{{"name":{jstr(name)},"cat":{jstr(cat)},"ph":"{ph}",'
+                                    f'"pid":{self.pid},"tid":{int(tid)},"ts":')
+        return h
+
+    # ---- events ------------------------------------------------------------------------------
+    def complete(self, name: str, cat: str, tid: int, t0: int, t1: int, args: str) -> str:
+        """An X event from ``t0`` to ``t1`` (ns from the base)."""
+        return f'{self._head("X", tid, name, cat)}{t0}e-3,"dur":{t1 - t0}e-3,"args":{args}}}'
+
+    def instant(self, name: str, cat: str, tid: int, t: int, args: str, scope: str = "t") -> str:
+        """An i event (thread scope unless ``scope`` says "p" or "g")."""
+        return f'{self._head("i", tid, name, cat)}{t}e-3,"s":"{scope}","args":{args}}}'
+
+    def counter(self, name: str, t: int, value) -> str:
+        """A C event with one series, ``value``."""
+        v = value if type(value) is int else dumps(value).decode()
+        return f'{self._head("C", 0, name, vocab.CAT_COUNTER)}{t}e-3,"args":{{"value":{v}}}}}'
+
+    def async_event(self, ph: str, name: str, id_: str, t: int, args: str) -> str:
+        """A b or e event on a tensor's async track (cat "tensor", framework thread, id2.local)."""
+        return (f'{self._head(ph, vocab.TID_FRAMEWORK, name, vocab.CAT_TENSOR)}{t}e-3,'
+                f'"id2":{{"local":{jstr(id_)}}},"args":{args}}}')
+
+    def ready(self, name: str, rank: int, process_set: int, t: int, step: int) -> str:
+        """The coordinator's READY instant: ``rank`` submitted tensor ``name``."""
+        c = self._tensors.get(name)
+        tail = c.ready if c is not None else ',"args":{"tensor":' + jstr(name) + ',"rank":'
+        return (f'{self._head("i", vocab.TID_NEGOTIATION, vocab.READY, vocab.CAT_NEGOTIATION)}'
+                f'{t}e-3,"s":"t"{tail}{rank},"step":{step},"process_set":{process_set}}}}}')
+
+    def tensor_span(self, name: str, cat: str, tid: int, tensor: str, t0: int, t1: int,
+                    step: int) -> str:
+        """An X event about one tensor (e.g. the framework's wait in synchronize): args hold the
+        tensor's name and the step."""
+        c = self._tensors.get(tensor)
+        jt = c.jname if c is not None else jstr(tensor)
+        return (f'{self._head("X", tid, name, cat)}{t0}e-3,"dur":{t1 - t0}e-3,'
+                f'"args":{{"tensor":{jt},"step":{step}}}}}')
+
+    def tensor_begin(self, name: str, negotiate: str, t: int, args: dict | None, step: int) -> str:
+        """Two lines: the tensor's outer slice opens at submission, and so does its negotiation.
+        ``args`` (without the step) are usually the same every step: their JSON is reused."""
+        c = self._tensor(name, negotiate)
+        if args != c.args:
+            c.args = args
+            c.args_json = dumps(args or {}).decode()[:-1] + ("," if args else "")
+        return (f'{c.outer_b}{t}{c.mid}{c.args_json}"step":{step}}}}},\n'
+                f'{c.neg_b}{t}{c.mid}{{"step":{step}}}}}')
+
+    def tensor_end(self, name: str, negotiate: str, t_resp: int | None, t_deq: int | None,
+                   t_done: int, step: int, error: str | None) -> str:
+        """The rest of a lifecycle, in one string: negotiation ends at the response, the QUEUE slice
+        runs from the response to the start of the op, and the outer slice ends at completion. An op
+        that failed before its response has no QUEUE slice."""
+        c = self._tensor(name, negotiate)
+        s = f'{{"step":{step}}}}}'
+        last = s if error is None else jargs({vocab.ARG_ERROR: error}, step) + "}"
+        if t_resp is None:
+            return f'{c.neg_e}{t_done}{c.mid}{s},\n{c.outer_e}{t_done}{c.mid}{last}'
+        t_q = t_done if t_deq is None else t_deq
+        return (f'{c.neg_e}{t_resp}{c.mid}{s},\n{c.queue_b}{t_resp}{c.mid}{s},\n'
+                f'{c.queue_e}{t_q}{c.mid}{s},\n{c.outer_e}{t_done}{c.mid}{last}')
