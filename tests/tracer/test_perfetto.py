@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 import tracer
-from tests.tracer.perfetto_util import chromium_missing_reason, perfetto_import_stats
+from tests.tracer.perfetto_util import (chromium_missing_reason, perfetto_import_stats,
+                                         perfetto_query)
 from tracer import vocab as v
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -99,3 +100,20 @@ def test_perfetto_check_catches_overlapping_slices(tmp_path):
     bad_trace.write_text(json.dumps({"traceEvents": evs}))
     bad, _ = perfetto_import_stats(bad_trace)
     assert any(name.startswith("slice_drop_overlapping") for name, _, _ in bad), bad
+
+
+def test_perfetto_reads_exact_nanosecond_times(env, tmp_path):
+    """ts/dur are written as integer ns with an e-3 exponent: Perfetto must import the very ns."""
+    env(RINGSCOPE_TIMELINE=str(tmp_path) + "/")
+    rec = tracer.configure({"rank": 0, "size": 1})
+    b = rec.base_ns
+    spans = {"A": (1_000_000, 3_500_000), "B": (5_000_123, 5_000_124), "C": (7_654_321, 9_999_999)}
+    for name, (t0, t1) in spans.items():
+        rec.complete(v.TID_BACKEND, name, v.CAT_COMM, b + t0, b + t1)
+    rec.counter(v.COUNTER_QUEUE_DEPTH, 3, ts_ns=b + 2_000_001)
+    tracer.close()
+    rows = perfetto_query(rec.path, "select name, ts, dur from slice where name in ('A','B','C') "
+                                    "order by ts", ["name", "ts", "dur"])
+    assert rows == [[n, str(t0), str(t1 - t0)] for n, (t0, t1) in spans.items()]
+    (counter,) = perfetto_query(rec.path, "select ts, value from counter", ["ts", "value"])
+    assert counter == ["2000001", "3"]
