@@ -120,20 +120,30 @@ class Engine:
             raise ValueError("ringscope is shut down; call collectives.init() again first")
 
     def _trace_submit(self, entries):
+        """On the user's thread: only note when and under which recorder each op was submitted; the
+        engine thread writes the begin lines when it picks the ops up (:meth:`_trace_begin`)."""
         rec = get_recorder()
         if not rec.enabled:
             return
-        now = rec.now()
+        submitted = (rec, rec.now(), rec.step)
         for e in entries:
-            if e.op_type in M.CONTROL_OPS:
+            if e.op_type not in M.CONTROL_OPS:
+                e.meta["submitted"] = submitted
+
+    @staticmethod
+    def _trace_begin(entries):
+        """The outer slice and the negotiation of each newly picked-up op, in one batch."""
+        for e in entries:
+            sub = e.meta.get("submitted")
+            if sub is None:
                 continue
+            rec, t, step = sub
             args = {V.ARG_TENSOR: e.name, V.ARG_OP: e.op_type, V.ARG_BYTES: e.nbytes,
                     V.ARG_DTYPE: e.dtype, V.ARG_SHAPE: tuple(e.shape),
                     V.ARG_REDUCE_OP: e.reduce_op.value, V.ARG_PROCESS_SET: e.process_set}
             # the outer slice's begin is the submission; the rest of the lifecycle is written at
-            # completion from the times kept in e.meta (one record per tensor each way)
-            rec.tensor_begin(e.name, V.negotiate_name(e.op_type), args, now)
-            e.meta["rec"] = rec
+            # completion from the times kept in e.meta
+            rec.tensor_begin(e.name, V.negotiate_name(e.op_type), args, t, step)
 
     def shutdown(self) -> None:
         """Negotiate the shutdown with every rank, then stop the thread (blocks until done)."""
@@ -172,6 +182,7 @@ class Engine:
             t0 = rec.now() if rec.mark_cycles else 0
             did = False
             if new:
+                self._trace_begin(new)
                 self._send_requests(new)
                 did = True
             if self._sends:
@@ -343,8 +354,9 @@ class Engine:
             self._bytes_in_flight -= e.nbytes
         rec = get_recorder()
         meta = e.meta
-        traced = meta.get("rec")    # the recorder that has this tensor's begin, if any
-        if traced is not None:
+        sub = meta.get("submitted")    # the recorder that has this tensor's begin, if any
+        if sub is not None:
+            traced = sub[0]
             traced.tensor_end(e.name, V.negotiate_name(e.op_type), meta.get("t_response"),
                               meta.get("t_dequeue"), traced.now(), error)
         if "received_splits" in e.meta:

@@ -40,7 +40,7 @@ class _Tensor:
     """The constant text of one tensor's lifecycle lines (its name, id and negotiation)."""
 
     __slots__ = ("jname", "negotiate", "outer_b", "outer_e", "neg_b", "neg_e", "queue_b", "queue_e", "mid",
-                 "args", "args_json", "ready")
+                 "args", "ready")
 
     def __init__(self, name: str, negotiate: str, pid: int):
         head = f',"cat":"{vocab.CAT_TENSOR}","ph":"%s","pid":{pid},"tid":{vocab.TID_FRAMEWORK},"ts":'
@@ -53,8 +53,7 @@ class _Tensor:
         self.queue_b = '{"name":' + jstr(vocab.QUEUE) + head % "b"
         self.queue_e = '{"name":' + jstr(vocab.QUEUE) + head % "e"
         self.mid = 'e-3,"id2":{"local":' + jn + '},"args":'
-        self.args = None         # the last outer args seen (without step) and their JSON, open
-        self.args_json = ""
+        self.args = (None, "")   # the last outer args seen (without step), and their JSON, open
         self.ready = ',"args":{"tensor":' + jn + ',"rank":'
 
 
@@ -86,6 +85,11 @@ class LineBuilder:
         return h
 
     # ---- events ------------------------------------------------------------------------------
+    def deferred(self, rec: tuple) -> str:
+        """The line of a record the hot path left as a tuple of plain values (formatted later, in a
+        batch, by the writer): ("S", name, cat, tid, tensor, t0, t1, step) is a :meth:`tensor_span`."""
+        return self.tensor_span(*rec[1:])
+
     def complete(self, name: str, cat: str, tid: int, t0: int, t1: int, args: str) -> str:
         """An X event from ``t0`` to ``t1`` (ns from the base)."""
         return f'{self._head("X", tid, name, cat)}{t0}e-3,"dur":{t1 - t0}e-3,"args":{args}}}'
@@ -124,10 +128,10 @@ class LineBuilder:
         """Two lines: the tensor's outer slice opens at submission, and so does its negotiation.
         ``args`` (without the step) are usually the same every step: their JSON is reused."""
         c = self._tensor(name, negotiate)
-        if args != c.args:
-            c.args = args
-            c.args_json = dumps(args or {}).decode()[:-1] + ("," if args else "")
-        return (f'{c.outer_b}{t}{c.mid}{c.args_json}"step":{step}}}}},\n'
+        cached = c.args    # one tuple, replaced whole: safe when another thread reads it
+        if cached[0] is not args and cached[0] != args:
+            cached = c.args = (args, dumps(args or {}).decode()[:-1] + ("," if args else ""))
+        return (f'{c.outer_b}{t}{c.mid}{cached[1]}"step":{step}}}}},\n'
                 f'{c.neg_b}{t}{c.mid}{{"step":{step}}}}}')
 
     def tensor_end(self, name: str, negotiate: str, t_resp: int | None, t_deq: int | None,

@@ -14,8 +14,10 @@ CONTRACT (the runtime codes against these calls; the tracer implements them):
     rec.ready(name, rank, process_set=0, ts_ns=None)   # the coordinator's READY instant (fast path)
     rec.async_begin(id, name, args, ts_ns=None)     # cat "tensor"; NVTX start/end range
     rec.async_end(id, name, args=None, ts_ns=None)
-    rec.tensor_begin(name, negotiate, args, ts_ns)  # a tensor's lifecycle: outer slice + negotiation
-                                                    # (args without the step: the recorder adds it)
+    rec.tensor_begin(name, negotiate, args, ts_ns, step=None)
+                                                    # a tensor's lifecycle: outer slice + negotiation
+                                                    # (args without the step: the recorder adds it;
+                                                    # may come from another thread, after the fact)
     rec.tensor_end(name, negotiate, t_response, t_dequeue, t_done, error=None)
                                                     # ... the rest of it, written at completion
     rec.nvtx                                        # bool; when True, also call at each transition:
@@ -70,7 +72,7 @@ class NullRecorder:
     def ready(self, name, rank, process_set=0, ts_ns=None):
         pass
 
-    def tensor_begin(self, name, negotiate, args, ts_ns):
+    def tensor_begin(self, name, negotiate, args, ts_ns, step=None):
         pass
 
     def tensor_phase(self, name, ended, started=None):

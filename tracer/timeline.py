@@ -2,7 +2,9 @@
 
 Hot path: each call formats its event line(s) (:mod:`tracer.lines`) and appends the string to a
 bounded deque (``deque.append`` is atomic, so no lock); when the deque is full the event is dropped
-and counted. File I/O happens on :class:`tracer.writer.TimelineWriter`'s thread.
+and counted. The framework's wait, which ends on a thread that has just woken up (cold caches), only
+appends a tuple of plain values that the writer formats. File I/O happens on
+:class:`tracer.writer.TimelineWriter`'s thread.
 """
 from __future__ import annotations
 
@@ -60,7 +62,8 @@ class TimelineRecorder:
         self._lb = lines.LineBuilder(pid)
         f = TraceFile(self.path, self.meta, pid, self.base_ns, settings.max_bytes, settings.cap_mode,
                       settings.keep_parts)
-        self._writer = TimelineWriter(self._q, f, settings.flush_interval_s, self.events_dropped)
+        self._writer = TimelineWriter(self._q, f, settings.flush_interval_s, self.events_dropped,
+                                      self._lb)
         self.nvtx = emitter is not None   # callers skip :meth:`tensor_phase` when False
         self.enabled = self._in_window(step)
 
@@ -101,7 +104,8 @@ class TimelineRecorder:
             self._nv.end(h)
         b = self.base_ns
         if tensor is not None and args is None and extra_args is None:
-            self._put(self._lb.tensor_span(name, cat, tid, tensor, t0 - b, t1 - b, step))
+            # a tuple of str/int (the GC untracks it): the writer formats it, in a batch
+            self._put(("S", name, cat, tid, tensor, t0 - b, t1 - b, step))
         else:
             self._put(self._lb.complete(name, cat, tid, t0 - b, t1 - b,
                                         lines.jargs(args, step, extra_args)))
@@ -130,15 +134,17 @@ class TimelineRecorder:
             self._put(self._lb.counter(name, t - self.base_ns, value))
 
     # ---- the per-tensor lifecycle -----------------------------------------------------------------
-    def tensor_begin(self, name, negotiate, args, ts_ns):
-        """Submission: the tensor's outer async slice and its negotiation open at ``ts_ns``."""
-        if not self.enabled:
+    def tensor_begin(self, name, negotiate, args, ts_ns, step=None):
+        """Submission: the tensor's outer async slice and its negotiation open at ``ts_ns``
+        (``step``: the step at submission, when the call comes later from another thread)."""
+        if self._closed:
             return
         if self._nv is not None:
             self._nv_start(name, name, args)
             self._nv_start(name, negotiate, None)
         self._open[name] = 1
-        self._put(self._lb.tensor_begin(name, negotiate, ts_ns - self.base_ns, args, self.step))
+        self._put(self._lb.tensor_begin(name, negotiate, ts_ns - self.base_ns, args,
+                                        self.step if step is None else step))
 
     def tensor_phase(self, name, ended, started=None):
         """NVTX only (call when :attr:`nvtx` is set): phase ``ended`` is over, ``started`` opens.

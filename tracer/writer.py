@@ -18,8 +18,10 @@ from tracer.tracefile import TraceFile
 class TimelineWriter:
     """Owns the file; everything it does happens on its own daemon thread."""
 
-    def __init__(self, queue: deque, tracefile: TraceFile, flush_interval_s: float, dropped):
+    def __init__(self, queue: deque, tracefile: TraceFile, flush_interval_s: float, dropped,
+                 lines=None):
         self._q = queue
+        self._deferred = (lines or tracefile.lines).deferred   # formats records left as tuples
         self.file = tracefile
         self._interval = min(flush_interval_s, 1.0)
         self._dropped = dropped            # callable: events the hot path dropped so far
@@ -99,8 +101,9 @@ class TimelineWriter:
         n = len(q)
         if n == 0 and self._dropped() == self._last_dropped:
             return
-        popleft = q.popleft
+        popleft, deferred = q.popleft, self._deferred
         out = [popleft() for _ in range(n)]
+        out = [x if x.__class__ is str else deferred(x) for x in out]
         dropped = self._dropped()
         if dropped != self._last_dropped:
             self._last_dropped = dropped

@@ -52,8 +52,8 @@ class ListRecorder(NullRecorder):
         self.instant(V.TID_NEGOTIATION, V.READY, V.CAT_NEGOTIATION,
                      {V.ARG_TENSOR: name, V.ARG_RANK: rank, V.ARG_PROCESS_SET: process_set}, ts_ns)
 
-    def tensor_begin(self, name, negotiate, args, ts_ns):
-        self.async_begin(name, name, dict(args, step=self.step), ts_ns)
+    def tensor_begin(self, name, negotiate, args, ts_ns, step=None):
+        self.async_begin(name, name, dict(args, step=self.step if step is None else step), ts_ns)
         self.async_begin(name, negotiate, None, ts_ns)
 
     def tensor_end(self, name, negotiate, t_response, t_dequeue, t_done, error=None):

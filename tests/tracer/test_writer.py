@@ -224,3 +224,30 @@ def test_dynamic_start_stop_records_only_inside_window(env, tmp_path):
     tracer.stop_timeline()
     assert "allreduce.again" in {e["name"] for e in load(tmp_path / "second.rank-00001.json")[
         "traceEvents"]}
+
+
+def test_tensor_spans_and_lifecycle_reach_the_file(env, tmp_path):
+    """The runtime's fast paths: a span about one tensor (formatted later by the writer) and a
+    lifecycle in two calls (begin at submission, the rest at completion)."""
+    env(RINGSCOPE_TIMELINE=str(tmp_path) + "/")
+    rec = tracer.configure({"rank": 2, "size": 4})
+    tracer.mark_step(7)
+    neg = v.negotiate_name(v.ALLREDUCE)
+    t0 = rec.now()
+    rec.tensor_begin("grad.w", neg, {v.ARG_BYTES: 64}, t0, step=6)
+    tok = rec.begin(v.TID_FRAMEWORK, v.SYNCHRONIZE, v.CAT_FRAMEWORK, tensor="grad.w")
+    rec.tensor_end("grad.w", neg, t0 + 1000, t0 + 2000, t0 + 3000)
+    rec.end(tok)
+    rec.tensor_end("grad.never_begun", neg, None, None, t0 + 4000)
+    tracer.close()
+    evs = events(rec.path)
+    sync = [e for e in evs if e["name"] == v.SYNCHRONIZE]
+    assert len(sync) == 1 and sync[0]["args"] == {"tensor": "grad.w", "step": 7}
+    assert sync[0]["pid"] == 2 and sync[0]["tid"] == v.TID_FRAMEWORK and sync[0]["dur"] >= 0
+    life = [(e["name"], e["ph"]) for e in evs if e.get("cat") == v.CAT_TENSOR]
+    assert life == [("grad.w", "b"), (neg, "b"), (neg, "e"), (v.QUEUE, "b"), (v.QUEUE, "e"),
+                    ("grad.w", "e")]
+    outer = [e for e in evs if e["name"] == "grad.w" and e["ph"] == "b"][0]
+    assert outer["args"] == {v.ARG_BYTES: 64, "step": 6}
+    shut = [e for e in evs if e["name"] == v.SHUTDOWN][0]["args"]
+    assert shut["unmatched_async_ends"] == 1 and shut["open_async_at_close"] == 0
