@@ -55,7 +55,8 @@ def load(trace: Path, cache_dir=None):
 
         out = json.loads(info_file.read_text())
         for t in _TABLES:
-            df = pq.read_table(entry / f"{t}.parquet").to_pandas()
+            # one block per column: reordering columns to the schema then copies nothing
+            df = pq.read_table(entry / f"{t}.parquet").to_pandas(split_blocks=True, self_destruct=True)
             if t == "fused_ops" and "tensors" in df:
                 df["tensors"] = [list(x) if x is not None else [] for x in df["tensors"]]
             out[t] = frames.conform(t, df)
@@ -75,8 +76,9 @@ def store(trace: Path, parsed: dict, cache_dir=None) -> None:
 
         tmp.mkdir(parents=True, exist_ok=True)
         for t in _TABLES:
+            # whole tables are read back: no statistics; plain strings write and read faster here
             pq.write_table(pa.Table.from_pandas(parsed[t], preserve_index=False), tmp / f"{t}.parquet",
-                           compression="snappy")
+                           compression="snappy", write_statistics=False, use_dictionary=False)
         info = {"rank_info": parsed["rank_info"], "meta": parsed["meta"]}
         (tmp / "info.json").write_text(json.dumps(info, default=str))
         _drop_stale(root, _prefix(trace))

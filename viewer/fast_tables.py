@@ -1,7 +1,9 @@
-"""Vectorised construction of one rank's tables from the flat event columns of :mod:`viewer.fast_ringscope`.
+"""Vectorised construction of one rank's tables from the Arrow-parsed columns of :mod:`viewer.fast_ringscope`.
 
 Async b/e events of one (id, name) alternate in time (a tensor name is in flight at most once), so the
 k-th begin pairs with the k-th end; the k-th NEGOTIATE/QUEUE of a tensor belongs to its k-th lifecycle.
+Rows are selected and joined as numpy index arrays over string codes (:mod:`viewer.fast_columns`);
+strings are built once, for the output columns.
 """
 from __future__ import annotations
 
@@ -9,246 +11,334 @@ import numpy as np
 
 from tracer import vocab as V
 from viewer import frames
+from viewer.fast_columns import (coalesce, constant, cumcount, dense, int_na, lookup, lut, ns, strings,
+                                 with_default)
 
 
-_ASYNC_ONLY = ("id", "id2.local", "id2.global", "pid")
-_ASYNC_COLS = ["ph", "name", "cat", "ts", "args.tensor", "args.step", "args.response", "args.bytes", "args.op",
-               "args.dtype", "args.process_set", "args.error"]
+class _Rows:
+    """Row indices (into the file's events) of one kind, with the columns read once."""
+
+    def __init__(self, cols):
+        from viewer.fast_ringscope import Fallback
+
+        self.cols = cols
+        self.ph, phv = cols.codes("ph")
+        self.name, self.names = cols.codes("name")
+        if (self.ph < 0).any() or (self.name < 0).any():
+            raise Fallback("events without ph or name")
+        self.ts = cols.floats("ts", 0.0)
+        self.dur = cols.floats("dur", 0.0)
+        self.is_x = lut(phv, lambda v: v == "X")[self.ph]
+        self.plain = np.flatnonzero(lut(phv, lambda v: v in ("X", "i", "I", "n"))[self.ph])
+        self.asy = np.flatnonzero(lut(phv, lambda v: v in ("b", "e"))[self.ph])
+        self.counters = np.flatnonzero(lut(phv, lambda v: v == "C")[self.ph])
+        self.is_e = lut(phv, lambda v: v == "e")[self.ph]
+        self.step, self.step_ok = cols.ints("args.step", -1)
+        self.resp, self.resp_ok = cols.ints("args.response", -1)
+        ends = self.ts + np.where(self.is_x, self.dur, 0.0)
+        self.last_ts = float(ends.max()) if cols.n else 0.0
+
+    def named(self, rows, *names):
+        """The rows among ``rows`` whose name is one of ``names``."""
+        wanted = set(names)
+        return rows[lut(self.names, lambda v: v in wanted)[self.name[rows]]]
 
 
-def _ns(series):
-    return np.rint(series.to_numpy(dtype="float64", na_value=0.0) * 1000).astype("int64")
-
-
-def _int(series, default):
-    return series.fillna(default).to_numpy(dtype="int64")
-
-
-def build(df, rank: int) -> dict:
+def build(cols, rank: int) -> dict:
     """``{events, tensor_ops, fused_ops, readiness, cycles, _last_ts_us, _shutdown}``."""
-    import pandas as pd
+    r = _Rows(cols)
+    outer, parts = _pair_async(r)
+    x = r.plain[r.is_x[r.plain]]
+    fused = r.named(x, V.FUSED_RESPONSE)
+    return {"events": _events(r, outer, parts, rank), "fused_ops": _fused(r, x, fused, rank),
+            "tensor_ops": _tensor_ops(r, outer, parts, fused, r.named(x, V.SYNCHRONIZE), rank),
+            "readiness": _readiness(r), "cycles": _cycles(r, r.named(x, V.CYCLE), rank),
+            "_last_ts_us": r.last_ts, "_shutdown": _shutdown(r)}
 
+
+def _pair_async(r):
+    """(outer lifecycles, nested phases): dicts of arrays, one entry per begin, in file order."""
     from viewer.fast_ringscope import Fallback
 
-    df["ts"] = df["ts"].fillna(0.0)
-    df["dur"] = df["dur"].fillna(0.0)
-    ph = df["ph"]
-    is_span = ph.isin(["X", "i", "I", "n"]).to_numpy()
-    is_async = ph.isin(["b", "e"]).to_numpy()
-    is_counter = (ph == "C").to_numpy()
-    is_x = (ph == "X").to_numpy()
-    ends = df["ts"].to_numpy() + np.where(is_x, df["dur"].to_numpy(), 0.0)
-    last_ts = float(ends.max()) if len(df) else 0.0
-    # copy only the columns each part needs (boolean row selection copies every column it keeps)
-    plain = df.loc[is_span, [c for c in df.columns if c not in _ASYNC_ONLY]]
-    aid = df["id2.local"].fillna(df["id2.global"]).fillna(df["id"]) if "id2.local" in df else df["id"]
-    asy = df.loc[is_async, _ASYNC_COLS].assign(aid=aid[is_async])
-    counters = df.loc[is_counter, ["name", "cat", "ts", "args.value"]]
-    del df, aid
-    outer, parts = _pair_async(asy, last_ts)
-    del asy
-
-    names = plain["name"]
-    x = plain[plain["ph"] == "X"]
-    spans = _span_rows(plain)
-    ev = pd.concat([spans, _async_rows(outer, parts), _counter_rows(counters)], ignore_index=True)
-    ev["rank"] = np.int32(rank)
-    ev["depth"] = _depths(ev)
-    events = frames.conform("events", ev).sort_values("t_ns", kind="stable", ignore_index=True)
-
-    fused = x[x["name"] == V.FUSED_RESPONSE]
-    fused_ops = _fused(fused, x, rank)
-    if fused_ops is None:
-        raise Fallback("memcpy/activity spans without response ids")
-    tensor_ops = _tensor_ops(outer, parts, fused, x[x["name"] == V.SYNCHRONIZE], rank)
-    ready = plain[names == V.READY]
-    readiness = frames.build("readiness", {
-        "tensor": ready["args.tensor"].tolist(), "step": _int(ready["args.step"], -1),
-        "occurrence": np.zeros(len(ready), dtype="int64"), "rank": _int(ready["args.rank"], -1),
-        "ready_ns": _ns(ready["ts"]), "source": ["ringscope"] * len(ready)})
-    if len(readiness):
-        readiness["occurrence"] = readiness.groupby(["tensor", "rank"]).cumcount().astype("int64")
-    cyc = x[x["name"] == V.CYCLE]
-    cycles = frames.build("cycles", {"rank": np.full(len(cyc), rank, dtype="int32"),
-                                     "cycle": _int(cyc["args.cycle"], -1), "start_ns": _ns(cyc["ts"]),
-                                     "end_ns": _ns(cyc["ts"] + cyc["dur"])})
-    sd = plain[names == V.SHUTDOWN]
-    shutdown = {}
-    if len(sd):
-        row = sd.iloc[-1]
-        for k in ("clock_offset_ns", "clock_offset_uncertainty_ns", "events_dropped"):
-            v = row.get(f"args.{k}")
-            if v is not None and not pd.isna(v):
-                shutdown[k] = int(v)
-    return {"events": events, "tensor_ops": tensor_ops, "fused_ops": fused_ops, "readiness": readiness,
-            "cycles": cycles, "_last_ts_us": last_ts, "_shutdown": shutdown,
-            "_pid": None}
-
-
-def _span_rows(plain):
-    import pandas as pd
-
-    tid = plain["tid"]
-    thread = tid.map(V.THREAD_NAMES)
-    thread = thread.where(thread.notna(), tid.astype("string"))
-    is_x = (plain["ph"] == "X").to_numpy()
-    return pd.DataFrame({
-        "thread": thread.astype("string").to_numpy(), "name": plain["name"].to_numpy(),
-        "cat": plain["cat"].to_numpy(), "ph": np.where(is_x, "X", "i"), "t_ns": _ns(plain["ts"]),
-        "dur_ns": np.where(is_x, _ns(plain["dur"]), 0), "tensor": plain["args.tensor"].to_numpy(),
-        "step": _int(plain["args.step"], -1), "response": _int(plain["args.response"], -1),
-        "bytes": plain["args.bytes"].to_numpy(), "value": np.full(len(plain), np.nan)})
-
-
-def _counter_rows(c):
-    import pandas as pd
-
-    return pd.DataFrame({
-        "thread": "counter", "name": c["name"].to_numpy(), "cat": c["cat"].fillna(V.CAT_COUNTER).to_numpy(),
-        "ph": "C", "t_ns": _ns(c["ts"]), "dur_ns": np.zeros(len(c), dtype="int64"),
-        "tensor": pd.array([None] * len(c), dtype="string"), "step": -1, "response": -1,
-        "bytes": pd.array([None] * len(c), dtype="Int64"),
-        "value": c["args.value"].to_numpy(dtype="float64", na_value=np.nan)})
-
-
-def _pair_async(asy, last_ts):
-    """(outer lifecycles, nested parts): one row per begin, with its end time (NaN when open)."""
-    asy = asy.assign(nested=asy["name"].str.startswith(V.NEGOTIATE_PREFIX) | (asy["name"] == V.QUEUE))
-    asy = asy.assign(k=asy.groupby(["aid", "name", "ph"], sort=False).cumcount())
-    b = asy[asy["ph"] == "b"]
-    e = asy[asy["ph"] == "e"][["aid", "name", "k", "ts", "args.response", "args.error"]].rename(
-        columns={"ts": "end_ts", "args.response": "end_response", "args.error": "end_error"})
-    pairs = b.merge(e, on=["aid", "name", "k"], how="left", sort=False)
-    pairs["closed"] = pairs["end_ts"].notna()
-    pairs["end_ts"] = pairs["end_ts"].fillna(last_ts)
-    outer = pairs[~pairs["nested"]].reset_index(drop=True)
-    parts = pairs[pairs["nested"]].reset_index(drop=True)
-    # k-th nested phase of a tensor belongs to its k-th lifecycle
-    parts = parts.assign(k=parts.groupby(["aid", "name"], sort=False).cumcount())
-    outer = outer.assign(k=outer.groupby("aid", sort=False).cumcount())
+    cols = r.cols
+    aid = coalesce(coalesce(cols.codes("id2.local"), cols.codes("id2.global")), cols.codes("id"))
+    asy = r.asy
+    a_aid = aid[0][asy]
+    if (a_aid < 0).any():
+        raise Fallback("async events without an id")
+    r.aid_values = aid[1]
+    r.aid = aid[0]
+    group = dense(a_aid.astype("int64") * (len(r.names) + 1) + r.name[asy])
+    is_e = r.is_e[asy]
+    k = cumcount(group * 2 + is_e)
+    bi, ei = np.flatnonzero(~is_e), np.flatnonzero(is_e)
+    span = int(k.max()) + 1 if len(k) else 1
+    m = lookup(group[ei] * span + k[ei], group[bi] * span + k[bi])
+    b = asy[bi]
+    e = np.where(m >= 0, asy[ei[np.maximum(m, 0)]] if len(ei) else -1, -1)
+    closed = m >= 0
+    nested = lut(r.names, lambda v: v.startswith(V.NEGOTIATE_PREFIX) or v == V.QUEUE)[r.name[b]]
+    pairs = {"b": b, "e": e, "closed": closed, "end_ts": np.where(closed, r.ts[np.maximum(e, 0)], r.last_ts),
+             "aid": r.aid[b], "k": k[bi]}
+    outer = {c: v[~nested] for c, v in pairs.items()}
+    parts = {c: v[nested] for c, v in pairs.items()}
+    outer["k"] = cumcount(outer["aid"])  # the k-th lifecycle of this tensor
+    _link(r, outer, parts)
     return outer, parts
 
 
-def _async_rows(outer, parts):
+def _link(r, outer, parts):
+    """Each nested phase's lifecycle (``parts["outer"]``: index into outer, -1 if none), and the
+    response each lifecycle ended with (``outer["resp"]``, ``outer["resp_ok"]``)."""
+    ob, oe = outer["b"], outer["e"]
+    end_ok = (oe >= 0) & r.resp_ok[np.maximum(oe, 0)]
+    outer["resp_ok"] = r.resp_ok[ob] | end_ok
+    outer["resp"] = np.where(r.resp_ok[ob], r.resp[ob], np.where(end_ok, r.resp[np.maximum(oe, 0)], -1))
+    span = int(max(outer["k"].max(initial=0), parts["k"].max(initial=0))) + 1
+    parts["outer"] = lookup(outer["aid"].astype("int64") * span + outer["k"],
+                            parts["aid"].astype("int64") * span + parts["k"])
+
+
+def _events(r, outer, parts, rank):
+    cols = r.cols
+    p, c = r.plain, r.counters
+    pb, ob = parts["b"], outer["b"]
+    n_p, n_o, n_n, n_c = len(p), len(ob), len(pb), len(c)
+    # span and instant rows
+    tid, tid_ok = cols.ints("tid", 0)
+    tids, tid_code = np.unique(tid[p], return_inverse=True)
+    thread_p = (np.where(tid_ok[p], tid_code.reshape(-1), -1).astype(np.int32),
+                [V.THREAD_NAMES.get(t, str(t)) for t in tids.tolist()])
+    is_x = r.is_x[p]
+    span_dur = np.where(is_x, ns(r.dur[p]), 0)
+    # nested phases: step from their lifecycle, else their own; response from their lifecycle
+    po = parts["outer"]
+    has_o = po >= 0
+    o_of = ob[np.maximum(po, 0)] if n_o else np.zeros(n_n, dtype="int64")
+    o_step_ok = has_o & r.step_ok[o_of]
+    part_step = np.where(o_step_ok, r.step[o_of], r.step[pb])
+    part_resp = np.where(has_o, outer["resp"][np.maximum(po, 0)] if n_o else -1, -1)
+    t_ns = np.concatenate([ns(r.ts[p]), ns(r.ts[ob]), ns(r.ts[pb]), ns(r.ts[c])])
+    order = np.argsort(t_ns, kind="stable")
+    depth = np.concatenate([_depths(thread_p[0], ns(r.ts[p]), span_dur, ~is_x),
+                            np.zeros(n_o, dtype="int32"), np.ones(n_n, dtype="int32"),
+                            np.zeros(n_c, dtype="int32")])
+    name, names = r.name, r.names
+    cat, cats = cols.codes("cat")
+    tensor = cols.codes("args.tensor")
+    bytes_, bytes_ok = cols.ints("args.bytes", 0)
+    value = cols.floats("args.value")
+    events = {
+        "rank": np.full(len(t_ns), rank, dtype="int32"),
+        "thread": strings([thread_p, constant(n_o + n_n, "tensor"), constant(n_c, "counter")], order),
+        "name": strings([(name[p], names), (name[ob], names), (name[pb], names), (name[c], names)], order),
+        "cat": strings([(cat[p], cats), with_default(cat[ob], cats, V.CAT_TENSOR),
+                        with_default(cat[pb], cats, V.CAT_TENSOR), with_default(cat[c], cats, V.CAT_COUNTER)],
+                       order),
+        "ph": strings([(np.where(is_x, 0, 1).astype(np.int32), ["X", "i"]), constant(n_o + n_n, "X"),
+                       constant(n_c, "C")], order),
+        "t_ns": t_ns[order],
+        "dur_ns": np.concatenate([span_dur, ns(outer["end_ts"] - r.ts[ob]), ns(parts["end_ts"] - r.ts[pb]),
+                                  np.zeros(n_c, dtype="int64")])[order],
+        "tensor": strings([(tensor[0][p], tensor[1]), (outer["aid"], r.aid_values), (parts["aid"], r.aid_values),
+                           (np.full(n_c, -1, dtype=np.int32), [])], order),
+        "step": np.concatenate([r.step[p], r.step[ob], part_step, np.full(n_c, -1)])[order],
+        "response": np.concatenate([r.resp[p], outer["resp"], part_resp, np.full(n_c, -1)])[order],
+        "bytes": int_na(np.concatenate([bytes_[p], bytes_[ob], np.zeros(n_n + n_c, dtype="int64")])[order],
+                        np.concatenate([bytes_ok[p], bytes_ok[ob], np.zeros(n_n + n_c, dtype=bool)])[order]),
+        "value": np.concatenate([np.full(n_p + n_o + n_n, np.nan), value[c]])[order],
+        "depth": depth[order],
+    }
     import pandas as pd
 
-    rows = []
-    if len(parts):  # nested phases carry their lifecycle's step (as the Python parser does)
-        st = outer[["aid", "k", "args.step"]].assign(
-            outer_resp=outer["args.response"].fillna(outer["end_response"])).rename(
-            columns={"args.step": "outer_step"})
-        parts = parts.merge(st, on=["aid", "k"], how="left", sort=False)
-        parts["args.step"] = parts["outer_step"].fillna(parts["args.step"])
-    for df, depth in ((outer, 0), (parts, 1)):
-        if not len(df):
-            continue
-        resp = df["args.response"].fillna(df["end_response"]) if depth == 0 else df["outer_resp"]
-        rows.append(pd.DataFrame({
-            "thread": "tensor", "name": df["name"].to_numpy(), "cat": df["cat"].fillna(V.CAT_TENSOR).to_numpy(),
-            "ph": "X", "t_ns": _ns(df["ts"]), "dur_ns": _ns(df["end_ts"] - df["ts"]),
-            "tensor": df["aid"].to_numpy(), "step": _int(df["args.step"], -1), "response": _int(resp, -1),
-            "bytes": df["args.bytes"].to_numpy() if depth == 0 else pd.array([None] * len(df), dtype="Int64"),
-            "value": np.full(len(df), np.nan), "_depth": depth}))
-    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+    return pd.DataFrame(events, copy=False)  # a block per column: the merge of ranks pops them one by one
 
 
-def _depths(ev):
-    """Nesting depth per thread (async rows carry theirs)."""
+def _depths(thread, ts, dur, inst):
+    """Nesting depth of spans and instants on their thread (see viewer.tables_ringscope)."""
     from viewer.tables_ringscope import _depths as depths_loop
 
-    fixed = ev["_depth"].tolist() if "_depth" in ev else None
-    if fixed is not None:
-        fixed = [None if d != d else int(d) for d in fixed]
-        del ev["_depth"]
-    ts = ev["t_ns"].to_numpy(dtype="int64")
-    dur = ev["dur_ns"].to_numpy(dtype="int64")
-    return depths_loop(ev["thread"].tolist(), ts, dur, ev["ph"].tolist(), fixed)
+    return depths_loop(thread.tolist(), ts, dur, np.where(inst, "i", "X").tolist(), None)
 
 
-def _fused(fused, x, rank):
-    import pandas as pd
+def _fused(r, x, fused, rank):
+    from viewer.fast_ringscope import Fallback
 
-    resp = _int(fused["args.response"], -1)
-    mem = x[x["name"].isin([V.MEMCPY_IN_FUSION_BUFFER, V.MEMCPY_OUT_FUSION_BUFFER])]
-    act = x[x["name"].isin(list(V.COMM_ACTIVITIES))]
-    if (mem["args.response"].isna().any() or act["args.response"].isna().any()) and len(fused):
-        return None
-    f = pd.DataFrame({"r": resp})
-    for nm, col in ((V.MEMCPY_IN_FUSION_BUFFER, "m_in"), (V.MEMCPY_OUT_FUSION_BUFFER, "m_out")):
-        m = mem[mem["name"] == nm]
-        s = pd.DataFrame({"r": _int(m["args.response"], -1), col: _ns(m["dur"])}).groupby("r", as_index=False).sum()
-        f = f.merge(s, on="r", how="left")
-    a = act.drop_duplicates("args.response")
-    a = pd.DataFrame({"r": _int(a["args.response"], -1), "a_name": a["name"].astype(object).to_numpy(),
-                      "a_dur": _ns(a["dur"]), "a_size": a["args.size"].to_numpy(dtype="float64", na_value=np.nan),
-                      "a_backend": a["args.backend"].astype(object).to_numpy()})
-    f = f.merge(a, on="r", how="left")
-    m_in = f["m_in"].fillna(0).astype("int64").to_numpy()
-    m_out = f["m_out"].fillna(0).astype("int64").to_numpy()
-    a_name = f["a_name"].where(f["a_name"].notna(), None).tolist()
-    a_dur = f["a_dur"].fillna(0).astype("int64").to_numpy()
-    f_size = fused["args.size"].to_numpy(dtype="float64", na_value=np.nan)
-    size = np.where(np.isnan(f["a_size"].to_numpy()), np.nan_to_num(f_size, nan=0.0), f["a_size"].to_numpy())
-    size = size.astype("int64")
-    backend = fused["args.backend"].astype(object).where(fused["args.backend"].notna(), None).tolist()
-    backend = [b if b is not None else (ab if isinstance(ab, str) else None)
-               for b, ab in zip(backend, f["a_backend"].tolist())]
-    tensors = [list(t) if t is not None else [] for t in fused["args.tensors"].tolist()]
-    count = [int(c) if c is not None and not pd.isna(c) else len(t)
-             for c, t in zip(fused["args.count"].tolist(), tensors)]
+    cols = r.cols
+    mem = r.named(x, V.MEMCPY_IN_FUSION_BUFFER, V.MEMCPY_OUT_FUSION_BUFFER)
+    act = r.named(x, *V.COMM_ACTIVITIES)
+    if len(fused) and (not r.resp_ok[mem].all() or not r.resp_ok[act].all()):
+        raise Fallback("memcpy/activity spans without response ids")
+    resp = r.resp[fused]
+    mem_in, mem_out = {}, {}
+    is_in = lut(r.names, lambda v: v == V.MEMCPY_IN_FUSION_BUFFER)[r.name[mem]].tolist()
+    for into, rid, d in zip(is_in, r.resp[mem].tolist(), ns(r.dur[mem]).tolist()):
+        into = mem_in if into else mem_out
+        into[rid] = into.get(rid, 0) + d
+    first_act = {}
+    for i, rid in zip(act.tolist(), r.resp[act].tolist()):
+        first_act.setdefault(rid, i)
+    a_rows = [first_act.get(rid, -1) for rid in resp.tolist()]
+    size_a = cols.floats("args.size")
+    backend_codes, backends = cols.codes("args.backend")
+    f_size = np.nan_to_num(size_a[fused], nan=0.0)
+    tensors = [list(t) if t is not None else [] for t in cols.pylist("args.tensors", fused)]
+    count, count_ok = cols.ints("args.count", 0)
+    bytes_, _ = cols.ints("args.bytes", 0)
+    thr, thr_ok = cols.ints("args.threshold", 0)
+    op, ops = cols.codes("args.op")
+    dt, dts = cols.codes("args.dtype")
+    rows = {"activity": [], "comm_ns": [], "size": [], "backend": []}
+    dur_ns = dict(zip(act.tolist(), ns(r.dur[act]).tolist()))
+    for j, (i, a) in enumerate(zip(fused.tolist(), a_rows)):
+        b = backends[backend_codes[i]] if backend_codes[i] >= 0 else None
+        if a < 0:
+            rows["activity"].append(None)
+            rows["comm_ns"].append(0)
+            rows["size"].append(int(f_size[j]))
+            rows["backend"].append(b)
+            continue
+        rows["activity"].append(r.names[r.name[a]])
+        rows["comm_ns"].append(dur_ns[a])
+        rows["size"].append(int(f_size[j] if np.isnan(size_a[a]) else size_a[a]))
+        rows["backend"].append(b if b is not None else (backends[backend_codes[a]] if backend_codes[a] >= 0
+                                                        else None))
     return frames.build("fused_ops", {
         "rank": np.full(len(fused), rank, dtype="int32"), "response": resp,
-        "step": _int(fused["args.step"], -1), "op": fused["args.op"].tolist(), "backend": backend,
-        "activity": a_name, "dtype": fused["args.dtype"].tolist(), "count": count,
-        "bytes": _int(fused["args.bytes"], 0), "threshold": fused["args.threshold"].tolist(),
-        "start_ns": _ns(fused["ts"]), "end_ns": _ns(fused["ts"] + fused["dur"]), "memcpy_in_ns": m_in,
-        "memcpy_out_ns": m_out, "comm_ns": a_dur, "size": size, "tensors": tensors})
+        "step": r.step[fused], "op": [ops[c] if c >= 0 else None for c in op[fused].tolist()],
+        "backend": rows["backend"], "activity": rows["activity"],
+        "dtype": [dts[c] if c >= 0 else None for c in dt[fused].tolist()],
+        "count": np.where(count_ok[fused], count[fused], [len(t) for t in tensors]).astype("int64"),
+        "bytes": bytes_[fused], "threshold": int_na(thr[fused], thr_ok[fused]),
+        "start_ns": ns(r.ts[fused]), "end_ns": ns(r.ts[fused] + r.dur[fused]),
+        "memcpy_in_ns": [mem_in.get(rid, 0) for rid in resp.tolist()],
+        "memcpy_out_ns": [mem_out.get(rid, 0) for rid in resp.tolist()],
+        "comm_ns": rows["comm_ns"], "size": rows["size"], "tensors": tensors})
 
 
-def _tensor_ops(outer, parts, fused, syncs, rank):
-    import pandas as pd
-
-    if not len(outer):
+def _tensor_ops(r, outer, parts, fused, syncs, rank):
+    if not len(outer["b"]):
         return frames.empty("tensor_ops")
-    o = outer
-    neg = parts[parts["name"].str.startswith(V.NEGOTIATE_PREFIX)][["aid", "k", "name", "end_ts", "closed"]]
-    neg = neg.rename(columns={"name": "neg_name", "end_ts": "neg_end", "closed": "neg_closed"})
-    q = parts[parts["name"] == V.QUEUE][["aid", "k", "end_ts", "closed"]].rename(
-        columns={"end_ts": "q_end", "closed": "q_closed"})
-    o = o.merge(neg, on=["aid", "k"], how="left", sort=False).merge(q, on=["aid", "k"], how="left", sort=False)
-    step = _int(o["args.step"], -1)
-    # response: on the lifecycle's args, else from the fused response listing this tensor in that step
-    resp = o["args.response"].fillna(o["end_response"])
-    if len(fused):
-        lst = pd.DataFrame({"tensor": fused["args.tensors"].tolist(), "step": _int(fused["args.step"], -1),
-                            "r": _int(fused["args.response"], -1)}).explode("tensor").dropna(subset=["tensor"])
-        lst = lst.drop_duplicates(["tensor", "step"])
-        lk = pd.DataFrame({"tensor": o["aid"].astype(object).to_numpy(), "step": step})
-        lk = lk.merge(lst.astype({"tensor": object}), on=["tensor", "step"], how="left")
-        resp = resp.fillna(pd.Series(lk["r"].to_numpy(), index=resp.index))
-    op = o["args.op"].astype("object")
-    op = op.where(op.notna(), o["neg_name"].astype("object").str.slice(len(V.NEGOTIATE_PREFIX)))
-    neg_ns = pd.array(np.where(o["neg_closed"].fillna(False).to_numpy(dtype=bool), _ns(o["neg_end"]), 0),
-                      dtype="Int64")
-    neg_ns[~o["neg_closed"].fillna(False).to_numpy(dtype=bool)] = pd.NA
-    q_ok = o["q_closed"].fillna(False).to_numpy(dtype=bool)
-    start_ns = pd.array(_ns(o["q_end"]), dtype="Int64")
-    start_ns[~q_ok] = pd.NA
-    err = o["end_error"].fillna(o["args.error"])
-    done_ns = pd.array(_ns(o["end_ts"]), dtype="Int64")
-    done_ns[~o["closed"].to_numpy(dtype=bool) | err.notna().to_numpy()] = pd.NA
+    cols = r.cols
+    ob, n = outer["b"], len(outer["b"])
+    # each lifecycle's NEGOTIATE_* and QUEUE phase (the first of each, when several)
+    po = parts["outer"]
+    pname = r.name[parts["b"]]
+    is_neg = lut(r.names, lambda v: v.startswith(V.NEGOTIATE_PREFIX))[pname]
+    is_q = lut(r.names, lambda v: v == V.QUEUE)[pname]
+    neg = lookup(np.where(is_neg, po, -2), np.arange(n))
+    q = lookup(np.where(is_q, po, -2), np.arange(n))
+    neg_ok = (neg >= 0) & parts["closed"][np.maximum(neg, 0)]
+    q_ok = (q >= 0) & parts["closed"][np.maximum(q, 0)]
+    step = r.step[ob]
+    resp, resp_ok = outer["resp"].copy(), outer["resp_ok"].copy()
+    if len(fused) and not resp_ok.all():  # from the fused response listing this tensor in that step
+        aid, pos = cols.listed("args.tensors", fused, r.aid_values)
+        f_step, f_resp = r.step[fused][pos], r.resp[fused][pos]
+        need = np.flatnonzero(~resp_ok)
+        q_aid, q_step = outer["aid"][need].astype("int64"), step[need]
+        lo = int(min(f_step.min(initial=0), q_step.min(initial=0)))
+        width = int(max(f_step.max(initial=0), q_step.max(initial=0))) - lo + 1
+        hit = lookup(np.where(aid >= 0, aid * width + (f_step - lo), -1), q_aid * width + (q_step - lo))
+        resp[need[hit >= 0]] = f_resp[hit[hit >= 0]]
+    neg_name = (np.where(neg >= 0, pname[np.maximum(neg, 0)] if len(pname) else -1, -1).astype(np.int32),
+                [v[len(V.NEGOTIATE_PREFIX):] for v in r.names])
+    op = coalesce((cols.codes("args.op")[0][ob], cols.codes("args.op")[1]), neg_name)
+    oe = outer["e"]
+    err_codes, errs = cols.codes("args.error")
+    err = coalesce((np.where(oe >= 0, err_codes[np.maximum(oe, 0)], -1), errs), (err_codes[ob], errs))
+    bytes_, bytes_ok = cols.ints("args.bytes", 0)
+    ps, _ = cols.ints("args.process_set", 0)
+    dtype = cols.codes("args.dtype")
     df = frames.build("tensor_ops", {
-        "rank": np.full(len(o), rank, dtype="int32"), "tensor": o["aid"].tolist(), "step": step,
-        "occurrence": o["k"].to_numpy(dtype="int64"), "op": op.tolist(), "dtype": o["args.dtype"].tolist(),
-        "bytes": o["args.bytes"].tolist(), "process_set": _int(o["args.process_set"], 0),
-        "response": _int(resp, -1), "submit_ns": _ns(o["ts"]), "negotiated_ns": neg_ns, "start_ns": start_ns,
-        "done_ns": done_ns, "wait_ns": [None] * len(o), "error": err.tolist()})
+        "rank": np.full(n, rank, dtype="int32"), "tensor": strings([(outer["aid"], r.aid_values)]),
+        "step": step, "occurrence": outer["k"], "op": strings([op]), "dtype": strings([(dtype[0][ob], dtype[1])]),
+        "bytes": int_na(bytes_[ob], bytes_ok[ob]), "process_set": ps[ob].astype("int32"), "response": resp,
+        "submit_ns": ns(r.ts[ob]),
+        "negotiated_ns": int_na(np.where(neg_ok, ns(parts["end_ts"][np.maximum(neg, 0)]), 0), neg_ok),
+        "start_ns": int_na(np.where(q_ok, ns(parts["end_ts"][np.maximum(q, 0)]), 0), q_ok),
+        "done_ns": int_na(ns(outer["end_ts"]), outer["closed"] & (err[0] < 0)),
+        "wait_ns": int_na(np.zeros(n, dtype="int64"), np.zeros(n, dtype=bool)), "error": strings([err])})
     if len(syncs):
-        from viewer.tables_ringscope import _attach_waits
-
-        tens = syncs["args.tensor"].astype("object").where(syncs["args.tensor"].notna(), None).tolist()
-        lists = syncs["args.tensors"].tolist() if "args.tensors" in syncs else [None] * len(syncs)
-        tens = [t if t is not None else (list(lst) if lst is not None else None) for t, lst in zip(tens, lists)]
-        _attach_waits(df, list(zip(syncs["ts"].tolist(), syncs["dur"].tolist(), tens,
-                                   _int(syncs["args.step"], -1).tolist())))
+        df["wait_ns"] = _waits(r, outer, step, syncs)
     return df
+
+
+def _waits(r, outer, step, syncs):
+    """Framework SYNCHRONIZE time per tensor op: by (tensor, step), else the latest op of that tensor
+    submitted before the wait began (as viewer.tables_ringscope._attach_waits)."""
+    import bisect
+
+    cols = r.cols
+    code_of = {v: i for i, v in enumerate(r.aid_values)}
+    t_codes, t_vals = cols.codes("args.tensor")
+    q_aid, q_step, q_ts, q_dur = [], [], [], []
+    s_step = r.step[syncs].tolist()
+    s_ts, s_dur = ns(r.ts[syncs]).tolist(), ns(r.dur[syncs]).tolist()
+    no_tensor = [j for j, c in enumerate(t_codes[syncs].tolist()) if c < 0]
+    lists = dict(zip(no_tensor, cols.pylist("args.tensors", syncs[no_tensor]))) if no_tensor else {}
+    for j, c in enumerate(t_codes[syncs].tolist()):
+        names = [t_vals[c]] if c >= 0 else list(lists.get(j) or [])
+        for name in names:
+            q_aid.append(code_of.get(name, -1))
+            q_step.append(s_step[j])
+            q_ts.append(s_ts[j])
+            q_dur.append(s_dur[j])
+    aid = outer["aid"].astype("int64")
+    n = len(aid)
+    q_aid, q_step = np.asarray(q_aid, dtype="int64"), np.asarray(q_step, dtype="int64")
+    lo = int(min(step.min(initial=0), q_step.min(initial=0)))
+    width = int(max(step.max(initial=0), q_step.max(initial=0))) - lo + 1
+    if width * (len(r.aid_values) + 1) >= 1 << 62:
+        from viewer.fast_ringscope import Fallback
+        raise Fallback("step numbers out of range")
+    hit = lookup(aid * width + (step - lo), np.where(q_step >= 0, q_aid * width + (q_step - lo), -1))
+    hit = np.where((q_step >= 0) & (q_aid >= 0), hit, -1)
+    miss = [j for j in np.flatnonzero(hit < 0).tolist() if q_aid[j] >= 0]
+    if miss:  # the latest op of that tensor submitted at or before the wait
+        submit = ns(r.ts[outer["b"]]).tolist()
+        by_aid: dict = {}
+        for i, a in enumerate(aid.tolist()):
+            by_aid.setdefault(a, []).append((submit[i], i))
+        for lst in by_aid.values():
+            lst.sort()
+        for j in miss:
+            lst = by_aid.get(int(q_aid[j]), [])
+            k = bisect.bisect_right(lst, (q_ts[j], n)) - 1
+            if k >= 0:
+                hit[j] = lst[k][1]
+    ok = hit >= 0
+    waits = np.zeros(n, dtype="int64")
+    np.add.at(waits, hit[ok], np.asarray(q_dur, dtype="int64")[ok])
+    has = np.zeros(n, dtype=bool)
+    has[hit[ok]] = True
+    return int_na(waits, has)
+
+
+def _readiness(r):
+    ready = r.named(r.plain, V.READY)
+    cols = r.cols
+    tensor = cols.codes("args.tensor")
+    rk, _ = cols.ints("args.rank", -1)
+    t_codes = tensor[0][ready]
+    occ = cumcount(dense(t_codes) * (len(ready) + 1) + dense(rk[ready])) if len(ready) else np.zeros(0, "int64")
+    return frames.build("readiness", {
+        "tensor": strings([(t_codes, tensor[1])]), "step": r.step[ready], "occurrence": occ,
+        "rank": rk[ready], "ready_ns": ns(r.ts[ready]), "source": ["ringscope"] * len(ready)})
+
+
+def _cycles(r, cyc, rank):
+    cycle, _ = r.cols.ints("args.cycle", -1)
+    return frames.build("cycles", {"rank": np.full(len(cyc), rank, dtype="int32"), "cycle": cycle[cyc],
+                                   "start_ns": ns(r.ts[cyc]), "end_ns": ns(r.ts[cyc] + r.dur[cyc])})
+
+
+def _shutdown(r) -> dict:
+    """Clock offsets and drop count from the last SHUTDOWN record ({} when the run did not close)."""
+    from viewer.fast_ringscope import Fallback
+
+    if not len(r.named(r.plain, V.SHUTDOWN)):
+        return {}
+    if r.cols.shutdown is None:  # Arrow saw one, the line search did not (an escaped name?)
+        raise Fallback("SHUTDOWN record not found on its line")
+    return dict(r.cols.shutdown)

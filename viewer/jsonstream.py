@@ -51,12 +51,15 @@ def read_bytes(path) -> bytearray:
         raise TraceError(p, f"cannot read: {exc.strerror or exc}") from None
     if raw[:2] == b"\x1f\x8b":
         dec = zlib.decompressobj(wbits=47)
+        out = bytearray()
+        step = 1 << 20
         try:
-            out = dec.decompress(raw)
+            for i in range(0, len(raw), step):  # appended piece by piece: no second full-size copy
+                out += dec.decompress(memoryview(raw)[i:i + step])
         except zlib.error as exc:
             raise TraceError(p, f"corrupt gzip data ({exc})") from None
         del raw
-        raw = bytearray(out)
+        raw = out
     return raw
 
 

@@ -192,7 +192,8 @@ def _parse_slow(reader) -> dict:
 
 
 def _parse_fast(reader):
-    """Columnar parse through Arrow, or None when this file needs the Python parser."""
+    """Columnar parse through Arrow, or None when this file needs the Python parser (then
+    ``reader.data`` may have been let go: the caller reads the file again)."""
     try:
         import pyarrow  # noqa: F401
     except ImportError:  # pragma: no cover
@@ -200,24 +201,30 @@ def _parse_fast(reader):
     from viewer.fast_ringscope import Fallback, pid_of, read_columns
     from viewer.fast_tables import build
 
+    other = reader.header.get("otherData")
+    meta = other.get(V.VERSION_KEY) if isinstance(other, dict) else None
+    with_pid = not isinstance(meta, dict) or _int_or(meta.get("rank"), None) is None  # else pid is unused
     try:
-        df, closed, dropped, stop = read_columns(reader)
-        if df is None:
+        cols, closed, dropped, stop = read_columns(reader, with_pid)
+        if cols is None:
             return None
-        if len(df) and not (df["ph"].notna().all() and df["name"].notna().all()):
-            raise Fallback("events without ph or name")
-        n_events = int((df["ph"] != "M").sum())
-        pid = pid_of(df)
-        first = build(df, 0)  # rank fixed below; tables hold it only in their rank column
+        ph, phv = cols.codes("ph")
+        n_events = int(len(ph) - (ph == phv.index("M")).sum()) if "M" in phv else len(ph)
+        pid = pid_of(cols) if with_pid else None
+        reader.data = b""  # the raw bytes are no longer needed
+        tables = build(cols, 0)  # rank fixed below; tables hold it only in their rank column
     except Fallback:
         return None
+    del cols
     reader.closed, reader.dropped, reader.stop_offset, reader.n_events = closed, dropped, stop, n_events
-    reader.data = b""  # the raw bytes are no longer needed
 
     def _build(rank):
+        import numpy as np
+
         for name in ("events", "tensor_ops", "fused_ops", "cycles"):
-            first[name]["rank"] = first[name]["rank"].astype("int32") * 0 + rank
-        return first
+            df = tables[name]
+            df["rank"] = np.full(len(df), rank, dtype="int32")
+        return tables
     return {"_pid": pid, "_build": _build}
 
 
@@ -229,6 +236,8 @@ def parse_file(path, warn: bool = True, fast: bool = True) -> dict:
     reader = TraceReader(path)
     out = _parse_fast(reader) if fast else None
     if out is None:
+        if not reader.data:
+            reader = TraceReader(path)
         out = _parse_slow(reader)
     other = reader.header.get("otherData") or {}
     meta = dict(other.get(V.VERSION_KEY) or {}) if isinstance(other, dict) else {}

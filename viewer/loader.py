@@ -120,7 +120,9 @@ def load_run(paths, use_cache: bool = True, cache_dir=None, progress=None) -> Ru
         done += f.stat().st_size
         if progress:
             progress(done, total, f)
-    return assemble(parsed)
+    tables = assemble(parsed)
+    memory.release()
+    return tables
 
 
 def assemble(parsed: list[dict]) -> RunTables:
@@ -150,20 +152,38 @@ def assemble(parsed: list[dict]) -> RunTables:
                 for c in cols:
                     df[c] += shift
             dfs.append(df)
-        out[t] = frames.concat(t, dfs)
+        out[t] = _concat_events(dfs) if t == "events" else frames.concat(t, dfs)
         del dfs
-    out["events"] = _sort_events(out["events"])
     ranks = frames.build("ranks", {k: [p["rank_info"].get(k) for p in parsed]
                                    for k in frames.TABLES["ranks"]})
     ranks = ranks.sort_values("rank", ignore_index=True)
     return RunTables(meta=_run_meta(parsed, origin, bases), ranks=ranks, **out)
 
 
-def _sort_events(ev):
-    """Events in time order (each rank's frame is already sorted; skip the sort for one rank)."""
-    if ev["rank"].nunique() <= 1:
+def _concat_events(dfs: list):
+    """All ranks' events in (t_ns, rank) order, built column by column: each per-rank column is let go
+    once gathered, so the peak holds one extra column, not a second copy of the table."""
+    import numpy as np
+    import pandas as pd
+
+    dfs = [d for d in dfs if d is not None and len(d)]
+    if len(dfs) <= 1 or any(list(d.columns) != list(dfs[0].columns) for d in dfs):
+        ev = frames.concat("events", dfs)
+        if ev["rank"].nunique() > 1:
+            ev = ev.sort_values(["t_ns", "rank"], kind="stable", ignore_index=True)
         return ev
-    return ev.sort_values(["t_ns", "rank"], kind="stable", ignore_index=True)
+    rank = np.concatenate([d["rank"].to_numpy() for d in dfs])
+    order = None   # one rank (its rotation parts): kept in file order
+    if (rank != rank[0]).any():
+        order = np.lexsort((rank, np.concatenate([d["t_ns"].to_numpy() for d in dfs])))
+    del rank
+    cols = {}
+    for c in list(dfs[0].columns):
+        col = pd.concat([d.pop(c) for d in dfs], ignore_index=True)
+        cols[c] = col if order is None else col.take(order).reset_index(drop=True)
+        del col
+        memory.release()   # the per-rank pieces just freed: give them back before the next column
+    return frames.conform("events", pd.DataFrame(cols, copy=False))
 
 
 def _run_meta(parsed, origin, bases) -> dict:

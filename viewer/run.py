@@ -8,16 +8,22 @@
 from __future__ import annotations
 
 import functools
+import inspect
 from pathlib import Path
 
 from viewer.schema import RunTables
 
 
 def _memo(method):
-    """Compute an analysis once per Run and arguments (tables do not change after loading)."""
+    """Compute an analysis once per Run and arguments (tables do not change after loading); ``f()``,
+    ``f(None)`` and ``f(x=None)`` are one call."""
+    sig = inspect.signature(method)
+
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
-        key = (method.__name__, args, tuple(sorted(kwargs.items())))
+        bound = sig.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        key = (method.__name__, tuple(bound.arguments.items())[1:])
         if key not in self._memo:
             self._memo[key] = method(self, *args, **kwargs)
         return self._memo[key]

@@ -48,13 +48,13 @@ def analyses(run, peak_busbw_gbps=None) -> dict:
 
     return {
         "negotiations": stragglers.per_tensor(neg),
-        "stragglers": stragglers.rank_stragglers(neg, size=run.size),
+        "stragglers": run.stragglers(),
         "fused_ops": fill,
         "fusion": fusion.fusion_summary(fill),
         "tensor_sizes": run.tensor_sizes(),
         "cycles": run.cycle_utilisation(),
         "op_bandwidth": bw,
-        "bandwidth": communication.bandwidth_by_size(bw),
+        "bandwidth": run.bandwidth_by_size(peak_busbw_gbps),
         "alpha_beta": communication.alpha_beta_fit(bw),
         "breakdown": run.breakdown(),
         "breakdown_by_rank": breakdown.breakdown_by_rank(run.breakdown()),

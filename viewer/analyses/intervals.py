@@ -41,3 +41,34 @@ def grouped(keys, starts, ends) -> dict:
     for k, s, e in zip(keys, starts, ends):
         out.setdefault(k, []).append((s, e))
     return out
+
+
+def union_lengths(groups, starts, ends, n_groups: int):
+    """Per group id (0 .. n_groups-1): total length of the union of its ``[start, end)`` pairs.
+
+    The vectorised :func:`length` over many groups at once (numpy int64 arrays in, int64 array out).
+    """
+    import numpy as np
+
+    g, s, e = (np.asarray(a, dtype="int64") for a in (groups, starts, ends))
+    keep = e > s
+    g, s, e = g[keep], s[keep], e[keep]
+    out = np.zeros(n_groups, dtype="int64")
+    if not len(g):
+        return out
+    order = np.lexsort((s, g))
+    g, s, e = g[order], s[order], e[order]
+    base = np.full(n_groups, np.iinfo("int64").max, dtype="int64")
+    np.minimum.at(base, g, s)
+    s, e = s - base[g], e - base[g]   # >= 0 within each group
+    width = int(e.max()) + 1
+    if width * n_groups >= 1 << 62:   # offsets would overflow: walk the groups one by one
+        for k in np.unique(g).tolist():
+            m = g == k
+            out[k] = length(zip(s[m].tolist(), e[m].tolist()))
+        return out
+    s, e = s + g * width, e + g * width   # groups now lie apart on one axis, in order
+    reach = np.maximum.accumulate(e)
+    prev = np.concatenate(([np.iinfo("int64").min], reach[:-1]))
+    np.add.at(out, g, np.maximum(0, e - np.maximum(s, prev)))
+    return out
