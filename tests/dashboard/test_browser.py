@@ -86,7 +86,8 @@ def test_heatmap_click_narrows_the_timeline_to_that_rank(server, page, artifacts
     after = lanes(page)
     assert after and all(lane.startswith("r3 ") for lane in after)
     zoomed = plot_data(page, "tl-graph")["range"]
-    assert zoomed[1] - zoomed[0] < (full_range[1] - full_range[0]) / 5  # one step, not the whole run
+    # one step, not the whole run (the sample runs have 4 steps, the first one longer)
+    assert zoomed[1] - zoomed[0] < 0.4 * (full_range[1] - full_range[0])
     assert "rank 3" in page.inner_text("#tl-ranks")
     page.screenshot(path=str(artifacts / "timeline-after-heatmap-click.png"), full_page=True)
     assert page.errors == []
