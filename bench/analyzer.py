@@ -30,8 +30,9 @@ def _real_run(work: Path) -> Path:
 
 def run(quick: bool) -> dict:
     reps = 1 if quick else 3
-    rows, metrics, notes, raw = [], {}, [], {"summarize": [], "nocache": [], "warm": [],
-                                              "merge": []}
+    rows, metrics, notes, raw = [], {}, [], {"load_first": [], "load_cached": [],
+                                             "summarize": [], "nocache": [], "warm": [],
+                                             "merge": []}
     work = Path(tempfile.mkdtemp(prefix="ringscope-bench-an-"))
     try:
         src = _real_run(work)
@@ -42,6 +43,12 @@ def run(quick: bool) -> dict:
         by = {}
         for i in range(reps):
             cache = work / f"cache{i}"
+            load_cache = work / f"load-cache{i}"
+            raw["load_first"].append(run_py_json("analyzer_probe.py", ["load", big, load_cache],
+                                                 timeout=300))
+            raw["load_cached"].append(run_py_json("analyzer_probe.py", ["load", big, load_cache],
+                                                  timeout=300))
+            shutil.rmtree(load_cache, ignore_errors=True)
             raw["summarize"].append(run_py_json("analyzer_probe.py",
                                                 ["summarize", big, cache], timeout=300))
             if not quick:
@@ -79,6 +86,12 @@ def run(quick: bool) -> dict:
             "value": first["peak_vs_trace"],
             "detail": f"peak RSS {first['peak_MB']:.0f} MB for {mb:.0f} MB of trace; "
                       f"{first['net_peak_vs_trace']:.2f}x above the {first['baseline_MB']:.0f} MB after imports"}
+        first_load = stats.median([r["cpu_s"] for r in raw["load_first"]])
+        cached_load = stats.median([r["cpu_s"] for r in raw["load_cached"]])
+        metrics["analyzer.cached_load_speedup"] = {
+            "value": first_load / cached_load,
+            "detail": f"viewer.Run.load in a fresh process: {first_load:.2f} CPU s parsing (and "
+                      f"writing the Parquet cache), {cached_load:.2f} CPU s from the cache"}
         metrics["analyzer.merge_8x100k_s"] = {
             "value": merge["wall_s"],
             "detail": f"{RANKS} ranks x {gen['events_per_rank']:,}+ events ({mb:.0f} MB), wall; "

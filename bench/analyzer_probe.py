@@ -46,6 +46,15 @@ def main() -> int:
     elif what == "summarize-nocache":
         from viewer import cli_summarize as mod
         argv = [args[0], "--json", "--no-cache"]
+    elif what == "load":    # the tables alone (viewer.Run.load), through the given cache dir
+        from viewer.run import Run
+
+        class mod:  # noqa: N801  (same shape as the CLI modules)
+            @staticmethod
+            def main(argv):
+                Run.load(argv[0], cache_dir=argv[1])
+                return 0
+        argv = list(args[:2])
     elif what == "merge":
         from viewer import cli_merge as mod
         argv = [args[0], "-o", args[1]]
