@@ -11,7 +11,6 @@ from collectives import messages as M
 from collectives.fusion import plan_responses
 from collectives.stall import EXEMPT, StallInspector
 from collectives.validation import mismatch
-from tracer import get_recorder
 from tracer import vocab as V
 
 
@@ -57,9 +56,6 @@ class Coordinator:
             self.leaving.add(req.rank)
         elif req.op_type == V.JOIN:
             self.joined.add(req.rank)
-        rec = get_recorder()
-        if rec.enabled:
-            rec.ready(req.name, req.rank, req.process_set)
         self._check_ready(key, pend, req.rank, now_s)
         if req.op_type == V.JOIN and len(self.joined) < len(self.sets.get(0).ranks):
             for k, p in list(self.table.items()):   # joined ranks may complete waiting tensors

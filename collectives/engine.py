@@ -229,6 +229,7 @@ class Engine:
         reqs = [request_of(e, self.rank) for e in entries]
         if self._coord is not None:
             now = time.monotonic()
+            _trace_ready(reqs)
             for r in reqs:
                 self._coord.add(r, now)
         else:
@@ -243,6 +244,7 @@ class Engine:
                 break
             _, reqs = mpi_wait.wait_obj(msg.irecv())
             now = time.monotonic()
+            _trace_ready(reqs)
             for r in reqs:
                 self._coord.add(r, now)
             did = True
@@ -376,3 +378,10 @@ class Engine:
             self._complete(e, error=f"ringscope engine failed: {self.fatal}")
         from collectives.fatal import abort
         abort(1)
+
+
+def _trace_ready(reqs) -> None:
+    """The coordinator's READY ticks for one batch of requests (they arrived together)."""
+    rec = get_recorder()
+    if rec.enabled:
+        rec.ready_many([(r.name, r.rank, r.process_set) for r in reqs])

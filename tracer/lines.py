@@ -108,6 +108,17 @@ class LineBuilder:
         return (f'{self._head(ph, vocab.TID_FRAMEWORK, name, vocab.CAT_TENSOR)}{t}e-3,'
                 f'"id2":{{"local":{jstr(id_)}}},"args":{args}}}')
 
+    def ready_many(self, ticks, t: int, step: int) -> str:
+        """READY instants at one time, ``ticks`` = [(name, rank, process_set)], one per line."""
+        head = self._head("i", vocab.TID_NEGOTIATION, vocab.READY, vocab.CAT_NEGOTIATION)
+        get = self._tensors.get
+        out = []
+        for name, rank, ps in ticks:
+            c = get(name)
+            tail = c.ready if c is not None else ',"args":{"tensor":' + jstr(name) + ',"rank":'
+            out.append(f'{head}{t}e-3,"s":"t"{tail}{rank},"step":{step},"process_set":{ps}}}}}')
+        return ",\n".join(out)
+
     def ready(self, name: str, rank: int, process_set: int, t: int, step: int) -> str:
         """The coordinator's READY instant: ``rank`` submitted tensor ``name``."""
         c = self._tensors.get(name)

@@ -12,6 +12,7 @@ CONTRACT (the runtime codes against these calls; the tracer implements them):
     rec.complete(tid, name, cat, start_ns, end_ns, args)   # an X span measured by the caller (no NVTX)
     rec.instant(tid, name, cat, args, ts_ns=None)
     rec.ready(name, rank, process_set=0, ts_ns=None)   # the coordinator's READY instant (fast path)
+    rec.ready_many([(name, rank, process_set)], ts_ns=None)   # ... several that arrived together
     rec.async_begin(id, name, args, ts_ns=None)     # cat "tensor"; NVTX start/end range
     rec.async_end(id, name, args=None, ts_ns=None)
     rec.tensor_begin(name, negotiate, args, ts_ns, step=None)
@@ -70,6 +71,9 @@ class NullRecorder:
         pass
 
     def ready(self, name, rank, process_set=0, ts_ns=None):
+        pass
+
+    def ready_many(self, ticks, ts_ns=None):
         pass
 
     def tensor_begin(self, name, negotiate, args, ts_ns, step=None):

@@ -124,9 +124,13 @@ class TimelineRecorder:
 
     def ready(self, name, rank, process_set=0, ts_ns=None):
         """The coordinator's READY tick: ``rank`` submitted ``name`` (an instant on tid 2)."""
-        if self.enabled:
+        self.ready_many([(name, rank, process_set)], ts_ns)
+
+    def ready_many(self, ticks, ts_ns=None):
+        """READY ticks that arrived together, ``ticks`` = [(name, rank, process_set)]: one record."""
+        if self.enabled and ticks:
             t = _now() if ts_ns is None else ts_ns
-            self._put(self._lb.ready(name, rank, process_set, t - self.base_ns, self.step))
+            self._put(self._lb.ready_many(ticks, t - self.base_ns, self.step))
 
     def counter(self, name, value, ts_ns=None):
         if self.enabled:

@@ -48,6 +48,10 @@ class ListRecorder(NullRecorder):
     def async_end(self, id, name, args=None, ts_ns=None):
         self.events.append(("e", id, name, V.CAT_TENSOR, dict(args or {}), ts_ns or self.now(), None))
 
+    def ready_many(self, ticks, ts_ns=None):
+        for name, rank, ps in ticks:
+            self.ready(name, rank, ps, ts_ns)
+
     def ready(self, name, rank, process_set=0, ts_ns=None):
         self.instant(V.TID_NEGOTIATION, V.READY, V.CAT_NEGOTIATION,
                      {V.ARG_TENSOR: name, V.ARG_RANK: rank, V.ARG_PROCESS_SET: process_set}, ts_ns)

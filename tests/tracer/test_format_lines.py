@@ -64,3 +64,12 @@ def test_tensor_span():
                                      5_000, 7_500, 8))
         assert x == {"name": v.SYNCHRONIZE, "cat": v.CAT_FRAMEWORK, "ph": "X", "pid": 1, "tid": 1,
                      "ts": 5.0, "dur": 2.5, "args": {"tensor": tensor, "step": 8}}
+
+
+def test_ready_many_is_one_line_per_tick():
+    lb = L.LineBuilder(0)
+    lb.tensor_begin("cached", "NEGOTIATE_ALLREDUCE", 0, None, 0)
+    ticks = [("cached", 0, 0), (ODD, 1, 2)]
+    lines = _parse(lb.ready_many(ticks, 9_000, 4))
+    assert lines == [_parse(lb.ready(n, r, ps, 9_000, 4))[0] for n, r, ps in ticks]
+    assert [e["args"]["tensor"] for e in lines] == ["cached", ODD]
