@@ -56,7 +56,7 @@ class Engine:
         self.stats = {"responses": 0, "tensors": 0, "max_fused": 0, "max_fused_bytes": 0,
                       "errors": 0}
         self._coord = Coordinator(config, sets) if self.rank == 0 else None
-        self._exec = Executor(config, sets, FusionBuffers(), self._complete)
+        self._exec = Executor(config, sets, FusionBuffers(), self._complete, self._complete_many)
         self._thread = threading.Thread(target=self._main, name="ringscope-engine", daemon=True)
 
     def start(self) -> None:
@@ -132,18 +132,24 @@ class Engine:
 
     @staticmethod
     def _trace_begin(entries):
-        """The outer slice and the negotiation of each newly picked-up op, in one batch."""
+        """The outer slice and the negotiation of the newly picked-up ops, one record per batch."""
+        items, rec = [], None
         for e in entries:
             sub = e.meta.get("submitted")
             if sub is None:
                 continue
-            rec, t, step = sub
+            if sub[0] is not rec:
+                if items:
+                    rec.tensors_begin(items)
+                rec, items = sub[0], []
             args = {V.ARG_TENSOR: e.name, V.ARG_OP: e.op_type, V.ARG_BYTES: e.nbytes,
                     V.ARG_DTYPE: e.dtype, V.ARG_SHAPE: tuple(e.shape),
                     V.ARG_REDUCE_OP: e.reduce_op.value, V.ARG_PROCESS_SET: e.process_set}
             # the outer slice's begin is the submission; the rest of the lifecycle is written at
             # completion from the times kept in e.meta
-            rec.tensor_begin(e.name, V.negotiate_name(e.op_type), args, t, step)
+            items.append((e.name, V.negotiate_name(e.op_type), args, sub[1], sub[2]))
+        if items:
+            rec.tensors_begin(items)
 
     def shutdown(self) -> None:
         """Negotiate the shutdown with every rank, then stop the thread (blocks until done)."""
@@ -350,23 +356,36 @@ class Engine:
             rec.set_run_meta(process_sets=self.sets.as_meta())
 
     def _complete(self, e, result=None, error=None):
+        self._complete_many([(e, result, error)])
+
+    def _complete_many(self, done):
+        """Finish ops, ``done`` = [(entry, result, error)]: their lifecycle ends go to the trace in
+        one record, before any handle is released (so a finished op's end is always recorded)."""
         with self._cond:
-            if self._inflight.pop(e.name, None) is None:
-                return
-            self._bytes_in_flight -= e.nbytes
-        rec = get_recorder()
-        meta = e.meta
-        sub = meta.get("submitted")    # the recorder that has this tensor's begin, if any
-        if sub is not None:
-            traced = sub[0]
-            traced.tensor_end(e.name, V.negotiate_name(e.op_type), meta.get("t_response"),
-                              meta.get("t_dequeue"), traced.now(), error)
-        if "received_splits" in e.meta:
-            e.handle.received_splits = e.meta["received_splits"]
-        if error is not None:
-            e.handle.set_error(error)
-        else:
-            e.handle.set_result(result)
+            done = [d for d in done if self._inflight.pop(d[0].name, None) is not None]
+            for d in done:
+                self._bytes_in_flight -= d[0].nbytes
+        ends, rec = [], None
+        for e, _, error in done:
+            sub = e.meta.get("submitted")    # the recorder that has this tensor's begin, if any
+            if sub is None:
+                continue
+            if sub[0] is not rec:
+                if ends:
+                    rec.tensors_end(ends)
+                rec, ends = sub[0], []
+            meta = e.meta
+            ends.append((e.name, V.negotiate_name(e.op_type), meta.get("t_response"),
+                         meta.get("t_dequeue"), rec.now(), error))
+        if ends:
+            rec.tensors_end(ends)
+        for e, result, error in done:
+            if "received_splits" in e.meta:
+                e.handle.received_splits = e.meta["received_splits"]
+            if error is not None:
+                e.handle.set_error(error)
+            else:
+                e.handle.set_result(result)
 
     def _die(self, exc):
         self.fatal = f"{type(exc).__name__}: {exc}"

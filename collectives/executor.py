@@ -9,11 +9,12 @@ from tracer import vocab as V
 
 
 class Executor:
-    def __init__(self, config, sets, fusion_buffers, complete):
+    def __init__(self, config, sets, fusion_buffers, complete, complete_many=None):
         self.config = config
         self.sets = sets
         self.buffers = fusion_buffers
         self.complete = complete   # complete(entry, result=None, error=None)
+        self.complete_many = complete_many or (lambda done: [complete(*d) for d in done])
 
     def run(self, resp: M.Response, entries: list) -> None:
         rec = get_recorder()
@@ -90,8 +91,7 @@ class Executor:
             outs.append(out)
         if tok is not None:
             rec.end(tok)
-        for e, out in zip(entries, outs):
-            self.complete(e, ad.result(e, out))
+        self.complete_many([(e, ad.result(e, out), None) for e, out in zip(entries, outs)])
 
     def _output_flat(self, e, copy_input):
         """A flat buffer for e's result (input copied in when asked): ``entry.output``'s own memory

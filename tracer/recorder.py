@@ -21,6 +21,8 @@ CONTRACT (the runtime codes against these calls; the tracer implements them):
                                                     # may come from another thread, after the fact)
     rec.tensor_end(name, negotiate, t_response, t_dequeue, t_done, error=None)
                                                     # ... the rest of it, written at completion
+    rec.tensors_begin([(name, negotiate, args, ts_ns, step)])   # the same for many, one record
+    rec.tensors_end([(name, negotiate, t_response, t_dequeue, t_done, error)])
     rec.nvtx                                        # bool; when True, also call at each transition:
     rec.tensor_phase(name, ended, started=None)     #   NVTX ranges need the live moment
     rec.counter(name, value, ts_ns=None)
@@ -80,6 +82,12 @@ class NullRecorder:
         pass
 
     def tensor_phase(self, name, ended, started=None):
+        pass
+
+    def tensors_begin(self, items):
+        pass
+
+    def tensors_end(self, items):
         pass
 
     def tensor_end(self, name, negotiate, t_response, t_dequeue, t_done, error=None):

@@ -141,39 +141,56 @@ class TimelineRecorder:
     def tensor_begin(self, name, negotiate, args, ts_ns, step=None):
         """Submission: the tensor's outer async slice and its negotiation open at ``ts_ns``
         (``step``: the step at submission, when the call comes later from another thread)."""
-        if self._closed:
+        self.tensors_begin([(name, negotiate, args, ts_ns, self.step if step is None else step)])
+
+    def tensors_begin(self, items):
+        """:meth:`tensor_begin` for many tensors, ``items`` = [(name, negotiate, args, ts_ns, step)]:
+        one buffered record."""
+        if self._closed or not items:
             return
-        if self._nv is not None:
-            self._nv_start(name, name, args)
-            self._nv_start(name, negotiate, None)
-        self._open[name] = 1
-        self._put(self._lb.tensor_begin(name, negotiate, ts_ns - self.base_ns, args,
-                                        self.step if step is None else step))
+        lb, b, opened = self._lb, self.base_ns, self._open
+        out = []
+        for name, negotiate, args, ts_ns, step in items:
+            if self._nv is not None:
+                self._nv_start(name, name, args)
+                self._nv_start(name, negotiate, None)
+            opened[name] = 1
+            out.append(lb.tensor_begin(name, negotiate, ts_ns - b, args, step))
+        self._put(",\n".join(out))
 
     def tensor_phase(self, name, ended, started=None):
         """NVTX only (call when :attr:`nvtx` is set): phase ``ended`` is over, ``started`` opens.
-        The trace gets these transitions at :meth:`tensor_end`, from the times passed there."""
-        if self._nv is not None and name in self._open:
-            self._nv_stop(name, ended)
-            if started is not None:
-                self._nv_start(name, started, None)
+        The trace gets these transitions from the times passed to :meth:`tensor_end`."""
+        if self._nv is None or name not in self._open:
+            return
+        self._nv_stop(name, ended)
+        if started is not None:
+            self._nv_start(name, started, None)
 
     def tensor_end(self, name, negotiate, t_response, t_dequeue, t_done, error=None):
         """Completion: the negotiation (ended at ``t_response``, None if no response came), the
         QUEUE slice (``t_response`` to ``t_dequeue``) and the outer slice (ends at ``t_done``).
         Written only when this file holds the tensor's begin."""
-        if self._closed or self._open.pop(name, None) is None:
-            if not self._closed:
-                self.unmatched_ends += 1
+        self.tensors_end([(name, negotiate, t_response, t_dequeue, t_done, error)])
+
+    def tensors_end(self, items):
+        """:meth:`tensor_end` for many tensors, ``items`` = [(name, negotiate, t_response,
+        t_dequeue, t_done, error)]: one buffered record."""
+        if self._closed:
             return
-        if self._nv is not None:
-            for phase in (negotiate, vocab.QUEUE, name):
-                self._nv_stop(name, phase)
-        b = self.base_ns
-        self._put(self._lb.tensor_end(name, negotiate,
-                                      None if t_response is None else t_response - b,
-                                      None if t_dequeue is None else t_dequeue - b,
-                                      t_done - b, self.step, error))
+        lb, b, opened, step = self._lb, self.base_ns, self._open, self.step
+        out = []
+        for name, negotiate, t_resp, t_deq, t_done, error in items:
+            if opened.pop(name, None) is None:
+                self.unmatched_ends += 1
+                continue
+            if self._nv is not None:
+                for phase in (negotiate, vocab.QUEUE, name):
+                    self._nv_stop(name, phase)
+            out.append(lb.tensor_end(name, negotiate, None if t_resp is None else t_resp - b,
+                                     None if t_deq is None else t_deq - b, t_done - b, step, error))
+        if out:
+            self._put(",\n".join(out))
 
     # ---- generic async slices (same file rules: an end needs its begin in this file) ---------------
     def async_begin(self, id, name, args=None, ts_ns=None):

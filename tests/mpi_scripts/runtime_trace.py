@@ -48,6 +48,14 @@ class ListRecorder(NullRecorder):
     def async_end(self, id, name, args=None, ts_ns=None):
         self.events.append(("e", id, name, V.CAT_TENSOR, dict(args or {}), ts_ns or self.now(), None))
 
+    def tensors_begin(self, items):
+        for name, negotiate, args, ts_ns, step in items:
+            self.tensor_begin(name, negotiate, args, ts_ns, step)
+
+    def tensors_end(self, items):
+        for item in items:
+            self.tensor_end(*item)
+
     def ready_many(self, ticks, ts_ns=None):
         for name, rank, ps in ticks:
             self.ready(name, rank, ps, ts_ns)

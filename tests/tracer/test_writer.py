@@ -251,3 +251,22 @@ def test_tensor_spans_and_lifecycle_reach_the_file(env, tmp_path):
     assert outer["args"] == {v.ARG_BYTES: 64, "step": 6}
     shut = [e for e in evs if e["name"] == v.SHUTDOWN][0]["args"]
     assert shut["unmatched_async_ends"] == 1 and shut["open_async_at_close"] == 0
+
+
+def test_lifecycles_in_batches(env, tmp_path):
+    """tensors_begin / tensors_end: many lifecycles in one record each way; an end without its begin
+    is counted, not written."""
+    env(RINGSCOPE_TIMELINE=str(tmp_path) + "/")
+    rec = tracer.configure({"rank": 0, "size": 1})
+    neg, t0 = v.negotiate_name(v.ALLREDUCE), rec.now()
+    names = [f"grad.{i}" for i in range(5)]
+    rec.tensors_begin([(n, neg, {v.ARG_BYTES: 8}, t0 + i, 3) for i, n in enumerate(names)])
+    rec.tensors_end([(n, neg, t0 + 10, t0 + 20, t0 + 30, None) for n in names + ["grad.other"]])
+    tracer.close()
+    evs = [e for e in events(rec.path) if e.get("cat") == v.CAT_TENSOR]
+    assert len(evs) == 6 * len(names)
+    for n in names:
+        assert [(e["name"], e["ph"]) for e in evs if e["id2"]["local"] == n] == [
+            (n, "b"), (neg, "b"), (neg, "e"), (v.QUEUE, "b"), (v.QUEUE, "e"), (n, "e")]
+    shut = [e for e in events(rec.path) if e["name"] == v.SHUTDOWN][0]["args"]
+    assert shut["unmatched_async_ends"] == 1 and shut["events_written"] == 6 * len(names)
