@@ -33,13 +33,11 @@ def _recorder(d, name, nvtx, buffer_events, flush_s=0.25):
 def _lifecycle(rec, neg=v.negotiate_name(v.ALLREDUCE)):
     """One tensor as the runtime records it: begin at pickup, the rest at completion."""
     t = rec.now()
-    rec.tensor_begin("allreduce.fc.weight", neg, LIFECYCLE_ARGS, t, 0)
+    rec.tensor_begin("allreduce.fc.weight", neg, t, 0, LIFECYCLE_INFO)
     rec.tensor_end("allreduce.fc.weight", neg, t + 1000, t + 2000, t + 3000)
 
 
-LIFECYCLE_ARGS = {v.ARG_TENSOR: "allreduce.fc.weight", v.ARG_OP: v.ALLREDUCE, v.ARG_BYTES: 4096,
-                  v.ARG_DTYPE: "float32", v.ARG_SHAPE: (32, 32), v.ARG_REDUCE_OP: "Average",
-                  v.ARG_PROCESS_SET: 0}
+LIFECYCLE_INFO = (v.ALLREDUCE, 4096, "float32", (32, 32), "Average", 0)
 
 
 def hot_path(d, n, nvtx):

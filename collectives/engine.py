@@ -142,12 +142,11 @@ class Engine:
                 if items:
                     rec.tensors_begin(items)
                 rec, items = sub[0], []
-            args = {V.ARG_TENSOR: e.name, V.ARG_OP: e.op_type, V.ARG_BYTES: e.nbytes,
-                    V.ARG_DTYPE: e.dtype, V.ARG_SHAPE: tuple(e.shape),
-                    V.ARG_REDUCE_OP: e.reduce_op.value, V.ARG_PROCESS_SET: e.process_set}
             # the outer slice's begin is the submission; the rest of the lifecycle is written at
             # completion from the times kept in e.meta
-            items.append((e.name, V.negotiate_name(e.op_type), args, sub[1], sub[2]))
+            items.append((e.name, V.negotiate_name(e.op_type), sub[1], sub[2],
+                          (e.op_type, e.nbytes, e.dtype, tuple(e.shape), e.reduce_op.value,
+                           e.process_set)))
         if items:
             rec.tensors_begin(items)
 

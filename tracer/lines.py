@@ -17,6 +17,8 @@ from tracer import vocab
 from tracer.format import dumps
 
 CACHE_MAX = 1 << 16     # names of a job are bounded, but unnamed ops count up: keep caches bounded
+TENSOR_ARGS = (vocab.ARG_TENSOR, vocab.ARG_OP, vocab.ARG_BYTES, vocab.ARG_DTYPE, vocab.ARG_SHAPE,
+               vocab.ARG_REDUCE_OP, vocab.ARG_PROCESS_SET)   # a lifecycle's outer args, in order
 
 
 def jstr(s: str) -> str:
@@ -53,7 +55,7 @@ class _Tensor:
         self.queue_b = '{"name":' + jstr(vocab.QUEUE) + head % "b"
         self.queue_e = '{"name":' + jstr(vocab.QUEUE) + head % "e"
         self.mid = 'e-3,"id2":{"local":' + jn + '},"args":'
-        self.args = (None, "")   # the last outer args seen (without step), and their JSON, open
+        self.args = (None, "")   # the last info tuple seen, and the args JSON it gives (open)
         self.ready = ',"args":{"tensor":' + jn + ',"rank":'
 
 
@@ -135,26 +137,52 @@ class LineBuilder:
         return (f'{self._head("X", tid, name, cat)}{t0}e-3,"dur":{t1 - t0}e-3,'
                 f'"args":{{"tensor":{jt},"step":{step}}}}}')
 
-    def tensor_begin(self, name: str, negotiate: str, t: int, args: dict | None, step: int) -> str:
+    def tensor_begin(self, name: str, negotiate: str, t: int, info: tuple, step: int) -> str:
         """Two lines: the tensor's outer slice opens at submission, and so does its negotiation.
-        ``args`` (without the step) are usually the same every step: their JSON is reused."""
-        c = self._tensor(name, negotiate)
-        cached = c.args    # one tuple, replaced whole: safe when another thread reads it
-        if cached[0] is not args and cached[0] != args:
-            cached = c.args = (args, dumps(args or {}).decode()[:-1] + ("," if args else ""))
-        return (f'{c.outer_b}{t}{c.mid}{cached[1]}"step":{step}}}}},\n'
-                f'{c.neg_b}{t}{c.mid}{{"step":{step}}}}}')
+        ``info`` = (op, bytes, dtype, shape, reduce_op, process_set): with the tensor's name and the
+        step, the outer slice's args (usually the same every step, so their JSON is reused)."""
+        return self.tensor_begins([(name, negotiate, t, step, info)], 0)
+
+    def tensor_begins(self, items, base: int) -> str:
+        """:meth:`tensor_begin` for many, ``items`` = [(name, negotiate, t, step, info)] with times
+        absolute (``base`` is subtracted); one string."""
+        get, out = self._tensors.get, []
+        for name, negotiate, t, step, info in items:
+            c = get(name)
+            if c is None or c.negotiate != negotiate:
+                c = self._tensor(name, negotiate)
+            cached = c.args    # one tuple, replaced whole: safe when another thread reads it
+            if cached[0] != info:
+                args = dumps(dict(zip(TENSOR_ARGS, (name, *info)))).decode()
+                cached = c.args = (info, args[:-1] + ",")
+            t -= base
+            out.append(f'{c.outer_b}{t}{c.mid}{cached[1]}"step":{step}}}}},\n'
+                       f'{c.neg_b}{t}{c.mid}{{"step":{step}}}}}')
+        return ",\n".join(out)
 
     def tensor_end(self, name: str, negotiate: str, t_resp: int | None, t_deq: int | None,
                    t_done: int, step: int, error: str | None) -> str:
         """The rest of a lifecycle, in one string: negotiation ends at the response, the QUEUE slice
         runs from the response to the start of the op, and the outer slice ends at completion. An op
         that failed before its response has no QUEUE slice."""
-        c = self._tensor(name, negotiate)
+        return self.tensor_ends([(name, negotiate, t_resp, t_deq, t_done, error)], 0, step)
+
+    def tensor_ends(self, items, base: int, step: int) -> str:
+        """:meth:`tensor_end` for many, ``items`` = [(name, negotiate, t_response, t_dequeue, t_done,
+        error)] with times absolute (``base`` is subtracted); one string."""
+        get, out = self._tensors.get, []
         s = f'{{"step":{step}}}}}'
-        last = s if error is None else jargs({vocab.ARG_ERROR: error}, step) + "}"
-        if t_resp is None:
-            return f'{c.neg_e}{t_done}{c.mid}{s},\n{c.outer_e}{t_done}{c.mid}{last}'
-        t_q = t_done if t_deq is None else t_deq
-        return (f'{c.neg_e}{t_resp}{c.mid}{s},\n{c.queue_b}{t_resp}{c.mid}{s},\n'
-                f'{c.queue_e}{t_q}{c.mid}{s},\n{c.outer_e}{t_done}{c.mid}{last}')
+        for name, negotiate, t_resp, t_deq, t_done, error in items:
+            c = get(name)
+            if c is None or c.negotiate != negotiate:
+                c = self._tensor(name, negotiate)
+            last = s if error is None else jargs({vocab.ARG_ERROR: error}, step) + "}"
+            t_done -= base
+            if t_resp is None:
+                out.append(f'{c.neg_e}{t_done}{c.mid}{s},\n{c.outer_e}{t_done}{c.mid}{last}')
+                continue
+            t_resp -= base
+            t_q = t_done if t_deq is None else t_deq - base
+            out.append(f'{c.neg_e}{t_resp}{c.mid}{s},\n{c.queue_b}{t_resp}{c.mid}{s},\n'
+                       f'{c.queue_e}{t_q}{c.mid}{s},\n{c.outer_e}{t_done}{c.mid}{last}')
+        return ",\n".join(out)

@@ -15,13 +15,13 @@ CONTRACT (the runtime codes against these calls; the tracer implements them):
     rec.ready_many([(name, rank, process_set)], ts_ns=None)   # ... several that arrived together
     rec.async_begin(id, name, args, ts_ns=None)     # cat "tensor"; NVTX start/end range
     rec.async_end(id, name, args=None, ts_ns=None)
-    rec.tensor_begin(name, negotiate, args, ts_ns, step=None)
+    rec.tensor_begin(name, negotiate, ts_ns, step, info)
                                                     # a tensor's lifecycle: outer slice + negotiation
-                                                    # (args without the step: the recorder adds it;
-                                                    # may come from another thread, after the fact)
+                                                    # (info = (op, bytes, dtype, shape, reduce_op,
+                                                    # process_set); may come later, from another thread)
     rec.tensor_end(name, negotiate, t_response, t_dequeue, t_done, error=None)
                                                     # ... the rest of it, written at completion
-    rec.tensors_begin([(name, negotiate, args, ts_ns, step)])   # the same for many, one record
+    rec.tensors_begin([(name, negotiate, ts_ns, step, info)])   # the same for many, one record
     rec.tensors_end([(name, negotiate, t_response, t_dequeue, t_done, error)])
     rec.nvtx                                        # bool; when True, also call at each transition:
     rec.tensor_phase(name, ended, started=None)     #   NVTX ranges need the live moment
@@ -78,7 +78,7 @@ class NullRecorder:
     def ready_many(self, ticks, ts_ns=None):
         pass
 
-    def tensor_begin(self, name, negotiate, args, ts_ns, step=None):
+    def tensor_begin(self, name, negotiate, ts_ns, step, info):
         pass
 
     def tensor_phase(self, name, ended, started=None):

@@ -138,25 +138,25 @@ class TimelineRecorder:
             self._put(self._lb.counter(name, t - self.base_ns, value))
 
     # ---- the per-tensor lifecycle -----------------------------------------------------------------
-    def tensor_begin(self, name, negotiate, args, ts_ns, step=None):
-        """Submission: the tensor's outer async slice and its negotiation open at ``ts_ns``
-        (``step``: the step at submission, when the call comes later from another thread)."""
-        self.tensors_begin([(name, negotiate, args, ts_ns, self.step if step is None else step)])
+    def tensor_begin(self, name, negotiate, ts_ns, step, info):
+        """Submission: the tensor's outer async slice and its negotiation open at ``ts_ns``.
+        ``step`` is the step at submission (the call may come later, from the engine's thread);
+        ``info`` = (op, bytes, dtype, shape, reduce_op, process_set), the outer slice's args."""
+        self.tensors_begin([(name, negotiate, ts_ns, step, info)])
 
     def tensors_begin(self, items):
-        """:meth:`tensor_begin` for many tensors, ``items`` = [(name, negotiate, args, ts_ns, step)]:
-        one buffered record."""
+        """:meth:`tensor_begin` for many, ``items`` = [(name, negotiate, ts_ns, step, info)]: one
+        buffered record."""
         if self._closed or not items:
             return
-        lb, b, opened = self._lb, self.base_ns, self._open
-        out = []
-        for name, negotiate, args, ts_ns, step in items:
-            if self._nv is not None:
-                self._nv_start(name, name, args)
+        opened = self._open
+        for item in items:
+            opened[item[0]] = 1
+        if self._nv is not None:
+            for name, negotiate, _, _, info in items:
+                self._nv_start(name, name, {vocab.ARG_BYTES: info[1]})
                 self._nv_start(name, negotiate, None)
-            opened[name] = 1
-            out.append(lb.tensor_begin(name, negotiate, ts_ns - b, args, step))
-        self._put(",\n".join(out))
+        self._put(self._lb.tensor_begins(items, self.base_ns))
 
     def tensor_phase(self, name, ended, started=None):
         """NVTX only (call when :attr:`nvtx` is set): phase ``ended`` is over, ``started`` opens.
@@ -178,19 +178,16 @@ class TimelineRecorder:
         t_dequeue, t_done, error)]: one buffered record."""
         if self._closed:
             return
-        lb, b, opened, step = self._lb, self.base_ns, self._open, self.step
-        out = []
-        for name, negotiate, t_resp, t_deq, t_done, error in items:
-            if opened.pop(name, None) is None:
-                self.unmatched_ends += 1
-                continue
-            if self._nv is not None:
+        pop = self._open.pop
+        known = [it for it in items if pop(it[0], None) is not None]
+        self.unmatched_ends += len(items) - len(known)
+        if not known:
+            return
+        if self._nv is not None:
+            for name, negotiate, *_ in known:
                 for phase in (negotiate, vocab.QUEUE, name):
                     self._nv_stop(name, phase)
-            out.append(lb.tensor_end(name, negotiate, None if t_resp is None else t_resp - b,
-                                     None if t_deq is None else t_deq - b, t_done - b, step, error))
-        if out:
-            self._put(",\n".join(out))
+        self._put(self._lb.tensor_ends(known, self.base_ns, self.step))
 
     # ---- generic async slices (same file rules: an end needs its begin in this file) ---------------
     def async_begin(self, id, name, args=None, ts_ns=None):

@@ -49,8 +49,8 @@ class ListRecorder(NullRecorder):
         self.events.append(("e", id, name, V.CAT_TENSOR, dict(args or {}), ts_ns or self.now(), None))
 
     def tensors_begin(self, items):
-        for name, negotiate, args, ts_ns, step in items:
-            self.tensor_begin(name, negotiate, args, ts_ns, step)
+        for item in items:
+            self.tensor_begin(*item)
 
     def tensors_end(self, items):
         for item in items:
@@ -64,8 +64,9 @@ class ListRecorder(NullRecorder):
         self.instant(V.TID_NEGOTIATION, V.READY, V.CAT_NEGOTIATION,
                      {V.ARG_TENSOR: name, V.ARG_RANK: rank, V.ARG_PROCESS_SET: process_set}, ts_ns)
 
-    def tensor_begin(self, name, negotiate, args, ts_ns, step=None):
-        self.async_begin(name, name, dict(args, step=self.step if step is None else step), ts_ns)
+    def tensor_begin(self, name, negotiate, ts_ns, step, info):
+        keys = (V.ARG_OP, V.ARG_BYTES, V.ARG_DTYPE, V.ARG_SHAPE, V.ARG_REDUCE_OP, V.ARG_PROCESS_SET)
+        self.async_begin(name, name, dict(zip(keys, info), tensor=name, step=step), ts_ns)
         self.async_begin(name, negotiate, None, ts_ns)
 
     def tensor_end(self, name, negotiate, t_response, t_dequeue, t_done, error=None):

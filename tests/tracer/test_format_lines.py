@@ -6,6 +6,7 @@ from tracer import lines as L
 from tracer import vocab as v
 
 ODD = 'odd "name" },{"name": x\n\\ é'
+INFO = (v.ALLREDUCE, 64, "float32", (4, 4), "Sum", 0)   # op, bytes, dtype, shape, reduce_op, set
 
 
 def _parse(text: str) -> list:
@@ -28,7 +29,7 @@ def test_complete_instant_counter_ready():
         assert c == {"name": v.COUNTER_QUEUE_DEPTH, "cat": v.CAT_COUNTER, "ph": "C", "pid": 3,
                      "tid": 0, "ts": -2.5, "args": {"value": value}}
     for name in (ODD, "fresh"):   # READY with and without the tensor's cached text
-        lb.tensor_begin(ODD, "NEGOTIATE_ALLREDUCE", 0, None, 0)
+        lb.tensor_begin(ODD, "NEGOTIATE_ALLREDUCE", 0, INFO, 0)
         (r,) = _parse(lb.ready(name, 2, 1, 4_000, 6))
         assert r == {"name": v.READY, "cat": v.CAT_NEGOTIATION, "ph": "i", "pid": 3, "tid": 2,
                      "ts": 4.0, "s": "t",
@@ -39,12 +40,23 @@ def test_complete_instant_counter_ready():
 def test_tensor_lifecycle_lines():
     lb = L.LineBuilder(0)
     neg = v.negotiate_name(v.ALLREDUCE)
-    for step, args in ((3, {v.ARG_BYTES: 64}), (4, {v.ARG_BYTES: 64}), (5, {v.ARG_BYTES: 32}),
-                       (6, None)):
-        begin = _parse(lb.tensor_begin(ODD, neg, 1_000, args, step))
+    other_shape = (v.ALLREDUCE, 64, "float32", (16,), "Sum", 0)
+    for step, info in ((3, INFO), (4, INFO), (5, other_shape), (6, INFO)):
+        begin = _parse(lb.tensor_begin(ODD, neg, 1_000, info, step))
         assert [(e["name"], e["ph"], e["ts"], e["id2"]["local"]) for e in begin] == [
             (ODD, "b", 1.0, ODD), (neg, "b", 1.0, ODD)]
-        assert begin[0]["args"] == dict(args or {}, step=step) and begin[1]["args"] == {"step": step}
+        assert begin[0]["args"] == {"tensor": ODD, "op": info[0], "bytes": info[1],
+                                    "dtype": info[2], "shape": list(info[3]),
+                                    "reduce_op": info[4], "process_set": info[5], "step": step}
+        assert begin[1]["args"] == {"step": step}
+    many = _parse(lb.tensor_begins([(ODD, neg, 5_000, 7, INFO), ("b", neg, 6_000, 7, INFO)], 1_000))
+    assert [(e["id2"]["local"], e["ts"]) for e in many] == [(ODD, 4.0), (ODD, 4.0), ("b", 5.0),
+                                                            ("b", 5.0)]
+    ends = _parse(lb.tensor_ends([(ODD, neg, 2_000, 3_000, 4_000, None),
+                                  ("b", neg, None, None, 5_000, "x")], 1_000, 7))
+    assert [(e["id2"]["local"], e["name"], e["ts"]) for e in ends] == [
+        (ODD, neg, 1.0), (ODD, v.QUEUE, 1.0), (ODD, v.QUEUE, 2.0), (ODD, ODD, 3.0),
+        ("b", neg, 4.0), ("b", "b", 4.0)]
     end = _parse(lb.tensor_end(ODD, neg, 2_000, 3_000, 4_000, 3, None))
     assert [(e["name"], e["ph"], e["ts"]) for e in end] == [
         (neg, "e", 2.0), (v.QUEUE, "b", 2.0), (v.QUEUE, "e", 3.0), (ODD, "e", 4.0)]
@@ -59,7 +71,7 @@ def test_tensor_lifecycle_lines():
 def test_tensor_span():
     lb = L.LineBuilder(1)
     for tensor in ("fresh", ODD):
-        lb.tensor_begin(ODD, "NEGOTIATE_ALLREDUCE", 0, None, 0)
+        lb.tensor_begin(ODD, "NEGOTIATE_ALLREDUCE", 0, INFO, 0)
         (x,) = _parse(lb.tensor_span(v.SYNCHRONIZE, v.CAT_FRAMEWORK, v.TID_FRAMEWORK, tensor,
                                      5_000, 7_500, 8))
         assert x == {"name": v.SYNCHRONIZE, "cat": v.CAT_FRAMEWORK, "ph": "X", "pid": 1, "tid": 1,
@@ -68,7 +80,7 @@ def test_tensor_span():
 
 def test_ready_many_is_one_line_per_tick():
     lb = L.LineBuilder(0)
-    lb.tensor_begin("cached", "NEGOTIATE_ALLREDUCE", 0, None, 0)
+    lb.tensor_begin("cached", "NEGOTIATE_ALLREDUCE", 0, INFO, 0)
     ticks = [("cached", 0, 0), (ODD, 1, 2)]
     lines = _parse(lb.ready_many(ticks, 9_000, 4))
     assert lines == [_parse(lb.ready(n, r, ps, 9_000, 4))[0] for n, r, ps in ticks]

@@ -64,7 +64,7 @@ def test_tensor_lifecycle_ranges(env, tmp_path):
     rec.emitter.log = log = []
     t, neg = "allreduce.w", v.negotiate_name(v.ALLREDUCE)
     t0 = rec.now()
-    rec.tensor_begin(t, neg, {v.ARG_BYTES: 512}, t0)
+    rec.tensor_begin(t, neg, t0, 0, (v.ALLREDUCE, 512, "float32", (128,), "Sum", 0))
     rec.tensor_phase(t, neg, v.QUEUE)
     rec.tensor_phase(t, v.QUEUE)
     rec.tensor_end(t, neg, t0 + 10, t0 + 20, t0 + 30)

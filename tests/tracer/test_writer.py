@@ -234,7 +234,7 @@ def test_tensor_spans_and_lifecycle_reach_the_file(env, tmp_path):
     tracer.mark_step(7)
     neg = v.negotiate_name(v.ALLREDUCE)
     t0 = rec.now()
-    rec.tensor_begin("grad.w", neg, {v.ARG_BYTES: 64}, t0, step=6)
+    rec.tensor_begin("grad.w", neg, t0, 6, (v.ALLREDUCE, 64, "float32", (16,), "Sum", 0))
     tok = rec.begin(v.TID_FRAMEWORK, v.SYNCHRONIZE, v.CAT_FRAMEWORK, tensor="grad.w")
     rec.tensor_end("grad.w", neg, t0 + 1000, t0 + 2000, t0 + 3000)
     rec.end(tok)
@@ -248,7 +248,8 @@ def test_tensor_spans_and_lifecycle_reach_the_file(env, tmp_path):
     assert life == [("grad.w", "b"), (neg, "b"), (neg, "e"), (v.QUEUE, "b"), (v.QUEUE, "e"),
                     ("grad.w", "e")]
     outer = [e for e in evs if e["name"] == "grad.w" and e["ph"] == "b"][0]
-    assert outer["args"] == {v.ARG_BYTES: 64, "step": 6}
+    assert outer["args"] == {"tensor": "grad.w", "op": v.ALLREDUCE, "bytes": 64, "dtype": "float32",
+                             "shape": [16], "reduce_op": "Sum", "process_set": 0, "step": 6}
     shut = [e for e in evs if e["name"] == v.SHUTDOWN][0]["args"]
     assert shut["unmatched_async_ends"] == 1 and shut["open_async_at_close"] == 0
 
@@ -260,7 +261,8 @@ def test_lifecycles_in_batches(env, tmp_path):
     rec = tracer.configure({"rank": 0, "size": 1})
     neg, t0 = v.negotiate_name(v.ALLREDUCE), rec.now()
     names = [f"grad.{i}" for i in range(5)]
-    rec.tensors_begin([(n, neg, {v.ARG_BYTES: 8}, t0 + i, 3) for i, n in enumerate(names)])
+    info = (v.ALLREDUCE, 8, "float32", (2,), "Sum", 0)
+    rec.tensors_begin([(n, neg, t0 + i, 3, info) for i, n in enumerate(names)])
     rec.tensors_end([(n, neg, t0 + 10, t0 + 20, t0 + 30, None) for n in names + ["grad.other"]])
     tracer.close()
     evs = [e for e in events(rec.path) if e.get("cat") == v.CAT_TENSOR]
