@@ -193,7 +193,7 @@ class Engine:
             if self._sends:
                 self._sends = [r for r in self._sends if not r.Test()]
             did = (self._coordinate() if self._coord is not None else self._receive()) or did
-            if rec.enabled:
+            if did and rec.enabled:   # the counters only move when something happened
                 self._trace_counters(rec)
             if did:
                 idle_s = 20e-6
