@@ -15,7 +15,7 @@ def run(quick: bool) -> dict:
     rows, metrics, notes, raw = [], {}, [], {}
     try:
         res = run_mpi_json(RANKS, "train_worker.py",
-                           ["--pairs", 3 if quick else 8, "--block-s", 0.6 if quick else 1.5],
+                           ["--pairs", 3 if quick else 16, "--block-s", 0.6 if quick else 1.5],
                            timeout=240 if quick else 400,
                            env={"RINGSCOPE_TIMELINE": None, "HOROVOD_TIMELINE": None,
                                 "RINGSCOPE_FUSION_THRESHOLD": None, "RINGSCOPE_BACKEND": None})
