@@ -19,6 +19,7 @@ from collectives.executor import Executor
 from collectives.fusion import FusionBuffers
 from collectives.handles import Handle
 from collectives.submit import prepare, request_of
+from collectives import engine_trace as trace
 from tracer import get_recorder
 from tracer import vocab as V
 
@@ -99,7 +100,7 @@ class Engine:
                 e.handle = Handle(e.name)
                 self._inflight[e.name] = e
                 self._bytes_in_flight += e.nbytes
-        self._trace_submit(entries)
+        trace.submitted(entries)
         with self._cond:
             self._queue.extend(entries)
             self._cond.notify()
@@ -118,37 +119,6 @@ class Engine:
             raise RuntimeError(f"ringscope engine stopped: {self.fatal}")
         if self._stop or self.closed:
             raise ValueError("ringscope is shut down; call collectives.init() again first")
-
-    def _trace_submit(self, entries):
-        """On the user's thread: only note when and under which recorder each op was submitted; the
-        engine thread writes the begin lines when it picks the ops up (:meth:`_trace_begin`)."""
-        rec = get_recorder()
-        if not rec.enabled:
-            return
-        submitted = (rec, rec.now(), rec.step)
-        for e in entries:
-            if e.op_type not in M.CONTROL_OPS:
-                e.meta["submitted"] = submitted
-
-    @staticmethod
-    def _trace_begin(entries):
-        """The outer slice and the negotiation of the newly picked-up ops, one record per batch."""
-        items, rec = [], None
-        for e in entries:
-            sub = e.meta.get("submitted")
-            if sub is None:
-                continue
-            if sub[0] is not rec:
-                if items:
-                    rec.tensors_begin(items)
-                rec, items = sub[0], []
-            # the outer slice's begin is the submission; the rest of the lifecycle is written at
-            # completion from the times kept in e.meta
-            items.append((e.name, V.negotiate_name(e.op_type), sub[1], sub[2],
-                          (e.op_type, e.nbytes, e.dtype, tuple(e.shape), e.reduce_op.value,
-                           e.process_set)))
-        if items:
-            rec.tensors_begin(items)
 
     def shutdown(self) -> None:
         """Negotiate the shutdown with every rank, then stop the thread (blocks until done)."""
@@ -187,7 +157,7 @@ class Engine:
             t0 = rec.now() if rec.mark_cycles else 0
             did = False
             if new:
-                self._trace_begin(new)
+                trace.begins(new)
                 self._send_requests(new)
                 did = True
             if self._sends:
@@ -234,7 +204,7 @@ class Engine:
         reqs = [request_of(e, self.rank) for e in entries]
         if self._coord is not None:
             now = time.monotonic()
-            _trace_ready(reqs)
+            trace.ready(reqs)
             for r in reqs:
                 self._coord.add(r, now)
         else:
@@ -249,7 +219,7 @@ class Engine:
                 break
             _, reqs = mpi_wait.wait_obj(msg.irecv())
             now = time.monotonic()
-            _trace_ready(reqs)
+            trace.ready(reqs)
             for r in reqs:
                 self._coord.add(r, now)
             did = True
@@ -280,16 +250,7 @@ class Engine:
         return did
 
     def _execute(self, batch):
-        rec = get_recorder()
-        if rec.enabled:
-            now = rec.now()
-            for resp in batch:
-                for name in resp.names:
-                    e = self._inflight.get(name)
-                    if e is not None and "t_response" not in e.meta:
-                        e.meta["t_response"] = now
-                        if rec.nvtx:
-                            rec.tensor_phase(name, V.negotiate_name(e.op_type), V.QUEUE)
+        trace.responses(batch, self._inflight)
         for resp in batch:
             entries = [self._inflight.get(n) for n in resp.names]
             if resp.op_type == M.ERROR:
@@ -364,20 +325,7 @@ class Engine:
             done = [d for d in done if self._inflight.pop(d[0].name, None) is not None]
             for d in done:
                 self._bytes_in_flight -= d[0].nbytes
-        ends, rec = [], None
-        for e, _, error in done:
-            sub = e.meta.get("submitted")    # the recorder that has this tensor's begin, if any
-            if sub is None:
-                continue
-            if sub[0] is not rec:
-                if ends:
-                    rec.tensors_end(ends)
-                rec, ends = sub[0], []
-            meta = e.meta
-            ends.append((e.name, V.negotiate_name(e.op_type), meta.get("t_response"),
-                         meta.get("t_dequeue"), rec.now(), error))
-        if ends:
-            rec.tensors_end(ends)
+        trace.ends(done)
         for e, result, error in done:
             if "received_splits" in e.meta:
                 e.handle.received_splits = e.meta["received_splits"]
@@ -397,9 +345,3 @@ class Engine:
         from collectives.fatal import abort
         abort(1)
 
-
-def _trace_ready(reqs) -> None:
-    """The coordinator's READY ticks for one batch of requests (they arrived together)."""
-    rec = get_recorder()
-    if rec.enabled:
-        rec.ready_many([(r.name, r.rank, r.process_set) for r in reqs])

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collectives import messages as M
+from collectives import engine_trace as trace
 from collectives.backends.base import get_backend
 from collectives.ops import ReduceOp, backend_op
 from tracer import get_recorder
@@ -20,12 +21,7 @@ class Executor:
         rec = get_recorder()
         tok = None
         if rec.enabled:
-            now = rec.now()
-            for e in entries:
-                e.meta["t_dequeue"] = now
-            if rec.nvtx:
-                for e in entries:
-                    rec.tensor_phase(e.name, V.QUEUE)
+            trace.dequeued(rec, entries)
             tok = rec.begin(V.TID_FUSION, V.FUSED_RESPONSE, V.CAT_FUSION, {
                 V.ARG_RESPONSE: resp.id, V.ARG_TENSORS: list(resp.names),
                 V.ARG_COUNT: len(resp.names), V.ARG_BYTES: sum(e.nbytes for e in entries),
