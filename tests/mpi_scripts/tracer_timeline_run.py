@@ -6,6 +6,8 @@ Modes (argv[1]):
   forever    like steps, until killed; writes $RESULTS_DIR/pid-<rank> and, after 2.5 s, ready-<rank>.
 TRACER_TEST_SKEW="R:US" skews rank R's wall clock by US microseconds (RINGSCOPE_TEST_CLOCK_SKEW_US,
 set here before tracer is imported because the launcher gives every rank the same environment).
+With RINGSCOPE_NVTX_ALWAYS=1, "steps" also writes $RESULTS_DIR/nvtx-<rank>.json: the NVTX calls the
+runtime made (the emitter's log), to check the live ranges of each tensor's phases.
 """
 import json
 import os
@@ -46,12 +48,19 @@ def main():
     C.init()
     r = C.rank()
     if mode == "steps":
+        import tracer
+        emitter = tracer.get_recorder().emitter
+        if emitter is not None:
+            emitter.log = []          # before any range opens: logged handles carry their index
         submitted = []
         C.mark_step()
         for step in range(int(sys.argv[2])):
             submitted += one_step(step)
         with open(os.path.join(out_dir, f"submitted-{r}.json"), "w") as f:
             json.dump(sorted(set(submitted)), f)
+        if emitter is not None:
+            with open(os.path.join(out_dir, f"nvtx-{r}.json"), "w") as f:
+                json.dump(emitter.log, f)
         C.shutdown()
         return
     with open(os.path.join(out_dir, f"pid-{r}"), "w") as f:

@@ -21,13 +21,14 @@ from tracer.readback import read_trace
 N = 4
 SKEW_RANK, SKEW_US = 2, 50_000
 SCRIPT = SCRIPTS / "tracer_timeline_run.py"
+NVTX_LOGS: dict = {}   # rank -> the NVTX calls its runtime made (filled by the run fixture)
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     d = tmp_path_factory.mktemp("tracer_mr")
     proc = run_mpi(N, [SCRIPT, "steps", "25"], env={
-        "RESULTS_DIR": d, "RINGSCOPE_TIMELINE": str(d / "tl") + "/",
+        "RESULTS_DIR": d, "RINGSCOPE_TIMELINE": str(d / "tl") + "/", "RINGSCOPE_NVTX_ALWAYS": "1",
         "TRACER_TEST_SKEW": f"{SKEW_RANK}:{SKEW_US}"}, timeout=240)
     assert proc.returncode == 0, proc.stdout[-4000:]
     docs = {}
@@ -35,6 +36,7 @@ def run(tmp_path_factory):
         with open(d / "tl" / f"rank-{r:05d}.json") as f:
             docs[r] = json.loads(f.read())        # plain json.loads: no repair needed
     submitted = {r: json.loads((d / f"submitted-{r}.json").read_text()) for r in range(N)}
+    NVTX_LOGS.update({r: json.loads((d / f"nvtx-{r}.json").read_text()) for r in range(N)})
     return docs, submitted
 
 
@@ -160,3 +162,23 @@ def test_perfetto_loads_the_engine_traces_cleanly(run, tmp_path):
     artifacts = Path(__file__).resolve().parents[2] / "test-artifacts"
     bad, text = perfetto_import_stats(merged, artifacts / "tracer_perfetto_4ranks.png")
     assert bad == [], f"Perfetto import problems: {bad}"
+
+
+def test_runtime_opens_and_closes_each_phase_range_live(run):
+    """The engine's NVTX ranges per tensor: outer, NEGOTIATE then QUEUE, each closed, in order."""
+    _, submitted = run
+    assert sorted(NVTX_LOGS) == list(range(N))
+    for r, log in NVTX_LOGS.items():
+        ended = {e[1]: i for i, e in enumerate(log) if e[0] == "end"}
+        starts = [(i, e) for i, e in enumerate(log) if e[0] == "start"]
+        open_ = [e for _, e in starts if e[1] not in ended]
+        assert starts and [e[3] for e in open_] == [v.STEP], f"rank {r}: open ranges {open_}"
+        for name in submitted[r]:
+            mine = [(i, e) for i, e in starts if e[4] == name or e[4].endswith(" " + name)]
+            outer = [(i, e) for i, e in mine if e[3] == v.CAT_TENSOR]
+            neg = [(i, e) for i, e in mine if e[3] == v.negotiate_name(v.ALLREDUCE)]
+            queue = [(i, e) for i, e in mine if e[3] == v.QUEUE]
+            assert len(outer) == len(neg) == len(queue) > 0, (r, name, len(outer), len(neg), len(queue))
+            for (io, o), (_, n), (iq, q) in zip(outer, neg, queue):
+                assert io < iq and ended[n[1]] <= iq, (r, name)   # QUEUE opens as NEGOTIATE ends
+                assert ended[q[1]] <= ended[o[1]], (r, name)      # the op ends after its queue
