@@ -80,13 +80,17 @@ class TimelineRecorder:
     def now(self) -> int:
         return _now()
 
-    # ---- hot path: format the line, append it ---------------------------------------------------
-    def _put(self, line: str) -> None:
+    # ---- hot path: format the line(s), append one record ---------------------------------------
+    def _put(self, record, events: int = 1) -> bool:
+        """Buffer one record (a string of ``events`` lines, or a deferred tuple); False when the
+        buffer is full and its events were dropped (and counted)."""
         q = self._q
         if len(q) < self._cap:
-            q.append(line)
-        else:
+            q.append(record)
+            return True
+        for _ in range(events):
             next(self._drops)
+        return False
 
     def begin(self, tid, name, cat, args=None, tensor=None):
         if not self.enabled:
@@ -130,7 +134,7 @@ class TimelineRecorder:
         """READY ticks that arrived together, ``ticks`` = [(name, rank, process_set)]: one record."""
         if self.enabled and ticks:
             t = _now() if ts_ns is None else ts_ns
-            self._put(self._lb.ready_many(ticks, t - self.base_ns, self.step))
+            self._put(self._lb.ready_many(ticks, t - self.base_ns, self.step), len(ticks))
 
     def counter(self, name, value, ts_ns=None):
         if self.enabled:
@@ -149,6 +153,8 @@ class TimelineRecorder:
         buffered record."""
         if self._closed or not items:
             return
+        if not self._put(self._lb.tensor_begins(items, self.base_ns), 2 * len(items)):
+            return    # dropped: their ends must not be written either
         opened = self._open
         for item in items:
             opened[item[0]] = 1
@@ -156,7 +162,6 @@ class TimelineRecorder:
             for name, negotiate, _, _, info in items:
                 self._nv_start(name, name, {vocab.ARG_BYTES: info[1]})
                 self._nv_start(name, negotiate, None)
-        self._put(self._lb.tensor_begins(items, self.base_ns))
 
     def tensor_phase(self, name, ended, started=None):
         """NVTX only (call when :attr:`nvtx` is set): phase ``ended`` is over, ``started`` opens.
@@ -187,7 +192,8 @@ class TimelineRecorder:
             for name, negotiate, *_ in known:
                 for phase in (negotiate, vocab.QUEUE, name):
                     self._nv_stop(name, phase)
-        self._put(self._lb.tensor_ends(known, self.base_ns, self.step))
+        self._put(self._lb.tensor_ends(known, self.base_ns, self.step),
+                  sum(2 if it[2] is None else 4 for it in known))
 
     # ---- generic async slices (same file rules: an end needs its begin in this file) ---------------
     def async_begin(self, id, name, args=None, ts_ns=None):

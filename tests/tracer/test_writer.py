@@ -272,3 +272,17 @@ def test_lifecycles_in_batches(env, tmp_path):
             (n, "b"), (neg, "b"), (neg, "e"), (v.QUEUE, "b"), (v.QUEUE, "e"), (n, "e")]
     shut = [e for e in events(rec.path) if e["name"] == v.SHUTDOWN][0]["args"]
     assert shut["unmatched_async_ends"] == 1 and shut["events_written"] == 6 * len(names)
+
+
+def test_dropped_lifecycle_batches_count_their_events_and_take_their_ends(env, tmp_path):
+    env(RINGSCOPE_TIMELINE=str(tmp_path) + "/", RINGSCOPE_TIMELINE_BUFFER_EVENTS=1,
+        RINGSCOPE_TIMELINE_FLUSH_S=1)
+    rec = tracer.configure({"rank": 0})
+    neg, t0, info = v.negotiate_name(v.ALLREDUCE), rec.now(), (v.ALLREDUCE, 8, "float32", (2,), "Sum", 0)
+    rec.tensors_begin([("a", neg, t0, 0, info)])                       # fills the buffer
+    rec.tensors_begin([(n, neg, t0, 0, info) for n in ("b", "c", "d")])  # dropped: 6 events
+    rec.tensors_end([(n, neg, t0 + 1, t0 + 2, t0 + 3, None) for n in ("b", "c", "d")])
+    assert rec.events_dropped() == 6 and rec.unmatched_ends == 3
+    tracer.close()
+    names = {e["name"] for e in events(rec.path) if e.get("cat") == v.CAT_TENSOR}
+    assert names == {"a", neg}
