@@ -34,6 +34,18 @@ def run(quick: bool) -> dict:
     except BenchError as exc:
         notes.append(f"demo training: {exc}")
     if not quick:
+        try:   # the noise floor: the same job and pairing, the timeline never started
+            res = run_mpi_json(RANKS, "train_worker.py", ["--pairs", 8, "--block-s", 1.5, "--control"],
+                               timeout=400, env={"RINGSCOPE_TIMELINE": None, "HOROVOD_TIMELINE": None,
+                                                 "RINGSCOPE_FUSION_THRESHOLD": None,
+                                                 "RINGSCOPE_BACKEND": None})
+            raw["control"] = res
+            metrics["tracer.timeline_control_ratio"] = {
+                "value": stats.paired_ratio(res["on"], res["off"]),
+                "detail": f"noise floor: off vs off, {len(res['on'])} pairs of {res['steps']} steps "
+                          f"(range {stats.ratio_range(res['on'], res['off'])}); no target"}
+        except BenchError as exc:
+            notes.append(f"control (off vs off): {exc}")
         try:
             res = demo_script_pairs(pairs=2, steps=30)
             raw["demo_script"] = res

@@ -32,6 +32,8 @@ def main() -> int:
     ap.add_argument("--pairs", type=int, default=6)
     ap.add_argument("--block-s", type=float, default=1.0)
     ap.add_argument("--out", default=None, help="keep the timelines here (default: a temp dir)")
+    ap.add_argument("--control", action="store_true",
+                    help="never start the timeline: both variants are 'off' (the noise floor)")
     ns = ap.parse_args()
     import torch
     import torch.nn.functional as F
@@ -81,6 +83,9 @@ def main() -> int:
         for kind in order:
             if kind == "on":
                 state["n"] += 1
+                if ns.control:
+                    on.append(mpi_side.timed_block(comm, run_off, 1))
+                    continue
                 hvd.start_timeline(str(root / f"block{state['n']}") + "/")
                 on.append(mpi_side.timed_block(comm, run_on, 1))
             else:
@@ -95,7 +100,7 @@ def main() -> int:
     if comm.rank == 0:
         emit({"ranks": comm.size, "model": ns.model, "batch": ns.batch, "steps": steps,
               "off": off, "on": on, "trace_bytes": trace_bytes, "trace_dir": str(root),
-              "blocks_on": state["n"]})
+              "blocks_on": state["n"], "control": ns.control})
     return 0
 
 
