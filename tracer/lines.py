@@ -124,10 +124,7 @@ class LineBuilder:
 
     def ready(self, name: str, rank: int, process_set: int, t: int, step: int) -> str:
         """The coordinator's READY instant: ``rank`` submitted tensor ``name``."""
-        c = self._tensors.get(name)
-        tail = c.ready if c is not None else ',"args":{"tensor":' + jstr(name) + ',"rank":'
-        return (f'{self._head("i", vocab.TID_NEGOTIATION, vocab.READY, vocab.CAT_NEGOTIATION)}'
-                f'{t}e-3,"s":"t"{tail}{rank},"step":{step},"process_set":{process_set}}}}}')
+        return self.ready_many([(name, rank, process_set)], t, step)
 
     def tensor_span(self, name: str, cat: str, tid: int, tensor: str, t0: int, t1: int,
                     step: int) -> str:
