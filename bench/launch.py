@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -36,17 +34,13 @@ def run_text(cmd: list[str], timeout: float, env: dict | None = None, label: str
     """Run ``cmd`` in its own session; return its output (stdout + stderr). Raises
     :class:`BenchError` on a non-zero exit or a timeout (the whole process group is killed then,
     so no rank is left spinning)."""
+    from collectives.launcher import run_job
     label = label or cmd[0]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env_with(env), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
+    rc, out = run_job(cmd, env_with(env), timeout, cwd=ROOT)
+    if rc is None:
         raise BenchError(f"{label}: timed out after {timeout:.0f}s\n{_tail(out)}")
-    if proc.returncode != 0:
-        raise BenchError(f"{label}: exit {proc.returncode}\n{_tail(out)}")
+    if rc != 0:
+        raise BenchError(f"{label}: exit {rc}\n{_tail(out)}")
     return out
 
 

@@ -10,12 +10,12 @@ from tracer import vocab as V
 
 
 class Executor:
-    def __init__(self, config, sets, fusion_buffers, complete, complete_many=None):
+    def __init__(self, config, sets, fusion_buffers, complete, complete_many):
         self.config = config
         self.sets = sets
         self.buffers = fusion_buffers
         self.complete = complete   # complete(entry, result=None, error=None)
-        self.complete_many = complete_many or (lambda done: [complete(*d) for d in done])
+        self.complete_many = complete_many   # complete_many([(entry, result, error)])
 
     def run(self, resp: M.Response, entries: list) -> None:
         rec = get_recorder()

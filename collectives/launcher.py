@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -56,6 +57,21 @@ def checkout_env(extra: dict | None = None, environ=None) -> dict:
         else:
             env[k] = str(v)
     return env
+
+
+def run_job(cmd, env: dict, timeout: float, cwd=None) -> tuple[int | None, str]:
+    """Run ``cmd`` in its own session with stdout and stderr captured together; returns (exit
+    status, output). On a timeout the whole process group is killed, so no rank is left spinning,
+    and the status is None."""
+    proc = subprocess.Popen([str(c) for c in cmd], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return None, out
+    return proc.returncode, out
 
 
 def build(ns, environ=None):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -35,16 +34,12 @@ def mpi_env(extra: dict | None = None) -> dict:
 def run_mpi(n: int, argv: list[str], env: dict | None = None, timeout: float = 180,
             cwd: Path | str = ROOT) -> subprocess.CompletedProcess:
     """Run ``mpiexec -n N python argv...``; on timeout kill the whole job and fail loudly."""
+    from collectives.launcher import run_job
     cmd = [mpiexec(), "-n", str(n), sys.executable, *map(str, argv)]
-    proc = subprocess.Popen(cmd, cwd=cwd, env=mpi_env(env), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
+    rc, out = run_job(cmd, mpi_env(env), timeout, cwd=cwd)
+    if rc is None:
         raise AssertionError(f"MPI job timed out after {timeout}s: {' '.join(cmd)}\n{out[-4000:]}")
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, "")
+    return subprocess.CompletedProcess(cmd, rc, out, "")
 
 
 def run_suite(n: int, script: str, results_dir: Path, env: dict | None = None,

@@ -1,8 +1,9 @@
 """The writer thread: drains the recorder's buffer of event lines and writes them.
 
-It wakes every ``flush_interval_s`` (at most 1 s) and hands the buffered lines (already formatted by
-the recorder, :mod:`tracer.lines`) to :class:`tracer.tracefile.TraceFile`, so the time it holds the
-GIL is a join and a ``pwrite`` call per flush. Errors on disk never reach the training thread: the
+It wakes every ``flush_interval_s`` (at most 1 s) and hands the buffered lines (formatted by the
+recorder, :mod:`tracer.lines`; only the framework's waits arrive as tuples it formats) to
+:class:`tracer.tracefile.TraceFile`, so the time it holds the GIL is little more than a join and a
+``pwrite`` call per flush. Errors on disk never reach the training thread: the
 writer reports once on stderr and discards from then on.
 """
 from __future__ import annotations
