@@ -57,7 +57,7 @@ class Engine:
         self.stats = {"responses": 0, "tensors": 0, "max_fused": 0, "max_fused_bytes": 0,
                       "errors": 0}
         self._coord = Coordinator(config, sets) if self.rank == 0 else None
-        self._exec = Executor(config, sets, FusionBuffers(), self._complete, self._complete_many)
+        self._exec = Executor(config, sets, FusionBuffers(), self._complete_many)
         self._thread = threading.Thread(target=self._main, name="ringscope-engine", daemon=True)
 
     def start(self) -> None:
@@ -96,11 +96,13 @@ class Engine:
             if dup:
                 raise ValueError(f"a collective named {dup[0]!r} is already in flight on rank "
                                  f"{self.rank}; wait for it first or give the new one another name")
+            stamp = trace.stamp()   # when and under which timeline they were submitted
             for e in entries:
                 e.handle = Handle(e.name)
                 self._inflight[e.name] = e
                 self._bytes_in_flight += e.nbytes
-        trace.submitted(entries)
+                if stamp is not None and e.op_type not in M.CONTROL_OPS:
+                    e.meta[trace.SUBMITTED] = stamp
         with self._cond:
             self._queue.extend(entries)
             self._cond.notify()
@@ -250,7 +252,7 @@ class Engine:
         return did
 
     def _execute(self, batch):
-        trace.responses(batch, self._inflight)
+        t_response = trace.responses(batch, self._inflight)
         for resp in batch:
             entries = [self._inflight.get(n) for n in resp.names]
             if resp.op_type == M.ERROR:
@@ -272,7 +274,7 @@ class Engine:
                     if e is not None:
                         self._complete(e, resp.root)
             elif self.rank in resp.joined:
-                self._exec.run(resp, [self._stand_in(resp, n) for n in resp.names])
+                self._exec.run(resp, [self._stand_in(resp, n) for n in resp.names], t_response)
             elif None in entries:
                 missing = [n for n, e in zip(resp.names, entries) if e is None]
                 raise RuntimeError(f"response {resp.id} names tensors this rank never submitted: "
@@ -284,7 +286,7 @@ class Engine:
                 if len(entries) > 1:
                     self.stats["max_fused_bytes"] = max(self.stats["max_fused_bytes"],
                                                         sum(e.nbytes for e in entries))
-                self._exec.run(resp, entries)
+                self._exec.run(resp, entries, t_response)
 
     def _stand_in(self, resp, name):
         """A zero tensor for a rank that joined: it takes part in the others' allreduce."""
@@ -318,14 +320,15 @@ class Engine:
     def _complete(self, e, result=None, error=None):
         self._complete_many([(e, result, error)])
 
-    def _complete_many(self, done):
+    def _complete_many(self, done, times=None):
         """Finish ops, ``done`` = [(entry, result, error)]: their lifecycle ends go to the trace in
-        one record, before any handle is released (so a finished op's end is always recorded)."""
+        one record, before any handle is released (so a finished op's end is always recorded).
+        ``times`` = (t_response, t_dequeue) of the response they ran in, when recording."""
         with self._cond:
             done = [d for d in done if self._inflight.pop(d[0].name, None) is not None]
             for d in done:
                 self._bytes_in_flight -= d[0].nbytes
-        trace.ends(done)
+        trace.ends(done, times)
         for e, result, error in done:
             if "received_splits" in e.meta:
                 e.handle.received_splits = e.meta["received_splits"]

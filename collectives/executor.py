@@ -10,20 +10,27 @@ from tracer import vocab as V
 
 
 class Executor:
-    def __init__(self, config, sets, fusion_buffers, complete, complete_many):
+    def __init__(self, config, sets, fusion_buffers, complete_many):
         self.config = config
         self.sets = sets
         self.buffers = fusion_buffers
-        self.complete = complete   # complete(entry, result=None, error=None)
-        self.complete_many = complete_many   # complete_many([(entry, result, error)])
+        self._complete_many = complete_many   # complete_many([(entry, result, error)], times)
+        self._times = None   # (t_response, t_dequeue) of the running response, when recording
 
-    def run(self, resp: M.Response, entries: list) -> None:
+    def complete(self, e, result=None, error=None) -> None:
+        self._complete_many([(e, result, error)], self._times)
+
+    def complete_many(self, done) -> None:
+        self._complete_many(done, self._times)
+
+    def run(self, resp: M.Response, entries: list, t_response: int | None = None) -> None:
+        """Run one response; ``t_response`` is when it arrived (when recording)."""
         rec = get_recorder()
         tok = None
         if rec.enabled:
-            trace.dequeued(rec, entries)
+            self._times = (t_response, trace.dequeued(rec, entries))
             tok = rec.begin(V.TID_FUSION, V.FUSED_RESPONSE, V.CAT_FUSION, {
-                V.ARG_RESPONSE: resp.id, V.ARG_TENSORS: list(resp.names),
+                V.ARG_RESPONSE: resp.id, V.ARG_TENSORS: tuple(resp.names),
                 V.ARG_COUNT: len(resp.names), V.ARG_BYTES: sum(e.nbytes for e in entries),
                 V.ARG_DTYPE: resp.dtype, V.ARG_OP: resp.op_type, V.ARG_REDUCE_OP: resp.reduce_op,
                 V.ARG_BACKEND: resp.backend, V.ARG_THRESHOLD: self.config.fusion_threshold,
@@ -34,6 +41,7 @@ class Executor:
             backend = get_backend(resp.backend, self.config)
             getattr(self, "_" + resp.op_type.lower())(resp, entries, comm, backend, rec)
         finally:
+            self._times = None
             if tok is not None:
                 rec.end(tok)
 

@@ -7,7 +7,14 @@ cd "$root"
 py="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$py" -m venv .venv
 stamp=".venv/.ringscope-installed"
-want="$(cat pyproject.toml | sha1sum | cut -c1-12)"
+want="$(cat pyproject.toml setup.py tracer/_oplines.c | sha1sum | cut -c1-12)"
+if ! command -v cc >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  # a C compiler builds the tracer's formatter (tracer/_oplines.c); without one the tracer uses
+  # its slower pure-Python twin, so failing to get one is not fatal
+  sudo_=""; [ "$(id -u)" = 0 ] || sudo_="sudo"
+  { $sudo_ apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq gcc libc6-dev; } \
+    >/dev/null 2>&1 || echo "ringscope: no C compiler; the tracer will format in pure Python" >&2
+fi
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   log=.venv/install.log
   echo "ringscope: installing into .venv (log: $log) ..."

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from tracer import vocab
 from tracer.format import dumps
+from tracer.op_lines_py import (ARGS, KEY, MID, NEG_B, NEG_E, NEGOTIATE, OUTER_B, OUTER_E, QUEUE_B,
+                                QUEUE_E)
 
 CACHE_MAX = 1 << 16     # names of a job are bounded, but unnamed ops count up: keep caches bounded
 TENSOR_ARGS = (vocab.ARG_TENSOR, vocab.ARG_OP, vocab.ARG_BYTES, vocab.ARG_DTYPE, vocab.ARG_SHAPE,
@@ -39,42 +41,46 @@ def jargs(args: dict | None, step: int, extra: dict | None = None) -> str:
     return dumps(a).decode()
 
 
-class _Tensor:
-    """The constant text of one tensor's lifecycle lines (its name, id and negotiation)."""
-
-    __slots__ = ("jname", "negotiate", "outer_b", "outer_e", "neg_b", "neg_e", "queue_b", "queue_e", "mid",
-                 "args", "ready")
-
-    def __init__(self, name: str, negotiate: str, pid: int):
-        head = f',"cat":"{vocab.CAT_TENSOR}","ph":"%s","pid":{pid},"tid":{vocab.TID_FRAMEWORK},"ts":'
-        jn = self.jname = jstr(name)
-        self.negotiate = negotiate
-        self.outer_b = '{"name":' + jn + head % "b"
-        self.outer_e = '{"name":' + jn + head % "e"
-        self.neg_b = '{"name":' + jstr(negotiate) + head % "b"
-        self.neg_e = '{"name":' + jstr(negotiate) + head % "e"
-        self.queue_b = '{"name":' + jstr(vocab.QUEUE) + head % "b"
-        self.queue_e = '{"name":' + jstr(vocab.QUEUE) + head % "e"
-        self.mid = 'e-3,"id2":{"local":' + jn + '},"args":'
-        self.args = (None, "")   # the last info tuple seen, and the args JSON it gives (open)
-        self.ready = ',"args":{"tensor":' + jn + ',"rank":'
-
-
 class LineBuilder:
     """Formats the lines of one rank's trace (``pid`` = rank), caching the constant parts."""
 
     def __init__(self, pid: int):
         self.pid = pid
-        self._tensors: dict = {}
+        self._tensors: dict = {}   # name -> constant text (tensor_text)
+        self._tails: dict = {}     # name -> READY args opening (ready_tail)
         self._heads: dict = {}
 
     # ---- constant parts --------------------------------------------------------------------
-    def _tensor(self, name: str, negotiate: str) -> _Tensor:
-        t = self._tensors.get(name)
-        if t is None or t.negotiate != negotiate:
-            if len(self._tensors) >= CACHE_MAX:
-                self._tensors.clear()
-            t = self._tensors[name] = _Tensor(name, negotiate, self.pid)
+    def tensor_text(self, name: str, key: tuple | None, negotiate: str | None = None) -> tuple:
+        """The constant text of one tensor's lifecycle lines, made and cached: a tuple indexed by
+        :mod:`tracer.op_lines_py`'s slots (KEY, OUTER_B, ..., ARGS, NEGOTIATE). ``key`` =
+        (op, bytes, dtype, shape, reduce_op, process_set) gives the outer slice's args (None: not
+        known, ends only); ``negotiate`` defaults to the op's negotiation phase."""
+        if negotiate is None:
+            negotiate = vocab.negotiate_name(key[0])
+        head = (f',"cat":"{vocab.CAT_TENSOR}","ph":"%s","pid":{self.pid},'
+                f'"tid":{vocab.TID_FRAMEWORK},"ts":')
+        jn, jneg, jq = jstr(name), jstr(negotiate), jstr(vocab.QUEUE)
+        args = ""
+        if key is not None:
+            op, nbytes, dtype, shape, reduce_op, ps = key
+            args = dumps(dict(zip(TENSOR_ARGS, (name, op, nbytes, dtype, tuple(shape),
+                                                getattr(reduce_op, "value", reduce_op), ps))))
+            args = args.decode()[:-1] + ","
+        c = (key, '{"name":' + jn + head % "b", '{"name":' + jn + head % "e",
+             '{"name":' + jneg + head % "b", '{"name":' + jneg + head % "e",
+             '{"name":' + jq + head % "b", '{"name":' + jq + head % "e",
+             'e-3,"id2":{"local":' + jn + '},"args":', args, negotiate)
+        if len(self._tensors) >= CACHE_MAX:
+            self._tensors.clear()
+        self._tensors[name] = c
+        return c
+
+    def ready_tail(self, name: str) -> str:
+        """The args opening of a READY line about ``name`` (cached)."""
+        if len(self._tails) >= CACHE_MAX:
+            self._tails.clear()
+        t = self._tails[name] = ',"args":{"tensor":' + jstr(name) + ',"rank":'
         return t
 
     def _head(self, ph: str, tid, name: str, cat: str) -> str:
@@ -89,9 +95,19 @@ class LineBuilder:
 
     # ---- events ------------------------------------------------------------------------------
     def deferred(self, rec: tuple) -> str:
-        """The line of a record the hot path left as a tuple of plain values (formatted later, in a
-        batch, by the writer): ("S", name, cat, tid, tensor, t0, t1, step) is a :meth:`tensor_span`."""
-        return self.tensor_span(*rec[1:])
+        """The line of a record the hot path left as a tuple of values (formatted later, in a
+        batch, by the writer): ("S", name, cat, tid, tensor, t0, t1, step) is a :meth:`tensor_span`,
+        ("X", name, cat, tid, t0, t1, step, args, extra_args) a :meth:`complete` span and
+        ("C", name, t, value) a :meth:`counter`."""
+        kind = rec[0]
+        if kind == "S":
+            return self.tensor_span(*rec[1:])
+        if kind == "X":
+            _, name, cat, tid, t0, t1, step, args, extra = rec
+            return self.complete(name, cat, tid, t0, t1, jargs(args, step, extra))
+        if kind == "C":
+            return self.counter(rec[1], rec[2], rec[3])
+        raise ValueError(f"unknown deferred record {kind!r}")
 
     def complete(self, name: str, cat: str, tid: int, t0: int, t1: int, args: str) -> str:
         """An X event from ``t0`` to ``t1`` (ns from the base)."""
@@ -111,14 +127,17 @@ class LineBuilder:
         return (f'{self._head(ph, vocab.TID_FRAMEWORK, name, vocab.CAT_TENSOR)}{t}e-3,'
                 f'"id2":{{"local":{jstr(id_)}}},"args":{args}}}')
 
+    @property
+    def ready_head(self) -> str:
+        """The constant start of every READY line."""
+        return self._head("i", vocab.TID_NEGOTIATION, vocab.READY, vocab.CAT_NEGOTIATION)
+
     def ready_many(self, ticks, t: int, step: int) -> str:
         """READY instants at one time, ``ticks`` = [(name, rank, process_set)], one per line."""
-        head = self._head("i", vocab.TID_NEGOTIATION, vocab.READY, vocab.CAT_NEGOTIATION)
-        get = self._tensors.get
-        out = []
+        head = self.ready_head
+        get, out = self._tails.get, []
         for name, rank, ps in ticks:
-            c = get(name)
-            tail = c.ready if c is not None else ',"args":{"tensor":' + jstr(name) + ',"rank":'
+            tail = get(name) or self.ready_tail(name)
             out.append(f'{head}{t}e-3,"s":"t"{tail}{rank},"step":{step},"process_set":{ps}}}}}')
         return ",\n".join(out)
 
@@ -130,8 +149,7 @@ class LineBuilder:
                     step: int) -> str:
         """An X event about one tensor (e.g. the framework's wait in synchronize): args hold the
         tensor's name and the step."""
-        c = self._tensors.get(tensor)
-        jt = c.jname if c is not None else jstr(tensor)
+        jt = jstr(tensor)
         return (f'{self._head("X", tid, name, cat)}{t0}e-3,"dur":{t1 - t0}e-3,'
                 f'"args":{{"tensor":{jt},"step":{step}}}}}')
 
@@ -147,15 +165,11 @@ class LineBuilder:
         get, out = self._tensors.get, []
         for name, negotiate, t, step, info in items:
             c = get(name)
-            if c is None or c.negotiate != negotiate:
-                c = self._tensor(name, negotiate)
-            cached = c.args    # one tuple, replaced whole: safe when another thread reads it
-            if cached[0] != info:
-                args = dumps(dict(zip(TENSOR_ARGS, (name, *info)))).decode()
-                cached = c.args = (info, args[:-1] + ",")
+            if c is None or c[KEY] != info or c[NEGOTIATE] != negotiate:
+                c = self.tensor_text(name, info, negotiate)
             t -= base
-            out.append(f'{c.outer_b}{t}{c.mid}{cached[1]}"step":{step}}}}},\n'
-                       f'{c.neg_b}{t}{c.mid}{{"step":{step}}}}}')
+            out.append(f'{c[OUTER_B]}{t}{c[MID]}{c[ARGS]}"step":{step}}}}},\n'
+                       f'{c[NEG_B]}{t}{c[MID]}{{"step":{step}}}}}')
         return ",\n".join(out)
 
     def tensor_end(self, name: str, negotiate: str, t_resp: int | None, t_deq: int | None,
@@ -172,15 +186,15 @@ class LineBuilder:
         s = f'{{"step":{step}}}}}'
         for name, negotiate, t_resp, t_deq, t_done, error in items:
             c = get(name)
-            if c is None or c.negotiate != negotiate:
-                c = self._tensor(name, negotiate)
+            if c is None or c[NEGOTIATE] != negotiate:
+                c = self.tensor_text(name, None, negotiate)
             last = s if error is None else jargs({vocab.ARG_ERROR: error}, step) + "}"
             t_done -= base
             if t_resp is None:
-                out.append(f'{c.neg_e}{t_done}{c.mid}{s},\n{c.outer_e}{t_done}{c.mid}{last}')
+                out.append(f'{c[NEG_E]}{t_done}{c[MID]}{s},\n{c[OUTER_E]}{t_done}{c[MID]}{last}')
                 continue
             t_resp -= base
             t_q = t_done if t_deq is None else t_deq - base
-            out.append(f'{c.neg_e}{t_resp}{c.mid}{s},\n{c.queue_b}{t_resp}{c.mid}{s},\n'
-                       f'{c.queue_e}{t_q}{c.mid}{s},\n{c.outer_e}{t_done}{c.mid}{last}')
+            out.append(f'{c[NEG_E]}{t_resp}{c[MID]}{s},\n{c[QUEUE_B]}{t_resp}{c[MID]}{s},\n'
+                       f'{c[QUEUE_E]}{t_q}{c[MID]}{s},\n{c[OUTER_E]}{t_done}{c[MID]}{last}')
         return ",\n".join(out)

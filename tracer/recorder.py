@@ -23,6 +23,12 @@ CONTRACT (the runtime codes against these calls; the tracer implements them):
                                                     # ... the rest of it, written at completion
     rec.tensors_begin([(name, negotiate, ts_ns, step, info)])   # the same for many, one record
     rec.tensors_end([(name, negotiate, t_response, t_dequeue, t_done, error)])
+    others = rec.ops_begin(ops)                     # the same, read from the runtime's op objects
+    others = rec.ops_end(ops, t_done, error=None, t_response=None, t_dequeue=None)
+                                                    #   (see OPS below; the ops of one response);
+                                                    #   both return the ops that another recorder
+                                                    #   stamped (None if none)
+    rec.ready_requests(reqs, ts_ns=None)            # READY ticks of requests (name, rank, process_set)
     rec.nvtx                                        # bool; when True, also call at each transition:
     rec.tensor_phase(name, ended, started=None)     #   NVTX ranges need the live moment
     rec.counter(name, value, ts_ns=None)
@@ -31,13 +37,36 @@ CONTRACT (the runtime codes against these calls; the tracer implements them):
     rec.set_clock_offset(offset_ns, uncertainty_ns, when)   # when = "init" | "shutdown"
     rec.close()                                     # flush and finish the file
 
+OPS: an op is the runtime's object for one submitted collective, with attributes ``name``,
+``op_type``, ``nbytes``, ``dtype``, ``shape``, ``reduce_op`` (an enum or its value), ``process_set``
+and a ``meta`` dict. At submission the runtime stamps ``meta[SUBMITTED] = (rec, rec.now(),
+rec.step)`` when ``rec.enabled``. An op's begin and end go to the recorder of its stamp.
+
 Names, tids, cats and arg keys come from :mod:`tracer.vocab`.
 """
 from __future__ import annotations
 
 import time
 
+from tracer import vocab
+from tracer.op_lines_py import SUBMITTED
+
 _now = time.perf_counter_ns
+
+
+def split_stamped(rec, ops):
+    """(ops stamped by ``rec`` with their stamps, ops stamped by another recorder or None)."""
+    mine, others = [], None
+    for op in ops:
+        stamp = op.meta.get(SUBMITTED)
+        if stamp is None:
+            continue
+        if stamp[0] is rec:
+            mine.append((op, stamp))
+        else:
+            others = [] if others is None else others
+            others.append(op)
+    return mine, others
 
 
 class NullRecorder:
@@ -92,6 +121,27 @@ class NullRecorder:
 
     def tensor_end(self, name, negotiate, t_response, t_dequeue, t_done, error=None):
         pass
+
+    # The op-level calls in terms of the item-level ones (a recorder may do them faster).
+    def ops_begin(self, ops):
+        mine, others = split_stamped(self, ops)
+        if mine:
+            self.tensors_begin([(op.name, vocab.negotiate_name(op.op_type), st[1], st[2],
+                                 (op.op_type, op.nbytes, op.dtype, tuple(op.shape),
+                                  getattr(op.reduce_op, "value", op.reduce_op), op.process_set))
+                                for op, st in mine])
+        return others
+
+    def ops_end(self, ops, t_done, error=None, t_response=None, t_dequeue=None):
+        mine, others = split_stamped(self, ops)
+        if mine:
+            self.tensors_end([(op.name, vocab.negotiate_name(op.op_type), t_response, t_dequeue,
+                               t_done, error) for op, _ in mine])
+        return others
+
+    def ready_requests(self, reqs, ts_ns=None):
+        if self.enabled and reqs:
+            self.ready_many([(r.name, r.rank, r.process_set) for r in reqs], ts_ns)
 
     def mark_step(self, step=None):
         self.step = self.step + 1 if step is None else int(step)

@@ -122,7 +122,7 @@ def main():
                 problems.append(f"outer slice lacks {k}")
         if outer.get(V.ARG_BYTES) != 800_000 or list(outer.get(V.ARG_SHAPE, ())) != [200_000]:
             problems.append(f"outer args {outer}")
-        big = [e for e in fused if e[4][V.ARG_TENSORS] == ["t.big"]]
+        big = [e for e in fused if list(e[4][V.ARG_TENSORS]) == ["t.big"]]
         if len(big) != 1 or big[0][4][V.ARG_BACKEND] != "ring":
             problems.append(f"FUSED_RESPONSE for t.big: {big}")
         for k in (V.ARG_RESPONSE, V.ARG_TENSORS, V.ARG_COUNT, V.ARG_BYTES, V.ARG_DTYPE, V.ARG_OP,

@@ -1,0 +1,6 @@
+"""Build hook for the one optional C extension (``tracer._oplines``); everything else is in
+pyproject.toml. Without a C compiler the build goes on and the tracer uses its pure-Python twin."""
+from setuptools import Extension, setup
+
+setup(ext_modules=[Extension("tracer._oplines", ["tracer/_oplines.c"], optional=True,
+                             extra_compile_args=["-O2"])])

@@ -1,0 +1,365 @@
+/* The functions of tracer/op_lines_py.py in C: the same text for the same input (tests check it).
+ *
+ * Why C: a step of a data-parallel job records about a thousand events per rank, on threads that
+ * share cores with training. Formatting them in Python cost ~1 ms of CPU per rank and step; here
+ * a line is a few memcpy calls and integer conversions into one growing buffer. Constant text and
+ * JSON escaping stay in Python (made once per tensor name, cached in a dict this code reads).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+typedef struct {
+    char *p;
+    Py_ssize_t len, cap;
+} Buf;
+
+static int buf_grow(Buf *b, Py_ssize_t need) {
+    if (b->len + need <= b->cap) return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + need) cap *= 2;
+    char *p = PyMem_Realloc(b->p, cap);
+    if (!p) { PyErr_NoMemory(); return -1; }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static int put(Buf *b, const char *s, Py_ssize_t n) {
+    if (buf_grow(b, n) < 0) return -1;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    return 0;
+}
+
+#define PUT_LIT(b, s) put((b), (s), (Py_ssize_t)(sizeof(s) - 1))
+
+static int put_ll(Buf *b, long long v) {
+    char tmp[24];
+    int i = 24;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do { tmp[--i] = (char)('0' + u % 10); u /= 10; } while (u);
+    if (v < 0) tmp[--i] = '-';
+    return put(b, tmp + i, 24 - i);
+}
+
+/* Any object as an f-string would show it: ints fast, the rest through format(obj, ""). */
+static int put_obj(Buf *b, PyObject *o) {
+    if (PyLong_CheckExact(o)) {
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (!overflow && !(v == -1 && PyErr_Occurred())) return put_ll(b, v);
+        PyErr_Clear();
+    }
+    PyObject *s = PyUnicode_CheckExact(o) ? (Py_INCREF(o), o) : PyObject_Format(o, NULL);
+    if (!s) return -1;
+    Py_ssize_t n;
+    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
+    int r = u ? put(b, u, n) : -1;
+    Py_DECREF(s);
+    return r;
+}
+
+/* ``a - base`` as an f-string would show it. */
+static int put_diff(Buf *b, PyObject *a, long long base) {
+    if (PyLong_CheckExact(a)) {
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(a, &overflow);
+        if (!overflow && !(v == -1 && PyErr_Occurred())) return put_ll(b, v - base);
+        PyErr_Clear();
+    }
+    PyObject *bo = PyLong_FromLongLong(base);
+    if (!bo) return -1;
+    PyObject *d = PyNumber_Subtract(a, bo);
+    Py_DECREF(bo);
+    if (!d) return -1;
+    int r = put_obj(b, d);
+    Py_DECREF(d);
+    return r;
+}
+
+static PyObject *s_name, *s_meta, *s_op_type, *s_nbytes, *s_dtype, *s_shape, *s_reduce_op,
+    *s_process_set, *s_rank, *s_submitted;
+
+enum { KEY, OUTER_B, OUTER_E, NEG_B, NEG_E, QUEUE_B, QUEUE_E, MID, ARGS, NEGOTIATE, NSLOTS };
+#define NKEY 6
+
+/* The constant-text tuple of ``op`` (a new reference): the cached one when its key still matches
+ * the op's (op_type, nbytes, dtype, shape, reduce_op, process_set), else ``make(name, key, None)``. */
+static PyObject *tensor_text(PyObject *cache, PyObject *make, PyObject *op, PyObject *name) {
+    static PyObject **attrs[NKEY] = {&s_op_type, &s_nbytes, &s_dtype, &s_shape, &s_reduce_op,
+                                     &s_process_set};
+    PyObject *vals[NKEY] = {NULL};
+    PyObject *res = NULL;
+    for (int i = 0; i < NKEY; i++)
+        if (!(vals[i] = PyObject_GetAttr(op, *attrs[i]))) goto done;
+    PyObject *c = PyDict_GetItemWithError(cache, name);
+    if (!c && PyErr_Occurred()) goto done;
+    if (c && PyTuple_CheckExact(c) && PyTuple_GET_SIZE(c) == NSLOTS) {
+        PyObject *key = PyTuple_GET_ITEM(c, KEY);
+        int same = PyTuple_CheckExact(key) && PyTuple_GET_SIZE(key) == NKEY;
+        for (int i = 0; same && i < NKEY; i++) {
+            same = PyObject_RichCompareBool(PyTuple_GET_ITEM(key, i), vals[i], Py_EQ);
+            if (same < 0) goto done;
+        }
+        if (same) { Py_INCREF(c); res = c; goto done; }
+    }
+    PyObject *key = PyTuple_New(NKEY);
+    if (!key) goto done;
+    for (int i = 0; i < NKEY; i++) { PyTuple_SET_ITEM(key, i, vals[i]); vals[i] = NULL; }
+    res = PyObject_CallFunctionObjArgs(make, name, key, Py_None, NULL);
+    Py_DECREF(key);
+    if (res && !(PyTuple_CheckExact(res) && PyTuple_GET_SIZE(res) == NSLOTS)) {
+        PyErr_SetString(PyExc_TypeError, "tensor_text must return a tuple of 10");
+        Py_CLEAR(res);
+    }
+done:
+    for (int i = 0; i < NKEY; i++) Py_XDECREF(vals[i]);
+    return res;
+}
+
+#define SLOT(c, i) PyTuple_GET_ITEM((c), (i))
+
+/* The op's stamp when ``rec`` made it (borrowed, 3-tuple); NULL with no error when the op has no
+ * stamp (*other = 0) or another recorder's (*other = 1). */
+static PyObject *stamp_of(PyObject *op, PyObject *rec, PyObject **meta_out, int *other) {
+    *other = 0;
+    PyObject *meta = PyObject_GetAttr(op, s_meta);
+    if (!meta) return NULL;
+    if (!PyDict_Check(meta)) {
+        Py_DECREF(meta);
+        PyErr_SetString(PyExc_TypeError, "op.meta must be a dict");
+        return NULL;
+    }
+    PyObject *st = PyDict_GetItemWithError(meta, s_submitted);
+    if (!st) {
+        Py_DECREF(meta);
+        return NULL;
+    }
+    if (!PyTuple_CheckExact(st) || PyTuple_GET_SIZE(st) < 3) {
+        Py_DECREF(meta);
+        PyErr_SetString(PyExc_TypeError, "op.meta['submitted'] must be (recorder, ts_ns, step)");
+        return NULL;
+    }
+    if (PyTuple_GET_ITEM(st, 0) != rec) {
+        *other = 1;
+        Py_DECREF(meta);
+        return NULL;
+    }
+    *meta_out = meta;   /* keeps ``st`` alive */
+    return st;
+}
+
+static int add_other(PyObject **others, PyObject *op) {
+    if (!*others && !(*others = PyList_New(0))) return -1;
+    return PyList_Append(*others, op);
+}
+
+static PyObject *finish(Buf *b, PyObject *tail) {
+    PyObject *text = PyUnicode_DecodeUTF8(b->p ? b->p : "", b->len, NULL);
+    PyMem_Free(b->p);
+    if (!text) { Py_DECREF(tail); return NULL; }
+    PyObject *r = PyTuple_Pack(1, text);
+    Py_DECREF(text);
+    if (!r) { Py_DECREF(tail); return NULL; }
+    PyObject *all = PySequence_Concat(r, tail);
+    Py_DECREF(r);
+    Py_DECREF(tail);
+    return all;
+}
+
+static int sep(Buf *b) { return b->len ? PUT_LIT(b, ",\n") : 0; }
+
+static PyObject *begins(PyObject *self, PyObject *args) {
+    PyObject *rec, *cache, *make, *opened, *ops;
+    long long base;
+    if (!PyArg_ParseTuple(args, "OO!OOOL", &rec, &PyDict_Type, &cache, &make, &opened, &ops, &base))
+        return NULL;
+    if (opened != Py_None && !PyDict_Check(opened))
+        return PyErr_Format(PyExc_TypeError, "opened must be a dict or None");
+    PyObject *seq = PySequence_Fast(ops, "ops must be a sequence");
+    if (!seq) return NULL;
+    Buf b = {0};
+    PyObject *others = NULL;
+    long long n = 0;
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < len; i++) {
+        PyObject *op = PySequence_Fast_GET_ITEM(seq, i), *meta = NULL, *name = NULL, *c = NULL;
+        int other, ok = -1;
+        PyObject *st = stamp_of(op, rec, &meta, &other);
+        if (!st) {
+            if (PyErr_Occurred()) goto fail;
+            if (other && add_other(&others, op) < 0) goto fail;
+            continue;
+        }
+        n++;
+        if (opened == Py_None) { Py_DECREF(meta); continue; }
+        if (!(name = PyObject_GetAttr(op, s_name))) goto item_done;
+        if (!(c = tensor_text(cache, make, op, name))) goto item_done;
+        if (PyDict_SetItem(opened, name, c) < 0) goto item_done;
+        PyObject *t = PyTuple_GET_ITEM(st, 1), *step = PyTuple_GET_ITEM(st, 2);
+        if (sep(&b) || put_obj(&b, SLOT(c, OUTER_B)) || put_diff(&b, t, base) ||
+            put_obj(&b, SLOT(c, MID)) || put_obj(&b, SLOT(c, ARGS)) || PUT_LIT(&b, "\"step\":") ||
+            put_obj(&b, step) || PUT_LIT(&b, "}},\n") || put_obj(&b, SLOT(c, NEG_B)) ||
+            put_diff(&b, t, base) || put_obj(&b, SLOT(c, MID)) || PUT_LIT(&b, "{\"step\":") ||
+            put_obj(&b, step) || PUT_LIT(&b, "}}"))
+            goto item_done;
+        ok = 0;
+    item_done:
+        Py_XDECREF(c);
+        Py_XDECREF(name);
+        Py_DECREF(meta);
+        if (ok < 0) goto fail;
+    }
+    Py_DECREF(seq);
+    PyObject *tail = Py_BuildValue("(LN)", n, others ? others : (Py_INCREF(Py_None), Py_None));
+    if (!tail) { PyMem_Free(b.p); return NULL; }
+    return finish(&b, tail);
+fail:
+    Py_DECREF(seq);
+    Py_XDECREF(others);
+    PyMem_Free(b.p);
+    return NULL;
+}
+
+static PyObject *ends(PyObject *self, PyObject *args) {
+    PyObject *rec, *cache, *make, *opened, *ops, *t_resp, *t_deq, *s, *last;
+    long long base, t_done;
+    if (!PyArg_ParseTuple(args, "OO!OO!OLLOOUU", &rec, &PyDict_Type, &cache, &make, &PyDict_Type,
+                          &opened, &ops, &base, &t_done, &t_resp, &t_deq, &s, &last))
+        return NULL;
+    long long td = t_done - base, tr = 0, tq = td;
+    int queued = t_resp != Py_None;
+    if (queued) {
+        tr = PyLong_AsLongLong(t_resp) - base;
+        if (t_deq != Py_None) tq = PyLong_AsLongLong(t_deq) - base;
+        if (PyErr_Occurred()) return NULL;
+    }
+    PyObject *seq = PySequence_Fast(ops, "ops must be a sequence");
+    if (!seq) return NULL;
+    Buf b = {0};
+    PyObject *others = NULL;
+    long long events = 0, unmatched = 0;
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < len; i++) {
+        PyObject *op = PySequence_Fast_GET_ITEM(seq, i), *meta = NULL, *name = NULL, *c = NULL;
+        int other, ok = -1;
+        PyObject *st = stamp_of(op, rec, &meta, &other);
+        if (!st) {
+            if (PyErr_Occurred()) goto fail;
+            if (other && add_other(&others, op) < 0) goto fail;
+            continue;
+        }
+        if (!(name = PyObject_GetAttr(op, s_name))) goto item_done;
+        /* the begin's text, which the end lines share (they need no args) */
+        PyObject *was = PyDict_GetItemWithError(opened, name);
+        if (!was) {
+            if (PyErr_Occurred()) goto item_done;
+            unmatched++;
+            ok = 0;
+            goto item_done;
+        }
+        if (PyTuple_CheckExact(was) && PyTuple_GET_SIZE(was) == NSLOTS) {
+            c = was;
+            Py_INCREF(c);
+        } else if (!(c = tensor_text(cache, make, op, name))) {
+            goto item_done;
+        }
+        if (PyDict_DelItem(opened, name) < 0) goto item_done;
+        PyObject *mid = SLOT(c, MID);
+        if (sep(&b)) goto item_done;
+        if (!queued) {
+            if (put_obj(&b, SLOT(c, NEG_E)) || put_ll(&b, td) || put_obj(&b, mid) ||
+                put_obj(&b, s) || PUT_LIT(&b, ",\n") || put_obj(&b, SLOT(c, OUTER_E)) ||
+                put_ll(&b, td) || put_obj(&b, mid) || put_obj(&b, last))
+                goto item_done;
+            events += 2;
+        } else {
+            if (put_obj(&b, SLOT(c, NEG_E)) || put_ll(&b, tr) || put_obj(&b, mid) ||
+                put_obj(&b, s) || PUT_LIT(&b, ",\n") || put_obj(&b, SLOT(c, QUEUE_B)) ||
+                put_ll(&b, tr) || put_obj(&b, mid) || put_obj(&b, s) || PUT_LIT(&b, ",\n") ||
+                put_obj(&b, SLOT(c, QUEUE_E)) || put_ll(&b, tq) || put_obj(&b, mid) ||
+                put_obj(&b, s) || PUT_LIT(&b, ",\n") || put_obj(&b, SLOT(c, OUTER_E)) ||
+                put_ll(&b, td) || put_obj(&b, mid) || put_obj(&b, last))
+                goto item_done;
+            events += 4;
+        }
+        ok = 0;
+    item_done:
+        Py_XDECREF(c);
+        Py_XDECREF(name);
+        Py_DECREF(meta);
+        if (ok < 0) goto fail;
+    }
+    Py_DECREF(seq);
+    PyObject *tail = Py_BuildValue("(LLN)", events, unmatched,
+                                   others ? others : (Py_INCREF(Py_None), Py_None));
+    if (!tail) { PyMem_Free(b.p); return NULL; }
+    return finish(&b, tail);
+fail:
+    Py_DECREF(seq);
+    Py_XDECREF(others);
+    PyMem_Free(b.p);
+    return NULL;
+}
+
+static PyObject *ready(PyObject *self, PyObject *args) {
+    PyObject *tails, *make_tail, *reqs, *head, *t, *step;
+    if (!PyArg_ParseTuple(args, "O!OOUOO", &PyDict_Type, &tails, &make_tail, &reqs, &head, &t, &step))
+        return NULL;
+    PyObject *seq = PySequence_Fast(reqs, "reqs must be a sequence");
+    if (!seq) return NULL;
+    Buf b = {0};
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < len; i++) {
+        PyObject *r = PySequence_Fast_GET_ITEM(seq, i), *name, *tail = NULL, *rank = NULL, *ps = NULL;
+        int ok = -1;
+        if (!(name = PyObject_GetAttr(r, s_name))) goto fail;
+        tail = PyDict_GetItemWithError(tails, name);
+        if (tail) Py_INCREF(tail);
+        else if (PyErr_Occurred() || !(tail = PyObject_CallOneArg(make_tail, name))) goto item_done;
+        if (!(rank = PyObject_GetAttr(r, s_rank)) || !(ps = PyObject_GetAttr(r, s_process_set)))
+            goto item_done;
+        if (sep(&b) || put_obj(&b, head) || put_obj(&b, t) || PUT_LIT(&b, "e-3,\"s\":\"t\"") ||
+            put_obj(&b, tail) || put_obj(&b, rank) || PUT_LIT(&b, ",\"step\":") ||
+            put_obj(&b, step) || PUT_LIT(&b, ",\"process_set\":") || put_obj(&b, ps) ||
+            PUT_LIT(&b, "}}"))
+            goto item_done;
+        ok = 0;
+    item_done:
+        Py_DECREF(name);
+        Py_XDECREF(tail);
+        Py_XDECREF(rank);
+        Py_XDECREF(ps);
+        if (ok < 0) goto fail;
+    }
+    Py_DECREF(seq);
+    PyObject *text = PyUnicode_DecodeUTF8(b.p ? b.p : "", b.len, NULL);
+    PyMem_Free(b.p);
+    return text;
+fail:
+    Py_DECREF(seq);
+    PyMem_Free(b.p);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"begins", begins, METH_VARARGS, "begins(rec, cache, make, opened, ops, base) -> (text, n, others)"},
+    {"ends", ends, METH_VARARGS,
+     "ends(rec, cache, make, opened, ops, base, t_done, t_resp, t_deq, s, last) -> (text, events, "
+     "unmatched, others)"},
+    {"ready", ready, METH_VARARGS, "ready(tails, make_tail, reqs, head, t, step) -> text"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "tracer._oplines",
+                                    "C versions of tracer.op_lines_py (same text).", -1, methods};
+
+PyMODINIT_FUNC PyInit__oplines(void) {
+    struct { PyObject **slot; const char *text; } names[] = {
+        {&s_name, "name"}, {&s_meta, "meta"}, {&s_op_type, "op_type"}, {&s_nbytes, "nbytes"},
+        {&s_dtype, "dtype"}, {&s_shape, "shape"}, {&s_reduce_op, "reduce_op"},
+        {&s_process_set, "process_set"}, {&s_rank, "rank"}, {&s_submitted, "submitted"}};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (!(*names[i].slot = PyUnicode_InternFromString(names[i].text))) return NULL;
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,19 @@
+"""The op-level line functions (:mod:`tracer.op_lines_py`): the C build, ``tracer._oplines``, when
+it is importable, else the pure-Python twin. ``RINGSCOPE_PURE_PYTHON=1`` forces the twin (for
+comparing the two). ``IMPL`` says which one is in use ("c" or "python")."""
+from __future__ import annotations
+
+import os
+
+from tracer import op_lines_py as _py
+
+begins, ends, ready = _py.begins, _py.ends, _py.ready
+IMPL = "python"
+if os.environ.get("RINGSCOPE_PURE_PYTHON", "") in ("", "0"):
+    try:
+        from tracer import _oplines as _c
+    except ImportError:
+        pass
+    else:
+        begins, ends, ready = _c.begins, _c.ends, _c.ready
+        IMPL = "c"
