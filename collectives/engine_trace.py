@@ -1,6 +1,6 @@
 """What the engine tells the tracer about each op's lifecycle, in batches.
 
-The user's thread only stamps a submitted op with (recorder, time, step); the engine thread writes the
+The user's thread only stamps a submitted op with (recorder, step); the engine thread writes the
 begin lines when it picks the ops up and the rest of each lifecycle when the op completes, with the
 times its response arrived and started (one per response, not per op), one recorder call per batch. An op's end always goes
 to the recorder that has its begin (a timeline started or stopped in between changes nothing).
@@ -13,11 +13,21 @@ from tracer import vocab as V
 from tracer.recorder import SUBMITTED
 
 
+_last_stamp = (None, None)
+
+
 def stamp():
-    """(recorder, now, step) for the engine to note on ops submitted now (``meta[SUBMITTED]``),
-    or None when nothing is recorded."""
+    """(recorder, step) for the engine to note on ops submitted now (``meta[SUBMITTED]``; the
+    time is the op's ``submit_ns``), or None when nothing is recorded. The same tuple serves a
+    whole step: no allocation per op."""
+    global _last_stamp
     rec = get_recorder()
-    return (rec, rec.now(), rec.step) if rec.enabled else None
+    if not rec.enabled:
+        return None
+    st = _last_stamp
+    if st[0] is not rec or st[1] != rec.step:
+        st = _last_stamp = (rec, rec.step)
+    return st
 
 
 def _stamp_owner(ops):

@@ -79,9 +79,9 @@ static int put_diff(Buf *b, PyObject *a, long long base) {
 }
 
 static PyObject *s_name, *s_meta, *s_op_type, *s_nbytes, *s_dtype, *s_shape, *s_reduce_op,
-    *s_process_set, *s_rank, *s_submitted;
+    *s_process_set, *s_rank, *s_submitted, *s_submit_ns;
 
-enum { KEY, OUTER_B, OUTER_E, NEG_B, NEG_E, QUEUE_B, QUEUE_E, MID, ARGS, NEGOTIATE, NSLOTS };
+enum { KEY, JNAME, ARGS, JNEG, NEGOTIATE, NSLOTS };
 #define NKEY 6
 
 /* The constant-text tuple of ``op`` (a new reference): the cached one when its key still matches
@@ -110,7 +110,7 @@ static PyObject *tensor_text(PyObject *cache, PyObject *make, PyObject *op, PyOb
     res = PyObject_CallFunctionObjArgs(make, name, key, Py_None, NULL);
     Py_DECREF(key);
     if (res && !(PyTuple_CheckExact(res) && PyTuple_GET_SIZE(res) == NSLOTS)) {
-        PyErr_SetString(PyExc_TypeError, "tensor_text must return a tuple of 10");
+        PyErr_SetString(PyExc_TypeError, "tensor_text must return a tuple of 5");
         Py_CLEAR(res);
     }
 done:
@@ -120,7 +120,7 @@ done:
 
 #define SLOT(c, i) PyTuple_GET_ITEM((c), (i))
 
-/* The op's stamp when ``rec`` made it (borrowed, 3-tuple); NULL with no error when the op has no
+/* The op's stamp when ``rec`` made it (borrowed, (rec, step)); NULL with no error when the op has no
  * stamp (*other = 0) or another recorder's (*other = 1). */
 static PyObject *stamp_of(PyObject *op, PyObject *rec, PyObject **meta_out, int *other) {
     *other = 0;
@@ -136,9 +136,9 @@ static PyObject *stamp_of(PyObject *op, PyObject *rec, PyObject **meta_out, int 
         Py_DECREF(meta);
         return NULL;
     }
-    if (!PyTuple_CheckExact(st) || PyTuple_GET_SIZE(st) < 3) {
+    if (!PyTuple_CheckExact(st) || PyTuple_GET_SIZE(st) < 2) {
         Py_DECREF(meta);
-        PyErr_SetString(PyExc_TypeError, "op.meta['submitted'] must be (recorder, ts_ns, step)");
+        PyErr_SetString(PyExc_TypeError, "op.meta['submitted'] must be (recorder, step)");
         return NULL;
     }
     if (PyTuple_GET_ITEM(st, 0) != rec) {
@@ -170,11 +170,33 @@ static PyObject *finish(Buf *b, PyObject *tail) {
 
 static int sep(Buf *b) { return b->len ? PUT_LIT(b, ",\n") : 0; }
 
+/* The start of one lifecycle line, up to its args: {"name":JEV HEAD TS e-3,"id2":{"local":JN},"args":
+ * where TS is ``tobj - base`` when ``tobj`` is given, else ``t``. */
+static int put_line(Buf *b, PyObject *jev, PyObject *head, PyObject *tobj, long long base,
+                    long long t, PyObject *jn) {
+    return PUT_LIT(b, "{\"name\":") || put_obj(b, jev) || put_obj(b, head) ||
+           (tobj ? put_diff(b, tobj, base) : put_ll(b, t)) ||
+           PUT_LIT(b, "e-3,\"id2\":{\"local\":") || put_obj(b, jn) || PUT_LIT(b, "},\"args\":");
+}
+
+static int unpack_heads(PyObject *heads, PyObject **hb, PyObject **he, PyObject **jq) {
+    if (!PyTuple_CheckExact(heads) || PyTuple_GET_SIZE(heads) != 3) {
+        PyErr_SetString(PyExc_TypeError, "heads must be a tuple of 3 strings");
+        return -1;
+    }
+    *hb = PyTuple_GET_ITEM(heads, 0);
+    *he = PyTuple_GET_ITEM(heads, 1);
+    *jq = PyTuple_GET_ITEM(heads, 2);
+    return 0;
+}
+
 static PyObject *begins(PyObject *self, PyObject *args) {
-    PyObject *rec, *cache, *make, *opened, *ops;
+    PyObject *rec, *cache, *make, *heads, *opened, *ops, *hb, *he, *jq;
     long long base;
-    if (!PyArg_ParseTuple(args, "OO!OOOL", &rec, &PyDict_Type, &cache, &make, &opened, &ops, &base))
+    if (!PyArg_ParseTuple(args, "OO!OOOOL", &rec, &PyDict_Type, &cache, &make, &heads, &opened,
+                          &ops, &base))
         return NULL;
+    if (unpack_heads(heads, &hb, &he, &jq) < 0) return NULL;
     if (opened != Py_None && !PyDict_Check(opened))
         return PyErr_Format(PyExc_TypeError, "opened must be a dict or None");
     PyObject *seq = PySequence_Fast(ops, "ops must be a sequence");
@@ -185,6 +207,7 @@ static PyObject *begins(PyObject *self, PyObject *args) {
     Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
     for (Py_ssize_t i = 0; i < len; i++) {
         PyObject *op = PySequence_Fast_GET_ITEM(seq, i), *meta = NULL, *name = NULL, *c = NULL;
+        PyObject *t = NULL;
         int other, ok = -1;
         PyObject *st = stamp_of(op, rec, &meta, &other);
         if (!st) {
@@ -195,17 +218,18 @@ static PyObject *begins(PyObject *self, PyObject *args) {
         n++;
         if (opened == Py_None) { Py_DECREF(meta); continue; }
         if (!(name = PyObject_GetAttr(op, s_name))) goto item_done;
+        if (!(t = PyObject_GetAttr(op, s_submit_ns))) goto item_done;
         if (!(c = tensor_text(cache, make, op, name))) goto item_done;
         if (PyDict_SetItem(opened, name, c) < 0) goto item_done;
-        PyObject *t = PyTuple_GET_ITEM(st, 1), *step = PyTuple_GET_ITEM(st, 2);
-        if (sep(&b) || put_obj(&b, SLOT(c, OUTER_B)) || put_diff(&b, t, base) ||
-            put_obj(&b, SLOT(c, MID)) || put_obj(&b, SLOT(c, ARGS)) || PUT_LIT(&b, "\"step\":") ||
-            put_obj(&b, step) || PUT_LIT(&b, "}},\n") || put_obj(&b, SLOT(c, NEG_B)) ||
-            put_diff(&b, t, base) || put_obj(&b, SLOT(c, MID)) || PUT_LIT(&b, "{\"step\":") ||
+        PyObject *step = PyTuple_GET_ITEM(st, 1), *jn = SLOT(c, JNAME);
+        if (sep(&b) || put_line(&b, jn, hb, t, base, 0, jn) || put_obj(&b, SLOT(c, ARGS)) ||
+            PUT_LIT(&b, "\"step\":") || put_obj(&b, step) || PUT_LIT(&b, "}},\n") ||
+            put_line(&b, SLOT(c, JNEG), hb, t, base, 0, jn) || PUT_LIT(&b, "{\"step\":") ||
             put_obj(&b, step) || PUT_LIT(&b, "}}"))
             goto item_done;
         ok = 0;
     item_done:
+        Py_XDECREF(t);
         Py_XDECREF(c);
         Py_XDECREF(name);
         Py_DECREF(meta);
@@ -223,11 +247,12 @@ fail:
 }
 
 static PyObject *ends(PyObject *self, PyObject *args) {
-    PyObject *rec, *cache, *make, *opened, *ops, *t_resp, *t_deq, *s, *last;
+    PyObject *rec, *cache, *make, *heads, *opened, *ops, *t_resp, *t_deq, *s, *last, *hb, *he, *jq;
     long long base, t_done;
-    if (!PyArg_ParseTuple(args, "OO!OO!OLLOOUU", &rec, &PyDict_Type, &cache, &make, &PyDict_Type,
-                          &opened, &ops, &base, &t_done, &t_resp, &t_deq, &s, &last))
+    if (!PyArg_ParseTuple(args, "OO!OOO!OLLOOUU", &rec, &PyDict_Type, &cache, &make, &heads,
+                          &PyDict_Type, &opened, &ops, &base, &t_done, &t_resp, &t_deq, &s, &last))
         return NULL;
+    if (unpack_heads(heads, &hb, &he, &jq) < 0) return NULL;
     long long td = t_done - base, tr = 0, tq = td;
     int queued = t_resp != Py_None;
     if (queued) {
@@ -266,21 +291,18 @@ static PyObject *ends(PyObject *self, PyObject *args) {
             goto item_done;
         }
         if (PyDict_DelItem(opened, name) < 0) goto item_done;
-        PyObject *mid = SLOT(c, MID);
+        PyObject *jn = SLOT(c, JNAME), *jneg = SLOT(c, JNEG);
         if (sep(&b)) goto item_done;
         if (!queued) {
-            if (put_obj(&b, SLOT(c, NEG_E)) || put_ll(&b, td) || put_obj(&b, mid) ||
-                put_obj(&b, s) || PUT_LIT(&b, ",\n") || put_obj(&b, SLOT(c, OUTER_E)) ||
-                put_ll(&b, td) || put_obj(&b, mid) || put_obj(&b, last))
+            if (put_line(&b, jneg, he, NULL, 0, td, jn) || put_obj(&b, s) || PUT_LIT(&b, ",\n") ||
+                put_line(&b, jn, he, NULL, 0, td, jn) || put_obj(&b, last))
                 goto item_done;
             events += 2;
         } else {
-            if (put_obj(&b, SLOT(c, NEG_E)) || put_ll(&b, tr) || put_obj(&b, mid) ||
-                put_obj(&b, s) || PUT_LIT(&b, ",\n") || put_obj(&b, SLOT(c, QUEUE_B)) ||
-                put_ll(&b, tr) || put_obj(&b, mid) || put_obj(&b, s) || PUT_LIT(&b, ",\n") ||
-                put_obj(&b, SLOT(c, QUEUE_E)) || put_ll(&b, tq) || put_obj(&b, mid) ||
-                put_obj(&b, s) || PUT_LIT(&b, ",\n") || put_obj(&b, SLOT(c, OUTER_E)) ||
-                put_ll(&b, td) || put_obj(&b, mid) || put_obj(&b, last))
+            if (put_line(&b, jneg, he, NULL, 0, tr, jn) || put_obj(&b, s) || PUT_LIT(&b, ",\n") ||
+                put_line(&b, jq, hb, NULL, 0, tr, jn) || put_obj(&b, s) || PUT_LIT(&b, ",\n") ||
+                put_line(&b, jq, he, NULL, 0, tq, jn) || put_obj(&b, s) || PUT_LIT(&b, ",\n") ||
+                put_line(&b, jn, he, NULL, 0, td, jn) || put_obj(&b, last))
                 goto item_done;
             events += 4;
         }
@@ -344,9 +366,11 @@ fail:
 }
 
 static PyMethodDef methods[] = {
-    {"begins", begins, METH_VARARGS, "begins(rec, cache, make, opened, ops, base) -> (text, n, others)"},
+    {"begins", begins, METH_VARARGS,
+     "begins(rec, cache, make, heads, opened, ops, base) -> (text, n, others)"},
     {"ends", ends, METH_VARARGS,
-     "ends(rec, cache, make, opened, ops, base, t_done, t_resp, t_deq, s, last) -> (text, events, "
+     "ends(rec, cache, make, heads, opened, ops, base, t_done, t_resp, t_deq, s, last) -> (text, "
+     "events, "
      "unmatched, others)"},
     {"ready", ready, METH_VARARGS, "ready(tails, make_tail, reqs, head, t, step) -> text"},
     {NULL, NULL, 0, NULL}};
@@ -358,7 +382,8 @@ PyMODINIT_FUNC PyInit__oplines(void) {
     struct { PyObject **slot; const char *text; } names[] = {
         {&s_name, "name"}, {&s_meta, "meta"}, {&s_op_type, "op_type"}, {&s_nbytes, "nbytes"},
         {&s_dtype, "dtype"}, {&s_shape, "shape"}, {&s_reduce_op, "reduce_op"},
-        {&s_process_set, "process_set"}, {&s_rank, "rank"}, {&s_submitted, "submitted"}};
+        {&s_process_set, "process_set"}, {&s_rank, "rank"}, {&s_submitted, "submitted"},
+        {&s_submit_ns, "submit_ns"}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (!(*names[i].slot = PyUnicode_InternFromString(names[i].text))) return NULL;
     return PyModule_Create(&module);

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from tracer import vocab
 from tracer.format import dumps
-from tracer.op_lines_py import (ARGS, KEY, MID, NEG_B, NEG_E, NEGOTIATE, OUTER_B, OUTER_E, QUEUE_B,
-                                QUEUE_E)
+from tracer.op_lines_py import ARGS, JNAME, JNEG, KEY, NEGOTIATE, line
 
 CACHE_MAX = 1 << 16     # names of a job are bounded, but unnamed ops count up: keep caches bounded
 TENSOR_ARGS = (vocab.ARG_TENSOR, vocab.ARG_OP, vocab.ARG_BYTES, vocab.ARG_DTYPE, vocab.ARG_SHAPE,
@@ -48,29 +47,27 @@ class LineBuilder:
         self.pid = pid
         self._tensors: dict = {}   # name -> constant text (tensor_text)
         self._tails: dict = {}     # name -> READY args opening (ready_tail)
+        self._jnames: dict = {}    # negotiation name -> its JSON (one string for all tensors)
         self._heads: dict = {}
+        head = f',"cat":"{vocab.CAT_TENSOR}","ph":"%s","pid":{pid},"tid":{vocab.TID_FRAMEWORK},"ts":'
+        self.tensor_heads = (head % "b", head % "e", jstr(vocab.QUEUE))   # see op_lines_py
 
     # ---- constant parts --------------------------------------------------------------------
     def tensor_text(self, name: str, key: tuple | None, negotiate: str | None = None) -> tuple:
         """The constant text of one tensor's lifecycle lines, made and cached: a tuple indexed by
-        :mod:`tracer.op_lines_py`'s slots (KEY, OUTER_B, ..., ARGS, NEGOTIATE). ``key`` =
+        :mod:`tracer.op_lines_py`'s slots (KEY, JNAME, ARGS, JNEG, NEGOTIATE). ``key`` =
         (op, bytes, dtype, shape, reduce_op, process_set) gives the outer slice's args (None: not
         known, ends only); ``negotiate`` defaults to the op's negotiation phase."""
         if negotiate is None:
             negotiate = vocab.negotiate_name(key[0])
-        head = (f',"cat":"{vocab.CAT_TENSOR}","ph":"%s","pid":{self.pid},'
-                f'"tid":{vocab.TID_FRAMEWORK},"ts":')
-        jn, jneg, jq = jstr(name), jstr(negotiate), jstr(vocab.QUEUE)
         args = ""
         if key is not None:
             op, nbytes, dtype, shape, reduce_op, ps = key
             args = dumps(dict(zip(TENSOR_ARGS, (name, op, nbytes, dtype, tuple(shape),
                                                 getattr(reduce_op, "value", reduce_op), ps))))
             args = args.decode()[:-1] + ","
-        c = (key, '{"name":' + jn + head % "b", '{"name":' + jn + head % "e",
-             '{"name":' + jneg + head % "b", '{"name":' + jneg + head % "e",
-             '{"name":' + jq + head % "b", '{"name":' + jq + head % "e",
-             'e-3,"id2":{"local":' + jn + '},"args":', args, negotiate)
+        jneg = self._jnames.get(negotiate) or self._jnames.setdefault(negotiate, jstr(negotiate))
+        c = (key, jstr(name), args, jneg, negotiate)
         if len(self._tensors) >= CACHE_MAX:
             self._tensors.clear()
         self._tensors[name] = c
@@ -163,13 +160,15 @@ class LineBuilder:
         """:meth:`tensor_begin` for many, ``items`` = [(name, negotiate, t, step, info)] with times
         absolute (``base`` is subtracted); one string."""
         get, out = self._tensors.get, []
+        hb = self.tensor_heads[0]
         for name, negotiate, t, step, info in items:
             c = get(name)
             if c is None or c[KEY] != info or c[NEGOTIATE] != negotiate:
                 c = self.tensor_text(name, info, negotiate)
             t -= base
-            out.append(f'{c[OUTER_B]}{t}{c[MID]}{c[ARGS]}"step":{step}}}}},\n'
-                       f'{c[NEG_B]}{t}{c[MID]}{{"step":{step}}}}}')
+            jn = c[JNAME]
+            out.append(f'{line(jn, hb, t, jn)}{c[ARGS]}"step":{step}}}}},\n'
+                       f'{line(c[JNEG], hb, t, jn)}{{"step":{step}}}}}')
         return ",\n".join(out)
 
     def tensor_end(self, name: str, negotiate: str, t_resp: int | None, t_deq: int | None,
@@ -183,6 +182,7 @@ class LineBuilder:
         """:meth:`tensor_end` for many, ``items`` = [(name, negotiate, t_response, t_dequeue, t_done,
         error)] with times absolute (``base`` is subtracted); one string."""
         get, out = self._tensors.get, []
+        hb, he, jq = self.tensor_heads
         s = f'{{"step":{step}}}}}'
         for name, negotiate, t_resp, t_deq, t_done, error in items:
             c = get(name)
@@ -190,11 +190,12 @@ class LineBuilder:
                 c = self.tensor_text(name, None, negotiate)
             last = s if error is None else jargs({vocab.ARG_ERROR: error}, step) + "}"
             t_done -= base
+            jn, jneg = c[JNAME], c[JNEG]
             if t_resp is None:
-                out.append(f'{c[NEG_E]}{t_done}{c[MID]}{s},\n{c[OUTER_E]}{t_done}{c[MID]}{last}')
+                out.append(f'{line(jneg, he, t_done, jn)}{s},\n{line(jn, he, t_done, jn)}{last}')
                 continue
             t_resp -= base
             t_q = t_done if t_deq is None else t_deq - base
-            out.append(f'{c[NEG_E]}{t_resp}{c[MID]}{s},\n{c[QUEUE_B]}{t_resp}{c[MID]}{s},\n'
-                       f'{c[QUEUE_E]}{t_q}{c[MID]}{s},\n{c[OUTER_E]}{t_done}{c[MID]}{last}')
+            out.append(f'{line(jneg, he, t_resp, jn)}{s},\n{line(jq, hb, t_resp, jn)}{s},\n'
+                       f'{line(jq, he, t_q, jn)}{s},\n{line(jn, he, t_done, jn)}{last}')
         return ",\n".join(out)

@@ -3,15 +3,20 @@
 The reference for :mod:`tracer._oplines` (the same functions in C, used when built): both must
 give the same text for the same input, which the tests check. An *op* here is the runtime's object
 for one submitted collective (the contract in :mod:`tracer.recorder`): ``name``, ``op_type``,
-``nbytes``, ``dtype``, ``shape``, ``reduce_op``, ``process_set`` and a ``meta`` dict holding the
-recorder's stamp under ``"submitted"`` = (recorder, ts_ns, step). ``cache`` maps a tensor's name to its constant text (the tuple that
+``nbytes``, ``dtype``, ``shape``, ``reduce_op``, ``process_set``, ``submit_ns`` (when it was
+submitted, on the recorder's clock) and a ``meta`` dict holding the recorder's stamp under
+``"submitted"`` = (recorder, step). ``cache`` maps a tensor's name to its constant text (the tuple that
 :meth:`tracer.lines.LineBuilder.tensor_text` makes; ``make`` makes and caches one).
 """
 from __future__ import annotations
 
 SUBMITTED = "submitted"
-# slots of a tensor's constant-text tuple
-KEY, OUTER_B, OUTER_E, NEG_B, NEG_E, QUEUE_B, QUEUE_E, MID, ARGS, NEGOTIATE = range(10)
+# slots of a tensor's constant-text tuple: the key its args were made from, its name and its
+# negotiation's name as JSON strings, the args of its outer slice (an open object) and the
+# negotiation's name. What all tensors share is in ``heads`` = (head of a "b" line after the name,
+# the same for "e", the QUEUE name as JSON): each line reads {"name":NAME HEAD TS e-3,"id2":
+# {"local":JNAME},"args":ARGS}.
+KEY, JNAME, ARGS, JNEG, NEGOTIATE = range(5)
 
 
 def _text(cache, make, op):
@@ -22,11 +27,17 @@ def _text(cache, make, op):
     return c
 
 
-def begins(rec, cache, make, opened, ops, base):
+def line(jev, head, t, jn):
+    """The start of one lifecycle line, up to its args."""
+    return f'{{"name":{jev}{head}{t}e-3,"id2":{{"local":{jn}}},"args":'
+
+
+def begins(rec, cache, make, heads, opened, ops, base):
     """Begin lines of the ops stamped by ``rec``: (text, how many, [ops stamped by another
     recorder] or None). ``opened`` (a dict) maps their names to their text; None counts them
     without writing."""
     out, n, others = [], 0, None
+    hb = heads[0]
     for op in ops:
         stamp = op.meta.get(SUBMITTED)
         if stamp is None:
@@ -40,19 +51,20 @@ def begins(rec, cache, make, opened, ops, base):
             continue
         c = _text(cache, make, op)
         opened[op.name] = c
-        t, step = stamp[1] - base, stamp[2]
-        out.append(f'{c[OUTER_B]}{t}{c[MID]}{c[ARGS]}"step":{step}}}}},\n'
-                   f'{c[NEG_B]}{t}{c[MID]}{{"step":{step}}}}}')
+        t, step, jn = op.submit_ns - base, stamp[1], c[JNAME]
+        out.append(f'{line(jn, hb, t, jn)}{c[ARGS]}"step":{step}}}}},\n'
+                   f'{line(c[JNEG], hb, t, jn)}{{"step":{step}}}}}')
     return ",\n".join(out), n, others
 
 
-def ends(rec, cache, make, opened, ops, base, t_done, t_resp, t_deq, s, last):
+def ends(rec, cache, make, heads, opened, ops, base, t_done, t_resp, t_deq, s, last):
     """End lines of the ops stamped by ``rec`` whose begin ``opened`` holds (popped; it also
     holds the text their ends use, a tuple like ``cache``'s, or anything else to look it up): (text,
     events, unmatched, others). They all finished at ``t_done`` in a response that arrived at
     ``t_resp`` and started at ``t_deq`` (None: unknown, no QUEUE slice). ``s`` is the args of
     each line, ``last`` those of the outer end."""
     out, events, unmatched, others = [], 0, 0, None
+    hb, he, jq = heads
     td = t_done - base
     if t_resp is not None:
         tr = t_resp - base
@@ -71,12 +83,13 @@ def ends(rec, cache, make, opened, ops, base, t_done, t_resp, t_deq, s, last):
             continue
         if c.__class__ is not tuple:
             c = _text(cache, make, op)
+        jn = c[JNAME]
         if t_resp is None:
-            out.append(f'{c[NEG_E]}{td}{c[MID]}{s},\n{c[OUTER_E]}{td}{c[MID]}{last}')
+            out.append(f'{line(c[JNEG], he, td, jn)}{s},\n{line(jn, he, td, jn)}{last}')
             events += 2
             continue
-        out.append(f'{c[NEG_E]}{tr}{c[MID]}{s},\n{c[QUEUE_B]}{tr}{c[MID]}{s},\n'
-                   f'{c[QUEUE_E]}{tq}{c[MID]}{s},\n{c[OUTER_E]}{td}{c[MID]}{last}')
+        out.append(f'{line(c[JNEG], he, tr, jn)}{s},\n{line(jq, hb, tr, jn)}{s},\n'
+                   f'{line(jq, he, tq, jn)}{s},\n{line(jn, he, td, jn)}{last}')
         events += 4
     return ",\n".join(out), events, unmatched, others
 

@@ -38,9 +38,10 @@ CONTRACT (the runtime codes against these calls; the tracer implements them):
     rec.close()                                     # flush and finish the file
 
 OPS: an op is the runtime's object for one submitted collective, with attributes ``name``,
-``op_type``, ``nbytes``, ``dtype``, ``shape``, ``reduce_op`` (an enum or its value), ``process_set``
-and a ``meta`` dict. At submission the runtime stamps ``meta[SUBMITTED] = (rec, rec.now(),
-rec.step)`` when ``rec.enabled``. An op's begin and end go to the recorder of its stamp.
+``op_type``, ``nbytes``, ``dtype``, ``shape``, ``reduce_op`` (an enum or its value), ``process_set``,
+``submit_ns`` (``rec.now()`` at submission) and a ``meta`` dict. At submission the runtime stamps
+``meta[SUBMITTED] = (rec, rec.step)`` when ``rec.enabled`` (one tuple may serve many ops). An op's
+begin and end go to the recorder of its stamp.
 
 Names, tids, cats and arg keys come from :mod:`tracer.vocab`.
 """
@@ -126,7 +127,7 @@ class NullRecorder:
     def ops_begin(self, ops):
         mine, others = split_stamped(self, ops)
         if mine:
-            self.tensors_begin([(op.name, vocab.negotiate_name(op.op_type), st[1], st[2],
+            self.tensors_begin([(op.name, vocab.negotiate_name(op.op_type), op.submit_ns, st[1],
                                  (op.op_type, op.nbytes, op.dtype, tuple(op.shape),
                                   getattr(op.reduce_op, "value", op.reduce_op), op.process_set))
                                 for op, st in mine])

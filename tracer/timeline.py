@@ -202,7 +202,7 @@ class TimelineRecorder:
         recorder stamped (None if none)."""
         full = self._closed or len(self._q) >= self._cap
         lb = self._lb
-        text, n, others = op_lines.begins(self, lb._tensors, lb.tensor_text,
+        text, n, others = op_lines.begins(self, lb._tensors, lb.tensor_text, lb.tensor_heads,
                                           None if full else self._open, ops, self.base_ns)
         if n:
             if full:
@@ -231,8 +231,8 @@ class TimelineRecorder:
         last = s if error is None else lines.jargs({vocab.ARG_ERROR: error}, step) + "}"
         lb = self._lb
         text, events, unmatched, others = op_lines.ends(
-            self, lb._tensors, lb.tensor_text, self._open, ops, self.base_ns, t_done, t_response,
-            t_dequeue, s, last)
+            self, lb._tensors, lb.tensor_text, lb.tensor_heads, self._open, ops, self.base_ns, t_done,
+            t_response, t_dequeue, s, last)
         self.unmatched_ends += unmatched
         if events and not self._closed:
             self._put(text, events)

@@ -23,9 +23,11 @@ NAMES = ["grad.w", 'odd "q" },{\n\\ é', "grad.layer3.bias", "ünï"]
 
 class Op:
     def __init__(self, name, stamp, op_type=v.ALLREDUCE, nbytes=64, shape=(4, 4), reduce_op="Sum"):
+        """``stamp`` = (recorder, submit_ns, step)."""
         self.name, self.op_type, self.nbytes, self.dtype = name, op_type, nbytes, "float32"
         self.shape, self.reduce_op, self.process_set = shape, reduce_op, 0
-        self.meta = {} if stamp is None else {P.SUBMITTED: stamp}
+        self.submit_ns = 0 if stamp is None else stamp[1]
+        self.meta = {} if stamp is None else {P.SUBMITTED: (stamp[0], stamp[2])}
 
 
 class Req:
@@ -40,10 +42,10 @@ def _parse(text):
 def _run_begins_ends(impl, ops, rec, t_resp, t_deq, error=None):
     lb = L.LineBuilder(2)
     opened = {}
-    b = impl.begins(rec, lb._tensors, lb.tensor_text, opened, ops, 1_000)
+    b = impl.begins(rec, lb._tensors, lb.tensor_text, lb.tensor_heads, opened, ops, 1_000)
     s = '{"step":7}}'
     last = s if error is None else L.jargs({v.ARG_ERROR: error}, 7) + "}"
-    e = impl.ends(rec, lb._tensors, lb.tensor_text, opened, ops + [Op("never", (rec, 1, 1))],
+    e = impl.ends(rec, lb._tensors, lb.tensor_text, lb.tensor_heads, opened, ops + [Op("never", (rec, 1, 1))],
                   1_000, 90_000, t_resp, t_deq, s, last)
     return b, e, opened
 
@@ -104,10 +106,10 @@ def test_missing_attribute_is_an_error_not_a_crash():
         meta = {}
     rec = object()
     bad = Bad()
-    bad.meta[P.SUBMITTED] = (rec, 1, 1)
+    bad.meta[P.SUBMITTED] = (rec, 1)
     lb = L.LineBuilder(0)
     with pytest.raises(AttributeError):
-        op_lines.begins(rec, lb._tensors, lb.tensor_text, {}, [bad], 0)
+        op_lines.begins(rec, lb._tensors, lb.tensor_text, lb.tensor_heads, {}, [bad], 0)
 
 
 def test_impl_reports_what_runs():
