@@ -34,3 +34,23 @@ def human_bytes(n: float) -> str:
             v = n / f
             return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
     return f"{int(n)} B"
+
+
+def paired_mean_ratio(num, den) -> tuple[float, float]:
+    """``mean(num) / mean(den)`` over back-to-back pairs, and its standard error (from the spread
+    of the paired differences ``num[i] - den[i]``)."""
+    n = min(len(num), len(den))
+    if n < 2:
+        return float("nan"), float("nan")
+    diffs = [a - b for a, b in zip(num[:n], den[:n])]
+    base = statistics.fmean(den[:n])
+    return 1 + statistics.fmean(diffs) / base, statistics.stdev(diffs) / n ** 0.5 / base
+
+
+def paired_mean_diff(num, den) -> tuple[float, float]:
+    """``mean(num - den)`` over back-to-back pairs and its standard error."""
+    n = min(len(num), len(den))
+    diffs = [a - b for a, b in zip(num[:n], den[:n])]
+    if n < 2:
+        return float("nan"), float("nan")
+    return statistics.fmean(diffs), statistics.stdev(diffs) / n ** 0.5

@@ -33,6 +33,7 @@ def run(quick: bool) -> dict:
                                       f"{steps} steps (range {stats.ratio_range(on, off)})"}
     except BenchError as exc:
         notes.append(f"demo training: {exc}")
+    per_step(quick, rows, metrics, notes, raw)
     if not quick:
         try:   # the noise floor: the same job and pairing, the timeline never started
             res = run_mpi_json(RANKS, "train_worker.py", ["--pairs", 8, "--block-s", 1.5, "--control"],
@@ -79,6 +80,46 @@ def run(quick: bool) -> dict:
         notes.append(f"hot path / writer (bench/tracer_overhead.py): {exc}")
     return {"rows": rows, "metrics": metrics, "notes": notes, "raw": raw,
             "columns": ["measure", "value", "unit"]}
+
+
+def per_step(quick: bool, rows: list, metrics: dict, notes: list, raw: dict) -> None:
+    """Recording switched on every other step (``recording_worker.py``): the marginal cost per
+    step, at 2 ranks (a core each) and at the demo's 4, with its noise floor."""
+    runs = [(2, 200 if quick else 1000, False)] if quick else \
+        [(2, 1000, False), (2, 1000, True), (RANKS, 600, False)]
+    for ranks, steps, control in runs:
+        label = f"per_step_{ranks}_ranks" + ("_control" if control else "")
+        try:
+            res = run_mpi_json(ranks, "recording_worker.py",
+                               ["--steps", steps] + (["--control"] if control else []),
+                               timeout=400, env={"RINGSCOPE_TIMELINE": None, "HOROVOD_TIMELINE": None,
+                                                 "RINGSCOPE_FUSION_THRESHOLD": None,
+                                                 "RINGSCOPE_BACKEND": None})
+        except BenchError as exc:
+            notes.append(f"recording per step ({label}): {exc}")
+            continue
+        raw[label] = res
+        marginal, se = stats.paired_mean_ratio(res["on"], res["off"])
+        cpu = [stats.paired_mean_diff(on, off) for on, off in zip(res["cpu_on"], res["cpu_off"])]
+        cpu_txt = ", ".join(f"{d * 1e3:+.2f}±{e * 1e3:.2f}" for d, e in cpu)
+        # The writer's CPU is in both kinds of step: add it, per recorded step (half of them), as
+        # its share of a rank's CPU per step (the cores are the bottleneck here, so CPU added
+        # anywhere is time added).
+        cpu_off = stats.median([sum(c) / len(c) for c in res["cpu_off"]])
+        writer = 2 * stats.median(res["writer_cpu_s_per_step"])
+        ratio = marginal * (1 + writer / cpu_off) if not control else marginal
+        key = ("tracer.recording_control." if control else "tracer.timeline_slowdown.") + label
+        metrics[key] = {"value": ratio, "detail": (
+            f"{len(res['on'])} pairs of neighbouring steps, mean step "
+            f"{stats.median(res['off']) * 1e3:.1f} ms: recording on/off {marginal:.4f} "
+            f"(standard error ±{se:.4f}) times 1 + the writer's CPU share "
+            f"({writer * 1e3:.2f} of {cpu_off * 1e3:.1f} ms per rank and step); recording's CPU ms "
+            f"per rank and step, on minus off: {cpu_txt}" +
+            ("; noise floor, no target" if control else ""))}
+        rows.append({"measure": f"step time recording on / off, {label}", "value": marginal,
+                     "unit": f"x (±{se:.3f})"})
+        rows.append({"measure": f"writer thread CPU per recorded step, {label}",
+                     "value": writer * 1e3, "unit": "ms/rank"})
 
 
 DEMO_LINE = re.compile(r"\[demo\] (\d+) steps in ([0-9.]+)s")

@@ -1,10 +1,8 @@
 """MPI worker: demo training steps per second with the timeline off and on, interleaved.
 
-The training step of ``collectives/torch/demo_train.py`` (healthy scenario): the demo's model
-(``demo_model``, ``mixed``: ~130 gradients from a few hundred bytes to 4 MiB), SGD with momentum in
-``DistributedOptimizer``, synthetic batches, and the per-step loss allreduce; one compute thread per
-rank. Unlike the demo script, timing runs in blocks inside one job so the variants interleave. Blocks of the same number of steps alternate timeline off / on
-(``hvd.start_timeline(DIR/)`` before an "on" block, ``hvd.stop_timeline()`` inside it, so writing
+The demo's training step (:mod:`bench.demo_step`). Unlike the demo script, timing runs in blocks
+inside one job so the variants interleave. Blocks of the same number of steps alternate timeline
+off / on (``hvd.start_timeline(DIR/)`` before an "on" block, ``hvd.stop_timeline()`` inside it, so writing
 out everything recorded counts against the timeline). Rank 0 prints
 ``BENCH_JSON {"ranks", "steps", "off": [s per block], "on": [...], "trace_bytes", ...}``.
 """
@@ -35,28 +33,11 @@ def main() -> int:
     ap.add_argument("--control", action="store_true",
                     help="never start the timeline: both variants are 'off' (the noise floor)")
     ns = ap.parse_args()
-    import torch
-    import torch.nn.functional as F
-
     import collectives.torch as hvd
-    from collectives.torch import demo_model
-    torch.set_num_threads(1)
+    from bench.demo_step import make_step
     hvd.init()
     comm = MPI.COMM_WORLD.Dup()
-    model = demo_model.build(ns.model, seed=0)
-    opt = torch.optim.SGD(model.parameters(), lr=0.0025 * hvd.size(), momentum=0.9)
-    opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
-    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-    hvd.broadcast_optimizer_state(opt, root_rank=0)
-    gen = torch.Generator().manual_seed(1000 + hvd.rank())
-
-    def step():
-        x, y = demo_model.synthetic_batch(model, ns.batch, gen)
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        hvd.allreduce(loss.detach(), name="loss")
+    step = make_step(ns.model, ns.batch)
 
     for _ in range(3):
         step()

@@ -1,0 +1,95 @@
+"""MPI worker: what recording costs per training step, with recording switched on every other step.
+
+Block pairs (``train_worker.py``) measure the whole timeline, start and stop included, but this VM's
+speed drifts by tens of percent over seconds, so a 1 % effect hides in their noise. Here the
+timeline is started once and the recorder's own switch (``rec.enabled``, what every hot-path call
+checks) flips at every step: neighbouring steps see the same machine, and the paired difference
+is the marginal cost of recording a step (everything but opening and closing the file). The
+writer thread's work lands in both kinds of step alike, so it is measured apart: its CPU time over
+the run (from /proc), per step. The collector's existing objects are frozen
+after warm-up (``gc.freeze``): it still runs, so collections the recording causes still count,
+but full collections of the model's own objects no longer land at random in one kind of step.
+``--control`` never switches recording on (the noise floor). Rank 0 prints ``BENCH_JSON`` with
+per-step wall times of both kinds and each rank's CPU time per step of both kinds.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mpi4py import MPI  # noqa: E402
+
+from bench import mpi_side  # noqa: E402
+from bench.launch import emit  # noqa: E402
+
+WRITER = "ringscope-timeline-writer"
+
+
+def thread_cpu_s(name: str) -> float:
+    """CPU seconds used so far by this process's thread called ``name`` (0 when there is none)."""
+    import threading
+    ids = [t.native_id for t in threading.enumerate() if t.name == name]
+    if not ids:
+        return 0.0
+    with open(f"/proc/self/task/{ids[0]}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=1000, help="steps measured (half of them on)")
+    ap.add_argument("--control", action="store_true", help="recording never on (noise floor)")
+    ns = ap.parse_args()
+    import collectives.torch as hvd
+    import tracer
+    from bench.demo_step import make_step
+    hvd.init()
+    comm = MPI.COMM_WORLD.Dup()
+    step = make_step()
+    for _ in range(5):
+        step()
+    root = tempfile.mkdtemp(prefix="ringscope-bench-rec-") if comm.rank == 0 else None
+    root = mpi_side.bcast_obj(comm, root)
+    hvd.start_timeline(root + "/")
+    rec = tracer.get_recorder()
+    wall, cpu = [], []
+    gc.collect()
+    gc.freeze()
+    mpi_side.barrier(comm)
+    writer0 = thread_cpu_s(WRITER)
+    t, c = time.perf_counter(), time.process_time()
+    for i in range(ns.steps):
+        rec.enabled = i % 2 == 0 and not ns.control
+        step()
+        t2, c2 = time.perf_counter(), time.process_time()
+        wall.append(t2 - t)
+        cpu.append(c2 - c)
+        t, c = t2, c2
+    rec.enabled = True
+    writer = comm.gather((thread_cpu_s(WRITER) - writer0) / ns.steps, root=0)
+    gc.unfreeze()
+    cpus = comm.gather(cpu, root=0)
+    hvd.stop_timeline()
+    trace_bytes = sum(f.stat().st_size for f in Path(root).rglob("*") if f.is_file())
+    mpi_side.barrier(comm)
+    hvd.shutdown()
+    if comm.rank == 0:
+        shutil.rmtree(root, ignore_errors=True)
+        emit({"ranks": comm.size, "steps": ns.steps, "control": ns.control,
+              "on": wall[0::2], "off": wall[1::2],
+              "cpu_on": [c[0::2] for c in cpus], "cpu_off": [c[1::2] for c in cpus],
+              "writer_cpu_s_per_step": writer, "trace_bytes": trace_bytes})
+    return 0
+
+
+if __name__ == "__main__":
+    mpi_side.run_main(main)
