@@ -32,6 +32,8 @@ def jargs(args: dict | None, step: int, extra: dict | None = None) -> str:
     """The args object: ``args`` plus ``extra``, with the step when the caller did not set one."""
     if not args and not extra:
         return f'{{"step":{step}}}'
+    if not extra and vocab.ARG_STEP in args:
+        return dumps(args).decode()
     a = dict(args) if args else {}
     if extra:
         a.update(extra)
@@ -146,7 +148,8 @@ class LineBuilder:
                     step: int) -> str:
         """An X event about one tensor (e.g. the framework's wait in synchronize): args hold the
         tensor's name and the step."""
-        jt = jstr(tensor)
+        c = self._tensors.get(tensor)
+        jt = c[JNAME] if c is not None else jstr(tensor)
         return (f'{self._head("X", tid, name, cat)}{t0}e-3,"dur":{t1 - t0}e-3,'
                 f'"args":{{"tensor":{jt},"step":{step}}}}}')
 
