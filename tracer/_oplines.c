@@ -120,51 +120,55 @@ done:
 
 #define SLOT(c, i) PyTuple_GET_ITEM((c), (i))
 
-/* The op's stamp when ``rec`` made it (borrowed, (rec, step)); NULL with no error when the op has no
- * stamp (*other = 0) or another recorder's (*other = 1). */
-static PyObject *stamp_of(PyObject *op, PyObject *rec, PyObject **meta_out, int *other) {
-    *other = 0;
-    PyObject *meta = PyObject_GetAttr(op, s_meta);
-    if (!meta) return NULL;
-    if (!PyDict_Check(meta)) {
-        Py_DECREF(meta);
+/* Whether ``op`` is one of ``rec``'s: 1 when ``rec`` stamped it (*st: its (rec, step) stamp,
+ * borrowed; *meta: a new reference to the op's meta, which keeps *st alive), 0 when it has no stamp
+ * or another recorder's (then appended to *others, a list made on first use), -1 on error. */
+static int mine(PyObject *op, PyObject *rec, PyObject **meta, PyObject **st, PyObject **others) {
+    PyObject *m = PyObject_GetAttr(op, s_meta);
+    if (!m) return -1;
+    if (!PyDict_Check(m)) {
+        Py_DECREF(m);
         PyErr_SetString(PyExc_TypeError, "op.meta must be a dict");
-        return NULL;
+        return -1;
     }
-    PyObject *st = PyDict_GetItemWithError(meta, s_submitted);
-    if (!st) {
-        Py_DECREF(meta);
-        return NULL;
+    PyObject *stamp = PyDict_GetItemWithError(m, s_submitted);
+    if (!stamp) {
+        Py_DECREF(m);
+        return PyErr_Occurred() ? -1 : 0;
     }
-    if (!PyTuple_CheckExact(st) || PyTuple_GET_SIZE(st) < 2) {
-        Py_DECREF(meta);
+    if (!PyTuple_CheckExact(stamp) || PyTuple_GET_SIZE(stamp) < 2) {
+        Py_DECREF(m);
         PyErr_SetString(PyExc_TypeError, "op.meta['submitted'] must be (recorder, step)");
-        return NULL;
+        return -1;
     }
-    if (PyTuple_GET_ITEM(st, 0) != rec) {
-        *other = 1;
-        Py_DECREF(meta);
-        return NULL;
+    if (PyTuple_GET_ITEM(stamp, 0) != rec) {
+        Py_DECREF(m);
+        if (!*others && !(*others = PyList_New(0))) return -1;
+        return PyList_Append(*others, op) < 0 ? -1 : 0;
     }
-    *meta_out = meta;   /* keeps ``st`` alive */
-    return st;
+    *meta = m;
+    *st = stamp;
+    return 1;
 }
 
-static int add_other(PyObject **others, PyObject *op) {
-    if (!*others && !(*others = PyList_New(0))) return -1;
-    return PyList_Append(*others, op);
-}
-
-static PyObject *finish(Buf *b, PyObject *tail) {
-    PyObject *text = PyUnicode_DecodeUTF8(b->p ? b->p : "", b->len, NULL);
+/* The result (text, *counts, others or None), consuming ``counts`` (a tuple), ``others`` and the
+ * buffer; NULL with everything released when ``counts`` is NULL (an error is set). */
+static PyObject *finish(Buf *b, PyObject *counts, PyObject *others) {
+    PyObject *text = counts ? PyUnicode_DecodeUTF8(b->p ? b->p : "", b->len, NULL) : NULL;
     PyMem_Free(b->p);
-    if (!text) { Py_DECREF(tail); return NULL; }
-    PyObject *r = PyTuple_Pack(1, text);
-    Py_DECREF(text);
-    if (!r) { Py_DECREF(tail); return NULL; }
-    PyObject *all = PySequence_Concat(r, tail);
-    Py_DECREF(r);
-    Py_DECREF(tail);
+    PyObject *head = text ? PyTuple_Pack(1, text) : NULL;
+    PyObject *tail = head ? PyTuple_Pack(1, others ? others : Py_None) : NULL;
+    PyObject *all = NULL;
+    if (tail) {
+        PyObject *front = PySequence_Concat(head, counts);
+        all = front ? PySequence_Concat(front, tail) : NULL;
+        Py_XDECREF(front);
+    }
+    Py_XDECREF(text);
+    Py_XDECREF(head);
+    Py_XDECREF(tail);
+    Py_XDECREF(counts);
+    Py_XDECREF(others);
     return all;
 }
 
@@ -206,15 +210,12 @@ static PyObject *begins(PyObject *self, PyObject *args) {
     long long n = 0;
     Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
     for (Py_ssize_t i = 0; i < len; i++) {
-        PyObject *op = PySequence_Fast_GET_ITEM(seq, i), *meta = NULL, *name = NULL, *c = NULL;
-        PyObject *t = NULL;
-        int other, ok = -1;
-        PyObject *st = stamp_of(op, rec, &meta, &other);
-        if (!st) {
-            if (PyErr_Occurred()) goto fail;
-            if (other && add_other(&others, op) < 0) goto fail;
-            continue;
-        }
+        PyObject *op = PySequence_Fast_GET_ITEM(seq, i), *meta = NULL, *st = NULL, *name = NULL;
+        PyObject *c = NULL, *t = NULL;
+        int ok = mine(op, rec, &meta, &st, &others);
+        if (ok < 0) goto fail;
+        if (!ok) continue;
+        ok = -1;
         n++;
         if (opened == Py_None) { Py_DECREF(meta); continue; }
         if (!(name = PyObject_GetAttr(op, s_name))) goto item_done;
@@ -236,14 +237,10 @@ static PyObject *begins(PyObject *self, PyObject *args) {
         if (ok < 0) goto fail;
     }
     Py_DECREF(seq);
-    PyObject *tail = Py_BuildValue("(LN)", n, others ? others : (Py_INCREF(Py_None), Py_None));
-    if (!tail) { PyMem_Free(b.p); return NULL; }
-    return finish(&b, tail);
+    return finish(&b, Py_BuildValue("(L)", n), others);
 fail:
     Py_DECREF(seq);
-    Py_XDECREF(others);
-    PyMem_Free(b.p);
-    return NULL;
+    return finish(&b, NULL, others);
 }
 
 static PyObject *ends(PyObject *self, PyObject *args) {
@@ -267,14 +264,12 @@ static PyObject *ends(PyObject *self, PyObject *args) {
     long long events = 0, unmatched = 0;
     Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
     for (Py_ssize_t i = 0; i < len; i++) {
-        PyObject *op = PySequence_Fast_GET_ITEM(seq, i), *meta = NULL, *name = NULL, *c = NULL;
-        int other, ok = -1;
-        PyObject *st = stamp_of(op, rec, &meta, &other);
-        if (!st) {
-            if (PyErr_Occurred()) goto fail;
-            if (other && add_other(&others, op) < 0) goto fail;
-            continue;
-        }
+        PyObject *op = PySequence_Fast_GET_ITEM(seq, i), *meta = NULL, *st = NULL, *name = NULL;
+        PyObject *c = NULL;
+        int ok = mine(op, rec, &meta, &st, &others);
+        if (ok < 0) goto fail;
+        if (!ok) continue;
+        ok = -1;
         if (!(name = PyObject_GetAttr(op, s_name))) goto item_done;
         /* the begin's text, which the end lines share (they need no args) */
         PyObject *was = PyDict_GetItemWithError(opened, name);
@@ -314,15 +309,10 @@ static PyObject *ends(PyObject *self, PyObject *args) {
         if (ok < 0) goto fail;
     }
     Py_DECREF(seq);
-    PyObject *tail = Py_BuildValue("(LLN)", events, unmatched,
-                                   others ? others : (Py_INCREF(Py_None), Py_None));
-    if (!tail) { PyMem_Free(b.p); return NULL; }
-    return finish(&b, tail);
+    return finish(&b, Py_BuildValue("(LL)", events, unmatched), others);
 fail:
     Py_DECREF(seq);
-    Py_XDECREF(others);
-    PyMem_Free(b.p);
-    return NULL;
+    return finish(&b, NULL, others);
 }
 
 static PyObject *ready(PyObject *self, PyObject *args) {

@@ -19,6 +19,21 @@ SUBMITTED = "submitted"
 KEY, JNAME, ARGS, JNEG, NEGOTIATE = range(5)
 
 
+def split_stamped(rec, ops):
+    """(ops stamped by ``rec`` with their stamps, ops stamped by another recorder or None)."""
+    mine, others = [], None
+    for op in ops:
+        stamp = op.meta.get(SUBMITTED)
+        if stamp is None:
+            continue
+        if stamp[0] is rec:
+            mine.append((op, stamp))
+        else:
+            others = [] if others is None else others
+            others.append(op)
+    return mine, others
+
+
 def _text(cache, make, op):
     key = (op.op_type, op.nbytes, op.dtype, op.shape, op.reduce_op, op.process_set)
     c = cache.get(op.name)
@@ -36,25 +51,17 @@ def begins(rec, cache, make, heads, opened, ops, base):
     """Begin lines of the ops stamped by ``rec``: (text, how many, [ops stamped by another
     recorder] or None). ``opened`` (a dict) maps their names to their text; None counts them
     without writing."""
-    out, n, others = [], 0, None
-    hb = heads[0]
-    for op in ops:
-        stamp = op.meta.get(SUBMITTED)
-        if stamp is None:
-            continue
-        if stamp[0] is not rec:
-            others = [] if others is None else others
-            others.append(op)
-            continue
-        n += 1
-        if opened is None:
-            continue
+    mine, others = split_stamped(rec, ops)
+    if opened is None:
+        return "", len(mine), others
+    out, hb = [], heads[0]
+    for op, stamp in mine:
         c = _text(cache, make, op)
         opened[op.name] = c
         t, step, jn = op.submit_ns - base, stamp[1], c[JNAME]
         out.append(f'{line(jn, hb, t, jn)}{c[ARGS]}"step":{step}}}}},\n'
                    f'{line(c[JNEG], hb, t, jn)}{{"step":{step}}}}}')
-    return ",\n".join(out), n, others
+    return ",\n".join(out), len(mine), others
 
 
 def ends(rec, cache, make, heads, opened, ops, base, t_done, t_resp, t_deq, s, last):
@@ -63,20 +70,14 @@ def ends(rec, cache, make, heads, opened, ops, base, t_done, t_resp, t_deq, s, l
     events, unmatched, others). They all finished at ``t_done`` in a response that arrived at
     ``t_resp`` and started at ``t_deq`` (None: unknown, no QUEUE slice). ``s`` is the args of
     each line, ``last`` those of the outer end."""
-    out, events, unmatched, others = [], 0, 0, None
+    out, events, unmatched = [], 0, 0
     hb, he, jq = heads
     td = t_done - base
     if t_resp is not None:
         tr = t_resp - base
         tq = td if t_deq is None else t_deq - base
-    for op in ops:
-        stamp = op.meta.get(SUBMITTED)
-        if stamp is None:
-            continue
-        if stamp[0] is not rec:
-            others = [] if others is None else others
-            others.append(op)
-            continue
+    mine, others = split_stamped(rec, ops)
+    for op, _ in mine:
         c = opened.pop(op.name, None)   # the begin's text: the end lines need no args
         if c is None:
             unmatched += 1

@@ -50,24 +50,9 @@ from __future__ import annotations
 import time
 
 from tracer import vocab
-from tracer.op_lines_py import SUBMITTED
+from tracer.op_lines_py import SUBMITTED, split_stamped  # noqa: F401 (SUBMITTED: the OPS key)
 
 _now = time.perf_counter_ns
-
-
-def split_stamped(rec, ops):
-    """(ops stamped by ``rec`` with their stamps, ops stamped by another recorder or None)."""
-    mine, others = [], None
-    for op in ops:
-        stamp = op.meta.get(SUBMITTED)
-        if stamp is None:
-            continue
-        if stamp[0] is rec:
-            mine.append((op, stamp))
-        else:
-            others = [] if others is None else others
-            others.append(op)
-    return mine, others
 
 
 class NullRecorder:

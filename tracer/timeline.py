@@ -17,7 +17,7 @@ from collections import deque
 from pathlib import Path
 
 from tracer import lines, op_lines, vocab
-from tracer.recorder import split_stamped
+from tracer.op_lines_py import split_stamped
 from tracer.clock import wall_ns
 from tracer.config import TimelineSettings
 from tracer.tracefile import TraceFile
