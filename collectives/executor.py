@@ -28,13 +28,18 @@ class Executor:
         rec = get_recorder()
         tok = None
         if rec.enabled:
-            self._times = (t_response, trace.dequeued(rec, entries))
-            tok = rec.begin(V.TID_FUSION, V.FUSED_RESPONSE, V.CAT_FUSION, {
-                V.ARG_RESPONSE: resp.id, V.ARG_TENSORS: tuple(resp.names),
-                V.ARG_COUNT: len(resp.names), V.ARG_BYTES: sum(e.nbytes for e in entries),
-                V.ARG_DTYPE: resp.dtype, V.ARG_OP: resp.op_type, V.ARG_REDUCE_OP: resp.reduce_op,
-                V.ARG_BACKEND: resp.backend, V.ARG_THRESHOLD: self.config.fusion_threshold,
-                V.ARG_PROCESS_SET: resp.process_set, V.ARG_STEP: rec.step})
+            t_deq = trace.dequeued(rec, entries)
+            self._times = (t_response, t_deq)
+            args = {V.ARG_RESPONSE: resp.id, V.ARG_TENSORS: tuple(resp.names),
+                    V.ARG_COUNT: len(resp.names), V.ARG_BYTES: sum(e.nbytes for e in entries),
+                    V.ARG_DTYPE: resp.dtype, V.ARG_OP: resp.op_type, V.ARG_REDUCE_OP: resp.reduce_op,
+                    V.ARG_BACKEND: resp.backend, V.ARG_THRESHOLD: self.config.fusion_threshold,
+                    V.ARG_PROCESS_SET: resp.process_set, V.ARG_STEP: rec.step}
+            if t_response is not None:
+                # every tensor's negotiation ends when the response arrived and its QUEUE phase
+                # lasts until the span starts: written once here, not per tensor
+                args[V.ARG_QUEUE_NS] = t_deq - t_response
+            tok = rec.begin(V.TID_FUSION, V.FUSED_RESPONSE, V.CAT_FUSION, args, ts_ns=t_deq)
         try:
             comm = self.sets.get(resp.process_set)
             comm.response = resp.id

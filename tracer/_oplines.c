@@ -183,24 +183,23 @@ static int put_line(Buf *b, PyObject *jev, PyObject *head, PyObject *tobj, long 
            PUT_LIT(b, "e-3,\"id2\":{\"local\":") || put_obj(b, jn) || PUT_LIT(b, "},\"args\":");
 }
 
-static int unpack_heads(PyObject *heads, PyObject **hb, PyObject **he, PyObject **jq) {
-    if (!PyTuple_CheckExact(heads) || PyTuple_GET_SIZE(heads) != 3) {
-        PyErr_SetString(PyExc_TypeError, "heads must be a tuple of 3 strings");
+static int unpack_heads(PyObject *heads, PyObject **hb, PyObject **he) {
+    if (!PyTuple_CheckExact(heads) || PyTuple_GET_SIZE(heads) != 2) {
+        PyErr_SetString(PyExc_TypeError, "heads must be a tuple of 2 strings");
         return -1;
     }
     *hb = PyTuple_GET_ITEM(heads, 0);
     *he = PyTuple_GET_ITEM(heads, 1);
-    *jq = PyTuple_GET_ITEM(heads, 2);
     return 0;
 }
 
 static PyObject *begins(PyObject *self, PyObject *args) {
-    PyObject *rec, *cache, *make, *heads, *opened, *ops, *hb, *he, *jq;
+    PyObject *rec, *cache, *make, *heads, *opened, *ops, *hb, *he;
     long long base;
     if (!PyArg_ParseTuple(args, "OO!OOOOL", &rec, &PyDict_Type, &cache, &make, &heads, &opened,
                           &ops, &base))
         return NULL;
-    if (unpack_heads(heads, &hb, &he, &jq) < 0) return NULL;
+    if (unpack_heads(heads, &hb, &he) < 0) return NULL;
     if (opened != Py_None && !PyDict_Check(opened))
         return PyErr_Format(PyExc_TypeError, "opened must be a dict or None");
     PyObject *seq = PySequence_Fast(ops, "ops must be a sequence");
@@ -224,9 +223,7 @@ static PyObject *begins(PyObject *self, PyObject *args) {
         if (PyDict_SetItem(opened, name, c) < 0) goto item_done;
         PyObject *step = PyTuple_GET_ITEM(st, 1), *jn = SLOT(c, JNAME);
         if (sep(&b) || put_line(&b, jn, hb, t, base, 0, jn) || put_obj(&b, SLOT(c, ARGS)) ||
-            PUT_LIT(&b, "\"step\":") || put_obj(&b, step) || PUT_LIT(&b, "}},\n") ||
-            put_line(&b, SLOT(c, JNEG), hb, t, base, 0, jn) || PUT_LIT(&b, "{\"step\":") ||
-            put_obj(&b, step) || PUT_LIT(&b, "}}"))
+            PUT_LIT(&b, "\"step\":") || put_obj(&b, step) || PUT_LIT(&b, "}}"))
             goto item_done;
         ok = 0;
     item_done:
@@ -244,19 +241,13 @@ fail:
 }
 
 static PyObject *ends(PyObject *self, PyObject *args) {
-    PyObject *rec, *cache, *make, *heads, *opened, *ops, *t_resp, *t_deq, *s, *last, *hb, *he, *jq;
+    PyObject *rec, *cache, *make, *heads, *opened, *ops, *last, *hb, *he;
     long long base, t_done;
-    if (!PyArg_ParseTuple(args, "OO!OOO!OLLOOUU", &rec, &PyDict_Type, &cache, &make, &heads,
-                          &PyDict_Type, &opened, &ops, &base, &t_done, &t_resp, &t_deq, &s, &last))
+    if (!PyArg_ParseTuple(args, "OO!OOO!OLLU", &rec, &PyDict_Type, &cache, &make, &heads,
+                          &PyDict_Type, &opened, &ops, &base, &t_done, &last))
         return NULL;
-    if (unpack_heads(heads, &hb, &he, &jq) < 0) return NULL;
-    long long td = t_done - base, tr = 0, tq = td;
-    int queued = t_resp != Py_None;
-    if (queued) {
-        tr = PyLong_AsLongLong(t_resp) - base;
-        if (t_deq != Py_None) tq = PyLong_AsLongLong(t_deq) - base;
-        if (PyErr_Occurred()) return NULL;
-    }
+    if (unpack_heads(heads, &hb, &he) < 0) return NULL;
+    long long td = t_done - base;
     PyObject *seq = PySequence_Fast(ops, "ops must be a sequence");
     if (!seq) return NULL;
     Buf b = {0};
@@ -271,7 +262,7 @@ static PyObject *ends(PyObject *self, PyObject *args) {
         if (!ok) continue;
         ok = -1;
         if (!(name = PyObject_GetAttr(op, s_name))) goto item_done;
-        /* the begin's text, which the end lines share (they need no args) */
+        /* the begin's text, which the end line shares (it needs no args of its own) */
         PyObject *was = PyDict_GetItemWithError(opened, name);
         if (!was) {
             if (PyErr_Occurred()) goto item_done;
@@ -286,21 +277,9 @@ static PyObject *ends(PyObject *self, PyObject *args) {
             goto item_done;
         }
         if (PyDict_DelItem(opened, name) < 0) goto item_done;
-        PyObject *jn = SLOT(c, JNAME), *jneg = SLOT(c, JNEG);
-        if (sep(&b)) goto item_done;
-        if (!queued) {
-            if (put_line(&b, jneg, he, NULL, 0, td, jn) || put_obj(&b, s) || PUT_LIT(&b, ",\n") ||
-                put_line(&b, jn, he, NULL, 0, td, jn) || put_obj(&b, last))
-                goto item_done;
-            events += 2;
-        } else {
-            if (put_line(&b, jneg, he, NULL, 0, tr, jn) || put_obj(&b, s) || PUT_LIT(&b, ",\n") ||
-                put_line(&b, jq, hb, NULL, 0, tr, jn) || put_obj(&b, s) || PUT_LIT(&b, ",\n") ||
-                put_line(&b, jq, he, NULL, 0, tq, jn) || put_obj(&b, s) || PUT_LIT(&b, ",\n") ||
-                put_line(&b, jn, he, NULL, 0, td, jn) || put_obj(&b, last))
-                goto item_done;
-            events += 4;
-        }
+        PyObject *jn = SLOT(c, JNAME);
+        if (sep(&b) || put_line(&b, jn, he, NULL, 0, td, jn) || put_obj(&b, last)) goto item_done;
+        events++;
         ok = 0;
     item_done:
         Py_XDECREF(c);
@@ -315,42 +294,214 @@ fail:
     return finish(&b, NULL, others);
 }
 
+/* Closes the READY line of the current run (rank, process set): its args and tensor list. */
+static int ready_close(Buf *b, PyObject *rank, PyObject *ps, PyObject *step, Buf *names) {
+    return PUT_LIT(b, "e-3,\"s\":\"t\",\"args\":{\"rank\":") || put_obj(b, rank) ||
+           PUT_LIT(b, ",\"step\":") || put_obj(b, step) || PUT_LIT(b, ",\"process_set\":") ||
+           put_obj(b, ps) || PUT_LIT(b, ",\"tensors\":[") || put(b, names->p, names->len) ||
+           PUT_LIT(b, "]}}");
+}
+
 static PyObject *ready(PyObject *self, PyObject *args) {
-    PyObject *tails, *make_tail, *reqs, *head, *t, *step;
-    if (!PyArg_ParseTuple(args, "O!OOUOO", &PyDict_Type, &tails, &make_tail, &reqs, &head, &t, &step))
+    PyObject *names, *make_name, *reqs, *head, *t, *step;
+    if (!PyArg_ParseTuple(args, "O!OOUOO", &PyDict_Type, &names, &make_name, &reqs, &head, &t,
+                          &step))
         return NULL;
     PyObject *seq = PySequence_Fast(reqs, "reqs must be a sequence");
     if (!seq) return NULL;
-    Buf b = {0};
+    Buf b = {0}, jn = {0};
+    PyObject *rank = NULL, *ps = NULL;   /* the current run's (new references) */
+    long long lines = 0;
     Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
     for (Py_ssize_t i = 0; i < len; i++) {
-        PyObject *r = PySequence_Fast_GET_ITEM(seq, i), *name, *tail = NULL, *rank = NULL, *ps = NULL;
+        PyObject *r = PySequence_Fast_GET_ITEM(seq, i), *name, *j = NULL, *rk = NULL, *p = NULL;
         int ok = -1;
         if (!(name = PyObject_GetAttr(r, s_name))) goto fail;
-        tail = PyDict_GetItemWithError(tails, name);
-        if (tail) Py_INCREF(tail);
-        else if (PyErr_Occurred() || !(tail = PyObject_CallOneArg(make_tail, name))) goto item_done;
-        if (!(rank = PyObject_GetAttr(r, s_rank)) || !(ps = PyObject_GetAttr(r, s_process_set)))
+        if (!(rk = PyObject_GetAttr(r, s_rank)) || !(p = PyObject_GetAttr(r, s_process_set)))
             goto item_done;
-        if (sep(&b) || put_obj(&b, head) || put_obj(&b, t) || PUT_LIT(&b, "e-3,\"s\":\"t\"") ||
-            put_obj(&b, tail) || put_obj(&b, rank) || PUT_LIT(&b, ",\"step\":") ||
-            put_obj(&b, step) || PUT_LIT(&b, ",\"process_set\":") || put_obj(&b, ps) ||
-            PUT_LIT(&b, "}}"))
-            goto item_done;
+        int same = rank != NULL;
+        if (same && (same = PyObject_RichCompareBool(rank, rk, Py_EQ)) > 0)
+            same = PyObject_RichCompareBool(ps, p, Py_EQ);
+        if (same < 0) goto item_done;
+        if (!same) {
+            if (rank && ready_close(&b, rank, ps, step, &jn)) goto item_done;
+            if (sep(&b) || put_obj(&b, head) || put_obj(&b, t)) goto item_done;
+            Py_XSETREF(rank, rk);
+            Py_XSETREF(ps, p);
+            rk = p = NULL;
+            jn.len = 0;
+            lines++;
+        }
+        j = PyDict_GetItemWithError(names, name);
+        if (j) Py_INCREF(j);
+        else if (PyErr_Occurred() || !(j = PyObject_CallOneArg(make_name, name))) goto item_done;
+        if ((jn.len && PUT_LIT(&jn, ",")) || put_obj(&jn, j)) goto item_done;
         ok = 0;
     item_done:
         Py_DECREF(name);
-        Py_XDECREF(tail);
-        Py_XDECREF(rank);
-        Py_XDECREF(ps);
+        Py_XDECREF(j);
+        Py_XDECREF(rk);
+        Py_XDECREF(p);
         if (ok < 0) goto fail;
     }
+    if (rank && ready_close(&b, rank, ps, step, &jn)) goto fail;
     Py_DECREF(seq);
+    Py_XDECREF(rank);
+    Py_XDECREF(ps);
+    PyMem_Free(jn.p);
     PyObject *text = PyUnicode_DecodeUTF8(b.p ? b.p : "", b.len, NULL);
     PyMem_Free(b.p);
-    return text;
+    return text ? Py_BuildValue("(NL)", text, lines) : NULL;
 fail:
     Py_DECREF(seq);
+    Py_XDECREF(rank);
+    Py_XDECREF(ps);
+    PyMem_Free(jn.p);
+    PyMem_Free(b.p);
+    return NULL;
+}
+
+/* ---- the writer's side: a flush's records as one chunk of bytes ------------------------------ */
+
+static PyObject *s_step, *s_X, *s_C;
+
+/* The head of a line, {"name":...,"ts": for (ph, tid, name, cat): cached in ``heads``, made by
+ * ``make`` on a miss (a new reference). */
+static PyObject *head_of(PyObject *heads, PyObject *make, PyObject *ph, PyObject *tid,
+                         PyObject *name, PyObject *cat) {
+    PyObject *key = PyTuple_Pack(4, ph, tid, name, cat);
+    if (!key) return NULL;
+    PyObject *h = PyDict_GetItemWithError(heads, key);
+    if (h) Py_INCREF(h);
+    else if (!PyErr_Occurred()) h = PyObject_CallFunctionObjArgs(make, ph, tid, name, cat, NULL);
+    Py_DECREF(key);
+    return h;
+}
+
+static int is_int(PyObject *o) { return PyLong_CheckExact(o); }
+
+/* The args object of an X span: ``args`` (a dict or None) with the step when it has none, as
+ * tracer.lines.jargs writes it. 1 when written, 0 when the record needs the Python formatter. */
+static int put_span_args(Buf *b, PyObject *dumps, PyObject *args, PyObject *step) {
+    if (args != Py_None && !PyDict_CheckExact(args)) return 0;
+    if (args == Py_None || PyDict_GET_SIZE(args) == 0)
+        return (PUT_LIT(b, "{\"step\":") || put_obj(b, step) || PUT_LIT(b, "}")) ? -1 : 1;
+    int has = PyDict_Contains(args, s_step);
+    if (has < 0) return -1;
+    PyObject *j = PyObject_CallOneArg(dumps, args);
+    if (!j) return -1;
+    char *p;
+    Py_ssize_t n;
+    int r = PyBytes_AsStringAndSize(j, &p, &n);
+    if (!r && n >= 2 && p[n - 1] == '}') {
+        r = has ? put(b, p, n)
+                : (put(b, p, n - 1) || PUT_LIT(b, ",\"step\":") || put_obj(b, step) ||
+                   PUT_LIT(b, "}"));
+        r = r ? -1 : 1;
+    } else if (!r) {
+        r = 0;
+    }
+    Py_DECREF(j);
+    return r;
+}
+
+/* One deferred record written by C: 1 written, 0 not (the caller uses the Python formatter; ``b``
+ * is then restored by the caller), -1 error. */
+static int put_record(Buf *b, PyObject *r, PyObject *heads, PyObject *make, PyObject *names,
+                      PyObject *make_name, PyObject *dumps, PyObject *counter_cat, PyObject *zero) {
+    Py_ssize_t n = PyTuple_GET_SIZE(r);
+    if (n < 1 || !PyUnicode_CheckExact(PyTuple_GET_ITEM(r, 0))) return 0;
+    PyObject *kind = PyTuple_GET_ITEM(r, 0), *h = NULL;
+    int res = -1;
+    if (n == 4 && PyUnicode_Compare(kind, s_C) == 0) {             /* (C, name, t, value) */
+        PyObject *t = PyTuple_GET_ITEM(r, 2), *v = PyTuple_GET_ITEM(r, 3);
+        if (!is_int(t) || !is_int(v)) return 0;
+        if (!(h = head_of(heads, make, s_C, zero, PyTuple_GET_ITEM(r, 1), counter_cat))) return -1;
+        res = (put_obj(b, h) || put_obj(b, t) || PUT_LIT(b, "e-3,\"args\":{\"value\":") ||
+               put_obj(b, v) || PUT_LIT(b, "}}")) ? -1 : 1;
+    } else if (n == 9 && PyUnicode_Compare(kind, s_X) == 0) {      /* (X, name, cat, tid, t0, t1, step, args, extra) */
+        PyObject *t0 = PyTuple_GET_ITEM(r, 4), *t1 = PyTuple_GET_ITEM(r, 5),
+                 *step = PyTuple_GET_ITEM(r, 6);
+        if (PyTuple_GET_ITEM(r, 8) != Py_None || !is_int(t0) || !is_int(t1) || !is_int(step))
+            return 0;
+        long long a = PyLong_AsLongLong(t0), z = PyLong_AsLongLong(t1);
+        if (PyErr_Occurred()) { PyErr_Clear(); return 0; }
+        if (!(h = head_of(heads, make, s_X, PyTuple_GET_ITEM(r, 3), PyTuple_GET_ITEM(r, 1),
+                          PyTuple_GET_ITEM(r, 2))))
+            return -1;
+        if (put_obj(b, h) || put_ll(b, a) || PUT_LIT(b, "e-3,\"dur\":") || put_ll(b, z - a) ||
+            PUT_LIT(b, "e-3,\"args\":"))
+            goto done;
+        res = put_span_args(b, dumps, PyTuple_GET_ITEM(r, 7), step);
+        if (res == 1 && PUT_LIT(b, "}")) res = -1;
+    } else if (n == 8 && PyUnicode_CompareWithASCIIString(kind, "S") == 0) {
+        /* (S, name, cat, tid, tensor, t0, t1, step): a span about one tensor */
+        PyObject *tensor = PyTuple_GET_ITEM(r, 4), *t0 = PyTuple_GET_ITEM(r, 5),
+                 *t1 = PyTuple_GET_ITEM(r, 6), *step = PyTuple_GET_ITEM(r, 7), *j;
+        if (!PyUnicode_CheckExact(tensor) || !is_int(t0) || !is_int(t1) || !is_int(step)) return 0;
+        long long a = PyLong_AsLongLong(t0), z = PyLong_AsLongLong(t1);
+        if (PyErr_Occurred()) { PyErr_Clear(); return 0; }
+        if (!(h = head_of(heads, make, s_X, PyTuple_GET_ITEM(r, 3), PyTuple_GET_ITEM(r, 1),
+                          PyTuple_GET_ITEM(r, 2))))
+            return -1;
+        j = PyDict_GetItemWithError(names, tensor);
+        if (j) Py_INCREF(j);
+        else if (PyErr_Occurred() || !(j = PyObject_CallOneArg(make_name, tensor))) goto done;
+        res = (put_obj(b, h) || put_ll(b, a) || PUT_LIT(b, "e-3,\"dur\":") || put_ll(b, z - a) ||
+               PUT_LIT(b, "e-3,\"args\":{\"tensor\":") || put_obj(b, j) ||
+               PUT_LIT(b, ",\"step\":") || put_obj(b, step) || PUT_LIT(b, "}}")) ? -1 : 1;
+        Py_DECREF(j);
+    } else {
+        return 0;
+    }
+done:
+    Py_XDECREF(h);
+    return res;
+}
+
+static PyObject *chunk(PyObject *self, PyObject *args) {
+    PyObject *records, *heads, *make, *names, *make_name, *dumps, *fallback, *counter_cat;
+    if (!PyArg_ParseTuple(args, "OO!OO!OOOU", &records, &PyDict_Type, &heads, &make, &PyDict_Type,
+                          &names, &make_name, &dumps, &fallback, &counter_cat))
+        return NULL;
+    PyObject *seq = PySequence_Fast(records, "records must be a sequence");
+    if (!seq) return NULL;
+    PyObject *zero = PyLong_FromLong(0);
+    if (!zero) { Py_DECREF(seq); return NULL; }
+    Buf b = {0};
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < len; i++) {
+        PyObject *r = PySequence_Fast_GET_ITEM(seq, i);
+        if (sep(&b)) goto fail;
+        if (PyUnicode_CheckExact(r)) {
+            if (put_obj(&b, r)) goto fail;
+            continue;
+        }
+        Py_ssize_t mark = b.len;
+        int ok = PyTuple_CheckExact(r)
+                     ? put_record(&b, r, heads, make, names, make_name, dumps, counter_cat, zero)
+                     : 0;
+        if (ok < 0) goto fail;
+        if (ok == 0) {   /* anything unusual: the Python formatter */
+            b.len = mark;
+            PyObject *line = PyObject_CallOneArg(fallback, r);
+            if (!line) goto fail;
+            int bad = !PyUnicode_Check(line) || put_obj(&b, line);
+            Py_DECREF(line);
+            if (bad) {
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "fallback must return str");
+                goto fail;
+            }
+        }
+    }
+    Py_DECREF(seq);
+    Py_DECREF(zero);
+    PyObject *out = PyBytes_FromStringAndSize(b.p ? b.p : "", b.len);
+    PyMem_Free(b.p);
+    return out;
+fail:
+    Py_DECREF(seq);
+    Py_DECREF(zero);
     PyMem_Free(b.p);
     return NULL;
 }
@@ -359,10 +510,11 @@ static PyMethodDef methods[] = {
     {"begins", begins, METH_VARARGS,
      "begins(rec, cache, make, heads, opened, ops, base) -> (text, n, others)"},
     {"ends", ends, METH_VARARGS,
-     "ends(rec, cache, make, heads, opened, ops, base, t_done, t_resp, t_deq, s, last) -> (text, "
-     "events, "
-     "unmatched, others)"},
-    {"ready", ready, METH_VARARGS, "ready(tails, make_tail, reqs, head, t, step) -> text"},
+     "ends(rec, cache, make, heads, opened, ops, base, t_done, last) -> (text, events, unmatched, "
+     "others)"},
+    {"ready", ready, METH_VARARGS, "ready(names, make_name, reqs, head, t, step) -> (text, lines)"},
+    {"chunk", chunk, METH_VARARGS,
+     "chunk(records, heads, make_head, names, make_name, dumps, fallback, counter_cat) -> bytes"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "tracer._oplines",
@@ -373,7 +525,7 @@ PyMODINIT_FUNC PyInit__oplines(void) {
         {&s_name, "name"}, {&s_meta, "meta"}, {&s_op_type, "op_type"}, {&s_nbytes, "nbytes"},
         {&s_dtype, "dtype"}, {&s_shape, "shape"}, {&s_reduce_op, "reduce_op"},
         {&s_process_set, "process_set"}, {&s_rank, "rank"}, {&s_submitted, "submitted"},
-        {&s_submit_ns, "submit_ns"}};
+        {&s_submit_ns, "submit_ns"}, {&s_step, "step"}, {&s_X, "X"}, {&s_C, "C"}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (!(*names[i].slot = PyUnicode_InternFromString(names[i].text))) return NULL;
     return PyModule_Create(&module);

@@ -16,11 +16,19 @@ from __future__ import annotations
 
 from tracer import vocab
 from tracer.format import dumps
-from tracer.op_lines_py import ARGS, JNAME, JNEG, KEY, NEGOTIATE, line
+from tracer.op_lines_py import ARGS, JNAME, KEY, NEGOTIATE, line
+from tracer.op_lines_py import ready as ready_lines
 
 CACHE_MAX = 1 << 16     # names of a job are bounded, but unnamed ops count up: keep caches bounded
 TENSOR_ARGS = (vocab.ARG_TENSOR, vocab.ARG_OP, vocab.ARG_BYTES, vocab.ARG_DTYPE, vocab.ARG_SHAPE,
                vocab.ARG_REDUCE_OP, vocab.ARG_PROCESS_SET)   # a lifecycle's outer args, in order
+
+
+class _Tick:
+    __slots__ = ("name", "rank", "process_set")
+
+    def __init__(self, name, rank, process_set):
+        self.name, self.rank, self.process_set = name, rank, process_set
 
 
 def jstr(s: str) -> str:
@@ -48,11 +56,11 @@ class LineBuilder:
     def __init__(self, pid: int):
         self.pid = pid
         self._tensors: dict = {}   # name -> constant text (tensor_text)
-        self._tails: dict = {}     # name -> READY args opening (ready_tail)
+        self._names: dict = {}     # name -> its JSON string (json_name), for READY lines
         self._jnames: dict = {}    # negotiation name -> its JSON (one string for all tensors)
         self._heads: dict = {}
         head = f',"cat":"{vocab.CAT_TENSOR}","ph":"%s","pid":{pid},"tid":{vocab.TID_FRAMEWORK},"ts":'
-        self.tensor_heads = (head % "b", head % "e", jstr(vocab.QUEUE))   # see op_lines_py
+        self.tensor_heads = (head % "b", head % "e")   # see op_lines_py
 
     # ---- constant parts --------------------------------------------------------------------
     def tensor_text(self, name: str, key: tuple | None, negotiate: str | None = None) -> tuple:
@@ -75,12 +83,12 @@ class LineBuilder:
         self._tensors[name] = c
         return c
 
-    def ready_tail(self, name: str) -> str:
-        """The args opening of a READY line about ``name`` (cached)."""
-        if len(self._tails) >= CACHE_MAX:
-            self._tails.clear()
-        t = self._tails[name] = ',"args":{"tensor":' + jstr(name) + ',"rank":'
-        return t
+    def json_name(self, name: str) -> str:
+        """``name`` as a JSON string (cached)."""
+        if len(self._names) >= CACHE_MAX:
+            self._names.clear()
+        j = self._names[name] = jstr(name)
+        return j
 
     def _head(self, ph: str, tid, name: str, cat: str) -> str:
         key = (ph, tid, name, cat)
@@ -132,13 +140,10 @@ class LineBuilder:
         return self._head("i", vocab.TID_NEGOTIATION, vocab.READY, vocab.CAT_NEGOTIATION)
 
     def ready_many(self, ticks, t: int, step: int) -> str:
-        """READY instants at one time, ``ticks`` = [(name, rank, process_set)], one per line."""
-        head = self.ready_head
-        get, out = self._tails.get, []
-        for name, rank, ps in ticks:
-            tail = get(name) or self.ready_tail(name)
-            out.append(f'{head}{t}e-3,"s":"t"{tail}{rank},"step":{step},"process_set":{ps}}}}}')
-        return ",\n".join(out)
+        """READY instants at one time, ``ticks`` = [(name, rank, process_set)]: one line per run of
+        consecutive ticks of one rank and process set, listing their tensors."""
+        return ready_lines(self._names, self.json_name, [_Tick(*x) for x in ticks],
+                           self.ready_head, t, step)[0]
 
     def ready(self, name: str, rank: int, process_set: int, t: int, step: int) -> str:
         """The coordinator's READY instant: ``rank`` submitted tensor ``name``."""
@@ -154,9 +159,9 @@ class LineBuilder:
                 f'"args":{{"tensor":{jt},"step":{step}}}}}')
 
     def tensor_begin(self, name: str, negotiate: str, t: int, info: tuple, step: int) -> str:
-        """Two lines: the tensor's outer slice opens at submission, and so does its negotiation.
-        ``info`` = (op, bytes, dtype, shape, reduce_op, process_set): with the tensor's name and the
-        step, the outer slice's args (usually the same every step, so their JSON is reused)."""
+        """The tensor's slice opens at submission. ``info`` = (op, bytes, dtype, shape, reduce_op,
+        process_set): with the tensor's name and the step, its args (usually the same every step,
+        so their JSON is reused). ``negotiate`` names its negotiation (kept in the cache)."""
         return self.tensor_begins([(name, negotiate, t, step, info)], 0)
 
     def tensor_begins(self, items, base: int) -> str:
@@ -168,37 +173,24 @@ class LineBuilder:
             c = get(name)
             if c is None or c[KEY] != info or c[NEGOTIATE] != negotiate:
                 c = self.tensor_text(name, info, negotiate)
-            t -= base
             jn = c[JNAME]
-            out.append(f'{line(jn, hb, t, jn)}{c[ARGS]}"step":{step}}}}},\n'
-                       f'{line(c[JNEG], hb, t, jn)}{{"step":{step}}}}}')
+            out.append(f'{line(jn, hb, t - base, jn)}{c[ARGS]}"step":{step}}}}}')
         return ",\n".join(out)
 
-    def tensor_end(self, name: str, negotiate: str, t_resp: int | None, t_deq: int | None,
-                   t_done: int, step: int, error: str | None) -> str:
-        """The rest of a lifecycle, in one string: negotiation ends at the response, the QUEUE slice
-        runs from the response to the start of the op, and the outer slice ends at completion. An op
-        that failed before its response has no QUEUE slice."""
-        return self.tensor_ends([(name, negotiate, t_resp, t_deq, t_done, error)], 0, step)
+    def tensor_end(self, name: str, t_done: int, step: int, error: str | None) -> str:
+        """The tensor's slice closes at completion (args: the step, and the error if any). Its
+        negotiation and queue phases are its response's (FUSED_RESPONSE's ``queue_ns``)."""
+        return self.tensor_ends([(name, t_done, error)], 0, step)
 
     def tensor_ends(self, items, base: int, step: int) -> str:
-        """:meth:`tensor_end` for many, ``items`` = [(name, negotiate, t_response, t_dequeue, t_done,
-        error)] with times absolute (``base`` is subtracted); one string."""
+        """:meth:`tensor_end` for many, ``items`` = [(name, t_done, error)] with times absolute
+        (``base`` is subtracted); one string."""
         get, out = self._tensors.get, []
-        hb, he, jq = self.tensor_heads
+        he = self.tensor_heads[1]
         s = f'{{"step":{step}}}}}'
-        for name, negotiate, t_resp, t_deq, t_done, error in items:
+        for name, t_done, error in items:
             c = get(name)
-            if c is None or c[NEGOTIATE] != negotiate:
-                c = self.tensor_text(name, None, negotiate)
+            jn = c[JNAME] if c is not None else jstr(name)
             last = s if error is None else jargs({vocab.ARG_ERROR: error}, step) + "}"
-            t_done -= base
-            jn, jneg = c[JNAME], c[JNEG]
-            if t_resp is None:
-                out.append(f'{line(jneg, he, t_done, jn)}{s},\n{line(jn, he, t_done, jn)}{last}')
-                continue
-            t_resp -= base
-            t_q = t_done if t_deq is None else t_deq - base
-            out.append(f'{line(jneg, he, t_resp, jn)}{s},\n{line(jq, hb, t_resp, jn)}{s},\n'
-                       f'{line(jq, he, t_q, jn)}{s},\n{line(jn, he, t_done, jn)}{last}')
+            out.append(f'{line(jn, he, t_done - base, jn)}{last}')
         return ",\n".join(out)

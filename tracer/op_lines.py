@@ -7,7 +7,7 @@ import os
 
 from tracer import op_lines_py as _py
 
-begins, ends, ready = _py.begins, _py.ends, _py.ready
+begins, ends, ready, chunk = _py.begins, _py.ends, _py.ready, _py.chunk
 IMPL = "python"
 if os.environ.get("RINGSCOPE_PURE_PYTHON", "") in ("", "0"):
     try:
@@ -15,5 +15,5 @@ if os.environ.get("RINGSCOPE_PURE_PYTHON", "") in ("", "0"):
     except ImportError:
         pass
     else:
-        begins, ends, ready = _c.begins, _c.ends, _c.ready
+        begins, ends, ready, chunk = _c.begins, _c.ends, _c.ready, _c.chunk
         IMPL = "c"

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 SUBMITTED = "submitted"
 # slots of a tensor's constant-text tuple: the key its args were made from, its name and its
-# negotiation's name as JSON strings, the args of its outer slice (an open object) and the
-# negotiation's name. What all tensors share is in ``heads`` = (head of a "b" line after the name,
-# the same for "e", the QUEUE name as JSON): each line reads {"name":NAME HEAD TS e-3,"id2":
-# {"local":JNAME},"args":ARGS}.
+# negotiation's name as JSON strings, the args of its slice (an open object) and the negotiation's
+# name (format 2 writes no negotiation lines; NVTX and format-1 readers still name it). What all
+# tensors share is in ``heads`` = (head of a "b" line after the name, the same for "e"): each line
+# reads {"name":NAME HEAD TS e-3,"id2":{"local":JNAME},"args":ARGS}.
 KEY, JNAME, ARGS, JNEG, NEGOTIATE = range(5)
 
 
@@ -48,9 +48,9 @@ def line(jev, head, t, jn):
 
 
 def begins(rec, cache, make, heads, opened, ops, base):
-    """Begin lines of the ops stamped by ``rec``: (text, how many, [ops stamped by another
-    recorder] or None). ``opened`` (a dict) maps their names to their text; None counts them
-    without writing."""
+    """Begin lines of the ops stamped by ``rec`` (one each: the tensor's slice opens at its
+    submission, with its args): (text, how many, [ops stamped by another recorder] or None).
+    ``opened`` (a dict) maps their names to their text; None counts them without writing."""
     mine, others = split_stamped(rec, ops)
     if opened is None:
         return "", len(mine), others
@@ -58,51 +58,60 @@ def begins(rec, cache, make, heads, opened, ops, base):
     for op, stamp in mine:
         c = _text(cache, make, op)
         opened[op.name] = c
-        t, step, jn = op.submit_ns - base, stamp[1], c[JNAME]
-        out.append(f'{line(jn, hb, t, jn)}{c[ARGS]}"step":{step}}}}},\n'
-                   f'{line(c[JNEG], hb, t, jn)}{{"step":{step}}}}}')
+        jn = c[JNAME]
+        out.append(f'{line(jn, hb, op.submit_ns - base, jn)}{c[ARGS]}"step":{stamp[1]}}}}}')
     return ",\n".join(out), len(mine), others
 
 
-def ends(rec, cache, make, heads, opened, ops, base, t_done, t_resp, t_deq, s, last):
+def ends(rec, cache, make, heads, opened, ops, base, t_done, last):
     """End lines of the ops stamped by ``rec`` whose begin ``opened`` holds (popped; it also
     holds the text their ends use, a tuple like ``cache``'s, or anything else to look it up): (text,
-    events, unmatched, others). They all finished at ``t_done`` in a response that arrived at
-    ``t_resp`` and started at ``t_deq`` (None: unknown, no QUEUE slice). ``s`` is the args of
-    each line, ``last`` those of the outer end."""
-    out, events, unmatched = [], 0, 0
-    hb, he, jq = heads
+    events, unmatched, others). They all finished at ``t_done``; ``last`` is the args of each end
+    (the step, and the error if any)."""
+    out, unmatched = [], 0
+    he = heads[1]
     td = t_done - base
-    if t_resp is not None:
-        tr = t_resp - base
-        tq = td if t_deq is None else t_deq - base
     mine, others = split_stamped(rec, ops)
     for op, _ in mine:
-        c = opened.pop(op.name, None)   # the begin's text: the end lines need no args
+        c = opened.pop(op.name, None)   # the begin's text: the end line needs no args of its own
         if c is None:
             unmatched += 1
             continue
         if c.__class__ is not tuple:
             c = _text(cache, make, op)
         jn = c[JNAME]
-        if t_resp is None:
-            out.append(f'{line(c[JNEG], he, td, jn)}{s},\n{line(jn, he, td, jn)}{last}')
-            events += 2
-            continue
-        out.append(f'{line(c[JNEG], he, tr, jn)}{s},\n{line(jq, hb, tr, jn)}{s},\n'
-                   f'{line(jq, he, tq, jn)}{s},\n{line(jn, he, td, jn)}{last}')
-        events += 4
-    return ",\n".join(out), events, unmatched, others
+        out.append(f'{line(jn, he, td, jn)}{last}')
+    return ",\n".join(out), len(out), unmatched, others
 
 
-def ready(tails, make_tail, reqs, head, t, step):
-    """READY instants at ``t`` for requests (``name``, ``rank``, ``process_set``), one per line;
-    ``tails`` caches each name's args opening (``make_tail`` makes one)."""
-    out = []
+def ready(names, make_name, reqs, head, t, step):
+    """READY instants at ``t`` for requests (``name``, ``rank``, ``process_set``): one line per run
+    of consecutive requests from the same rank and process set, listing their tensors (a message
+    from one rank is one run): (text, lines). ``names`` caches each tensor's JSON name
+    (``make_name`` makes one)."""
+    out, key, jn = [], None, []
     for r in reqs:
-        tail = tails.get(r.name)
-        if tail is None:
-            tail = make_tail(r.name)
-        out.append(f'{head}{t}e-3,"s":"t"{tail}{r.rank},"step":{step},'
-                   f'"process_set":{r.process_set}}}}}')
-    return ",\n".join(out)
+        k = (r.rank, r.process_set)
+        if k != key:
+            if jn:
+                out.append(_ready_line(head, t, key, step, jn))
+            key, jn = k, []
+        j = names.get(r.name)
+        jn.append(make_name(r.name) if j is None else j)
+    if jn:
+        out.append(_ready_line(head, t, key, step, jn))
+    return ",\n".join(out), len(out)
+
+
+def _ready_line(head, t, key, step, jn):
+    return (f'{head}{t}e-3,"s":"t","args":{{"rank":{key[0]},"step":{step},'
+            f'"process_set":{key[1]},"tensors":[{",".join(jn)}]}}}}')
+
+
+def chunk(records, heads, make, names, make_name, dumps, fallback, counter_cat):
+    """A flush's records as one chunk of bytes, one event line each, joined by ",\\n": strings as
+    they are, tuples formatted by ``fallback`` (:meth:`tracer.lines.LineBuilder.deferred`). The C
+    build formats the common tuples itself (reading ``heads``/``names``, the line builder's caches,
+    and calling ``make``/``make_name`` on a miss, ``dumps`` for span args) and must give the same
+    bytes."""
+    return ",\n".join(r if r.__class__ is str else fallback(r) for r in records).encode()

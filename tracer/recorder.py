@@ -6,8 +6,9 @@ CONTRACT (the runtime codes against these calls; the tracer implements them):
     rec.enabled                          # bool; callers may skip building args when False
     rec.mark_cycles                      # bool; emit CYCLE spans when True
     t = rec.now()                        # int, time.perf_counter_ns()
-    tok = rec.begin(tid, name, cat, args, tensor=None)   # opens an X span (and an NVTX range);
-                                                    # tensor=NAME instead of args: {tensor, step}
+    tok = rec.begin(tid, name, cat, args, tensor=None, ts_ns=None)
+                                                    # opens an X span (and an NVTX range), now or at
+                                                    # ts_ns; tensor=NAME instead of args: {tensor, step}
     rec.end(tok, extra_args=None)                   # closes it (same thread or not)
     rec.complete(tid, name, cat, start_ns, end_ns, args)   # an X span measured by the caller (no NVTX)
     rec.instant(tid, name, cat, args, ts_ns=None)
@@ -16,7 +17,8 @@ CONTRACT (the runtime codes against these calls; the tracer implements them):
     rec.async_begin(id, name, args, ts_ns=None)     # cat "tensor"; NVTX start/end range
     rec.async_end(id, name, args=None, ts_ns=None)
     rec.tensor_begin(name, negotiate, ts_ns, step, info)
-                                                    # a tensor's lifecycle: outer slice + negotiation
+                                                    # a tensor's lifecycle slice opens (its
+                                                    # negotiation phase too, for NVTX)
                                                     # (info = (op, bytes, dtype, shape, reduce_op,
                                                     # process_set); may come later, from another thread)
     rec.tensor_end(name, negotiate, t_response, t_dequeue, t_done, error=None)
@@ -66,7 +68,7 @@ class NullRecorder:
     def now(self) -> int:
         return _now()
 
-    def begin(self, tid, name, cat, args=None, tensor=None):
+    def begin(self, tid, name, cat, args=None, tensor=None, ts_ns=None):
         return None
 
     def end(self, token, extra_args=None):

@@ -96,12 +96,12 @@ class TimelineRecorder:
             next(self._drops)
         return False
 
-    def begin(self, tid, name, cat, args=None, tensor=None):
+    def begin(self, tid, name, cat, args=None, tensor=None, ts_ns=None):
         if not self.enabled:
             return None
         nv = self._nv
         h = nv.start(name, name, args.get(vocab.ARG_BYTES) if args else None) if nv else None
-        return (tid, name, cat, args, _now(), self.step, h, tensor)
+        return (tid, name, cat, args, _now() if ts_ns is None else ts_ns, self.step, h, tensor)
 
     def end(self, token, extra_args=None):
         if token is None:
@@ -135,7 +135,8 @@ class TimelineRecorder:
         """READY ticks that arrived together, ``ticks`` = [(name, rank, process_set)]: one record."""
         if self.enabled and ticks:
             t = _now() if ts_ns is None else ts_ns
-            self._put(self._lb.ready_many(ticks, t - self.base_ns, self.step), len(ticks))
+            text = self._lb.ready_many(ticks, t - self.base_ns, self.step)
+            self._put(text, text.count("\n") + 1)
 
     def counter(self, name, value, ts_ns=None):
         if self.enabled:
@@ -154,7 +155,7 @@ class TimelineRecorder:
         buffered record."""
         if self._closed or not items:
             return
-        if not self._put(self._lb.tensor_begins(items, self.base_ns), 2 * len(items)):
+        if not self._put(self._lb.tensor_begins(items, self.base_ns), len(items)):
             return    # dropped: their ends must not be written either
         opened = self._open
         for item in items:
@@ -174,9 +175,9 @@ class TimelineRecorder:
             self._nv_start(name, started, None)
 
     def tensor_end(self, name, negotiate, t_response, t_dequeue, t_done, error=None):
-        """Completion: the negotiation (ended at ``t_response``, None if no response came), the
-        QUEUE slice (``t_response`` to ``t_dequeue``) and the outer slice (ends at ``t_done``).
-        Written only when this file holds the tensor's begin."""
+        """Completion: the tensor's slice ends at ``t_done`` (written only when this file holds its
+        begin). ``t_response`` (None if no response came) and ``t_dequeue`` end its negotiation
+        and QUEUE phases for NVTX; the trace has them on the response (FUSED_RESPONSE)."""
         self.tensors_end([(name, negotiate, t_response, t_dequeue, t_done, error)])
 
     def tensors_end(self, items):
@@ -193,8 +194,8 @@ class TimelineRecorder:
             for name, negotiate, *_ in known:
                 for phase in (negotiate, vocab.QUEUE, name):
                     self._nv_stop(name, phase)
-        self._put(self._lb.tensor_ends(known, self.base_ns, self.step),
-                  sum(2 if it[2] is None else 4 for it in known))
+        self._put(self._lb.tensor_ends([(it[0], it[4], it[5]) for it in known], self.base_ns,
+                                       self.step), len(known))
 
     # ---- the same, read from the runtime's ops (tracer.recorder's OPS; formatted in C when built)
     def ops_begin(self, ops):
@@ -207,7 +208,7 @@ class TimelineRecorder:
         if n:
             if full:
                 if not self._closed:
-                    for _ in range(2 * n):
+                    for _ in range(n):
                         next(self._drops)
             else:
                 self._q.append(text)
@@ -227,12 +228,12 @@ class TimelineRecorder:
                     for phase in (vocab.negotiate_name(op.op_type), vocab.QUEUE, op.name):
                         self._nv_stop(op.name, phase)
         step = self.step
-        s = f'{{"step":{step}}}}}'
-        last = s if error is None else lines.jargs({vocab.ARG_ERROR: error}, step) + "}"
+        last = f'{{"step":{step}}}}}' if error is None else \
+            lines.jargs({vocab.ARG_ERROR: error}, step) + "}"
         lb = self._lb
         text, events, unmatched, others = op_lines.ends(
             self, lb._tensors, lb.tensor_text, lb.tensor_heads, self._open, ops, self.base_ns, t_done,
-            t_response, t_dequeue, s, last)
+            last)
         self.unmatched_ends += unmatched
         if events and not self._closed:
             self._put(text, events)
@@ -243,9 +244,9 @@ class TimelineRecorder:
         if self.enabled and reqs:
             t = _now() if ts_ns is None else ts_ns
             lb = self._lb
-            text = op_lines.ready(lb._tails, lb.ready_tail, reqs, lb.ready_head,
-                                  t - self.base_ns, self.step)
-            self._put(text, len(reqs))
+            text, n = op_lines.ready(lb._names, lb.json_name, reqs, lb.ready_head,
+                                     t - self.base_ns, self.step)
+            self._put(text, n)
 
     # ---- generic async slices (same file rules: an end needs its begin in this file) ---------------
     def async_begin(self, id, name, args=None, ts_ns=None):

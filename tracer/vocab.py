@@ -21,15 +21,21 @@ Threads (``tid``) inside each rank's process (``pid`` = rank):
     CYCLES      CYCLE spans (only with mark-cycles on)
 
 Per-tensor lifecycles overlap each other, so they are async events (``ph`` b/e, ``cat`` "tensor",
-async id = the tensor name): an outer slice named after the tensor, with nested NEGOTIATE_<OP> (submit
-to response received) and QUEUE (response received to the start of its fused response). The id is
+async id = the tensor name): one slice named after the tensor, from its submission (the ``b``, with
+the tensor's args) to its completion (the ``e``). The phases between are the same for every tensor of
+a response, so they are written once per response, on its FUSED_RESPONSE span: the span starts when
+the response starts executing and its ``queue_ns`` arg is how long the response waited before that
+since it arrived. A tensor's negotiation is therefore [its ``b``, FUSED_RESPONSE start - queue_ns]
+and its QUEUE phase [FUSED_RESPONSE start - queue_ns, FUSED_RESPONSE start] (the viewer rebuilds
+both per tensor). Format 1 wrote them per tensor as nested NEGOTIATE_<OP> and QUEUE async slices,
+six lines per tensor instead of two; readers accept both. The id is
 written as ``"id2": {"local": <tensor>}`` (process-scoped: Perfetto then keeps one track per tensor per
 rank; a plain ``"id"`` string is global in Perfetto and would mix ranks in a merged file). Read it with
 :func:`async_id`, which also accepts a plain ``id``.
 """
 
 VERSION_KEY = "ringscope"  # key of the run metadata inside "otherData"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2   # 2: per-tensor phases on the response (see above); 1: nested per tensor
 
 # ---- threads -------------------------------------------------------------------------------
 TID_FRAMEWORK = 1
@@ -81,10 +87,13 @@ SUBMIT = "SUBMIT"                  # instant (not emitted by the runtime: the ou
                                    # submission; kept for readers of older traces)
 SYNCHRONIZE = "SYNCHRONIZE"        # X: time the framework blocked in synchronize()/wait
 STEP = "STEP"                      # X: one training step, from mark_step() to the next
-# per-tensor async (cat tensor, id = tensor name); outer slice is named after the tensor
-QUEUE = "QUEUE"                    # response received -> its fused response starts executing
+# per tensor: response received -> its fused response starts executing (format 1: a nested async
+# slice per tensor; format 2: FUSED_RESPONSE's queue_ns, rebuilt per tensor by the viewer)
+QUEUE = "QUEUE"
 # negotiation thread (coordinator only)
-READY = "READY"                    # instant: coordinator learned that args.rank is ready with args.tensor
+READY = "READY"                    # instant: coordinator learned that args.rank is ready with args.tensors
+                                   # (format 2: one line per message of a rank, listing its tensors;
+                                   # format 1: one line per tensor, args.tensor)
 STALL = "STALL"                    # instant: stall inspector report (args.missing: {rank: [tensors]})
 # fusion thread
 FUSED_RESPONSE = "FUSED_RESPONSE"  # X: one executed response (one or many fused tensors)
@@ -134,7 +143,7 @@ COUNTER_EVENTS_DROPPED = "events_dropped"      # written by the tracer: events l
 
 # ---- argument keys (``args``) -------------------------------------------------------------
 ARG_TENSOR = "tensor"          # tensor name (str)
-ARG_TENSORS = "tensors"        # list of tensor names in a fused response
+ARG_TENSORS = "tensors"        # list of tensor names in a fused response (and in a READY, format 2)
 ARG_COUNT = "count"            # number of tensors fused
 ARG_BYTES = "bytes"            # payload bytes (int)
 ARG_DTYPE = "dtype"            # numpy-style dtype name, e.g. "float32"
@@ -151,6 +160,7 @@ ARG_BACKEND = "backend"        # ring, mpi, nccl, gloo
 ARG_THRESHOLD = "threshold"    # fusion threshold in bytes
 ARG_ROOT = "root"
 ARG_ERROR = "error"
+ARG_QUEUE_NS = "queue_ns"      # FUSED_RESPONSE: ns from the response's arrival to its start (format 2)
 
 # ---- run metadata keys (otherData.ringscope) ----------------------------------------------
 META_KEYS = (

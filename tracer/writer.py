@@ -12,7 +12,8 @@ import sys
 import threading
 from collections import deque
 
-from tracer import vocab
+from tracer import op_lines, vocab
+from tracer.format import dumps
 from tracer.tracefile import TraceFile
 
 
@@ -22,7 +23,10 @@ class TimelineWriter:
     def __init__(self, queue: deque, tracefile: TraceFile, flush_interval_s: float, dropped,
                  lines=None):
         self._q = queue
-        self._deferred = (lines or tracefile.lines).deferred   # formats records left as tuples
+        lb = lines or tracefile.lines
+        self._deferred = lb.deferred   # formats records left as tuples
+        self._chunk_args = (lb._heads, lb._head, lb._names, lb.json_name, dumps, lb.deferred,
+                            vocab.CAT_COUNTER)
         self.file = tracefile
         self._interval = min(flush_interval_s, 1.0)
         self._dropped = dropped            # callable: events the hot path dropped so far
@@ -102,9 +106,8 @@ class TimelineWriter:
         n = len(q)
         if n == 0 and self._dropped() == self._last_dropped:
             return
-        popleft, deferred = q.popleft, self._deferred
+        popleft = q.popleft
         out = [popleft() for _ in range(n)]
-        out = [x if x.__class__ is str else deferred(x) for x in out]
         dropped = self._dropped()
         if dropped != self._last_dropped:
             self._last_dropped = dropped
@@ -112,7 +115,14 @@ class TimelineWriter:
             out.append(f.lines.counter(vocab.COUNTER_EVENTS_DROPPED, f.now_rel(), dropped))
         if self.broken or self.file.closed:
             return
-        self._guard(self.file.write, out)
+        self._guard(self._write, out)
+
+    def _write(self, records) -> None:
+        # One chunk of bytes, formatted in C when built (no per-line strings to join and encode);
+        # a size cap needs the lines one by one.
+        if not self.file.write_chunk(op_lines.chunk(records, *self._chunk_args)):
+            deferred = self._deferred
+            self.file.write([x if x.__class__ is str else deferred(x) for x in records])
 
     def _finish(self, shutdown_args: dict) -> None:
         f = self.file

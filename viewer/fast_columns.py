@@ -73,6 +73,17 @@ class Columns:
         codes = np.asarray(pc.fill_null(codes, -1).to_numpy(), dtype="int64")
         return codes, parent
 
+    def list_items(self, name: str, rows):
+        """The strings of a list column at ``rows``, flattened: ``(codes, values, parent)``, each
+        item's code into ``values`` (-1 for null) and the position in ``rows`` it came from."""
+        import pyarrow.compute as pc
+
+        if not self.has(name) or not len(rows):
+            return np.zeros(0, dtype=np.int32), [], np.zeros(0, dtype="int64")
+        lists = self._t.column(name).take(np.asarray(rows, dtype="int64")).combine_chunks()
+        codes, values = encode(pc.list_flatten(lists))
+        return codes, values, np.asarray(pc.list_parent_indices(lists).to_numpy(), dtype="int64")
+
     def pylist(self, name: str, rows) -> list:
         """Python values of a few rows (lists, rare columns)."""
         if not self.has(name):

@@ -21,7 +21,8 @@ def _schema(with_pid: bool, all_ids: bool):
     i, s, f = pa.int64(), pa.string(), pa.float64()
     args = pa.struct([("tensor", s), ("step", i), ("response", i), ("bytes", i), ("op", s), ("dtype", s),
                       ("process_set", i), ("rank", i), ("tensors", pa.list_(s)), ("count", i),
-                      ("threshold", i), ("backend", s), ("size", i), ("cycle", i), ("value", f), ("error", s)])
+                      ("threshold", i), ("backend", s), ("size", i), ("cycle", i), ("value", f), ("error", s),
+                      ("queue_ns", i)])
     fields = [("ph", s), ("name", s), ("cat", s), ("tid", i), ("ts", f), ("dur", f), ("args", args)]
     fields.append(("id2", pa.struct([("local", s), ("global", s)] if all_ids else [("local", s)])))
     if all_ids:

@@ -1,7 +1,9 @@
 """Vectorised construction of one rank's tables from the Arrow-parsed columns of :mod:`viewer.fast_ringscope`.
 
 Async b/e events of one (id, name) alternate in time (a tensor name is in flight at most once), so the
-k-th begin pairs with the k-th end; the k-th NEGOTIATE/QUEUE of a tensor belongs to its k-th lifecycle.
+k-th begin pairs with the k-th end; a nested NEGOTIATE/QUEUE slice (format 1) belongs to the lifecycle of
+its tensor open at its begin. Format 2 has no nested slices: :mod:`viewer.fast_phases` rebuilds them
+from the responses.
 Rows are selected and joined as numpy index arrays over string codes (:mod:`viewer.fast_columns`);
 strings are built once, for the output columns.
 """
@@ -10,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracer import vocab as V
-from viewer import frames
+from viewer import fast_phases, frames
 from viewer.fast_columns import (coalesce, constant, cumcount, dense, int_na, lookup, lut, ns, strings,
                                  with_default)
 
@@ -50,6 +52,7 @@ def build(cols, rank: int) -> dict:
     outer, parts = _pair_async(r)
     x = r.plain[r.is_x[r.plain]]
     fused = r.named(x, V.FUSED_RESPONSE)
+    fast_phases.attach(r, outer, parts, fused)
     return {"events": _events(r, outer, parts, rank), "fused_ops": _fused(r, x, fused, rank),
             "tensor_ops": _tensor_ops(r, outer, parts, fused, r.named(x, V.SYNCHRONIZE), rank),
             "readiness": _readiness(r), "cycles": _cycles(r, r.named(x, V.CYCLE), rank),
@@ -94,9 +97,18 @@ def _link(r, outer, parts):
     end_ok = (oe >= 0) & r.resp_ok[np.maximum(oe, 0)]
     outer["resp_ok"] = r.resp_ok[ob] | end_ok
     outer["resp"] = np.where(r.resp_ok[ob], r.resp[ob], np.where(end_ok, r.resp[np.maximum(oe, 0)], -1))
-    span = int(max(outer["k"].max(initial=0), parts["k"].max(initial=0))) + 1
-    parts["outer"] = lookup(outer["aid"].astype("int64") * span + outer["k"],
-                            parts["aid"].astype("int64") * span + parts["k"])
+    # a phase belongs to the lifecycle of its tensor open at its begin (in file order), as the Python
+    # parser's stack has it; the k-th phase of one name is not the k-th lifecycle when the tensor's op
+    # type changes (a broadcast, then allreduces of the same name)
+    parts["outer"] = np.full(len(parts["b"]), -1, dtype="int64")
+    if len(ob):
+        width = r.cols.n + 1
+        okey = outer["aid"].astype("int64") * width + ob
+        order = np.argsort(okey, kind="stable")
+        j = np.searchsorted(okey[order], parts["aid"].astype("int64") * width + parts["b"], side="right") - 1
+        o = order[np.maximum(j, 0)]
+        ok = (j >= 0) & (outer["aid"][o] == parts["aid"]) & ((oe[o] < 0) | (parts["b"] < oe[o]))
+        parts["outer"] = np.where(ok, o, -1)
 
 
 def _events(r, outer, parts, rank):
@@ -118,30 +130,36 @@ def _events(r, outer, parts, rank):
     o_step_ok = has_o & r.step_ok[o_of]
     part_step = np.where(o_step_ok, r.step[o_of], r.step[pb])
     part_resp = np.where(has_o, outer["resp"][np.maximum(po, 0)] if n_o else -1, -1)
-    t_ns = np.concatenate([ns(r.ts[p]), ns(r.ts[ob]), ns(r.ts[pb]), ns(r.ts[c])])
+    # format 2: the nested phases rebuilt from the responses (as their lifecycle's own row carries it)
+    si, s_name, s_t, s_dur = fast_phases.rebuilt_rows(r, outer, _codes_at(cols, "args.op", ob))
+    n_n += len(si)
+    t_ns = np.concatenate([ns(r.ts[p]), ns(r.ts[ob]), ns(r.ts[pb]), s_t, ns(r.ts[c])])
     order = np.argsort(t_ns, kind="stable")
     depth = np.concatenate([_depths(thread_p[0], ns(r.ts[p]), span_dur, ~is_x),
                             np.zeros(n_o, dtype="int32"), np.ones(n_n, dtype="int32"),
                             np.zeros(n_c, dtype="int32")])
     name, names = r.name, r.names
     cat, cats = cols.codes("cat")
+    part_step = np.concatenate([part_step, r.step[ob[si]]])
+    part_resp = np.concatenate([part_resp, outer["resp"][si]])
     tensor = cols.codes("args.tensor")
     bytes_, bytes_ok = cols.ints("args.bytes", 0)
     value = cols.floats("args.value")
     events = {
         "rank": np.full(len(t_ns), rank, dtype="int32"),
         "thread": strings([thread_p, constant(n_o + n_n, "tensor"), constant(n_c, "counter")], order),
-        "name": strings([(name[p], names), (name[ob], names), (name[pb], names), (name[c], names)], order),
+        "name": strings([(name[p], names), (name[ob], names), (name[pb], names), s_name, (name[c], names)],
+                        order),
         "cat": strings([(cat[p], cats), with_default(cat[ob], cats, V.CAT_TENSOR),
-                        with_default(cat[pb], cats, V.CAT_TENSOR), with_default(cat[c], cats, V.CAT_COUNTER)],
-                       order),
+                        with_default(cat[pb], cats, V.CAT_TENSOR), with_default(cat[ob[si]], cats, V.CAT_TENSOR),
+                        with_default(cat[c], cats, V.CAT_COUNTER)], order),
         "ph": strings([(np.where(is_x, 0, 1).astype(np.int32), ["X", "i"]), constant(n_o + n_n, "X"),
                        constant(n_c, "C")], order),
         "t_ns": t_ns[order],
         "dur_ns": np.concatenate([span_dur, ns(outer["end_ts"] - r.ts[ob]), ns(parts["end_ts"] - r.ts[pb]),
-                                  np.zeros(n_c, dtype="int64")])[order],
+                                  s_dur, np.zeros(n_c, dtype="int64")])[order],
         "tensor": strings([(tensor[0][p], tensor[1]), (outer["aid"], r.aid_values), (parts["aid"], r.aid_values),
-                           (np.full(n_c, -1, dtype=np.int32), [])], order),
+                           (outer["aid"][si], r.aid_values), (np.full(n_c, -1, dtype=np.int32), [])], order),
         "step": np.concatenate([r.step[p], r.step[ob], part_step, np.full(n_c, -1)])[order],
         "response": np.concatenate([r.resp[p], outer["resp"], part_resp, np.full(n_c, -1)])[order],
         "bytes": int_na(np.concatenate([bytes_[p], bytes_[ob], np.zeros(n_n + n_c, dtype="int64")])[order],
@@ -152,6 +170,11 @@ def _events(r, outer, parts, rank):
     import pandas as pd
 
     return pd.DataFrame(events, copy=False)  # a block per column: the merge of ranks pops them one by one
+
+
+def _codes_at(cols, name, rows):
+    codes, values = cols.codes(name)
+    return codes[rows], values
 
 
 def _depths(thread, ts, dur, inst):
@@ -228,19 +251,13 @@ def _tensor_ops(r, outer, parts, fused, syncs, rank):
     is_q = lut(r.names, lambda v: v == V.QUEUE)[pname]
     neg = lookup(np.where(is_neg, po, -2), np.arange(n))
     q = lookup(np.where(is_q, po, -2), np.arange(n))
-    neg_ok = (neg >= 0) & parts["closed"][np.maximum(neg, 0)]
-    q_ok = (q >= 0) & parts["closed"][np.maximum(q, 0)]
+    closed = np.append(parts["closed"], False)  # format 2 has no phase slices: -1 finds False
+    neg_ok, q_ok = closed[neg], closed[q]
+    p_end = ns(np.append(parts["end_ts"], 0.0))
     step = r.step[ob]
-    resp, resp_ok = outer["resp"].copy(), outer["resp_ok"].copy()
-    if len(fused) and not resp_ok.all():  # from the fused response listing this tensor in that step
-        aid, pos = cols.listed("args.tensors", fused, r.aid_values)
-        f_step, f_resp = r.step[fused][pos], r.resp[fused][pos]
-        need = np.flatnonzero(~resp_ok)
-        q_aid, q_step = outer["aid"][need].astype("int64"), step[need]
-        lo = int(min(f_step.min(initial=0), q_step.min(initial=0)))
-        width = int(max(f_step.max(initial=0), q_step.max(initial=0))) - lo + 1
-        hit = lookup(np.where(aid >= 0, aid * width + (f_step - lo), -1), q_aid * width + (q_step - lo))
-        resp[need[hit >= 0]] = f_resp[hit[hit >= 0]]
+    m = outer["fused"]  # else the response it ran in
+    resp = np.where(outer["resp_ok"], outer["resp"], np.where(m >= 0, r.resp[fused][np.maximum(m, 0)], -1)
+                    if len(fused) else -1)
     neg_name = (np.where(neg >= 0, pname[np.maximum(neg, 0)] if len(pname) else -1, -1).astype(np.int32),
                 [v[len(V.NEGOTIATE_PREFIX):] for v in r.names])
     op = coalesce((cols.codes("args.op")[0][ob], cols.codes("args.op")[1]), neg_name)
@@ -255,8 +272,10 @@ def _tensor_ops(r, outer, parts, fused, syncs, rank):
         "step": step, "occurrence": outer["k"], "op": strings([op]), "dtype": strings([(dtype[0][ob], dtype[1])]),
         "bytes": int_na(bytes_[ob], bytes_ok[ob]), "process_set": ps[ob].astype("int32"), "response": resp,
         "submit_ns": ns(r.ts[ob]),
-        "negotiated_ns": int_na(np.where(neg_ok, ns(parts["end_ts"][np.maximum(neg, 0)]), 0), neg_ok),
-        "start_ns": int_na(np.where(q_ok, ns(parts["end_ts"][np.maximum(q, 0)]), 0), q_ok),
+        "negotiated_ns": int_na(np.where(neg_ok, p_end[neg], outer["neg_ns"]),
+                                neg_ok | outer["neg_ok"]),
+        "start_ns": int_na(np.where(q_ok, p_end[q], outer["start_ns"]),
+                           q_ok | outer["start_ok"]),
         "done_ns": int_na(ns(outer["end_ts"]), outer["closed"] & (err[0] < 0)),
         "wait_ns": int_na(np.zeros(n, dtype="int64"), np.zeros(n, dtype=bool)), "error": strings([err])})
     if len(syncs):
@@ -316,15 +335,25 @@ def _waits(r, outer, step, syncs):
 
 
 def _readiness(r):
+    """One row per tensor of each READY: ``args.tensor``, else each of ``args.tensors``."""
     ready = r.named(r.plain, V.READY)
     cols = r.cols
-    tensor = cols.codes("args.tensor")
+    t_codes, t_vals = cols.codes("args.tensor")
+    single = t_codes[ready] >= 0
+    batched = ready[~single]
+    l_codes, l_vals, l_parent = cols.list_items("args.tensors", batched)
+    keep = l_codes >= 0
+    src = np.concatenate([ready[single], batched[l_parent[keep]]])  # the READY event of each row
+    order = np.argsort(src, kind="stable")                           # file order, list order
+    src = src[order]
+    index = {v: i for i, v in enumerate(t_vals)}   # one code per name, whichever field held it
+    l_map = np.array([index.setdefault(v, len(index)) for v in l_vals] + [-1], dtype=np.int32)
+    codes = np.concatenate([t_codes[ready[single]], l_map[l_codes[keep]]])[order].astype(np.int32)
     rk, _ = cols.ints("args.rank", -1)
-    t_codes = tensor[0][ready]
-    occ = cumcount(dense(t_codes) * (len(ready) + 1) + dense(rk[ready])) if len(ready) else np.zeros(0, "int64")
+    occ = cumcount(dense(codes) * (len(src) + 1) + dense(rk[src])) if len(src) else np.zeros(0, "int64")
     return frames.build("readiness", {
-        "tensor": strings([(t_codes, tensor[1])]), "step": r.step[ready], "occurrence": occ,
-        "rank": rk[ready], "ready_ns": ns(r.ts[ready]), "source": ["ringscope"] * len(ready)})
+        "tensor": strings([(codes, list(index))]), "step": r.step[src], "occurrence": occ,
+        "rank": rk[src], "ready_ns": ns(r.ts[src]), "source": ["ringscope"] * len(src)})
 
 
 def _cycles(r, cyc, rank):

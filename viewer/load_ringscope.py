@@ -114,8 +114,7 @@ class _Parser:
                     if name in _SPAN_NAMES:
                         self._span(name, ts, dur, args or {})
                 elif name == V.READY and args:
-                    self.ready.append((args.get("tensor"), _int_or(args.get("step"), -1),
-                                       _int_or(args.get("rank"), -1), ts))
+                    self._ready(args, ts)
                 elif name == V.SHUTDOWN and args:
                     self.shutdown = args
             elif ph == "b" or ph == "e":
@@ -134,6 +133,16 @@ class _Parser:
             if self.pid is None and "pid" in ev:
                 self.pid = ev["pid"]
         self.last_ts = last
+
+    def _ready(self, args, ts):
+        """One readiness tick per tensor: ``args.tensor``, else each of ``args.tensors`` (one line
+        for a run of tensors the same rank became ready with)."""
+        tensor = args.get("tensor")
+        names = [tensor] if tensor.__class__ is str else args.get("tensors")
+        if names.__class__ is not list:
+            return
+        step, rank = _int_or(args.get("step"), -1), _int_or(args.get("rank"), -1)
+        self.ready.extend((t, step, rank, ts) for t in names if t.__class__ is str)
 
     def _span(self, name, ts, dur, args):
         if name == V.FUSED_RESPONSE:

@@ -26,6 +26,7 @@ def build_tables(p, rank: int) -> dict:
     """``{events, tensor_ops, fused_ops, readiness, cycles}`` DataFrames for one rank (local times)."""
     import numpy as np
 
+    _match_responses(p)
     _add_async_rows(p)
     c = p.cols
     ts = np.asarray(c.pop("ts"), dtype="float64")
@@ -66,7 +67,59 @@ def _add_async_rows(p) -> None:
             c["tensor"][-1] = op["tensor"]
             c["bytes"][-1] = None
             depth.append(1)
+        for name, t0, t1 in _rebuilt_parts(p, op):
+            p.row("tensor", name, op["cat"] or V.CAT_TENSOR, "X", t0 / 1000, (t1 - t0) / 1000, op["args"])
+            c["tensor"][-1] = op["tensor"]
+            c["bytes"][-1] = None
+            depth.append(1)
     c["_depth"] = depth
+
+
+def _match_responses(p) -> None:
+    """Set ``op["fused"]`` (index into ``p.fused``, or None) to the response each tensor op ran in: the
+    first FUSED_RESPONSE listing its tensor that starts within [submit, done] (done = the end of its
+    lifecycle; no upper bound while it never ended). Steps are not used: they repeat and may be -1."""
+    by_tensor: dict = {}
+    for i, (ts, _dur, a) in enumerate(p.fused):
+        for t in a.get(V.ARG_TENSORS) or []:
+            if isinstance(t, str):
+                by_tensor.setdefault(t, []).append((_ns(ts), i))
+    for lst in by_tensor.values():
+        lst.sort()
+    for op in p.ops:
+        op["fused"] = None
+        lst = by_tensor.get(op["tensor"])
+        if not lst:
+            continue
+        j = bisect.bisect_left(lst, (_ns(op["submit"]), -1))
+        if j < len(lst) and (op.get("done") is None or lst[j][0] <= _ns(op["done"])):
+            op["fused"] = lst[j][1]
+
+
+def _response_phases(p, op):
+    """(negotiated_ns, start_ns) of a format-2 op (no nested phase slices) from the response it ran
+    in: start = the response's FUSED_RESPONSE start, negotiated = start - its queue_ns. None where
+    unknown (no response, no queue_ns, or a format-1 op, whose phases are its own slices)."""
+    if op["parts"] or op["fused"] is None:
+        return None, None
+    ts, _dur, a = p.fused[op["fused"]]
+    start = _ns(ts)
+    q = _int(a.get(V.ARG_QUEUE_NS))
+    return (None if q is None else start - q), start
+
+
+def _rebuilt_parts(p, op):
+    """The nested NEGOTIATE_<OP> and QUEUE slices format 1 wrote, rebuilt for a format-2 op:
+    ``[(name, t0_ns, t1_ns)]`` (empty unless both phase ends are known)."""
+    neg, start = _response_phases(p, op)
+    if neg is None or start is None:
+        return []
+    out = []
+    opname = op["args"].get(V.ARG_OP)
+    if isinstance(opname, str):
+        out.append((V.negotiate_name(opname), _ns(op["submit"]), neg))
+    out.append((V.QUEUE, neg, start))
+    return out
 
 
 def _depths(threads, ts, dur, phs, fixed):
@@ -107,12 +160,6 @@ def _depths(threads, ts, dur, phs, fixed):
 def _tensor_ops(p, rank):
     cols = {k: [] for k in ("tensor", "step", "op", "dtype", "bytes", "process_set", "response",
                             "submit_ns", "negotiated_ns", "start_ns", "done_ns", "wait_ns", "error")}
-    resp_of = {}
-    for ts, dur, a in p.fused:
-        rid = _int(a.get(V.ARG_RESPONSE), -1)
-        step = _int(a.get(V.ARG_STEP), -1)
-        for t in a.get(V.ARG_TENSORS) or []:
-            resp_of[(t, step)] = rid
     for op in p.ops:
         a = op["args"]
         neg = next((v for k, v in op["parts"].items() if k.startswith(V.NEGOTIATE_PREFIX)), None)
@@ -127,10 +174,12 @@ def _tensor_ops(p, rank):
         cols["dtype"].append(a.get(V.ARG_DTYPE))
         cols["bytes"].append(_int(a.get(V.ARG_BYTES)))
         cols["process_set"].append(_int(a.get(V.ARG_PROCESS_SET), 0))
-        cols["response"].append(_int(a.get(V.ARG_RESPONSE), resp_of.get((op["tensor"], step), -1)))
+        ran_in = p.fused[op["fused"]][2] if op["fused"] is not None else {}
+        cols["response"].append(_int(a.get(V.ARG_RESPONSE), _int(ran_in.get(V.ARG_RESPONSE), -1)))
         cols["submit_ns"].append(_ns(op["submit"]))
-        cols["negotiated_ns"].append(_opt_ns(neg[1]) if neg else None)
-        cols["start_ns"].append(_opt_ns(q[1]) if q else None)
+        neg2, start2 = _response_phases(p, op)
+        cols["negotiated_ns"].append(_opt_ns(neg[1]) if neg else neg2)
+        cols["start_ns"].append(_opt_ns(q[1]) if q else start2)
         err = a.get(V.ARG_ERROR)
         cols["done_ns"].append(None if err else _opt_ns(op.get("done")))
         cols["wait_ns"].append(None)

@@ -25,11 +25,11 @@ class ListRecorder(NullRecorder):
         self.events = []
         self.open = {}
 
-    def begin(self, tid, name, cat, args=None, tensor=None):
+    def begin(self, tid, name, cat, args=None, tensor=None, ts_ns=None):
         tok = object()
         if tensor is not None:
             args = {V.ARG_TENSOR: tensor, V.ARG_STEP: self.step}
-        self.open[tok] = (tid, name, cat, dict(args or {}), self.now())
+        self.open[tok] = (tid, name, cat, dict(args or {}), self.now() if ts_ns is None else ts_ns)
         return tok
 
     def end(self, token, extra_args=None):

@@ -33,39 +33,34 @@ def test_complete_instant_counter_ready():
         (r,) = _parse(lb.ready(name, 2, 1, 4_000, 6))
         assert r == {"name": v.READY, "cat": v.CAT_NEGOTIATION, "ph": "i", "pid": 3, "tid": 2,
                      "ts": 4.0, "s": "t",
-                     "args": {"tensor": name, "rank": 2, "step": 6, "process_set": 1}}
+                     "args": {"rank": 2, "step": 6, "process_set": 1, "tensors": [name]}}
     assert L.jargs({"step": 9}, 2) == '{"step":9}'   # the caller's step wins
 
 
 def test_tensor_lifecycle_lines():
+    """Format 2: one line at submission (the slice opens with the tensor's args), one at
+    completion (the step, or the error); the phases between are the response's."""
     lb = L.LineBuilder(0)
     neg = v.negotiate_name(v.ALLREDUCE)
     other_shape = (v.ALLREDUCE, 64, "float32", (16,), "Sum", 0)
     for step, info in ((3, INFO), (4, INFO), (5, other_shape), (6, INFO)):
         begin = _parse(lb.tensor_begin(ODD, neg, 1_000, info, step))
         assert [(e["name"], e["ph"], e["ts"], e["id2"]["local"]) for e in begin] == [
-            (ODD, "b", 1.0, ODD), (neg, "b", 1.0, ODD)]
+            (ODD, "b", 1.0, ODD)]
         assert begin[0]["args"] == {"tensor": ODD, "op": info[0], "bytes": info[1],
                                     "dtype": info[2], "shape": list(info[3]),
                                     "reduce_op": info[4], "process_set": info[5], "step": step}
-        assert begin[1]["args"] == {"step": step}
     many = _parse(lb.tensor_begins([(ODD, neg, 5_000, 7, INFO), ("b", neg, 6_000, 7, INFO)], 1_000))
-    assert [(e["id2"]["local"], e["ts"]) for e in many] == [(ODD, 4.0), (ODD, 4.0), ("b", 5.0),
-                                                            ("b", 5.0)]
-    ends = _parse(lb.tensor_ends([(ODD, neg, 2_000, 3_000, 4_000, None),
-                                  ("b", neg, None, None, 5_000, "x")], 1_000, 7))
-    assert [(e["id2"]["local"], e["name"], e["ts"]) for e in ends] == [
-        (ODD, neg, 1.0), (ODD, v.QUEUE, 1.0), (ODD, v.QUEUE, 2.0), (ODD, ODD, 3.0),
-        ("b", neg, 4.0), ("b", "b", 4.0)]
-    end = _parse(lb.tensor_end(ODD, neg, 2_000, 3_000, 4_000, 3, None))
-    assert [(e["name"], e["ph"], e["ts"]) for e in end] == [
-        (neg, "e", 2.0), (v.QUEUE, "b", 2.0), (v.QUEUE, "e", 3.0), (ODD, "e", 4.0)]
-    assert all(e["cat"] == v.CAT_TENSOR and e["tid"] == v.TID_FRAMEWORK for e in begin + end)
-    failed = _parse(lb.tensor_end(ODD, neg, None, None, 5_000, 3, "mismatch"))
-    assert [(e["name"], e["ph"], e["ts"]) for e in failed] == [(neg, "e", 5.0), (ODD, "e", 5.0)]
-    assert failed[-1]["args"] == {v.ARG_ERROR: "mismatch", "step": 3}
-    other = _parse(lb.tensor_end(ODD, v.negotiate_name(v.ALLGATHER), None, None, 6_000, 3, None))
-    assert other[0]["name"] == v.negotiate_name(v.ALLGATHER)   # same tensor, another op
+    assert [(e["id2"]["local"], e["ts"]) for e in many] == [(ODD, 4.0), ("b", 5.0)]
+    ends = _parse(lb.tensor_ends([(ODD, 4_000, None), ("b", 5_000, "x")], 1_000, 7))
+    assert [(e["id2"]["local"], e["name"], e["ph"], e["ts"]) for e in ends] == [
+        (ODD, ODD, "e", 3.0), ("b", "b", "e", 4.0)]
+    assert [e["args"] for e in ends] == [{"step": 7}, {v.ARG_ERROR: "x", "step": 7}]
+    end = _parse(lb.tensor_end("never seen", 4_000, 3, None))   # no cached text: made on the spot
+    assert [(e["name"], e["ph"], e["ts"], e["id2"]["local"]) for e in end] == [
+        ("never seen", "e", 4.0, "never seen")]
+    assert all(e["cat"] == v.CAT_TENSOR and e["tid"] == v.TID_FRAMEWORK
+               for e in begin + many + ends + end)
 
 
 def test_tensor_span():
@@ -78,10 +73,10 @@ def test_tensor_span():
                      "ts": 5.0, "dur": 2.5, "args": {"tensor": tensor, "step": 8}}
 
 
-def test_ready_many_is_one_line_per_tick():
+def test_ready_many_is_one_line_per_rank_and_process_set():
     lb = L.LineBuilder(0)
-    lb.tensor_begin("cached", "NEGOTIATE_ALLREDUCE", 0, INFO, 0)
-    ticks = [("cached", 0, 0), (ODD, 1, 2)]
+    ticks = [("a", 0, 0), (ODD, 0, 0), ("b", 1, 2), ("c", 1, 2), ("d", 0, 0)]
     lines = _parse(lb.ready_many(ticks, 9_000, 4))
-    assert lines == [_parse(lb.ready(n, r, ps, 9_000, 4))[0] for n, r, ps in ticks]
-    assert [e["args"]["tensor"] for e in lines] == ["cached", ODD]
+    assert [(e["args"]["rank"], e["args"]["process_set"], e["args"]["tensors"]) for e in lines] == [
+        (0, 0, ["a", ODD]), (1, 2, ["b", "c"]), (0, 0, ["d"])]
+    assert lines[0] == _parse(lb.ready_many(ticks[:2], 9_000, 4))[0]

@@ -39,21 +39,19 @@ def _parse(text):
     return json.loads("[" + text + "]") if text else []
 
 
-def _run_begins_ends(impl, ops, rec, t_resp, t_deq, error=None):
+def _run_begins_ends(impl, ops, rec, error=None):
     lb = L.LineBuilder(2)
     opened = {}
     b = impl.begins(rec, lb._tensors, lb.tensor_text, lb.tensor_heads, opened, ops, 1_000)
-    s = '{"step":7}}'
-    last = s if error is None else L.jargs({v.ARG_ERROR: error}, 7) + "}"
-    e = impl.ends(rec, lb._tensors, lb.tensor_text, lb.tensor_heads, opened, ops + [Op("never", (rec, 1, 1))],
-                  1_000, 90_000, t_resp, t_deq, s, last)
+    last = '{"step":7}}' if error is None else L.jargs({v.ARG_ERROR: error}, 7) + "}"
+    e = impl.ends(rec, lb._tensors, lb.tensor_text, lb.tensor_heads, opened,
+                  ops + [Op("never", (rec, 1, 1))], 1_000, 90_000, last)
     return b, e, opened
 
 
 @needs_c
-@pytest.mark.parametrize("t_resp,t_deq,error", [(50_000, 60_000, None), (50_000, None, None),
-                                                (None, None, "mismatch")])
-def test_c_and_python_write_the_same_text(t_resp, t_deq, error):
+@pytest.mark.parametrize("error", [None, "mismatch"])
+def test_c_and_python_write_the_same_text(error):
     assert C is not None, "RINGSCOPE_REQUIRE_C is set but tracer._oplines did not build"
     rec, other = object(), object()
     rng = random.Random(3)
@@ -62,35 +60,41 @@ def test_c_and_python_write_the_same_text(t_resp, t_deq, error):
            for i, n in enumerate(NAMES)]
     ops.insert(1, Op("elsewhere", (other, 5, 5)))
     ops.insert(2, Op("unstamped", None))
-    c = _run_begins_ends(C, ops, rec, t_resp, t_deq, error)
-    p = _run_begins_ends(P, ops, rec, t_resp, t_deq, error)
+    c = _run_begins_ends(C, ops, rec, error)
+    p = _run_begins_ends(P, ops, rec, error)
     assert c == p
-    (btext, n, others), (etext, events, unmatched, eothers), _ = c
+    (btext, n, others), (etext, events, unmatched, eothers), opened = c
     assert n == len(NAMES) and [o.name for o in others] == ["elsewhere"]
-    assert [o.name for o in eothers] == ["elsewhere"] and unmatched == 1
-    assert events == len(NAMES) * (2 if t_resp is None else 4)
+    assert [o.name for o in eothers] == ["elsewhere"] and unmatched == 1 and not opened
+    assert events == len(NAMES)
     lines = _parse(btext) + _parse(etext)
-    assert len(lines) == 2 * n + events
-    outer = [x for x in lines if x["name"] == NAMES[1]]
-    assert [x["ph"] for x in outer] == ["b", "e"] and outer[0]["ts"] == 1.001
-    assert outer[0]["args"]["shape"] == list(ops[3].shape) and outer[0]["args"]["step"] == 6
-    assert outer[1]["ts"] == 89.0 and outer[1]["args"].get("error") == error
-    queue = [x for x in lines if x["name"] == v.QUEUE]
-    assert len(queue) == (0 if t_resp is None else 2 * len(NAMES))
+    assert len(lines) == n + events
+    for i, name in enumerate(NAMES):   # one slice per tensor: b at submission, e at completion
+        outer = [x for x in lines if x["id2"]["local"] == name]
+        assert [(x["name"], x["ph"]) for x in outer] == [(name, "b"), (name, "e")]
+        assert outer[0]["ts"] == (2_000 + i - 1_000) / 1e3 and outer[1]["ts"] == 89.0
+        assert outer[1]["args"] == ({"step": 7} if error is None else {"error": error, "step": 7})
+    first = [x for x in lines if x["name"] == NAMES[1]]
+    assert first[0]["args"]["shape"] == list(ops[3].shape) and first[0]["args"]["step"] == 6
 
 
 @needs_c
-def test_c_ready_matches_python_and_caches_tails():
-    reqs = [Req(n, r, ps) for n in NAMES for r, ps in ((0, 0), (3, 2))]
+def test_c_ready_matches_python_and_caches_names():
+    """One READY line per run of requests from one rank and process set, listing its tensors."""
+    reqs = [Req(n, 0, 0) for n in NAMES] + [Req(n, 3, 2) for n in NAMES[:2]] + [Req("x", 3, 1)]
     lb = L.LineBuilder(0)
     args = (lb.ready_head, 12_345, 4)
-    c = C.ready(lb._tails, lb.ready_tail, reqs, *args)
-    assert c == P.ready(lb._tails, lb.ready_tail, reqs, *args)
-    assert set(lb._tails) == set(NAMES)
-    got = _parse(c)
-    assert [(x["args"]["tensor"], x["args"]["rank"], x["args"]["process_set"]) for x in got] == \
-        [(r.name, r.rank, r.process_set) for r in reqs]
+    c = C.ready(lb._names, lb.json_name, reqs, *args)
+    assert c == P.ready(lb._names, lb.json_name, reqs, *args)
+    assert set(lb._names) == set(NAMES) | {"x"}
+    text, n = c
+    got = _parse(text)
+    assert n == len(got) == 3
+    assert [(x["args"]["rank"], x["args"]["process_set"], x["args"]["tensors"]) for x in got] == \
+        [(0, 0, NAMES), (3, 2, NAMES[:2]), (3, 1, ["x"])]
     assert all(x["name"] == v.READY and x["ts"] == 12.345 and x["args"]["step"] == 4 for x in got)
+    assert C.ready(lb._names, lb.json_name, [], *args) == P.ready(lb._names, lb.json_name, [], *args) \
+        == ("", 0)
 
 
 @needs_c
@@ -98,7 +102,7 @@ def test_c_formats_odd_values_like_an_fstring():
     """Values that are not plain ints (a bool step, a huge byte count) come out as Python would."""
     rec = object()
     ops = [Op("a", (rec, 10**20, True), nbytes=2**62)]
-    assert _run_begins_ends(C, ops, rec, 5, 6) == _run_begins_ends(P, ops, rec, 5, 6)
+    assert _run_begins_ends(C, ops, rec) == _run_begins_ends(P, ops, rec)
 
 
 def test_missing_attribute_is_an_error_not_a_crash():
@@ -115,3 +119,42 @@ def test_missing_attribute_is_an_error_not_a_crash():
 def test_impl_reports_what_runs():
     assert op_lines.IMPL == ("c" if C is not None and
                              os.environ.get("RINGSCOPE_PURE_PYTHON", "") in ("", "0") else "python")
+
+
+@needs_c
+def test_c_chunk_matches_python():
+    """The writer's chunk: the C build formats spans, tensor spans and counters itself and hands
+    anything unusual to the Python formatter; the bytes are the same as Python's."""
+    from tracer.format import dumps
+    lb = L.LineBuilder(5)
+    records = [
+        lb.counter(v.COUNTER_QUEUE_DEPTH, 1, 2),                      # already a line
+        ("C", v.COUNTER_QUEUE_DEPTH, 10, 7), ("C", v.COUNTER_BYTES_IN_FLIGHT, 10, 1 << 40),
+        ("C", "fill", 11, 2.5),                                        # a float: Python formats it
+        ("X", v.FUSED_RESPONSE, v.CAT_FUSION, v.TID_FUSION, 100, 250, 3,
+         {"response": 4, "tensors": ("a", NAMES[1]), "step": 3, "queue_ns": 12}, None),
+        ("X", v.MEMCPY_IN_FUSION_BUFFER, v.CAT_MEMCPY, v.TID_FUSION, 110, 120, 3, {"response": 4}, None),
+        ("X", v.STEP, v.CAT_FRAMEWORK, v.TID_FRAMEWORK, 0, 400, 2, None, None),
+        ("X", "empty", "c", 7, 1, 2, 2, {}, None),
+        ("X", "extra", "c", 7, 1, 2, 2, {"a": 1}, {"b": 2}),            # extra args: Python
+        ("X", "huge", "c", 7, 1 << 70, (1 << 70) + 5, 2, {"a": 1}, None),  # past 64 bits: Python
+        ("S", v.SYNCHRONIZE, v.CAT_FRAMEWORK, v.TID_FRAMEWORK, NAMES[1], 300, 900, 3),
+        ("S", v.SYNCHRONIZE, v.CAT_FRAMEWORK, v.TID_FRAMEWORK, "grad.w", 300, 900, -1),
+    ]
+
+    def run(impl):
+        b = L.LineBuilder(5)
+        return impl.chunk(records, b._heads, b._head, b._names, b.json_name, dumps, b.deferred,
+                          v.CAT_COUNTER)
+
+    c = run(C)
+    assert c == run(P)
+    got = json.loads(b"[" + c + b"]")
+    assert len(got) == len(records)
+    assert got[4]["args"]["tensors"] == ["a", NAMES[1]] and got[4]["dur"] == 0.15
+    assert got[5]["args"] == {"response": 4, "step": 3} and got[6]["args"] == {"step": 2}
+    assert got[8]["args"] == {"a": 1, "b": 2, "step": 2}
+    assert got[10]["args"] == {"tensor": NAMES[1], "step": 3}
+    assert C.chunk([], {}, None, {}, None, dumps, None, "counter") == b""
+    with pytest.raises(ValueError):   # an unknown record is the Python formatter's error
+        C.chunk([("Z", 1)], {}, lb._head, {}, lb.json_name, dumps, lb.deferred, v.CAT_COUNTER)

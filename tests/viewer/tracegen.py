@@ -3,6 +3,10 @@
 They follow tracer/vocab.py and the "Tracer contract" of docs/ARCHITECTURE.md: object form, one event
 per line, ts/dur in µs relative to the rank's base, async per-tensor lifecycles. Analyses are tested
 on real runs (sample_traces/) and real Horovod timelines, not on these.
+
+``fmt`` picks the format version (see tracer/vocab.py): 2 (the runtime's now) writes each tensor op as
+its outer slice only, with the phases on the response (FUSED_RESPONSE's ``queue_ns``); 1 writes the
+nested NEGOTIATE_<OP> and QUEUE slices per tensor. Both describe the same run at the same times.
 """
 from __future__ import annotations
 
@@ -14,30 +18,74 @@ from tracer import vocab as V
 BASE_EPOCH_NS = 1_790_000_000_000_000_000
 
 
+def _lifecycle(ev, rank, name, op, args, submit, negotiated, start, done, step, fmt, error=None):
+    """One tensor op's async lines (``negotiated``/``start``/``done`` None: that never happened)."""
+    def line(ph, ts, phase=name, a=None):
+        ev.append({"ph": ph, "name": phase, "cat": V.CAT_TENSOR, "id2": {"local": name}, "pid": rank, "tid": 1,
+                   "ts": ts, "args": a or {"step": step}})
+    line("b", submit, a=args)
+    if fmt == 1:
+        line("b", submit, V.negotiate_name(op))
+        if negotiated is not None:
+            line("e", negotiated, V.negotiate_name(op))
+            line("b", negotiated, V.QUEUE)
+            if start is not None:
+                line("e", start, V.QUEUE)
+        elif done is not None:  # failed before its response: the negotiation ends with the op
+            line("e", done, V.negotiate_name(op))
+    if done is not None:
+        line("e", done, a={"step": step, **({"error": error} if error else {})})
+
+
+def _broadcasts(ev, rank, tensors, t, fmt, resp):
+    """Initial broadcasts of every tensor (step -1, one response each, like the runtime's at init);
+    returns (time after them, next response id)."""
+    for name, nbytes in tensors:
+        a = {"tensor": name, "op": V.BROADCAST, "bytes": nbytes, "dtype": "float32", "shape": [nbytes // 4],
+             "reduce_op": "Sum", "process_set": 0, "step": -1}
+        sub, neg, start, end = t + 2.0 * rank, t + 40.0, t + 52.5, t + 90.0
+        _lifecycle(ev, rank, name, V.BROADCAST, a, sub, neg, start, end, -1, fmt)
+        fa = {"response": resp, "tensors": [name], "count": 1, "bytes": nbytes, "dtype": "float32",
+              "op": V.BROADCAST, "reduce_op": "Sum", "backend": "ring", "threshold": 8 << 20, "process_set": 0,
+              "step": -1, "root": 0}
+        if fmt >= 2:
+            fa[V.ARG_QUEUE_NS] = round((start - neg) * 1000)
+        ev.append({"ph": "X", "name": V.FUSED_RESPONSE, "cat": V.CAT_FUSION, "pid": rank, "tid": 3, "ts": start,
+                   "dur": end - start - 5.0, "args": fa})
+        ev.append({"ph": "X", "name": V.MPI_BCAST, "cat": V.CAT_COMM, "pid": rank, "tid": 4, "ts": start + 1.0,
+                   "dur": end - start - 10.0, "args": {"response": resp, "bytes": nbytes, "backend": "mpi"}})
+        t, resp = end + 10.0, resp + 1
+    return t, resp
+
+
 def rank_events(rank, size, steps=3, tensors=(("grad.a", 4096), ("grad.b", 1 << 20)), late_rank=None,
-                late_us=5000.0, threshold=8 << 20, skip=None):
-    """Events of one rank. ``skip=(rank, tensor, step)``: that rank never submits that tensor then."""
+                late_us=5000.0, threshold=8 << 20, skip=None, fmt=V.FORMAT_VERSION, broadcasts=False,
+                unknown_steps=False):
+    """Events of one rank. ``skip=(rank, tensor, step)``: that rank never submits that tensor then, and
+    the others wait for it forever. ``broadcasts``: the run starts with a step -1 broadcast of every
+    tensor. ``unknown_steps``: every op and response says step -1 (mark_step never called)."""
     ev = []
     t = 100.0
     resp = 0
-    for step in range(steps):
+    if broadcasts:
+        t, resp = _broadcasts(ev, rank, tensors, t, fmt, resp)
+    for step_no in range(steps):
+        step = -1 if unknown_steps else step_no
         step_start = t
-        submits = {}
+        submits, op_args = {}, {}
         for name, nbytes in tensors:
-            if skip and skip[0] == rank and skip[1] == name and skip[2] == step:
+            if skip and skip[0] == rank and skip[1] == name and skip[2] == step_no:
                 continue
             delay = late_us if rank == late_rank else 0.0
             ts = t + delay + 10.0 * rank
             submits[name] = ts
-            a = {"tensor": name, "op": "ALLREDUCE", "bytes": nbytes, "dtype": "float32",
+            op_args[name] = {"tensor": name, "op": "ALLREDUCE", "bytes": nbytes, "dtype": "float32",
                  "shape": [nbytes // 4], "reduce_op": "Sum", "process_set": 0, "step": step}
             ev.append({"ph": "i", "name": V.SUBMIT, "cat": V.CAT_FRAMEWORK, "pid": rank, "tid": 1, "ts": ts,
                        "s": "t", "args": {"tensor": name, "step": step}})
-            ev.append({"ph": "b", "name": name, "cat": V.CAT_TENSOR, "id2": {"local": name}, "pid": rank, "tid": 1,
-                       "ts": ts, "args": a})
-            ev.append({"ph": "b", "name": "NEGOTIATE_ALLREDUCE", "cat": V.CAT_TENSOR, "id2": {"local": name}, "pid": rank,
-                       "tid": 1, "ts": ts})
-        if skip and skip[2] == step:
+        if skip and skip[2] == step_no:
+            for name, ts in submits.items():
+                _lifecycle(ev, rank, name, V.ALLREDUCE, op_args[name], ts, None, None, None, step, fmt)
             break  # the job hangs here: nobody completes this step
         ready = t + (late_us if late_rank is not None else 0.0) + 10.0 * (size - 1) + 50.0
         if rank == 0:
@@ -49,18 +97,13 @@ def rank_events(rank, size, steps=3, tensors=(("grad.a", 4096), ("grad.b", 1 << 
         names = [n for n, _ in tensors]
         total = sum(b for _, b in tensors)
         start = ready + 30.0
-        for name in names:
-            ev.append({"ph": "e", "name": "NEGOTIATE_ALLREDUCE", "cat": V.CAT_TENSOR, "id2": {"local": name}, "pid": rank,
-                       "tid": 1, "ts": ready})
-            ev.append({"ph": "b", "name": V.QUEUE, "cat": V.CAT_TENSOR, "id2": {"local": name}, "pid": rank, "tid": 1,
-                       "ts": ready})
-            ev.append({"ph": "e", "name": V.QUEUE, "cat": V.CAT_TENSOR, "id2": {"local": name}, "pid": rank, "tid": 1,
-                       "ts": start})
         comm = 200.0 + total / 1000.0
         end = start + comm + 40.0
         fa = {"response": resp, "tensors": names, "count": len(names), "bytes": total, "dtype": "float32",
               "op": "ALLREDUCE", "reduce_op": "Sum", "backend": "ring", "threshold": threshold,
               "process_set": 0, "step": step}
+        if fmt >= 2:
+            fa[V.ARG_QUEUE_NS] = round((start - ready) * 1000)
         ev.append({"ph": "X", "name": V.FUSED_RESPONSE, "cat": V.CAT_FUSION, "pid": rank, "tid": 3, "ts": start,
                    "dur": end - start, "args": fa})
         ev.append({"ph": "X", "name": V.MEMCPY_IN_FUSION_BUFFER, "cat": V.CAT_MEMCPY, "pid": rank, "tid": 3,
@@ -71,8 +114,7 @@ def rank_events(rank, size, steps=3, tensors=(("grad.a", 4096), ("grad.b", 1 << 
         ev.append({"ph": "X", "name": V.MEMCPY_OUT_FUSION_BUFFER, "cat": V.CAT_MEMCPY, "pid": rank, "tid": 3,
                    "ts": start + 20.0 + comm, "dur": 20.0, "args": {"response": resp}})
         for name in names:
-            ev.append({"ph": "e", "name": name, "cat": V.CAT_TENSOR, "id2": {"local": name}, "pid": rank, "tid": 1,
-                       "ts": end, "args": {"response": resp}})
+            _lifecycle(ev, rank, name, V.ALLREDUCE, op_args[name], submits[name], ready, start, end, step, fmt)
         sync0 = max(submits.values()) + 5.0
         ev.append({"ph": "X", "name": V.SYNCHRONIZE, "cat": V.CAT_FRAMEWORK, "pid": rank, "tid": 1, "ts": sync0,
                    "dur": end - sync0, "args": {"tensors": names, "step": step}})
@@ -88,9 +130,10 @@ def rank_events(rank, size, steps=3, tensors=(("grad.a", 4096), ("grad.b", 1 << 
     return ev
 
 
-def write_rank(path, rank, size, events, offset_ns=0, close=True, gz=False, shutdown=True):
+def write_rank(path, rank, size, events, offset_ns=0, close=True, gz=False, shutdown=True,
+               fmt=V.FORMAT_VERSION):
     """Write one rank's trace file; ``offset_ns`` is its recorded clock offset (its wall minus rank 0's)."""
-    meta = {"format_version": 1, "rank": rank, "size": size, "local_rank": rank, "host": "testhost",
+    meta = {"format_version": fmt, "rank": rank, "size": size, "local_rank": rank, "host": "testhost",
             "pid": 1000 + rank, "backend": "ring", "fusion_threshold": 8 << 20, "cycle_time_ms": 1.0,
             "base_epoch_ns": BASE_EPOCH_NS + offset_ns, "clock_offset_ns": offset_ns,
             "clock_offset_uncertainty_ns": 2000}
@@ -111,16 +154,17 @@ def write_rank(path, rank, size, events, offset_ns=0, close=True, gz=False, shut
     return p
 
 
-def write_run(directory, size=4, steps=3, late_rank=None, skip=None, offsets=None, gz=False, **kw):
+def write_run(directory, size=4, steps=3, late_rank=None, skip=None, offsets=None, gz=False,
+              fmt=V.FORMAT_VERSION, **kw):
     """A run directory with one trace per rank; returns the paths."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     paths = []
     for r in range(size):
         off = (offsets or {}).get(r, 0)
-        ev = rank_events(r, size, steps=steps, late_rank=late_rank, skip=skip, **kw)
+        ev = rank_events(r, size, steps=steps, late_rank=late_rank, skip=skip, fmt=fmt, **kw)
         # a rank's local clock reads ``off`` later than rank 0's: shift its local ts so that true
         # instants stay equal once the offset is applied
         paths.append(write_rank(d / (f"rank-{r}.json" + (".gz" if gz else "")), r, size, ev, offset_ns=off,
-                                gz=gz))
+                                gz=gz, fmt=fmt))
     return paths

@@ -173,7 +173,9 @@ class _Writer:
 
 
 def _pairs_async(events):
-    """Join async b/e events into (name, async id, t0_us, t1_us, args) slices."""
+    """Join async b/e events into (name, async id, t0_us, t1_us, args) slices. A format-2 trace
+    has the tensor's slice only: its NEGOTIATE_<OP> and QUEUE phases (which the runtime's NVTX
+    ranges still mark per tensor) come from its response's FUSED_RESPONSE and ``queue_ns``."""
     open_, out = {}, []
     for e in events:
         if e.get("ph") not in ("b", "e"):
@@ -184,6 +186,19 @@ def _pairs_async(events):
         elif open_.get(key):
             b = open_[key].pop()
             out.append((b["name"], key[0], b["ts"], e["ts"], b.get("args") or {}))
+    nested = {i for n, i, *_ in out if n.startswith(vocab.NEGOTIATE_PREFIX)}
+    fused = [e for e in events if e.get("name") == vocab.FUSED_RESPONSE]
+    for name, tid, t0, t1, a in list(out):
+        if name != tid or tid in nested or vocab.ARG_OP not in a:
+            continue
+        for f in fused:
+            fa = f.get("args") or {}
+            if t0 <= f["ts"] <= t1 and tid in (fa.get(vocab.ARG_TENSORS) or ()) and \
+                    vocab.ARG_QUEUE_NS in fa:
+                got = f["ts"] - fa[vocab.ARG_QUEUE_NS] / 1e3
+                out.append((vocab.negotiate_name(a[vocab.ARG_OP]), tid, t0, got, {}))
+                out.append((vocab.QUEUE, tid, got, f["ts"], {}))
+                break
     return out
 
 

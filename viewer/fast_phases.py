@@ -1,0 +1,78 @@
+"""Per-tensor phases taken from the responses, for the fast path (as :mod:`viewer.tables_ringscope`).
+
+Format 2 writes a tensor op as its outer async slice only; the negotiation and QUEUE phases are
+rebuilt from the FUSED_RESPONSE the op ran in (its start, minus its ``queue_ns``). The op's response
+is the first FUSED_RESPONSE listing its tensor that starts within [submit, done] (no upper bound
+while the op never ended), found for all ops at once by a sorted search over (tensor, start).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tracer import vocab as V
+from viewer.fast_columns import ns
+
+
+def attach(r, outer, parts, fused) -> None:
+    """Add to ``outer`` (one entry per lifecycle): ``fused`` (position in ``fused`` of the response it
+    ran in, -1 if none) and, for format-2 lifecycles (no nested phase slices), ``neg_ns``/``neg_ok``
+    and ``start_ns``/``start_ok`` from that response (not ok elsewhere)."""
+    n = len(outer["b"])
+    match = _match(r, outer, fused)
+    has_part = np.zeros(n, dtype=bool)
+    po = parts["outer"]
+    has_part[po[po >= 0]] = True
+    start_ok = ~has_part & (match >= 0)
+    start = np.zeros(n, dtype="int64")
+    neg_ok = np.zeros(n, dtype=bool)
+    if len(fused):
+        m = np.maximum(match, 0)
+        start = np.where(start_ok, ns(r.ts[fused])[m], 0)
+        q, q_ok = r.cols.ints("args." + V.ARG_QUEUE_NS, 0)
+        neg_ok = start_ok & q_ok[fused][m]
+        neg = np.where(neg_ok, start - q[fused][m], 0)
+    else:
+        neg = np.zeros(n, dtype="int64")
+    outer.update(fused=match, neg_ns=neg, neg_ok=neg_ok, start_ns=start, start_ok=start_ok)
+
+
+def _match(r, outer, fused) -> np.ndarray:
+    n = len(outer["b"])
+    out = np.full(n, -1, dtype="int64")
+    if not n or not len(fused):
+        return out
+    aid, pos = r.cols.listed("args." + V.ARG_TENSORS, fused, r.aid_values)
+    keep = aid >= 0
+    aid, pos = aid[keep], pos[keep]
+    if not len(aid):
+        return out
+    f_start = ns(r.ts[fused])[pos]
+    o_aid = outer["aid"].astype("int64")
+    # times replaced by their rank among all times, so (tensor, time) fits one int64 key
+    times, rank = np.unique(np.concatenate([f_start, ns(r.ts[outer["b"]])]), return_inverse=True)
+    rank = rank.reshape(-1)
+    width = len(times) + 1
+    key = aid * width + rank[:len(aid)]
+    order = np.lexsort((pos, key))      # by tensor, start, then file order (the first wins a tie)
+    j = np.searchsorted(key[order], o_aid * width + rank[len(aid):], side="left")
+    hit = order[np.minimum(j, len(order) - 1)]
+    ok = (j < len(order)) & (aid[hit] == o_aid)
+    ok &= ~outer["closed"] | (f_start[hit] <= ns(outer["end_ts"]))
+    return np.where(ok, pos[hit], -1)
+
+
+def rebuilt_rows(r, outer, op):
+    """The NEGOTIATE_<OP> and QUEUE slices format 1 wrote per tensor, rebuilt for format-2 lifecycles
+    whose phase ends are both known: ``(idx, (name codes, names), t_ns, dur_ns)``, ``idx`` indexing
+    ``outer``; ``op`` is the lifecycles' op as ``(codes, values)`` (no NEGOTIATE row where null)."""
+    sel = np.flatnonzero(outer["neg_ok"] & outer["start_ok"])
+    op_codes, op_values = op
+    sel_n = sel[op_codes[sel] >= 0]
+    submit = ns(r.ts[outer["b"]])
+    neg, start = outer["neg_ns"], outer["start_ns"]
+    idx = np.concatenate([sel_n, sel])
+    names = ([V.negotiate_name(v) for v in op_values] + [V.QUEUE])
+    codes = np.concatenate([op_codes[sel_n], np.full(len(sel), len(op_values))]).astype(np.int32)
+    t_ns = np.concatenate([submit[sel_n], neg[sel]])
+    dur = np.concatenate([neg[sel_n] - submit[sel_n], start[sel] - neg[sel]])
+    return idx, (codes, names), t_ns, dur
