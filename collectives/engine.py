@@ -182,9 +182,8 @@ class Engine:
         now_vals = (len(self._inflight), self._bytes_in_flight)   # plain reads; a cycle late is fine
         if now_vals != self._last_counters:
             self._last_counters = now_vals
-            t = rec.now()
-            rec.counter(V.COUNTER_QUEUE_DEPTH, now_vals[0], ts_ns=t)
-            rec.counter(V.COUNTER_BYTES_IN_FLIGHT, now_vals[1], ts_ns=t)
+            rec.counters(((V.COUNTER_QUEUE_DEPTH, now_vals[0]),
+                          (V.COUNTER_BYTES_IN_FLIGHT, now_vals[1])))
 
     def _nap(self, seconds: float) -> None:
         """Sleep while waiting on other ranks, but wake at once when this rank submits more."""

@@ -7,7 +7,7 @@ from typing import Any
 from collectives.ops import ReduceOp
 
 
-@dataclass
+@dataclass(slots=True)
 class Entry:
     """A collective request on this rank. ``tensor``/``output`` are framework objects that only
     ``adapter`` touches; ``splits`` are alltoall send counts (first-dimension rows per rank)."""

@@ -34,6 +34,7 @@ CONTRACT (the runtime codes against these calls; the tracer implements them):
     rec.nvtx                                        # bool; when True, also call at each transition:
     rec.tensor_phase(name, ended, started=None)     #   NVTX ranges need the live moment
     rec.counter(name, value, ts_ns=None)
+    rec.counters(((name, value), ...), ts_ns=None)   # several at one time (one call)
     rec.mark_step(step=None) / rec.step             # current training step (-1 before the first)
     rec.set_run_meta(**meta)                        # keys of tracer.vocab.META_KEYS
     rec.set_clock_offset(offset_ns, uncertainty_ns, when)   # when = "init" | "shutdown"
@@ -88,6 +89,10 @@ class NullRecorder:
 
     def counter(self, name, value, ts_ns=None):
         pass
+
+    def counters(self, values, ts_ns=None):
+        for name, value in values:
+            self.counter(name, value, ts_ns)
 
     def ready(self, name, rank, process_set=0, ts_ns=None):
         pass

@@ -103,6 +103,8 @@ class TimelineRecorder:
         h = nv.start(name, name, args.get(vocab.ARG_BYTES) if args else None) if nv else None
         return (tid, name, cat, args, _now() if ts_ns is None else ts_ns, self.step, h, tensor)
 
+    # The calls below append inline rather than through _put: each Python call on a recording
+    # thread costs microseconds on cold caches, and these run tens of times a step.
     def end(self, token, extra_args=None):
         if token is None:
             return
@@ -111,15 +113,22 @@ class TimelineRecorder:
         if h is not None:
             self._nv.end(h)
         b = self.base_ns
-        if tensor is not None and args is None and extra_args is None:
-            self._put(("S", name, cat, tid, tensor, t0 - b, t1 - b, step))
+        q = self._q
+        if len(q) >= self._cap:
+            next(self._drops)
+        elif tensor is not None and args is None and extra_args is None:
+            q.append(("S", name, cat, tid, tensor, t0 - b, t1 - b, step))
         else:
-            self._put(("X", name, cat, tid, t0 - b, t1 - b, step, args, extra_args))
+            q.append(("X", name, cat, tid, t0 - b, t1 - b, step, args, extra_args))
 
     def complete(self, tid, name, cat, start_ns, end_ns, args=None):
         if self.enabled:
             b = self.base_ns
-            self._put(("X", name, cat, tid, start_ns - b, end_ns - b, self.step, args, None))
+            q = self._q
+            if len(q) < self._cap:
+                q.append(("X", name, cat, tid, start_ns - b, end_ns - b, self.step, args, None))
+            else:
+                next(self._drops)
 
     def instant(self, tid, name, cat, args=None, ts_ns=None):
         if self.enabled:
@@ -141,7 +150,22 @@ class TimelineRecorder:
     def counter(self, name, value, ts_ns=None):
         if self.enabled:
             t = _now() if ts_ns is None else ts_ns
-            self._put(("C", name, t - self.base_ns, value))
+            q = self._q
+            if len(q) < self._cap:
+                q.append(("C", name, t - self.base_ns, value))
+            else:
+                next(self._drops)
+
+    def counters(self, values, ts_ns=None):
+        """Several counters at one time, ``values`` = ((name, value), ...)."""
+        if self.enabled:
+            t = (_now() if ts_ns is None else ts_ns) - self.base_ns
+            q, cap = self._q, self._cap
+            for name, value in values:
+                if len(q) < cap:
+                    q.append(("C", name, t, value))
+                else:
+                    next(self._drops)
 
     # ---- the per-tensor lifecycle -----------------------------------------------------------------
     def tensor_begin(self, name, negotiate, ts_ns, step, info):
@@ -234,9 +258,14 @@ class TimelineRecorder:
         text, events, unmatched, others = op_lines.ends(
             self, lb._tensors, lb.tensor_text, lb.tensor_heads, self._open, ops, self.base_ns, t_done,
             last)
-        self.unmatched_ends += unmatched
+        if unmatched:
+            self.unmatched_ends += unmatched
         if events and not self._closed:
-            self._put(text, events)
+            q = self._q
+            if len(q) < self._cap:
+                q.append(text)
+            else:
+                self._put(text, events)   # counts the drops
         return others
 
     def ready_requests(self, reqs, ts_ns=None):
