@@ -3,8 +3,8 @@
 Block pairs (``train_worker.py``) measure the whole timeline, start and stop included, but this VM's
 speed drifts by tens of percent over seconds, so a 1 % effect hides in their noise. Here the
 timeline is started once and the recorder's own switch (``rec.enabled``, what every hot-path call
-checks) flips at every step: neighbouring steps see the same machine, and the paired difference
-is the marginal cost of recording a step (everything but opening and closing the file). The
+checks) flips so that one step of each pair is recorded (:func:`recorded`): neighbouring steps see
+the same machine, and the paired difference is the marginal cost of recording a step (everything but opening and closing the file). The
 writer thread's work lands in both kinds of step alike, so it is measured apart: its CPU time over
 the run (from /proc), per step. The collector's existing objects are frozen
 after warm-up (``gc.freeze``): it still runs, so collections the recording causes still count,
@@ -44,6 +44,22 @@ def thread_cpu_s(name: str) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def recorded(i: int) -> bool:
+    """Whether step ``i`` is recorded: one of each pair of steps, first in even pairs and second in
+    odd ones (on off, off on, ...). Plain alternation put every recorded step at an even index, and
+    the job's own even/odd steps differ: the control (never recording) then gave 0.995-1.010."""
+    pair, second = divmod(i, 2)
+    return bool(second) == bool(pair % 2)
+
+
+def paired(values):
+    """(values of the recorded steps, values of the others), pair by pair."""
+    on, off = [], []
+    for i in range(len(values) // 2 * 2):
+        (on if recorded(i) else off).append(values[i])
+    return on, off
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=1000, help="steps measured (half of them on)")
@@ -68,13 +84,14 @@ def main() -> int:
     writer0 = thread_cpu_s(WRITER)
     t, c = time.perf_counter(), time.process_time()
     for i in range(ns.steps):
-        rec.enabled = i % 2 == 0 and not ns.control
+        rec.enabled = recorded(i) and not ns.control
         step()
         t2, c2 = time.perf_counter(), time.process_time()
         wall.append(t2 - t)
         cpu.append(c2 - c)
         t, c = t2, c2
     rec.enabled = True
+    wall, cpu = paired(wall), paired(cpu)
     writer = comm.gather((thread_cpu_s(WRITER) - writer0) / ns.steps, root=0)
     gc.unfreeze()
     cpus = comm.gather(cpu, root=0)
@@ -85,8 +102,8 @@ def main() -> int:
     if comm.rank == 0:
         shutil.rmtree(root, ignore_errors=True)
         emit({"ranks": comm.size, "steps": ns.steps, "control": ns.control,
-              "on": wall[0::2], "off": wall[1::2],
-              "cpu_on": [c[0::2] for c in cpus], "cpu_off": [c[1::2] for c in cpus],
+              "on": wall[0], "off": wall[1],
+              "cpu_on": [c[0] for c in cpus], "cpu_off": [c[1] for c in cpus],
               "writer_cpu_s_per_step": writer, "trace_bytes": trace_bytes})
     return 0
 

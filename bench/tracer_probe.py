@@ -18,7 +18,7 @@ from bench import tracer_overhead as to  # noqa: E402
 from bench.launch import emit  # noqa: E402
 
 EVENTS_PER_CALL = {"begin+end (one X event)": 1, "async_begin+async_end (2 events)": 2,
-                   "tensor_begin+tensor_end (6 events)": 6}
+                   "tensor_begin+tensor_end (2 events)": 2}
 
 
 def main() -> int:
