@@ -1,10 +1,10 @@
 """Chrome-trace event lines, formatted directly as text on the recording thread.
 
-The recorder turns each event (or batch of tensors' events) into JSON lines at once and buffers the
-``str``: strings are invisible to the garbage collector (buffered tuples holding dicts were promoted
-through its generations and made full collections of the training process more frequent), and the
-writer thread, which holds the GIL while it works, mostly joins and writes. The one exception is the
-framework's wait, left as a tuple of plain values (untracked by the collector) for the writer.
+The recorder turns the dense events (a batch of tensors' lifecycles, READY ticks) into JSON lines
+at once and buffers the ``str``: strings are invisible to the garbage collector (buffered tuples
+holding dicts were promoted through its generations and made full collections of the training
+process more frequent). The sparse ones (spans, counters, the framework's waits) are left as tuples
+for the writer thread, which formats them with :meth:`LineBuilder.deferred` (or the same in C).
 
 Cheap by construction: the constant part of a line (name, cat, ph, pid, tid, and a tensor's id) is
 built once per name and cached, so a line costs a couple of integer formats. ``ts`` and ``dur`` are

@@ -4,9 +4,9 @@ Hot path: a bounded deque of records (``deque.append`` is atomic, so no lock); w
 event is dropped and counted. The dense events (tensor lifecycles, READY ticks) are formatted where
 they are recorded, in batches, by :mod:`tracer.op_lines` (C when built), and buffered as strings.
 The sparse ones (spans, counters, the framework's waits) are buffered as tuples of their values and
-formatted by the writer, in a batch: in the middle of a training step every Python call on the
-recording thread runs with cold caches, and a span formatted there cost ~35 µs against ~5 µs for
-appending its tuple (measured in the demo at 2 ranks). File I/O happens on
+formatted by the writer in a batch (C when built): in the middle of a training step every Python
+call on the recording thread runs with cold caches, and a span formatted there cost ~35 µs against
+~5 µs for appending its tuple (measured in the demo at 2 ranks). File I/O happens on
 :class:`tracer.writer.TimelineWriter`'s thread.
 """
 from __future__ import annotations

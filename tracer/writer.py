@@ -1,10 +1,10 @@
 """The writer thread: drains the recorder's buffer of event lines and writes them.
 
-It wakes every ``flush_interval_s`` (at most 1 s) and hands the buffered lines (formatted by the
-recorder, :mod:`tracer.lines`; only the framework's waits arrive as tuples it formats) to
-:class:`tracer.tracefile.TraceFile`, so the time it holds the GIL is little more than a join and a
-``pwrite`` call per flush. Errors on disk never reach the training thread: the
-writer reports once on stderr and discards from then on.
+It wakes every ``flush_interval_s`` (at most 1 s), turns the buffered records (lines the recorder
+formatted, and spans, counters and waits left as tuples) into one chunk of bytes
+(:func:`tracer.op_lines.chunk`, C when built) and hands it to :class:`tracer.tracefile.TraceFile`
+in one ``pwritev``. Errors on disk never reach the training thread: the writer reports once on
+stderr and discards from then on.
 """
 from __future__ import annotations
 
