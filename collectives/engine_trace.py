@@ -1,9 +1,10 @@
 """What the engine tells the tracer about each op's lifecycle, in batches.
 
 The user's thread only stamps a submitted op with (recorder, step); the engine thread writes the
-begin lines when it picks the ops up and the rest of each lifecycle when the op completes, with the
-times its response arrived and started (one per response, not per op), one recorder call per batch. An op's end always goes
-to the recorder that has its begin (a timeline started or stopped in between changes nothing).
+begin lines when it picks the ops up and the end lines when they complete, one recorder call per
+batch. The times their response arrived and started are passed along for NVTX; the trace has them
+once, on the response (FUSED_RESPONSE's start and queue_ns). An op's end always goes to the
+recorder that has its begin (a timeline started or stopped in between changes nothing).
 """
 from __future__ import annotations
 

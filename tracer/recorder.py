@@ -22,7 +22,9 @@ CONTRACT (the runtime codes against these calls; the tracer implements them):
                                                     # (info = (op, bytes, dtype, shape, reduce_op,
                                                     # process_set); may come later, from another thread)
     rec.tensor_end(name, negotiate, t_response, t_dequeue, t_done, error=None)
-                                                    # ... the rest of it, written at completion
+                                                    # ... its end, written at completion (the
+                                                    # response and dequeue times feed NVTX; the
+                                                    # trace has them on the FUSED_RESPONSE)
     rec.tensors_begin([(name, negotiate, ts_ns, step, info)])   # the same for many, one record
     rec.tensors_end([(name, negotiate, t_response, t_dequeue, t_done, error)])
     others = rec.ops_begin(ops)                     # the same, read from the runtime's op objects
