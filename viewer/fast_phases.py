@@ -33,6 +33,13 @@ def attach(r, outer, parts, fused) -> None:
         neg = np.where(neg_ok, start - q[fused][m], 0)
     else:
         neg = np.zeros(n, dtype="int64")
+    # failed before any response: the negotiation lasted until the failure (as format 1 wrote it)
+    oe = outer["e"]
+    err = r.cols.codes("args." + V.ARG_ERROR)[0]
+    failed = (oe >= 0) & (err[np.maximum(oe, 0)] >= 0) if len(err) else np.zeros(n, dtype=bool)
+    cut = ~has_part & (match < 0) & outer["closed"] & failed
+    neg = np.where(cut, ns(outer["end_ts"]), neg)
+    neg_ok = neg_ok | cut
     outer.update(fused=match, neg_ns=neg, neg_ok=neg_ok, start_ns=start, start_ok=start_ok)
 
 
@@ -63,11 +70,13 @@ def _match(r, outer, fused) -> np.ndarray:
 
 def rebuilt_rows(r, outer, op):
     """The NEGOTIATE_<OP> and QUEUE slices format 1 wrote per tensor, rebuilt for format-2 lifecycles
-    whose phase ends are both known: ``(idx, (name codes, names), t_ns, dur_ns)``, ``idx`` indexing
-    ``outer``; ``op`` is the lifecycles' op as ``(codes, values)`` (no NEGOTIATE row where null)."""
+    (the negotiation where its end is known, the QUEUE where its start is known too):
+    ``(idx, (name codes, names), t_ns, dur_ns)``, ``idx`` indexing ``outer``; ``op`` is the
+    lifecycles' op as ``(codes, values)`` (no NEGOTIATE row where null)."""
     sel = np.flatnonzero(outer["neg_ok"] & outer["start_ok"])
     op_codes, op_values = op
-    sel_n = sel[op_codes[sel] >= 0]
+    negs = np.flatnonzero(outer["neg_ok"])
+    sel_n = negs[op_codes[negs] >= 0]
     submit = ns(r.ts[outer["b"]])
     neg, start = outer["neg_ns"], outer["start_ns"]
     idx = np.concatenate([sel_n, sel])

@@ -100,8 +100,12 @@ def _response_phases(p, op):
     """(negotiated_ns, start_ns) of a format-2 op (no nested phase slices) from the response it ran
     in: start = the response's FUSED_RESPONSE start, negotiated = start - its queue_ns. None where
     unknown (no response, no queue_ns, or a format-1 op, whose phases are its own slices)."""
-    if op["parts"] or op["fused"] is None:
+    if op["parts"]:
         return None, None
+    if op["fused"] is None:
+        # failed before any response: its negotiation lasted until the failure (as format 1 wrote it)
+        failed = op["args"].get(V.ARG_ERROR) and op.get("done") is not None
+        return (_ns(op["done"]) if failed else None), None
     ts, _dur, a = p.fused[op["fused"]]
     start = _ns(ts)
     q = _int(a.get(V.ARG_QUEUE_NS))
@@ -110,15 +114,17 @@ def _response_phases(p, op):
 
 def _rebuilt_parts(p, op):
     """The nested NEGOTIATE_<OP> and QUEUE slices format 1 wrote, rebuilt for a format-2 op:
-    ``[(name, t0_ns, t1_ns)]`` (empty unless both phase ends are known)."""
+    ``[(name, t0_ns, t1_ns)]`` (the negotiation when its end is known, the QUEUE when its start
+    is known too)."""
     neg, start = _response_phases(p, op)
-    if neg is None or start is None:
+    if neg is None:
         return []
     out = []
     opname = op["args"].get(V.ARG_OP)
     if isinstance(opname, str):
         out.append((V.negotiate_name(opname), _ns(op["submit"]), neg))
-    out.append((V.QUEUE, neg, start))
+    if start is not None:
+        out.append((V.QUEUE, neg, start))
     return out
 
 

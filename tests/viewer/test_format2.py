@@ -86,17 +86,18 @@ def test_hang_ops_stay_unnegotiated(tmp_path, fast):
     pd.testing.assert_frame_equal(_sorted(ev1[~open_neg]), _sorted(b["events"]))
 
 
-def _failed_then_rerun(fmt_queue=True):
+def _failed_then_rerun(fmt_queue=True, fmt=2):
     """grad.a (step 0) fails with a stall error and no response; grad.a is submitted again (step 0
     again) and runs in response 7, which must not be taken for the failed op."""
     ev = []
     a = {"tensor": "grad.a", "op": "ALLREDUCE", "bytes": 64, "dtype": "float32", "shape": [16],
          "reduce_op": "Sum", "process_set": 0, "step": 0}
-    tracegen._lifecycle(ev, 0, "grad.a", V.ALLREDUCE, a, 100.0, None, None, 500.0, 0, 2, error="stalled")
-    tracegen._lifecycle(ev, 0, "grad.a", V.ALLREDUCE, a, 600.0, 650.0, 700.0, 900.0, 0, 2)
+    tracegen._lifecycle(ev, 0, "grad.a", V.ALLREDUCE, a, 100.0, None, None, 500.0, 0, fmt,
+                        error="stalled")
+    tracegen._lifecycle(ev, 0, "grad.a", V.ALLREDUCE, a, 600.0, 650.0, 700.0, 900.0, 0, fmt)
     fa = {"response": 7, "tensors": ["grad.a"], "count": 1, "bytes": 64, "dtype": "float32", "op": "ALLREDUCE",
           "backend": "ring", "threshold": 1024, "process_set": 0, "step": 0}
-    if fmt_queue:
+    if fmt_queue and fmt == 2:
         fa[V.ARG_QUEUE_NS] = 50_000
     ev.append({"ph": "X", "name": V.FUSED_RESPONSE, "cat": V.CAT_FUSION, "pid": 0, "tid": 3, "ts": 700.0,
                "dur": 150.0, "args": fa})
@@ -105,13 +106,20 @@ def _failed_then_rerun(fmt_queue=True):
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["fast", "slow"])
-def test_failed_op_keeps_na_phases(tmp_path, fast):
-    p = tracegen.write_rank(tmp_path / "r.json", 0, 1, _failed_then_rerun(), fmt=2)
-    ops = parse_file(p, warn=False, fast=fast)["tensor_ops"].sort_values("submit_ns", ignore_index=True)
+def test_failed_op_negotiates_until_it_fails(tmp_path, fast):
+    """An op that failed before any response: its negotiation ends at the failure and it has no
+    QUEUE, the same in both formats; it does not take the response of the tensor's rerun."""
+    got = {}
+    for fmt in (1, 2):
+        p = tracegen.write_rank(tmp_path / f"r{fmt}.json", 0, 1, _failed_then_rerun(fmt=fmt), fmt=fmt)
+        got[fmt] = parse_file(p, warn=False, fast=fast)
+    ops = got[2]["tensor_ops"].sort_values("submit_ns", ignore_index=True)
     assert ops["error"].tolist()[0] == "stalled" and pd.isna(ops["error"][1])
     assert ops["response"].tolist() == [-1, 7]
-    assert pd.isna(ops["negotiated_ns"][0]) and pd.isna(ops["start_ns"][0])
+    assert ops["negotiated_ns"][0] == 500_000 and pd.isna(ops["start_ns"][0])
     assert ops["negotiated_ns"][1] == 650_000 and ops["start_ns"][1] == 700_000
+    pd.testing.assert_frame_equal(got[1]["tensor_ops"].sort_values("submit_ns", ignore_index=True), ops)
+    pd.testing.assert_frame_equal(_sorted(got[1]["events"]), _sorted(got[2]["events"]))
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["fast", "slow"])
@@ -122,7 +130,10 @@ def test_unknown_queue_time(tmp_path, fast):
     out = parse_file(p, warn=False, fast=fast)
     ops = out["tensor_ops"].sort_values("submit_ns", ignore_index=True)
     assert ops["start_ns"][1] == 700_000 and pd.isna(ops["negotiated_ns"][1]) and ops["response"][1] == 7
-    assert not out["events"]["name"].isin([V.QUEUE, "NEGOTIATE_ALLREDUCE"]).any()
+    ev = out["events"]
+    assert not (ev["name"] == V.QUEUE).any()
+    neg = ev[ev["name"] == "NEGOTIATE_ALLREDUCE"]   # only the failed op's, up to its failure
+    assert neg["t_ns"].tolist() == [100_000] and neg["dur_ns"].tolist() == [400_000]
 
 
 def test_format_version_written(tmp_path):
