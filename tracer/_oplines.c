@@ -81,11 +81,11 @@ static int put_diff(Buf *b, PyObject *a, long long base) {
 static PyObject *s_name, *s_meta, *s_op_type, *s_nbytes, *s_dtype, *s_shape, *s_reduce_op,
     *s_process_set, *s_rank, *s_submitted, *s_submit_ns;
 
-enum { KEY, JNAME, ARGS, JNEG, NEGOTIATE, NSLOTS };
+enum { KEY, JNAME, ARGS, NSLOTS };
 #define NKEY 6
 
 /* The constant-text tuple of ``op`` (a new reference): the cached one when its key still matches
- * the op's (op_type, nbytes, dtype, shape, reduce_op, process_set), else ``make(name, key, None)``. */
+ * the op's (op_type, nbytes, dtype, shape, reduce_op, process_set), else ``make(name, key)``. */
 static PyObject *tensor_text(PyObject *cache, PyObject *make, PyObject *op, PyObject *name) {
     static PyObject **attrs[NKEY] = {&s_op_type, &s_nbytes, &s_dtype, &s_shape, &s_reduce_op,
                                      &s_process_set};
@@ -107,10 +107,10 @@ static PyObject *tensor_text(PyObject *cache, PyObject *make, PyObject *op, PyOb
     PyObject *key = PyTuple_New(NKEY);
     if (!key) goto done;
     for (int i = 0; i < NKEY; i++) { PyTuple_SET_ITEM(key, i, vals[i]); vals[i] = NULL; }
-    res = PyObject_CallFunctionObjArgs(make, name, key, Py_None, NULL);
+    res = PyObject_CallFunctionObjArgs(make, name, key, NULL);
     Py_DECREF(key);
     if (res && !(PyTuple_CheckExact(res) && PyTuple_GET_SIZE(res) == NSLOTS)) {
-        PyErr_SetString(PyExc_TypeError, "tensor_text must return a tuple of 5");
+        PyErr_SetString(PyExc_TypeError, "tensor_text must return a tuple of 3");
         Py_CLEAR(res);
     }
 done:
@@ -174,11 +174,11 @@ static PyObject *finish(Buf *b, PyObject *counts, PyObject *others) {
 
 static int sep(Buf *b) { return b->len ? PUT_LIT(b, ",\n") : 0; }
 
-/* The start of one lifecycle line, up to its args: {"name":JEV HEAD TS e-3,"id2":{"local":JN},"args":
+/* The start of one lifecycle line, up to its args: {"name":JN HEAD TS e-3,"id2":{"local":JN},"args":
  * where TS is ``tobj - base`` when ``tobj`` is given, else ``t``. */
-static int put_line(Buf *b, PyObject *jev, PyObject *head, PyObject *tobj, long long base,
-                    long long t, PyObject *jn) {
-    return PUT_LIT(b, "{\"name\":") || put_obj(b, jev) || put_obj(b, head) ||
+static int put_line(Buf *b, PyObject *jn, PyObject *head, PyObject *tobj, long long base,
+                    long long t) {
+    return PUT_LIT(b, "{\"name\":") || put_obj(b, jn) || put_obj(b, head) ||
            (tobj ? put_diff(b, tobj, base) : put_ll(b, t)) ||
            PUT_LIT(b, "e-3,\"id2\":{\"local\":") || put_obj(b, jn) || PUT_LIT(b, "},\"args\":");
 }
@@ -222,7 +222,7 @@ static PyObject *begins(PyObject *self, PyObject *args) {
         if (!(c = tensor_text(cache, make, op, name))) goto item_done;
         if (PyDict_SetItem(opened, name, c) < 0) goto item_done;
         PyObject *step = PyTuple_GET_ITEM(st, 1), *jn = SLOT(c, JNAME);
-        if (sep(&b) || put_line(&b, jn, hb, t, base, 0, jn) || put_obj(&b, SLOT(c, ARGS)) ||
+        if (sep(&b) || put_line(&b, jn, hb, t, base, 0) || put_obj(&b, SLOT(c, ARGS)) ||
             PUT_LIT(&b, "\"step\":") || put_obj(&b, step) || PUT_LIT(&b, "}}"))
             goto item_done;
         ok = 0;
@@ -278,7 +278,7 @@ static PyObject *ends(PyObject *self, PyObject *args) {
         }
         if (PyDict_DelItem(opened, name) < 0) goto item_done;
         PyObject *jn = SLOT(c, JNAME);
-        if (sep(&b) || put_line(&b, jn, he, NULL, 0, td, jn) || put_obj(&b, last)) goto item_done;
+        if (sep(&b) || put_line(&b, jn, he, NULL, 0, td) || put_obj(&b, last)) goto item_done;
         events++;
         ok = 0;
     item_done:

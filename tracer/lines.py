@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from tracer import vocab
 from tracer.format import dumps
-from tracer.op_lines_py import ARGS, JNAME, KEY, NEGOTIATE, line
+from tracer.op_lines_py import ARGS, JNAME, KEY, line
 from tracer.op_lines_py import ready as ready_lines
 
 CACHE_MAX = 1 << 16     # names of a job are bounded, but unnamed ops count up: keep caches bounded
@@ -57,27 +57,19 @@ class LineBuilder:
         self.pid = pid
         self._tensors: dict = {}   # name -> constant text (tensor_text)
         self._names: dict = {}     # name -> its JSON string (json_name), for READY lines
-        self._jnames: dict = {}    # negotiation name -> its JSON (one string for all tensors)
         self._heads: dict = {}
         head = f',"cat":"{vocab.CAT_TENSOR}","ph":"%s","pid":{pid},"tid":{vocab.TID_FRAMEWORK},"ts":'
         self.tensor_heads = (head % "b", head % "e")   # see op_lines_py
 
     # ---- constant parts --------------------------------------------------------------------
-    def tensor_text(self, name: str, key: tuple | None, negotiate: str | None = None) -> tuple:
+    def tensor_text(self, name: str, key: tuple) -> tuple:
         """The constant text of one tensor's lifecycle lines, made and cached: a tuple indexed by
-        :mod:`tracer.op_lines_py`'s slots (KEY, JNAME, ARGS, JNEG, NEGOTIATE). ``key`` =
-        (op, bytes, dtype, shape, reduce_op, process_set) gives the outer slice's args (None: not
-        known, ends only); ``negotiate`` defaults to the op's negotiation phase."""
-        if negotiate is None:
-            negotiate = vocab.negotiate_name(key[0])
-        args = ""
-        if key is not None:
-            op, nbytes, dtype, shape, reduce_op, ps = key
-            args = dumps(dict(zip(TENSOR_ARGS, (name, op, nbytes, dtype, tuple(shape),
-                                                getattr(reduce_op, "value", reduce_op), ps))))
-            args = args.decode()[:-1] + ","
-        jneg = self._jnames.get(negotiate) or self._jnames.setdefault(negotiate, jstr(negotiate))
-        c = (key, jstr(name), args, jneg, negotiate)
+        :mod:`tracer.op_lines_py`'s slots (KEY, JNAME, ARGS). ``key`` = (op, bytes, dtype, shape,
+        reduce_op, process_set) gives its slice's args."""
+        op, nbytes, dtype, shape, reduce_op, ps = key
+        args = dumps(dict(zip(TENSOR_ARGS, (name, op, nbytes, dtype, tuple(shape),
+                                            getattr(reduce_op, "value", reduce_op), ps))))
+        c = (key, jstr(name), args.decode()[:-1] + ",")
         if len(self._tensors) >= CACHE_MAX:
             self._tensors.clear()
         self._tensors[name] = c
@@ -153,8 +145,7 @@ class LineBuilder:
                     step: int) -> str:
         """An X event about one tensor (e.g. the framework's wait in synchronize): args hold the
         tensor's name and the step."""
-        c = self._tensors.get(tensor)
-        jt = c[JNAME] if c is not None else jstr(tensor)
+        jt = self._names.get(tensor) or self.json_name(tensor)   # the cache the C build reads
         return (f'{self._head("X", tid, name, cat)}{t0}e-3,"dur":{t1 - t0}e-3,'
                 f'"args":{{"tensor":{jt},"step":{step}}}}}')
 
@@ -171,10 +162,10 @@ class LineBuilder:
         hb = self.tensor_heads[0]
         for name, negotiate, t, step, info in items:
             c = get(name)
-            if c is None or c[KEY] != info or c[NEGOTIATE] != negotiate:
-                c = self.tensor_text(name, info, negotiate)
+            if c is None or c[KEY] != info:   # the key holds the op, so its negotiation too
+                c = self.tensor_text(name, info)
             jn = c[JNAME]
-            out.append(f'{line(jn, hb, t - base, jn)}{c[ARGS]}"step":{step}}}}}')
+            out.append(f'{line(jn, hb, t - base)}{c[ARGS]}"step":{step}}}}}')
         return ",\n".join(out)
 
     def tensor_end(self, name: str, t_done: int, step: int, error: str | None) -> str:
@@ -192,5 +183,5 @@ class LineBuilder:
             c = get(name)
             jn = c[JNAME] if c is not None else jstr(name)
             last = s if error is None else jargs({vocab.ARG_ERROR: error}, step) + "}"
-            out.append(f'{line(jn, he, t_done - base, jn)}{last}')
+            out.append(f'{line(jn, he, t_done - base)}{last}')
         return ",\n".join(out)

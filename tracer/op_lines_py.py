@@ -11,12 +11,11 @@ submitted, on the recorder's clock) and a ``meta`` dict holding the recorder's s
 from __future__ import annotations
 
 SUBMITTED = "submitted"
-# slots of a tensor's constant-text tuple: the key its args were made from, its name and its
-# negotiation's name as JSON strings, the args of its slice (an open object) and the negotiation's
-# name (format 2 writes no negotiation lines; NVTX and format-1 readers still name it). What all
-# tensors share is in ``heads`` = (head of a "b" line after the name, the same for "e"): each line
-# reads {"name":NAME HEAD TS e-3,"id2":{"local":JNAME},"args":ARGS}.
-KEY, JNAME, ARGS, JNEG, NEGOTIATE = range(5)
+# slots of a tensor's constant-text tuple: the key its args were made from, its name as a JSON
+# string (also its async id: the slice is named after the tensor) and the args of its slice (an open
+# object). What all tensors share is in ``heads`` = (head of a "b" line after the name, the same for
+# "e"): each line reads {"name":JNAME HEAD TS e-3,"id2":{"local":JNAME},"args":ARGS}.
+KEY, JNAME, ARGS = range(3)
 
 
 def split_stamped(rec, ops):
@@ -38,13 +37,13 @@ def _text(cache, make, op):
     key = (op.op_type, op.nbytes, op.dtype, op.shape, op.reduce_op, op.process_set)
     c = cache.get(op.name)
     if c is None or c[KEY] != key:
-        c = make(op.name, key, None)
+        c = make(op.name, key)
     return c
 
 
-def line(jev, head, t, jn):
-    """The start of one lifecycle line, up to its args."""
-    return f'{{"name":{jev}{head}{t}e-3,"id2":{{"local":{jn}}},"args":'
+def line(jn, head, t):
+    """The start of one lifecycle line of the tensor named ``jn`` (JSON), up to its args."""
+    return f'{{"name":{jn}{head}{t}e-3,"id2":{{"local":{jn}}},"args":'
 
 
 def begins(rec, cache, make, heads, opened, ops, base):
@@ -59,7 +58,7 @@ def begins(rec, cache, make, heads, opened, ops, base):
         c = _text(cache, make, op)
         opened[op.name] = c
         jn = c[JNAME]
-        out.append(f'{line(jn, hb, op.submit_ns - base, jn)}{c[ARGS]}"step":{stamp[1]}}}}}')
+        out.append(f'{line(jn, hb, op.submit_ns - base)}{c[ARGS]}"step":{stamp[1]}}}}}')
     return ",\n".join(out), len(mine), others
 
 
@@ -80,7 +79,7 @@ def ends(rec, cache, make, heads, opened, ops, base, t_done, last):
         if c.__class__ is not tuple:
             c = _text(cache, make, op)
         jn = c[JNAME]
-        out.append(f'{line(jn, he, td, jn)}{last}')
+        out.append(f'{line(jn, he, td)}{last}')
     return ",\n".join(out), len(out), unmatched, others
 
 

@@ -58,31 +58,37 @@ class Columns:
         return (np.asarray(pc.fill_null(col, fill).to_numpy(), dtype="int64"),
                 np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool))
 
+    def _flattened(self, name: str, rows):
+        """The items of a list column at ``rows`` as one Arrow array, and the position in ``rows``
+        each came from (None when the column is missing or ``rows`` is empty)."""
+        import pyarrow.compute as pc
+
+        if not self.has(name) or not len(rows):
+            return None
+        lists = self._t.column(name).take(np.asarray(rows, dtype="int64")).combine_chunks()
+        return pc.list_flatten(lists), np.asarray(pc.list_parent_indices(lists).to_numpy(), dtype="int64")
+
     def listed(self, name: str, rows, values: list):
         """The strings of a list column at ``rows``, flattened: ``(codes, parent)``, each item's index
         into ``values`` (-1 when not there) and the position in ``rows`` it came from."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        if not self.has(name) or not len(rows):
+        flat = self._flattened(name, rows)
+        if flat is None:
             empty = np.zeros(0, dtype="int64")
             return empty, empty
-        lists = self._t.column(name).take(np.asarray(rows, dtype="int64")).combine_chunks()
-        codes = pc.index_in(pc.list_flatten(lists), value_set=pa.array(values, type=pa.string()))
-        parent = np.asarray(pc.list_parent_indices(lists).to_numpy(), dtype="int64")
-        codes = np.asarray(pc.fill_null(codes, -1).to_numpy(), dtype="int64")
-        return codes, parent
+        codes = pc.index_in(flat[0], value_set=pa.array(values, type=pa.string()))
+        return np.asarray(pc.fill_null(codes, -1).to_numpy(), dtype="int64"), flat[1]
 
     def list_items(self, name: str, rows):
         """The strings of a list column at ``rows``, flattened: ``(codes, values, parent)``, each
         item's code into ``values`` (-1 for null) and the position in ``rows`` it came from."""
-        import pyarrow.compute as pc
-
-        if not self.has(name) or not len(rows):
+        flat = self._flattened(name, rows)
+        if flat is None:
             return np.zeros(0, dtype=np.int32), [], np.zeros(0, dtype="int64")
-        lists = self._t.column(name).take(np.asarray(rows, dtype="int64")).combine_chunks()
-        codes, values = encode(pc.list_flatten(lists))
-        return codes, values, np.asarray(pc.list_parent_indices(lists).to_numpy(), dtype="int64")
+        codes, values = encode(flat[0])
+        return codes, values, flat[1]
 
     def pylist(self, name: str, rows) -> list:
         """Python values of a few rows (lists, rare columns)."""
