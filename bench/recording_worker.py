@@ -4,9 +4,12 @@ Block pairs (``train_worker.py``) measure the whole timeline, start and stop inc
 speed drifts by tens of percent over seconds, so a 1 % effect hides in their noise. Here the
 timeline is started once and the recorder's own switch (``rec.enabled``, what every hot-path call
 checks) flips so that one step of each pair is recorded (:func:`recorded`): neighbouring steps see
-the same machine, and the paired difference is the marginal cost of recording a step (everything but opening and closing the file). The
-writer thread's work lands in both kinds of step alike, so it is measured apart: its CPU time over
-the run (from /proc), per step. The collector's existing objects are frozen
+the same machine, and the paired difference is the cost of recording a step (everything but opening
+and closing the file). The writer's work is placed in recorded steps too: its timer is set beyond
+reach and the worker wakes it at the start of a recorded step whenever a flush period (0.25 s, the
+default) has passed, so the difference holds its cost as well, at whatever priority it runs
+(``--writer-anywhere`` leaves it on its own timer, landing in both kinds of step alike). Its CPU
+time over the run (from /proc) is reported apart. The collector's existing objects are frozen
 after warm-up (``gc.freeze``): it still runs, so collections the recording causes still count,
 but full collections of the model's own objects no longer land at random in one kind of step.
 ``--control`` never switches recording on (the noise floor). Rank 0 prints ``BENCH_JSON`` with
@@ -31,6 +34,7 @@ from bench import mpi_side  # noqa: E402
 from bench.launch import emit  # noqa: E402
 
 WRITER = "ringscope-timeline-writer"
+FLUSH_PERIOD_S = 0.25   # the writer's default period
 
 
 def thread_cpu_s(name: str) -> float:
@@ -64,7 +68,12 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=1000, help="steps measured (half of them on)")
     ap.add_argument("--control", action="store_true", help="recording never on (noise floor)")
+    ap.add_argument("--writer-anywhere", action="store_true",
+                    help="leave the writer on its own timer (its work lands in any step)")
     ns = ap.parse_args()
+    placed = not ns.writer_anywhere and not ns.control
+    if placed:
+        os.environ["RINGSCOPE_TIMELINE_FLUSH_S"] = "1"   # the worker wakes it sooner than that
     import collectives.torch as hvd
     import tracer
     from bench.demo_step import make_step
@@ -83,8 +92,12 @@ def main() -> int:
     mpi_side.barrier(comm)
     writer0 = thread_cpu_s(WRITER)
     t, c = time.perf_counter(), time.process_time()
+    woken = t
     for i in range(ns.steps):
         rec.enabled = recorded(i) and not ns.control
+        if placed and rec.enabled and t - woken >= FLUSH_PERIOD_S:
+            rec.writer.wake()
+            woken = t
         step()
         t2, c2 = time.perf_counter(), time.process_time()
         wall.append(t2 - t)
@@ -101,7 +114,7 @@ def main() -> int:
     hvd.shutdown()
     if comm.rank == 0:
         shutil.rmtree(root, ignore_errors=True)
-        emit({"ranks": comm.size, "steps": ns.steps, "control": ns.control,
+        emit({"ranks": comm.size, "steps": ns.steps, "control": ns.control, "writer_placed": placed,
               "on": wall[0], "off": wall[1],
               "cpu_on": [c[0] for c in cpus], "cpu_off": [c[1] for c in cpus],
               "writer_cpu_s_per_step": writer, "trace_bytes": trace_bytes})

@@ -469,12 +469,18 @@ static PyObject *chunk(PyObject *self, PyObject *args) {
     PyObject *zero = PyLong_FromLong(0);
     if (!zero) { Py_DECREF(seq); return NULL; }
     Buf b = {0};
+    long long lines = 0;
     Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
     for (Py_ssize_t i = 0; i < len; i++) {
         PyObject *r = PySequence_Fast_GET_ITEM(seq, i);
         if (sep(&b)) goto fail;
-        if (PyUnicode_CheckExact(r)) {
+        lines++;
+        if (PyUnicode_CheckExact(r)) {   /* a batch of lines: count the ones after its first */
+            Py_ssize_t at = b.len;
             if (put_obj(&b, r)) goto fail;
+            for (const char *p = b.p + at, *end = b.p + b.len;
+                 (p = memchr(p, '\n', end - p)) != NULL; p++)
+                lines++;
             continue;
         }
         Py_ssize_t mark = b.len;
@@ -498,7 +504,7 @@ static PyObject *chunk(PyObject *self, PyObject *args) {
     Py_DECREF(zero);
     PyObject *out = PyBytes_FromStringAndSize(b.p ? b.p : "", b.len);
     PyMem_Free(b.p);
-    return out;
+    return out ? Py_BuildValue("(NL)", out, lines) : NULL;
 fail:
     Py_DECREF(seq);
     Py_DECREF(zero);
@@ -514,7 +520,8 @@ static PyMethodDef methods[] = {
      "others)"},
     {"ready", ready, METH_VARARGS, "ready(names, make_name, reqs, head, t, step) -> (text, lines)"},
     {"chunk", chunk, METH_VARARGS,
-     "chunk(records, heads, make_head, names, make_name, dumps, fallback, counter_cat) -> bytes"},
+     "chunk(records, heads, make_head, names, make_name, dumps, fallback, counter_cat) -> "
+     "(bytes, lines)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "tracer._oplines",

@@ -108,9 +108,11 @@ def _ready_line(head, t, key, step, jn):
 
 
 def chunk(records, heads, make, names, make_name, dumps, fallback, counter_cat):
-    """A flush's records as one chunk of bytes, one event line each, joined by ",\\n": strings as
-    they are, tuples formatted by ``fallback`` (:meth:`tracer.lines.LineBuilder.deferred`). The C
-    build formats the common tuples itself (reading ``heads``/``names``, the line builder's caches,
-    and calling ``make``/``make_name`` on a miss, ``dumps`` for span args) and must give the same
-    bytes."""
-    return ",\n".join(r if r.__class__ is str else fallback(r) for r in records).encode()
+    """A flush's records as one chunk of bytes, event lines joined by ",\\n", and how many lines:
+    strings as they are (a string may hold several lines), tuples formatted by ``fallback``
+    (:meth:`tracer.lines.LineBuilder.deferred`). The C build formats the common tuples itself
+    (reading ``heads``/``names``, the line builder's caches, and calling ``make``/``make_name`` on a
+    miss, ``dumps`` for span args) and must give the same result. Events never hold a raw newline
+    (JSON escapes it), so a line is a newline plus one."""
+    text = ",\n".join(r if r.__class__ is str else fallback(r) for r in records)
+    return text.encode(), (text.count("\n") + 1 if records else 0)

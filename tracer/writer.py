@@ -47,6 +47,10 @@ class TimelineWriter:
             return False
         return done.wait(timeout)
 
+    def wake(self) -> None:
+        """Write what is buffered now, without waiting for it (benchmarks place the work)."""
+        self._wake.set()
+
     def flush(self, timeout: float = 5.0) -> bool:
         """Write everything buffered so far; True when it is on disk."""
         return self._request("flush", None, timeout)
@@ -120,7 +124,7 @@ class TimelineWriter:
     def _write(self, records) -> None:
         # One chunk of bytes, formatted in C when built (no per-line strings to join and encode);
         # a size cap needs the lines one by one.
-        if not self.file.write_chunk(op_lines.chunk(records, *self._chunk_args)):
+        if not self.file.write_chunk(*op_lines.chunk(records, *self._chunk_args)):
             deferred = self._deferred
             self.file.write([x if x.__class__ is str else deferred(x) for x in records])
 

@@ -147,14 +147,17 @@ def test_c_chunk_matches_python():
         return impl.chunk(records, b._heads, b._head, b._names, b.json_name, dumps, b.deferred,
                           v.CAT_COUNTER)
 
-    c = run(C)
-    assert c == run(P)
+    c, lines = run(C)
+    assert (c, lines) == run(P)
     got = json.loads(b"[" + c + b"]")
-    assert len(got) == len(records)
+    assert len(got) == len(records) == lines
+    two = lb.tensor_ends([("a", 5, None), ("b", 6, None)], 0, 1)   # one record of two lines
+    assert C.chunk([two, ("C", "x", 1, 2)], {}, lb._head, {}, lb.json_name, dumps, lb.deferred,
+                   v.CAT_COUNTER)[1] == 3
     assert got[4]["args"]["tensors"] == ["a", NAMES[1]] and got[4]["dur"] == 0.15
     assert got[5]["args"] == {"response": 4, "step": 3} and got[6]["args"] == {"step": 2}
     assert got[8]["args"] == {"a": 1, "b": 2, "step": 2}
     assert got[10]["args"] == {"tensor": NAMES[1], "step": 3}
-    assert C.chunk([], {}, None, {}, None, dumps, None, "counter") == b""
+    assert C.chunk([], {}, None, {}, None, dumps, None, "counter") == (b"", 0)
     with pytest.raises(ValueError):   # an unknown record is the Python formatter's error
         C.chunk([("Z", 1)], {}, lb._head, {}, lb.json_name, dumps, lb.deferred, v.CAT_COUNTER)
