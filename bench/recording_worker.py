@@ -5,11 +5,13 @@ speed drifts by tens of percent over seconds, so a 1 % effect hides in their noi
 timeline is started once and the recorder's own switch (``rec.enabled``, what every hot-path call
 checks) flips so that one step of each pair is recorded (:func:`recorded`): neighbouring steps see
 the same machine, and the paired difference is the cost of recording a step (everything but opening
-and closing the file). The writer's work is placed in recorded steps too: its timer is set beyond
-reach and the worker wakes it at the start of a recorded step whenever a flush period (0.25 s, the
-default) has passed, so the difference holds its cost as well, at whatever priority it runs
-(``--writer-anywhere`` leaves it on its own timer, landing in both kinds of step alike). Its CPU
-time over the run (from /proc) is reported apart. The collector's existing objects are frozen
+and closing the file). The writer's work is placed in recorded steps too, so the difference holds
+its cost as well: the worker wakes it at the start of the recorded step of one pair in K (K pairs
+last about one flush period, 0.25 s). By default the ranks' flushes are staggered evenly across the
+K pairs, as the writers' independent timers put them (``--writer timers``); ``--writer steps``
+puts every rank's flush on the same pair (measured: no difference at 2 ranks, bench/README.md);
+``--writer anywhere`` leaves the writer on its own 0.25 s timer (its work then lands in both kinds
+of step alike). Its CPU time over the run (from /proc) is reported apart. The collector's existing objects are frozen
 after warm-up (``gc.freeze``): it still runs, so collections the recording causes still count,
 but full collections of the model's own objects no longer land at random in one kind of step.
 ``--control`` never switches recording on (the noise floor). Rank 0 prints ``BENCH_JSON`` with
@@ -68,10 +70,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=1000, help="steps measured (half of them on)")
     ap.add_argument("--control", action="store_true", help="recording never on (noise floor)")
-    ap.add_argument("--writer-anywhere", action="store_true",
-                    help="leave the writer on its own timer (its work lands in any step)")
+    ap.add_argument("--writer", choices=("timers", "steps", "anywhere"), default="timers",
+                    help="when the writer flushes: staggered across ranks (as independent timers), "
+                         "on the same steps on every rank, or on its own timer")
     ns = ap.parse_args()
-    placed = not ns.writer_anywhere and not ns.control
+    placed = ns.writer != "anywhere" and not ns.control
     if placed:
         os.environ["RINGSCOPE_TIMELINE_FLUSH_S"] = "1"   # the worker wakes it sooner than that
     import collectives.torch as hvd
@@ -80,8 +83,12 @@ def main() -> int:
     hvd.init()
     comm = MPI.COMM_WORLD.Dup()
     step = make_step()
+    t = time.perf_counter()
     for _ in range(5):
         step()
+    pair_s = comm.bcast(2 * (time.perf_counter() - t) / 5, root=0)
+    every = max(1, round(FLUSH_PERIOD_S / pair_s))   # pairs per flush, the same on every rank
+    offset = comm.rank * every // comm.size if ns.writer == "timers" else 0
     root = tempfile.mkdtemp(prefix="ringscope-bench-rec-") if comm.rank == 0 else None
     root = mpi_side.bcast_obj(comm, root)
     hvd.start_timeline(root + "/")
@@ -92,12 +99,10 @@ def main() -> int:
     mpi_side.barrier(comm)
     writer0 = thread_cpu_s(WRITER)
     t, c = time.perf_counter(), time.process_time()
-    woken = t
     for i in range(ns.steps):
         rec.enabled = recorded(i) and not ns.control
-        if placed and rec.enabled and t - woken >= FLUSH_PERIOD_S:
+        if placed and rec.enabled and (i // 2 + offset) % every == 0:
             rec.writer.wake()
-            woken = t
         step()
         t2, c2 = time.perf_counter(), time.process_time()
         wall.append(t2 - t)
@@ -114,7 +119,7 @@ def main() -> int:
     hvd.shutdown()
     if comm.rank == 0:
         shutil.rmtree(root, ignore_errors=True)
-        emit({"ranks": comm.size, "steps": ns.steps, "control": ns.control, "writer_placed": placed,
+        emit({"ranks": comm.size, "steps": ns.steps, "control": ns.control, "writer": ns.writer, "pairs_per_flush": every,
               "on": wall[0], "off": wall[1],
               "cpu_on": [c[0] for c in cpus], "cpu_off": [c[1] for c in cpus],
               "writer_cpu_s_per_step": writer, "trace_bytes": trace_bytes})

@@ -1,8 +1,9 @@
 """What the engine tells the tracer about each op's lifecycle, in batches.
 
-The user's thread only stamps a submitted op with (recorder, step); the engine thread writes the
-begin lines when it picks the ops up and the end lines when they complete, one recorder call per
-batch. The times their response arrived and started are passed along for NVTX; the trace has them
+The user's thread only stamps a submitted op with (recorder, step). The engine writes each op's
+lifecycle when it completes, one recorder call per batch; the timeline's writer writes the begins
+of ops still in flight at each flush, from the in-flight mapping :func:`track` hands it. With NVTX
+the begins go out when the engine picks the ops up (its ranges need the moment). The times their response arrived and started are passed along for NVTX; the trace has them
 once, on the response (FUSED_RESPONSE's start and queue_ns). An op's end always goes to the
 recorder that has its begin (a timeline started or stopped in between changes nothing).
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from collectives import messages as M
 from tracer import get_recorder
+from tracer import recorder as R
 from tracer import vocab as V
 from tracer.recorder import SUBMITTED
 
@@ -31,12 +33,23 @@ def stamp():
     return st
 
 
+def track(inflight) -> None:
+    """The engine's ops submitted and not finished (name -> op; an op leaves before its end)."""
+    R.set_inflight(inflight)
+
+
+def untrack(inflight) -> None:
+    """The engine is closed: its mapping no longer counts (unless another replaced it)."""
+    if R.inflight() is inflight:
+        R.set_inflight(None)
+
+
 def _stamp_owner(ops):
     return ops[0].meta[SUBMITTED][0]
 
 
 def begins(entries) -> None:
-    """The outer slice and the negotiation of newly picked-up ops (the begin is the submission)."""
+    """The begins of newly picked-up ops now (for NVTX; the begin is the submission)."""
     others = get_recorder().ops_begin(entries)
     while others:   # stamped under another timeline (started or stopped since)
         others = _stamp_owner(others).ops_begin(others)

@@ -193,6 +193,16 @@ static int unpack_heads(PyObject *heads, PyObject **hb, PyObject **he) {
     return 0;
 }
 
+/* The begin line of ``op`` (text ``c``, stamp ``st``): its slice opens at its submission. */
+static int put_begin(Buf *b, PyObject *op, PyObject *c, PyObject *st, PyObject *hb, long long base) {
+    PyObject *t = PyObject_GetAttr(op, s_submit_ns);
+    if (!t) return -1;
+    int r = sep(b) || put_line(b, SLOT(c, JNAME), hb, t, base, 0) || put_obj(b, SLOT(c, ARGS)) ||
+            PUT_LIT(b, "\"step\":") || put_obj(b, PyTuple_GET_ITEM(st, 1)) || PUT_LIT(b, "}}");
+    Py_DECREF(t);
+    return r ? -1 : 0;
+}
+
 static PyObject *begins(PyObject *self, PyObject *args) {
     PyObject *rec, *cache, *make, *heads, *opened, *ops, *hb, *he;
     long long base;
@@ -210,7 +220,7 @@ static PyObject *begins(PyObject *self, PyObject *args) {
     Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
     for (Py_ssize_t i = 0; i < len; i++) {
         PyObject *op = PySequence_Fast_GET_ITEM(seq, i), *meta = NULL, *st = NULL, *name = NULL;
-        PyObject *c = NULL, *t = NULL;
+        PyObject *c = NULL;
         int ok = mine(op, rec, &meta, &st, &others);
         if (ok < 0) goto fail;
         if (!ok) continue;
@@ -218,16 +228,14 @@ static PyObject *begins(PyObject *self, PyObject *args) {
         n++;
         if (opened == Py_None) { Py_DECREF(meta); continue; }
         if (!(name = PyObject_GetAttr(op, s_name))) goto item_done;
-        if (!(t = PyObject_GetAttr(op, s_submit_ns))) goto item_done;
+        int open = PyDict_Contains(opened, name);
+        if (open < 0) goto item_done;
+        if (open) { n--; ok = 0; goto item_done; }   /* its begin is written already */
         if (!(c = tensor_text(cache, make, op, name))) goto item_done;
-        if (PyDict_SetItem(opened, name, c) < 0) goto item_done;
-        PyObject *step = PyTuple_GET_ITEM(st, 1), *jn = SLOT(c, JNAME);
-        if (sep(&b) || put_line(&b, jn, hb, t, base, 0) || put_obj(&b, SLOT(c, ARGS)) ||
-            PUT_LIT(&b, "\"step\":") || put_obj(&b, step) || PUT_LIT(&b, "}}"))
+        if (PyDict_SetItem(opened, name, c) < 0 || put_begin(&b, op, c, st, hb, base))
             goto item_done;
         ok = 0;
     item_done:
-        Py_XDECREF(t);
         Py_XDECREF(c);
         Py_XDECREF(name);
         Py_DECREF(meta);
@@ -252,7 +260,7 @@ static PyObject *ends(PyObject *self, PyObject *args) {
     if (!seq) return NULL;
     Buf b = {0};
     PyObject *others = NULL;
-    long long events = 0, unmatched = 0;
+    long long events = 0;
     Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
     for (Py_ssize_t i = 0; i < len; i++) {
         PyObject *op = PySequence_Fast_GET_ITEM(seq, i), *meta = NULL, *st = NULL, *name = NULL;
@@ -262,21 +270,22 @@ static PyObject *ends(PyObject *self, PyObject *args) {
         if (!ok) continue;
         ok = -1;
         if (!(name = PyObject_GetAttr(op, s_name))) goto item_done;
-        /* the begin's text, which the end line shares (it needs no args of its own) */
+        /* an op whose begin is written holds its text there, which the end line shares (it
+         * needs no args of its own); any other gets its begin line now */
         PyObject *was = PyDict_GetItemWithError(opened, name);
-        if (!was) {
-            if (PyErr_Occurred()) goto item_done;
-            unmatched++;
-            ok = 0;
-            goto item_done;
-        }
-        if (PyTuple_CheckExact(was) && PyTuple_GET_SIZE(was) == NSLOTS) {
+        if (!was && PyErr_Occurred()) goto item_done;
+        if (was && PyTuple_CheckExact(was) && PyTuple_GET_SIZE(was) == NSLOTS) {
             c = was;
             Py_INCREF(c);
         } else if (!(c = tensor_text(cache, make, op, name))) {
             goto item_done;
         }
-        if (PyDict_DelItem(opened, name) < 0) goto item_done;
+        if (was) {
+            if (PyDict_DelItem(opened, name) < 0) goto item_done;
+        } else {
+            if (put_begin(&b, op, c, st, hb, base)) goto item_done;
+            events++;
+        }
         PyObject *jn = SLOT(c, JNAME);
         if (sep(&b) || put_line(&b, jn, he, NULL, 0, td) || put_obj(&b, last)) goto item_done;
         events++;
@@ -288,7 +297,7 @@ static PyObject *ends(PyObject *self, PyObject *args) {
         if (ok < 0) goto fail;
     }
     Py_DECREF(seq);
-    return finish(&b, Py_BuildValue("(LL)", events, unmatched), others);
+    return finish(&b, Py_BuildValue("(L)", events), others);
 fail:
     Py_DECREF(seq);
     return finish(&b, NULL, others);
@@ -516,8 +525,7 @@ static PyMethodDef methods[] = {
     {"begins", begins, METH_VARARGS,
      "begins(rec, cache, make, heads, opened, ops, base) -> (text, n, others)"},
     {"ends", ends, METH_VARARGS,
-     "ends(rec, cache, make, heads, opened, ops, base, t_done, last) -> (text, events, unmatched, "
-     "others)"},
+     "ends(rec, cache, make, heads, opened, ops, base, t_done, last) -> (text, events, others)"},
     {"ready", ready, METH_VARARGS, "ready(names, make_name, reqs, head, t, step) -> (text, lines)"},
     {"chunk", chunk, METH_VARARGS,
      "chunk(records, heads, make_head, names, make_name, dumps, fallback, counter_cat) -> "

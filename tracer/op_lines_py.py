@@ -46,41 +46,45 @@ def line(jn, head, t):
     return f'{{"name":{jn}{head}{t}e-3,"id2":{{"local":{jn}}},"args":'
 
 
+def _begin(op, c, stamp, hb, base):
+    return f'{line(c[JNAME], hb, op.submit_ns - base)}{c[ARGS]}"step":{stamp[1]}}}}}'
+
+
 def begins(rec, cache, make, heads, opened, ops, base):
-    """Begin lines of the ops stamped by ``rec`` (one each: the tensor's slice opens at its
-    submission, with its args): (text, how many, [ops stamped by another recorder] or None).
-    ``opened`` (a dict) maps their names to their text; None counts them without writing."""
+    """Begin lines of the ops stamped by ``rec`` whose begin ``opened`` does not hold yet (one
+    each: the tensor's slice opens at its submission, with its args): (text, how many, [ops stamped
+    by another recorder] or None). ``opened`` (a dict) maps their names to their text; None counts
+    them all without writing."""
     mine, others = split_stamped(rec, ops)
     if opened is None:
         return "", len(mine), others
     out, hb = [], heads[0]
     for op, stamp in mine:
-        c = _text(cache, make, op)
-        opened[op.name] = c
-        jn = c[JNAME]
-        out.append(f'{line(jn, hb, op.submit_ns - base)}{c[ARGS]}"step":{stamp[1]}}}}}')
-    return ",\n".join(out), len(mine), others
+        if op.name in opened:
+            continue
+        c = opened[op.name] = _text(cache, make, op)
+        out.append(_begin(op, c, stamp, hb, base))
+    return ",\n".join(out), len(out), others
 
 
 def ends(rec, cache, make, heads, opened, ops, base, t_done, last):
-    """End lines of the ops stamped by ``rec`` whose begin ``opened`` holds (popped; it also
-    holds the text their ends use, a tuple like ``cache``'s, or anything else to look it up): (text,
-    events, unmatched, others). They all finished at ``t_done``; ``last`` is the args of each end
-    (the step, and the error if any)."""
-    out, unmatched = [], 0
-    he = heads[1]
+    """The lifecycle lines of the ops stamped by ``rec``, all finished at ``t_done``: the end line,
+    preceded by the begin line unless ``opened`` holds the op (popped; it also holds the text
+    the end uses, a tuple like ``cache``'s, or anything else to look it up): (text, events, others).
+    ``last`` is the args of each end (the step, and the error if any)."""
+    out = []
+    hb, he = heads
     td = t_done - base
     mine, others = split_stamped(rec, ops)
-    for op, _ in mine:
+    for op, stamp in mine:
         c = opened.pop(op.name, None)   # the begin's text: the end line needs no args of its own
         if c is None:
-            unmatched += 1
-            continue
-        if c.__class__ is not tuple:
             c = _text(cache, make, op)
-        jn = c[JNAME]
-        out.append(f'{line(jn, he, td)}{last}')
-    return ",\n".join(out), len(out), unmatched, others
+            out.append(_begin(op, c, stamp, hb, base))
+        elif c.__class__ is not tuple:
+            c = _text(cache, make, op)
+        out.append(f'{line(c[JNAME], he, td)}{last}')
+    return ",\n".join(out), len(out), others
 
 
 def ready(names, make_name, reqs, head, t, step):

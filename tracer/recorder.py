@@ -31,7 +31,9 @@ CONTRACT (the runtime codes against these calls; the tracer implements them):
     others = rec.ops_end(ops, t_done, error=None, t_response=None, t_dequeue=None)
                                                     #   (see OPS below; the ops of one response);
                                                     #   both return the ops that another recorder
-                                                    #   stamped (None if none)
+                                                    #   stamped (None if none); ops_end writes the
+                                                    #   begin too of an op ops_begin did not get
+    set_inflight(ops_by_name)                       # module-level: see OPS
     rec.ready_requests(reqs, ts_ns=None)            # READY ticks of requests (name, rank, process_set)
     rec.nvtx                                        # bool; when True, also call at each transition:
     rec.tensor_phase(name, ended, started=None)     #   NVTX ranges need the live moment
@@ -47,6 +49,13 @@ OPS: an op is the runtime's object for one submitted collective, with attributes
 ``submit_ns`` (``rec.now()`` at submission) and a ``meta`` dict. At submission the runtime stamps
 ``meta[SUBMITTED] = (rec, rec.step)`` when ``rec.enabled`` (one tuple may serve many ops). An op's
 begin and end go to the recorder of its stamp.
+
+Begins are written lazily: the runtime calls ``ops_begin`` only when NVTX needs the live moment
+(``rec.nvtx``); otherwise ``ops_end`` writes an op's whole slice at completion, while the op is hot,
+and the timeline's writer writes, at every flush and at close, the begins of stamped ops still in
+flight: the runtime hands its mapping name -> op of submitted, unfinished ops to
+``set_inflight`` (an op leaves it before its ``ops_end``). A hung op's begin thus reaches the file
+within a flush period, as before.
 
 Names, tids, cats and arg keys come from :mod:`tracer.vocab`.
 """
@@ -118,18 +127,33 @@ class NullRecorder:
         pass
 
     # The op-level calls in terms of the item-level ones (a recorder may do them faster).
-    def ops_begin(self, ops):
-        mine, others = split_stamped(self, ops)
-        if mine:
+    def _begun(self) -> set:
+        b = self.__dict__.get("_begun_ops")
+        if b is None:
+            b = self.__dict__["_begun_ops"] = set()
+        return b
+
+    def _begin_items(self, stamped):
+        begun = self._begun()
+        new = [(op, st) for op, st in stamped if op.name not in begun]
+        if new:
+            begun.update(op.name for op, _ in new)
             self.tensors_begin([(op.name, vocab.negotiate_name(op.op_type), op.submit_ns, st[1],
                                  (op.op_type, op.nbytes, op.dtype, tuple(op.shape),
                                   getattr(op.reduce_op, "value", op.reduce_op), op.process_set))
-                                for op, st in mine])
+                                for op, st in new])
+
+    def ops_begin(self, ops):
+        mine, others = split_stamped(self, ops)
+        if mine:
+            self._begin_items(mine)
         return others
 
     def ops_end(self, ops, t_done, error=None, t_response=None, t_dequeue=None):
         mine, others = split_stamped(self, ops)
         if mine:
+            self._begin_items(mine)
+            self._begun().difference_update(op.name for op, _ in mine)
             self.tensors_end([(op.name, vocab.negotiate_name(op.op_type), t_response, t_dequeue,
                                t_done, error) for op, _ in mine])
         return others
@@ -152,6 +176,19 @@ class NullRecorder:
 
 
 _recorder = NullRecorder()
+_inflight = None
+
+
+def set_inflight(ops_by_name) -> None:
+    """The runtime's ops submitted and not finished (a dict name -> op, or None): the timeline's
+    writer writes the begins of those still in flight (see OPS)."""
+    global _inflight
+    _inflight = ops_by_name
+
+
+def inflight():
+    """What :func:`set_inflight` was given (None when nothing)."""
+    return _inflight
 
 
 def get_recorder():

@@ -12,11 +12,12 @@ call on the recording thread runs with cold caches, and a span formatted there c
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections import deque
 from pathlib import Path
 
-from tracer import lines, op_lines, vocab
+from tracer import lines, op_lines, recorder, vocab
 from tracer.op_lines_py import split_stamped
 from tracer.clock import wall_ns
 from tracer.config import TimelineSettings
@@ -49,6 +50,7 @@ class TimelineRecorder:
             emitter.mark(f"ringscope rank={meta.get('rank', 0)} size={meta.get('size', 1)}")
         self._nv_async: dict = {}    # (id, name) -> nvtx handle
         self._open: dict = {}        # tensors whose lifecycle begin is in this file
+        self._open_lock = threading.Lock()   # the writer's begins of ops in flight vs their ends
         self._open_async: dict = {}  # (id, name) -> generic async slices open in this file
         self.unmatched_ends = 0      # ends dropped because their begin is not in this file
         self._nv_bytes: dict = {}    # async id -> bytes of its outer slice (NVTX payload)
@@ -67,7 +69,7 @@ class TimelineRecorder:
         f = TraceFile(self.path, self.meta, pid, self.base_ns, settings.max_bytes, settings.cap_mode,
                       settings.keep_parts)
         self._writer = TimelineWriter(self._q, f, settings.flush_interval_s, self.events_dropped,
-                                      self._lb)
+                                      self._lb, self.inflight_begins)
         self.nvtx = emitter is not None   # callers skip :meth:`tensor_phase` when False
         self.enabled = self._in_window(step)
 
@@ -223,12 +225,14 @@ class TimelineRecorder:
 
     # ---- the same, read from the runtime's ops (tracer.recorder's OPS; formatted in C when built)
     def ops_begin(self, ops):
-        """:meth:`tensors_begin` for the ops this recorder stamped; returns the ops another
+        """:meth:`tensors_begin` for the ops this recorder stamped (the runtime calls it only for
+        NVTX: :meth:`ops_end` and the writer write the begins otherwise); returns the ops another
         recorder stamped (None if none)."""
         full = self._closed or len(self._q) >= self._cap
         lb = self._lb
-        text, n, others = op_lines.begins(self, lb._tensors, lb.tensor_text, lb.tensor_heads,
-                                          None if full else self._open, ops, self.base_ns)
+        with self._open_lock:
+            text, n, others = op_lines.begins(self, lb._tensors, lb.tensor_text, lb.tensor_heads,
+                                              None if full else self._open, ops, self.base_ns)
         if n:
             if full:
                 if not self._closed:
@@ -236,30 +240,30 @@ class TimelineRecorder:
                         next(self._drops)
             else:
                 self._q.append(text)
-                if self._nv is not None:
-                    for op, _ in split_stamped(self, ops)[0]:
-                        self._nv_start(op.name, op.name, {vocab.ARG_BYTES: op.nbytes})
-                        self._nv_start(op.name, vocab.negotiate_name(op.op_type), None)
+        if self._nv is not None:
+            for op, _ in split_stamped(self, ops)[0]:
+                if (op.name, op.name) not in self._nv_async:
+                    self._nv_start(op.name, op.name, {vocab.ARG_BYTES: op.nbytes})
+                    self._nv_start(op.name, vocab.negotiate_name(op.op_type), None)
         return others
 
     def ops_end(self, ops, t_done, error=None, t_response=None, t_dequeue=None):
-        """:meth:`tensors_end` for the ops this recorder stamped, all done at ``t_done`` with the
-        same ``error``, in a response that arrived at ``t_response`` and started at ``t_dequeue``;
-        returns the ops another recorder stamped (None if none)."""
+        """The lifecycle ends of the ops this recorder stamped (and their begins, unless written
+        already), all done at ``t_done`` with the same ``error``, in a response that arrived at
+        ``t_response`` and started at ``t_dequeue``; returns the ops another recorder stamped
+        (None if none)."""
         if self._nv is not None:
             for op, _ in split_stamped(self, ops)[0]:
-                if op.name in self._open:
-                    for phase in (vocab.negotiate_name(op.op_type), vocab.QUEUE, op.name):
-                        self._nv_stop(op.name, phase)
+                for phase in (vocab.negotiate_name(op.op_type), vocab.QUEUE, op.name):
+                    self._nv_stop(op.name, phase)
         step = self.step
         last = f'{{"step":{step}}}}}' if error is None else \
             lines.jargs({vocab.ARG_ERROR: error}, step) + "}"
         lb = self._lb
-        text, events, unmatched, others = op_lines.ends(
-            self, lb._tensors, lb.tensor_text, lb.tensor_heads, self._open, ops, self.base_ns, t_done,
-            last)
-        if unmatched:
-            self.unmatched_ends += unmatched
+        with self._open_lock:
+            text, events, others = op_lines.ends(
+                self, lb._tensors, lb.tensor_text, lb.tensor_heads, self._open, ops, self.base_ns,
+                t_done, last)
         if events and not self._closed:
             q = self._q
             if len(q) < self._cap:
@@ -267,6 +271,22 @@ class TimelineRecorder:
             else:
                 self._put(text, events)   # counts the drops
         return others
+
+    def inflight_begins(self) -> str:
+        """The begin lines of the ops this recorder stamped that are still in flight and whose
+        begin is not written yet (the writer calls this at every flush and at close)."""
+        src = recorder.inflight()
+        if not src:
+            return ""
+        ops = list(src.values())
+        lb = self._lb
+        with self._open_lock:
+            # an op that left the mapping is being finished: its ops_end writes its whole slice
+            live = [op for op in ops if src.get(op.name) is op and op.name not in self._open]
+            if not live:
+                return ""
+            return op_lines.begins(self, lb._tensors, lb.tensor_text, lb.tensor_heads, self._open,
+                                   live, self.base_ns)[0]
 
     def ready_requests(self, reqs, ts_ns=None):
         """READY ticks of requests that arrived together (``name``, ``rank``, ``process_set``)."""
@@ -355,7 +375,7 @@ class TimelineRecorder:
         # The window is over: finish the file without making training wait for the writer.
         self._closed = True
         self.enabled = False
-        self._writer.request_close(self._shutdown_args())
+        self._writer.request_close(self._shutdown_args)
 
     def set_run_meta(self, **meta):
         self.meta.update(meta)
@@ -385,7 +405,7 @@ class TimelineRecorder:
         self._closed = True
         self.enabled = False
         if first:
-            self._writer.close(self._shutdown_args())
+            self._writer.close(self._shutdown_args)
         else:
             self._writer.join(10.0)
 

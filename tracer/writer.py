@@ -21,7 +21,7 @@ class TimelineWriter:
     """Owns the file; everything it does happens on its own daemon thread."""
 
     def __init__(self, queue: deque, tracefile: TraceFile, flush_interval_s: float, dropped,
-                 lines=None):
+                 lines=None, pending=None):
         self._q = queue
         lb = lines or tracefile.lines
         self._deferred = lb.deferred   # formats records left as tuples
@@ -30,6 +30,7 @@ class TimelineWriter:
         self.file = tracefile
         self._interval = min(flush_interval_s, 1.0)
         self._dropped = dropped            # callable: events the hot path dropped so far
+        self._pending = pending            # callable: lines of ops still in flight (begins), or ""
         self._last_dropped = 0
         self.broken: str | None = None
         self._requests: list = []          # (kind, payload, done Event)
@@ -108,10 +109,14 @@ class TimelineWriter:
     def _drain(self) -> None:
         q = self._q
         n = len(q)
-        if n == 0 and self._dropped() == self._last_dropped:
-            return
         popleft = q.popleft
         out = [popleft() for _ in range(n)]
+        # after the records: an op finished since has its end queued for the next flush
+        begins = self._pending() if self._pending is not None else ""
+        if begins:
+            out.append(begins)
+        if not out and self._dropped() == self._last_dropped:
+            return
         dropped = self._dropped()
         if dropped != self._last_dropped:
             self._last_dropped = dropped
@@ -128,11 +133,13 @@ class TimelineWriter:
             deferred = self._deferred
             self.file.write([x if x.__class__ is str else deferred(x) for x in records])
 
-    def _finish(self, shutdown_args: dict) -> None:
+    def _finish(self, shutdown_args) -> None:
+        """``shutdown_args``: a dict, or a callable giving one (called after the last begins)."""
         f = self.file
         if f.closed:
             return
-        args = dict(shutdown_args)
+        self._drain()
+        args = dict(shutdown_args() if callable(shutdown_args) else shutdown_args)
         args.update(events_written=f.lines_written, events_dropped=self._dropped(),
                     events_capped=f.discarded)
         line = f._instant(vocab.SHUTDOWN, args)

@@ -63,10 +63,10 @@ def test_c_and_python_write_the_same_text(error):
     c = _run_begins_ends(C, ops, rec, error)
     p = _run_begins_ends(P, ops, rec, error)
     assert c == p
-    (btext, n, others), (etext, events, unmatched, eothers), opened = c
+    (btext, n, others), (etext, events, eothers), opened = c
     assert n == len(NAMES) and [o.name for o in others] == ["elsewhere"]
-    assert [o.name for o in eothers] == ["elsewhere"] and unmatched == 1 and not opened
-    assert events == len(NAMES)
+    assert [o.name for o in eothers] == ["elsewhere"] and not opened
+    assert events == len(NAMES) + 2   # "never" had no begin: the end writes its whole slice
     lines = _parse(btext) + _parse(etext)
     assert len(lines) == n + events
     for i, name in enumerate(NAMES):   # one slice per tensor: b at submission, e at completion
@@ -74,8 +74,31 @@ def test_c_and_python_write_the_same_text(error):
         assert [(x["name"], x["ph"]) for x in outer] == [(name, "b"), (name, "e")]
         assert outer[0]["ts"] == (2_000 + i - 1_000) / 1e3 and outer[1]["ts"] == 89.0
         assert outer[1]["args"] == ({"step": 7} if error is None else {"error": error, "step": 7})
+    never = [x for x in _parse(etext) if x["id2"]["local"] == "never"]
+    assert [(x["ph"], x["ts"]) for x in never] == [("b", -0.999), ("e", 89.0)]
+    assert never[0]["args"]["step"] == 1 and never[0]["args"]["bytes"] == 64
     first = [x for x in lines if x["name"] == NAMES[1]]
     assert first[0]["args"]["shape"] == list(ops[3].shape) and first[0]["args"]["step"] == 6
+
+
+@pytest.mark.parametrize("impl", ["c", "python"])
+def test_begins_skip_ops_already_open(impl):
+    """A begin is written once: a second pass over the same ops (the writer's pass over the ops in
+    flight, after the engine's) writes nothing and leaves their text in ``opened``."""
+    if impl == "c" and C is None:
+        pytest.skip("tracer._oplines is not built (no C compiler at install)")
+    mod = C if impl == "c" else P
+    rec = object()
+    ops = [Op(n, (rec, 10 + i, 2)) for i, n in enumerate(NAMES)]
+    lb = L.LineBuilder(0)
+    opened = {}
+    text, n, _ = mod.begins(rec, lb._tensors, lb.tensor_text, lb.tensor_heads, opened, ops[:2], 0)
+    assert n == 2 and len(_parse(text)) == 2
+    text, n, _ = mod.begins(rec, lb._tensors, lb.tensor_text, lb.tensor_heads, opened, ops, 0)
+    assert n == len(NAMES) - 2 and [x["id2"]["local"] for x in _parse(text)] == NAMES[2:]
+    assert set(opened) == set(NAMES)
+    assert mod.begins(rec, lb._tensors, lb.tensor_text, lb.tensor_heads, opened, ops, 0)[:2] == \
+        ("", 0)
 
 
 @needs_c

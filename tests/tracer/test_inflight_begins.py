@@ -1,0 +1,88 @@
+"""The runtime's op lifecycles through the real recorder: an op's whole slice is written when it
+completes, and the writer writes the begin of an op still in flight at a flush (and at close), once,
+before its end."""
+from __future__ import annotations
+
+import pytest
+
+import tracer
+from tests.tracer.conftest import events
+from tracer import recorder as R
+from tracer import vocab as v
+from tracer.recorder import SUBMITTED
+
+
+class Op:
+    def __init__(self, rec, name, submit_ns, step):
+        self.name, self.op_type, self.nbytes, self.dtype = name, v.ALLREDUCE, 64, "float32"
+        self.shape, self.reduce_op, self.process_set, self.submit_ns = (4, 4), "Sum", 0, submit_ns
+        self.meta = {SUBMITTED: (rec, step)}
+
+
+@pytest.fixture
+def inflight():
+    ops: dict = {}
+    R.set_inflight(ops)
+    yield ops
+    R.set_inflight(None)
+
+
+def _submit(rec, inflight, name, step=3):
+    op = Op(rec, name, rec.now(), step)
+    inflight[name] = op
+    return op
+
+
+def _finish(rec, inflight, ops):
+    for op in ops:
+        del inflight[op.name]          # the runtime's order: out of the mapping, then the end
+    assert rec.ops_end(ops, rec.now()) is None
+
+
+def _slices(path):
+    return [(e["id2"]["local"], e["ph"], e["ts"]) for e in events(path) if e.get("cat") == v.CAT_TENSOR]
+
+
+def test_an_op_finished_between_flushes_is_written_whole_at_its_end(env, tmp_path, inflight):
+    env(RINGSCOPE_TIMELINE=str(tmp_path) + "/")
+    rec = tracer.configure({"rank": 0, "size": 1})
+    a = _submit(rec, inflight, "grad.a")
+    _finish(rec, inflight, [a])
+    tracer.close()
+    got = _slices(rec.path)
+    assert [(n, ph) for n, ph, _ in got] == [("grad.a", "b"), ("grad.a", "e")]
+    assert got[0][2] == pytest.approx((a.submit_ns - rec.base_ns) / 1e3)
+    b = [e for e in events(rec.path) if e.get("ph") == "b"][0]
+    assert b["args"]["step"] == 3 and b["args"]["bytes"] == 64 and b["args"]["shape"] == [4, 4]
+
+
+def test_an_op_in_flight_at_a_flush_gets_its_begin_then_its_end(env, tmp_path, inflight):
+    env(RINGSCOPE_TIMELINE=str(tmp_path) + "/")
+    rec = tracer.configure({"rank": 0, "size": 1})
+    a, b = _submit(rec, inflight, "grad.a"), _submit(rec, inflight, "grad.b")
+    assert rec.flush()
+    assert [(n, ph) for n, ph, _ in _slices(rec.path)] == [("grad.a", "b"), ("grad.b", "b")]
+    assert rec.flush()                                  # a second flush writes them no more
+    assert len(_slices(rec.path)) == 2
+    _finish(rec, inflight, [a, b])
+    c = _submit(rec, inflight, "grad.a")                # the same name again, next step
+    _finish(rec, inflight, [c])
+    tracer.close()
+    got = [(n, ph) for n, ph, _ in _slices(rec.path)]
+    assert got == [("grad.a", "b"), ("grad.b", "b"), ("grad.a", "e"), ("grad.b", "e"),
+                   ("grad.a", "b"), ("grad.a", "e")]
+    shut = [e for e in events(rec.path) if e["name"] == v.SHUTDOWN][0]["args"]
+    assert shut["open_async_at_close"] == 0 and shut["events_written"] == 6
+
+
+def test_ops_still_in_flight_at_close_are_open_in_the_file(env, tmp_path, inflight):
+    """A hung op: its begin is in the file and the close says how many slices stay open."""
+    env(RINGSCOPE_TIMELINE=str(tmp_path) + "/", RINGSCOPE_TIMELINE_FLUSH_S=1)
+    rec = tracer.configure({"rank": 0, "size": 1})
+    _submit(rec, inflight, "grad.hung")
+    other = tracer.recorder.NullRecorder()
+    inflight["grad.elsewhere"] = Op(other, "grad.elsewhere", 0, 1)   # another timeline's op
+    tracer.close()
+    assert [(n, ph) for n, ph, _ in _slices(rec.path)] == [("grad.hung", "b")]
+    shut = [e for e in events(rec.path) if e["name"] == v.SHUTDOWN][0]["args"]
+    assert shut["open_async_at_close"] == 1
