@@ -7,6 +7,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <string.h>
 
 typedef struct {
@@ -81,18 +82,57 @@ static int put_diff(Buf *b, PyObject *a, long long base) {
 static PyObject *s_name, *s_meta, *s_op_type, *s_nbytes, *s_dtype, *s_shape, *s_reduce_op,
     *s_process_set, *s_rank, *s_submitted, *s_submit_ns;
 
+/* An op's attributes, read where a slots class keeps them. Each PyObject_GetAttr goes through the
+ * type's attribute cache and the member descriptor, memory that is cold in the middle of a training
+ * step (an op is read ~10 times); the runtime's op type is a slots class, so its members are read at
+ * their offsets (found once, the type kept alive). Any other type goes through PyObject_GetAttr. */
+enum { A_NAME, A_META, A_OP_TYPE, A_NBYTES, A_DTYPE, A_SHAPE, A_REDUCE_OP, A_PROCESS_SET,
+       A_SUBMIT_NS, NATTR };
+static PyObject **attr_names[NATTR] = {&s_name, &s_meta, &s_op_type, &s_nbytes, &s_dtype,
+                                       &s_shape, &s_reduce_op, &s_process_set, &s_submit_ns};
+static PyTypeObject *slots_type;      /* the type whose offsets are known (a reference held) */
+static PyTypeObject *plain_type;      /* the last type found to be no such class (same) */
+static Py_ssize_t slots_off[NATTR];
+
+static int learn_slots(PyTypeObject *tp) {
+    Py_ssize_t off[NATTR];
+    for (int i = 0; i < NATTR; i++) {
+        PyObject *d = _PyType_Lookup(tp, *attr_names[i]);   /* borrowed */
+        PyMemberDef *m = d && Py_TYPE(d) == &PyMemberDescr_Type
+                             ? ((PyMemberDescrObject *)d)->d_member : NULL;
+        if (!m || m->type != T_OBJECT_EX || (m->flags & READ_RESTRICTED)) {
+            Py_INCREF(tp);
+            Py_XSETREF(plain_type, tp);
+            return 0;
+        }
+        off[i] = m->offset;
+    }
+    Py_INCREF(tp);
+    Py_XSETREF(slots_type, tp);
+    memcpy(slots_off, off, sizeof(off));
+    return 1;
+}
+
+/* ``op.<attr i>`` (a new reference), NULL with AttributeError when it is unset or missing. */
+static PyObject *op_attr(PyObject *op, int i) {
+    PyTypeObject *tp = Py_TYPE(op);
+    if (tp == slots_type || (tp != plain_type && learn_slots(tp))) {
+        PyObject *v = *(PyObject **)((char *)op + slots_off[i]);
+        if (v) return Py_NewRef(v);
+    }
+    return PyObject_GetAttr(op, *attr_names[i]);
+}
+
 enum { KEY, JNAME, ARGS, NSLOTS };
 #define NKEY 6
 
 /* The constant-text tuple of ``op`` (a new reference): the cached one when its key still matches
  * the op's (op_type, nbytes, dtype, shape, reduce_op, process_set), else ``make(name, key)``. */
 static PyObject *tensor_text(PyObject *cache, PyObject *make, PyObject *op, PyObject *name) {
-    static PyObject **attrs[NKEY] = {&s_op_type, &s_nbytes, &s_dtype, &s_shape, &s_reduce_op,
-                                     &s_process_set};
     PyObject *vals[NKEY] = {NULL};
     PyObject *res = NULL;
-    for (int i = 0; i < NKEY; i++)
-        if (!(vals[i] = PyObject_GetAttr(op, *attrs[i]))) goto done;
+    for (int i = 0; i < NKEY; i++)   /* A_OP_TYPE .. A_PROCESS_SET: the key, in order */
+        if (!(vals[i] = op_attr(op, A_OP_TYPE + i))) goto done;
     PyObject *c = PyDict_GetItemWithError(cache, name);
     if (!c && PyErr_Occurred()) goto done;
     if (c && PyTuple_CheckExact(c) && PyTuple_GET_SIZE(c) == NSLOTS) {
@@ -124,7 +164,7 @@ done:
  * borrowed; *meta: a new reference to the op's meta, which keeps *st alive), 0 when it has no stamp
  * or another recorder's (then appended to *others, a list made on first use), -1 on error. */
 static int mine(PyObject *op, PyObject *rec, PyObject **meta, PyObject **st, PyObject **others) {
-    PyObject *m = PyObject_GetAttr(op, s_meta);
+    PyObject *m = op_attr(op, A_META);
     if (!m) return -1;
     if (!PyDict_Check(m)) {
         Py_DECREF(m);
@@ -195,7 +235,7 @@ static int unpack_heads(PyObject *heads, PyObject **hb, PyObject **he) {
 
 /* The begin line of ``op`` (text ``c``, stamp ``st``): its slice opens at its submission. */
 static int put_begin(Buf *b, PyObject *op, PyObject *c, PyObject *st, PyObject *hb, long long base) {
-    PyObject *t = PyObject_GetAttr(op, s_submit_ns);
+    PyObject *t = op_attr(op, A_SUBMIT_NS);
     if (!t) return -1;
     int r = sep(b) || put_line(b, SLOT(c, JNAME), hb, t, base, 0) || put_obj(b, SLOT(c, ARGS)) ||
             PUT_LIT(b, "\"step\":") || put_obj(b, PyTuple_GET_ITEM(st, 1)) || PUT_LIT(b, "}}");
@@ -227,7 +267,7 @@ static PyObject *begins(PyObject *self, PyObject *args) {
         ok = -1;
         n++;
         if (opened == Py_None) { Py_DECREF(meta); continue; }
-        if (!(name = PyObject_GetAttr(op, s_name))) goto item_done;
+        if (!(name = op_attr(op, A_NAME))) goto item_done;
         int open = PyDict_Contains(opened, name);
         if (open < 0) goto item_done;
         if (open) { n--; ok = 0; goto item_done; }   /* its begin is written already */
@@ -269,7 +309,7 @@ static PyObject *ends(PyObject *self, PyObject *args) {
         if (ok < 0) goto fail;
         if (!ok) continue;
         ok = -1;
-        if (!(name = PyObject_GetAttr(op, s_name))) goto item_done;
+        if (!(name = op_attr(op, A_NAME))) goto item_done;
         /* an op whose begin is written holds its text there, which the end line shares (it
          * needs no args of its own); any other gets its begin line now */
         PyObject *was = PyDict_GetItemWithError(opened, name);

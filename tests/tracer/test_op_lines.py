@@ -184,3 +184,27 @@ def test_c_chunk_matches_python():
     assert C.chunk([], {}, None, {}, None, dumps, None, "counter") == (b"", 0)
     with pytest.raises(ValueError):   # an unknown record is the Python formatter's error
         C.chunk([("Z", 1)], {}, lb._head, {}, lb.json_name, dumps, lb.deferred, v.CAT_COUNTER)
+
+
+class SlotOp:
+    """The runtime's kind of op: a slots class (the C build reads its members at their offsets)."""
+    __slots__ = ("name", "op_type", "nbytes", "dtype", "shape", "reduce_op", "process_set",
+                 "submit_ns", "meta")
+
+    def __init__(self, plain):
+        for k in self.__slots__:
+            setattr(self, k, getattr(plain, k))
+
+
+@needs_c
+def test_c_reads_slots_ops_like_any_other():
+    rec = object()
+    plain = [Op(n, (rec, 2_000 + i, 6), nbytes=100 + i, shape=(i + 1, 3)) for i, n in enumerate(NAMES)]
+    slots = [SlotOp(o) for o in plain]
+    for impl_ops in (plain, slots, plain):   # the type seen last changes back and forth
+        assert _run_begins_ends(C, impl_ops, rec) == _run_begins_ends(P, plain, rec)
+    unset = SlotOp(plain[0])
+    del unset.submit_ns
+    lb = L.LineBuilder(0)
+    with pytest.raises(AttributeError):
+        C.begins(rec, lb._tensors, lb.tensor_text, lb.tensor_heads, {}, [unset], 0)
