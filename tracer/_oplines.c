@@ -214,13 +214,38 @@ static PyObject *finish(Buf *b, PyObject *counts, PyObject *others) {
 
 static int sep(Buf *b) { return b->len ? PUT_LIT(b, ",\n") : 0; }
 
+/* ``name`` as a JSON string, written from the name itself when it is ASCII that needs no escape
+ * (what json.dumps gives: the name in quotes), else ``jn`` (its JSON text, cached by the caller):
+ * the name was just read, its cached JSON text is one more object the step has made cold. */
+static int put_name(Buf *b, PyObject *name, PyObject *jn) {
+    if (PyUnicode_CheckExact(name) && PyUnicode_IS_ASCII(name)) {
+        const unsigned char *d = PyUnicode_1BYTE_DATA(name);
+        Py_ssize_t n = PyUnicode_GET_LENGTH(name), i = 0;
+        while (i < n && d[i] >= 0x20 && d[i] != '"' && d[i] != '\\') i++;
+        if (i == n)
+            return PUT_LIT(b, "\"") || put(b, (const char *)d, n) || PUT_LIT(b, "\"");
+    }
+    return put_obj(b, jn);
+}
+
+/* Whether ``name`` is written by put_name without its JSON text. */
+static int plain_name(PyObject *name) {
+    if (!PyUnicode_CheckExact(name) || !PyUnicode_IS_ASCII(name)) return 0;
+    const unsigned char *d = PyUnicode_1BYTE_DATA(name);
+    for (Py_ssize_t i = 0, n = PyUnicode_GET_LENGTH(name); i < n; i++)
+        if (d[i] < 0x20 || d[i] == '"' || d[i] == '\\') return 0;
+    return 1;
+}
+
 /* The start of one lifecycle line, up to its args: {"name":JN HEAD TS e-3,"id2":{"local":JN},"args":
- * where TS is ``tobj - base`` when ``tobj`` is given, else ``t``. */
-static int put_line(Buf *b, PyObject *jn, PyObject *head, PyObject *tobj, long long base,
-                    long long t) {
-    return PUT_LIT(b, "{\"name\":") || put_obj(b, jn) || put_obj(b, head) ||
+ * where JN is the tensor's name as JSON (``jn``) and TS is ``tobj - base`` when ``tobj`` is given,
+ * else ``t``. */
+static int put_line(Buf *b, PyObject *name, PyObject *jn, PyObject *head, PyObject *tobj,
+                    long long base, long long t) {
+    return PUT_LIT(b, "{\"name\":") || put_name(b, name, jn) || put_obj(b, head) ||
            (tobj ? put_diff(b, tobj, base) : put_ll(b, t)) ||
-           PUT_LIT(b, "e-3,\"id2\":{\"local\":") || put_obj(b, jn) || PUT_LIT(b, "},\"args\":");
+           PUT_LIT(b, "e-3,\"id2\":{\"local\":") || put_name(b, name, jn) ||
+           PUT_LIT(b, "},\"args\":");
 }
 
 static int unpack_heads(PyObject *heads, PyObject **hb, PyObject **he) {
@@ -234,10 +259,12 @@ static int unpack_heads(PyObject *heads, PyObject **hb, PyObject **he) {
 }
 
 /* The begin line of ``op`` (text ``c``, stamp ``st``): its slice opens at its submission. */
-static int put_begin(Buf *b, PyObject *op, PyObject *c, PyObject *st, PyObject *hb, long long base) {
+static int put_begin(Buf *b, PyObject *op, PyObject *name, PyObject *c, PyObject *st,
+                     PyObject *hb, long long base) {
     PyObject *t = op_attr(op, A_SUBMIT_NS);
     if (!t) return -1;
-    int r = sep(b) || put_line(b, SLOT(c, JNAME), hb, t, base, 0) || put_obj(b, SLOT(c, ARGS)) ||
+    int r = sep(b) || put_line(b, name, SLOT(c, JNAME), hb, t, base, 0) ||
+            put_obj(b, SLOT(c, ARGS)) ||
             PUT_LIT(b, "\"step\":") || put_obj(b, PyTuple_GET_ITEM(st, 1)) || PUT_LIT(b, "}}");
     Py_DECREF(t);
     return r ? -1 : 0;
@@ -272,7 +299,7 @@ static PyObject *begins(PyObject *self, PyObject *args) {
         if (open < 0) goto item_done;
         if (open) { n--; ok = 0; goto item_done; }   /* its begin is written already */
         if (!(c = tensor_text(cache, make, op, name))) goto item_done;
-        if (PyDict_SetItem(opened, name, c) < 0 || put_begin(&b, op, c, st, hb, base))
+        if (PyDict_SetItem(opened, name, c) < 0 || put_begin(&b, op, name, c, st, hb, base))
             goto item_done;
         ok = 0;
     item_done:
@@ -323,11 +350,11 @@ static PyObject *ends(PyObject *self, PyObject *args) {
         if (was) {
             if (PyDict_DelItem(opened, name) < 0) goto item_done;
         } else {
-            if (put_begin(&b, op, c, st, hb, base)) goto item_done;
+            if (put_begin(&b, op, name, c, st, hb, base)) goto item_done;
             events++;
         }
-        PyObject *jn = SLOT(c, JNAME);
-        if (sep(&b) || put_line(&b, jn, he, NULL, 0, td) || put_obj(&b, last)) goto item_done;
+        if (sep(&b) || put_line(&b, name, SLOT(c, JNAME), he, NULL, 0, td) || put_obj(&b, last))
+            goto item_done;
         events++;
         ok = 0;
     item_done:
@@ -381,10 +408,15 @@ static PyObject *ready(PyObject *self, PyObject *args) {
             jn.len = 0;
             lines++;
         }
-        j = PyDict_GetItemWithError(names, name);
-        if (j) Py_INCREF(j);
-        else if (PyErr_Occurred() || !(j = PyObject_CallOneArg(make_name, name))) goto item_done;
-        if ((jn.len && PUT_LIT(&jn, ",")) || put_obj(&jn, j)) goto item_done;
+        if (jn.len && PUT_LIT(&jn, ",")) goto item_done;
+        if (plain_name(name)) {
+            if (put_name(&jn, name, NULL)) goto item_done;
+        } else {
+            j = PyDict_GetItemWithError(names, name);
+            if (j) Py_INCREF(j);
+            else if (PyErr_Occurred() || !(j = PyObject_CallOneArg(make_name, name))) goto item_done;
+            if (put_obj(&jn, j)) goto item_done;
+        }
         ok = 0;
     item_done:
         Py_DECREF(name);

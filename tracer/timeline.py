@@ -66,6 +66,7 @@ class TimelineRecorder:
         self._step_nv = None
         pid = int(self.meta.get("rank", 0))
         self._lb = lines.LineBuilder(pid)
+        self._ready_head = self._lb.ready_head
         f = TraceFile(self.path, self.meta, pid, self.base_ns, settings.max_bytes, settings.cap_mode,
                       settings.keep_parts)
         self._writer = TimelineWriter(self._q, f, settings.flush_interval_s, self.events_dropped,
@@ -293,9 +294,13 @@ class TimelineRecorder:
         if self.enabled and reqs:
             t = _now() if ts_ns is None else ts_ns
             lb = self._lb
-            text, n = op_lines.ready(lb._names, lb.json_name, reqs, lb.ready_head,
+            text, n = op_lines.ready(lb._names, lb.json_name, reqs, self._ready_head,
                                      t - self.base_ns, self.step)
-            self._put(text, n)
+            q = self._q
+            if len(q) < self._cap:
+                q.append(text)
+            else:
+                self._put(text, n)   # counts the drops
 
     # ---- generic async slices (same file rules: an end needs its begin in this file) ---------------
     def async_begin(self, id, name, args=None, ts_ns=None):
