@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections import deque
+from itertools import repeat, starmap
 
 from tracer import op_lines, vocab
 from tracer.format import dumps
@@ -109,8 +110,8 @@ class TimelineWriter:
     def _drain(self) -> None:
         q = self._q
         n = len(q)
-        popleft = q.popleft
-        out = [popleft() for _ in range(n)]
+        # n pops in C (each one atomic; records appended meanwhile wait for the next flush)
+        out = list(starmap(q.popleft, repeat((), n)))
         # after the records: an op finished since has its end queued for the next flush
         begins = self._pending() if self._pending is not None else ""
         if begins:
