@@ -363,8 +363,8 @@ class TimelineRecorder:
             self._nv.end(self._step_nv)
             self._step_nv = None
         if self.enabled and prev >= 0:
-            self.complete(vocab.TID_FRAMEWORK, vocab.STEP, vocab.CAT_FRAMEWORK, self._step_t0, t,
-                          {vocab.ARG_STEP: prev})
+            # no args dict: the span's step (still ``prev`` here) is written as its args
+            self.complete(vocab.TID_FRAMEWORK, vocab.STEP, vocab.CAT_FRAMEWORK, self._step_t0, t)
         self.step = prev + 1 if step is None else int(step)
         self._step_t0 = t
         if self._window is not None and not self._closed:
