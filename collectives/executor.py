@@ -30,8 +30,11 @@ class Executor:
         if rec.enabled:
             t_deq = trace.dequeued(rec, entries)
             self._times = (t_response, t_deq)
-            args = {V.ARG_RESPONSE: resp.id, V.ARG_TENSORS: tuple(resp.names),
-                    V.ARG_COUNT: len(resp.names), V.ARG_BYTES: sum(e.nbytes for e in entries),
+            # a fused response is an allreduce: its bytes (summed by the coordinator) are this
+            # rank's too; the names list is the response's own (never changed after it arrived)
+            args = {V.ARG_RESPONSE: resp.id, V.ARG_TENSORS: resp.names,
+                    V.ARG_COUNT: len(resp.names),
+                    V.ARG_BYTES: resp.nbytes if len(entries) > 1 else entries[0].nbytes,
                     V.ARG_DTYPE: resp.dtype, V.ARG_OP: resp.op_type, V.ARG_REDUCE_OP: resp.reduce_op,
                     V.ARG_BACKEND: resp.backend, V.ARG_THRESHOLD: self.config.fusion_threshold,
                     V.ARG_PROCESS_SET: resp.process_set, V.ARG_STEP: rec.step}
