@@ -3,9 +3,10 @@
 The user's thread only stamps a submitted op with (recorder, step). The engine writes each op's
 lifecycle when it completes, one recorder call per batch; the timeline's writer writes the begins
 of ops still in flight at each flush, from the in-flight mapping :func:`track` hands it. With NVTX
-the begins go out when the engine picks the ops up (its ranges need the moment). The times their response arrived and started are passed along for NVTX; the trace has them
-once, on the response (FUSED_RESPONSE's start and queue_ns). An op's end always goes to the
-recorder that has its begin (a timeline started or stopped in between changes nothing).
+the begins go out when the engine picks the ops up (its ranges need the moment). The times their
+response arrived and started are passed along for NVTX; the trace has them once, on the response
+(FUSED_RESPONSE's start and queue_ns). An op's end always goes to the recorder that stamped it (a
+timeline started or stopped in between changes nothing).
 """
 from __future__ import annotations
 

@@ -214,27 +214,23 @@ static PyObject *finish(Buf *b, PyObject *counts, PyObject *others) {
 
 static int sep(Buf *b) { return b->len ? PUT_LIT(b, ",\n") : 0; }
 
-/* ``name`` as a JSON string, written from the name itself when it is ASCII that needs no escape
- * (what json.dumps gives: the name in quotes), else ``jn`` (its JSON text, cached by the caller):
- * the name was just read, its cached JSON text is one more object the step has made cold. */
-static int put_name(Buf *b, PyObject *name, PyObject *jn) {
-    if (PyUnicode_CheckExact(name) && PyUnicode_IS_ASCII(name)) {
-        const unsigned char *d = PyUnicode_1BYTE_DATA(name);
-        Py_ssize_t n = PyUnicode_GET_LENGTH(name), i = 0;
-        while (i < n && d[i] >= 0x20 && d[i] != '"' && d[i] != '\\') i++;
-        if (i == n)
-            return PUT_LIT(b, "\"") || put(b, (const char *)d, n) || PUT_LIT(b, "\"");
-    }
-    return put_obj(b, jn);
-}
-
-/* Whether ``name`` is written by put_name without its JSON text. */
+/* Whether ``name`` is ASCII that needs no escape in JSON (then json.dumps gives it in quotes). */
 static int plain_name(PyObject *name) {
     if (!PyUnicode_CheckExact(name) || !PyUnicode_IS_ASCII(name)) return 0;
     const unsigned char *d = PyUnicode_1BYTE_DATA(name);
     for (Py_ssize_t i = 0, n = PyUnicode_GET_LENGTH(name); i < n; i++)
         if (d[i] < 0x20 || d[i] == '"' || d[i] == '\\') return 0;
     return 1;
+}
+
+/* ``name`` as a JSON string: written from the name itself when plain, else ``jn`` (its JSON text,
+ * cached by the caller). The name was just read; its cached text is one more object that the
+ * middle of a training step finds cold. */
+static int put_name(Buf *b, PyObject *name, PyObject *jn) {
+    if (!plain_name(name)) return put_obj(b, jn);
+    return PUT_LIT(b, "\"") ||
+           put(b, (const char *)PyUnicode_1BYTE_DATA(name), PyUnicode_GET_LENGTH(name)) ||
+           PUT_LIT(b, "\"");
 }
 
 /* The start of one lifecycle line, up to its args: {"name":JN HEAD TS e-3,"id2":{"local":JN},"args":
