@@ -10,6 +10,8 @@ timeline started or stopped in between changes nothing).
 """
 from __future__ import annotations
 
+from operator import itemgetter
+
 from collectives import messages as M
 from tracer import get_recorder
 from tracer import recorder as R
@@ -18,16 +20,19 @@ from tracer.recorder import SUBMITTED
 
 
 _last_stamp = (None, None)
+_stamped_ever = False   # no op ever stamped: completions have nothing to record (no timeline)
+_op_of, _error_of = itemgetter(0), itemgetter(2)
 
 
 def stamp():
     """(recorder, step) for the engine to note on ops submitted now (``meta[SUBMITTED]``; the
     time is the op's ``submit_ns``), or None when nothing is recorded. The same tuple serves a
     whole step: no allocation per op."""
-    global _last_stamp
+    global _last_stamp, _stamped_ever
     rec = get_recorder()
     if not rec.enabled:
         return None
+    _stamped_ever = True
     st = _last_stamp
     if st[0] is not rec or st[1] != rec.step:
         st = _last_stamp = (rec, rec.step)
@@ -83,14 +88,14 @@ def ends(done, times=None) -> None:
     """Ops finished, ``done`` = [(entry, result, error)], in a response that arrived and started
     at ``times`` = (t_response, t_dequeue) (None: outside any response): the rest of their
     lifecycles."""
-    if not done:
+    if not done or not _stamped_ever:
         return
     rec = get_recorder()
     t = rec.now()
     t_resp, t_deq = times if times is not None else (None, None)
-    error = done[0][2]
-    if len(done) == 1 or all(d[2] == error for d in done):
-        groups = ((error, [d[0] for d in done]),)
+    errors = set(map(_error_of, done))   # loops in C: a response holds up to ~100s of ops
+    if len(errors) == 1:
+        groups = ((errors.pop(), list(map(_op_of, done))),)
     else:
         by_error: dict = {}
         for e, _, err in done:
