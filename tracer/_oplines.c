@@ -191,25 +191,15 @@ static int mine(PyObject *op, PyObject *rec, PyObject **meta, PyObject **st, PyO
     return 1;
 }
 
-/* The result (text, *counts, others or None), consuming ``counts`` (a tuple), ``others`` and the
- * buffer; NULL with everything released when ``counts`` is NULL (an error is set). */
-static PyObject *finish(Buf *b, PyObject *counts, PyObject *others) {
-    PyObject *text = counts ? PyUnicode_DecodeUTF8(b->p ? b->p : "", b->len, NULL) : NULL;
+/* The result (text, count, others or None), consuming ``others`` and the buffer; NULL with
+ * everything released when ``ok`` is 0 (an error is set). */
+static PyObject *finish(Buf *b, int ok, long long count, PyObject *others) {
+    PyObject *text = ok ? PyUnicode_DecodeUTF8(b->p ? b->p : "", b->len, NULL) : NULL;
     PyMem_Free(b->p);
-    PyObject *head = text ? PyTuple_Pack(1, text) : NULL;
-    PyObject *tail = head ? PyTuple_Pack(1, others ? others : Py_None) : NULL;
-    PyObject *all = NULL;
-    if (tail) {
-        PyObject *front = PySequence_Concat(head, counts);
-        all = front ? PySequence_Concat(front, tail) : NULL;
-        Py_XDECREF(front);
-    }
+    PyObject *res = text ? Py_BuildValue("(OLO)", text, count, others ? others : Py_None) : NULL;
     Py_XDECREF(text);
-    Py_XDECREF(head);
-    Py_XDECREF(tail);
-    Py_XDECREF(counts);
     Py_XDECREF(others);
-    return all;
+    return res;
 }
 
 static int sep(Buf *b) { return b->len ? PUT_LIT(b, ",\n") : 0; }
@@ -266,104 +256,99 @@ static int put_begin(Buf *b, PyObject *op, PyObject *name, PyObject *c, PyObject
     return r ? -1 : 0;
 }
 
-static PyObject *begins(PyObject *self, PyObject *args) {
-    PyObject *rec, *cache, *make, *heads, *opened, *ops, *hb, *he;
-    long long base;
-    if (!PyArg_ParseTuple(args, "OO!OOOOL", &rec, &PyDict_Type, &cache, &make, &heads, &opened,
-                          &ops, &base))
-        return NULL;
-    if (unpack_heads(heads, &hb, &he) < 0) return NULL;
-    if (opened != Py_None && !PyDict_Check(opened))
-        return PyErr_Format(PyExc_TypeError, "opened must be a dict or None");
-    PyObject *seq = PySequence_Fast(ops, "ops must be a sequence");
+/* One call of begins or ends: its tables, and what it has written so far. */
+typedef struct {
+    PyObject *rec, *cache, *make, *opened, *hb, *he, *last;
+    long long base, td, count;
+    Buf b;
+} Pass;
+
+/* ``fn`` on each op ``p->rec`` stamped (st: its stamp), the others collected: (text, count,
+ * others). */
+static PyObject *each_op(Pass *p, PyObject *ops, int (*fn)(Pass *, PyObject *, PyObject *)) {
+    PyObject *seq = PySequence_Fast(ops, "ops must be a sequence"), *others = NULL;
     if (!seq) return NULL;
-    Buf b = {0};
-    PyObject *others = NULL;
-    long long n = 0;
-    Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
-    for (Py_ssize_t i = 0; i < len; i++) {
-        PyObject *op = PySequence_Fast_GET_ITEM(seq, i), *meta = NULL, *st = NULL, *name = NULL;
-        PyObject *c = NULL;
-        int ok = mine(op, rec, &meta, &st, &others);
-        if (ok < 0) goto fail;
-        if (!ok) continue;
-        ok = -1;
-        n++;
-        if (opened == Py_None) { Py_DECREF(meta); continue; }
-        if (!(name = op_attr(op, A_NAME))) goto item_done;
-        int open = PyDict_Contains(opened, name);
-        if (open < 0) goto item_done;
-        if (open) { n--; ok = 0; goto item_done; }   /* its begin is written already */
-        if (!(c = tensor_text(cache, make, op, name))) goto item_done;
-        if (PyDict_SetItem(opened, name, c) < 0 || put_begin(&b, op, name, c, st, hb, base))
-            goto item_done;
-        ok = 0;
-    item_done:
-        Py_XDECREF(c);
-        Py_XDECREF(name);
-        Py_DECREF(meta);
-        if (ok < 0) goto fail;
+    int ok = 1;
+    for (Py_ssize_t i = 0, n = PySequence_Fast_GET_SIZE(seq); ok && i < n; i++) {
+        PyObject *op = PySequence_Fast_GET_ITEM(seq, i), *meta = NULL, *st = NULL;
+        int m = mine(op, p->rec, &meta, &st, &others);
+        if (m > 0) {
+            ok = fn(p, op, st) == 0;
+            Py_DECREF(meta);
+        } else {
+            ok = m == 0;
+        }
     }
     Py_DECREF(seq);
-    return finish(&b, Py_BuildValue("(L)", n), others);
-fail:
-    Py_DECREF(seq);
-    return finish(&b, NULL, others);
+    return finish(&p->b, ok, p->count, others);
+}
+
+/* An op's begin line, unless ``opened`` holds it already (then nothing); None ``opened`` counts
+ * the op without writing. */
+static int begin_op(Pass *p, PyObject *op, PyObject *st) {
+    if (p->opened == Py_None) {
+        p->count++;
+        return 0;
+    }
+    PyObject *name = op_attr(op, A_NAME), *c = NULL;
+    if (!name) return -1;
+    int r = PyDict_Contains(p->opened, name);
+    if (r == 0) {
+        c = tensor_text(p->cache, p->make, op, name);
+        r = c && !PyDict_SetItem(p->opened, name, c) &&
+            !put_begin(&p->b, op, name, c, st, p->hb, p->base) ? 0 : -1;
+        if (r == 0) p->count++;
+    }
+    Py_XDECREF(c);
+    Py_DECREF(name);
+    return r < 0 ? -1 : 0;
+}
+
+/* An op's end line, after its begin line unless ``opened`` holds the op (popped; its text, which
+ * the end line shares: it needs no args of its own). */
+static int end_op(Pass *p, PyObject *op, PyObject *st) {
+    PyObject *name = op_attr(op, A_NAME), *c = NULL;
+    if (!name) return -1;
+    int r = -1;
+    PyObject *was = PyDict_GetItemWithError(p->opened, name);
+    if (was || !PyErr_Occurred()) {
+        c = was && PyTuple_CheckExact(was) && PyTuple_GET_SIZE(was) == NSLOTS
+                ? Py_NewRef(was) : tensor_text(p->cache, p->make, op, name);
+        if (c && !(was ? PyDict_DelItem(p->opened, name)
+                       : put_begin(&p->b, op, name, c, st, p->hb, p->base)) &&
+            !sep(&p->b) && !put_line(&p->b, name, SLOT(c, JNAME), p->he, NULL, 0, p->td) &&
+            !put_obj(&p->b, p->last)) {
+            p->count += was ? 1 : 2;
+            r = 0;
+        }
+    }
+    Py_XDECREF(c);
+    Py_DECREF(name);
+    return r;
+}
+
+static PyObject *begins(PyObject *self, PyObject *args) {
+    Pass p = {0};
+    PyObject *heads, *ops;
+    if (!PyArg_ParseTuple(args, "OO!OOOOL", &p.rec, &PyDict_Type, &p.cache, &p.make, &heads,
+                          &p.opened, &ops, &p.base))
+        return NULL;
+    if (unpack_heads(heads, &p.hb, &p.he) < 0) return NULL;
+    if (p.opened != Py_None && !PyDict_Check(p.opened))
+        return PyErr_Format(PyExc_TypeError, "opened must be a dict or None");
+    return each_op(&p, ops, begin_op);
 }
 
 static PyObject *ends(PyObject *self, PyObject *args) {
-    PyObject *rec, *cache, *make, *heads, *opened, *ops, *last, *hb, *he;
-    long long base, t_done;
-    if (!PyArg_ParseTuple(args, "OO!OOO!OLLU", &rec, &PyDict_Type, &cache, &make, &heads,
-                          &PyDict_Type, &opened, &ops, &base, &t_done, &last))
+    Pass p = {0};
+    PyObject *heads, *ops;
+    long long t_done;
+    if (!PyArg_ParseTuple(args, "OO!OOO!OLLU", &p.rec, &PyDict_Type, &p.cache, &p.make, &heads,
+                          &PyDict_Type, &p.opened, &ops, &p.base, &t_done, &p.last))
         return NULL;
-    if (unpack_heads(heads, &hb, &he) < 0) return NULL;
-    long long td = t_done - base;
-    PyObject *seq = PySequence_Fast(ops, "ops must be a sequence");
-    if (!seq) return NULL;
-    Buf b = {0};
-    PyObject *others = NULL;
-    long long events = 0;
-    Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
-    for (Py_ssize_t i = 0; i < len; i++) {
-        PyObject *op = PySequence_Fast_GET_ITEM(seq, i), *meta = NULL, *st = NULL, *name = NULL;
-        PyObject *c = NULL;
-        int ok = mine(op, rec, &meta, &st, &others);
-        if (ok < 0) goto fail;
-        if (!ok) continue;
-        ok = -1;
-        if (!(name = op_attr(op, A_NAME))) goto item_done;
-        /* an op whose begin is written holds its text there, which the end line shares (it
-         * needs no args of its own); any other gets its begin line now */
-        PyObject *was = PyDict_GetItemWithError(opened, name);
-        if (!was && PyErr_Occurred()) goto item_done;
-        if (was && PyTuple_CheckExact(was) && PyTuple_GET_SIZE(was) == NSLOTS) {
-            c = was;
-            Py_INCREF(c);
-        } else if (!(c = tensor_text(cache, make, op, name))) {
-            goto item_done;
-        }
-        if (was) {
-            if (PyDict_DelItem(opened, name) < 0) goto item_done;
-        } else {
-            if (put_begin(&b, op, name, c, st, hb, base)) goto item_done;
-            events++;
-        }
-        if (sep(&b) || put_line(&b, name, SLOT(c, JNAME), he, NULL, 0, td) || put_obj(&b, last))
-            goto item_done;
-        events++;
-        ok = 0;
-    item_done:
-        Py_XDECREF(c);
-        Py_XDECREF(name);
-        Py_DECREF(meta);
-        if (ok < 0) goto fail;
-    }
-    Py_DECREF(seq);
-    return finish(&b, Py_BuildValue("(L)", events), others);
-fail:
-    Py_DECREF(seq);
-    return finish(&b, NULL, others);
+    if (unpack_heads(heads, &p.hb, &p.he) < 0) return NULL;
+    p.td = t_done - p.base;
+    return each_op(&p, ops, end_op);
 }
 
 /* Closes the READY line of the current run (rank, process set): its args and tensor list. */

@@ -266,11 +266,7 @@ class TimelineRecorder:
                 self, lb._tensors, lb.tensor_text, lb.tensor_heads, self._open, ops, self.base_ns,
                 t_done, last)
         if events and not self._closed:
-            q = self._q
-            if len(q) < self._cap:
-                q.append(text)
-            else:
-                self._put(text, events)   # counts the drops
+            self._put(text, events)
         return others
 
     def inflight_begins(self) -> str:
@@ -283,9 +279,8 @@ class TimelineRecorder:
         lb = self._lb
         with self._open_lock:
             # an op that left the mapping is being finished: its ops_end writes its whole slice
-            live = [op for op in ops if src.get(op.name) is op and op.name not in self._open]
-            if not live:
-                return ""
+            # (begins skips the ops whose begin is written already)
+            live = [op for op in ops if src.get(op.name) is op]
             return op_lines.begins(self, lb._tensors, lb.tensor_text, lb.tensor_heads, self._open,
                                    live, self.base_ns)[0]
 
@@ -296,11 +291,7 @@ class TimelineRecorder:
             lb = self._lb
             text, n = op_lines.ready(lb._names, lb.json_name, reqs, self._ready_head,
                                      t - self.base_ns, self.step)
-            q = self._q
-            if len(q) < self._cap:
-                q.append(text)
-            else:
-                self._put(text, n)   # counts the drops
+            self._put(text, n)
 
     # ---- generic async slices (same file rules: an end needs its begin in this file) ---------------
     def async_begin(self, id, name, args=None, ts_ns=None):
