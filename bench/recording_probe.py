@@ -47,11 +47,14 @@ def _wrap(owner, name: str, label: str, spent: dict) -> None:
 def _instrument(spent: dict) -> None:
     from collectives import engine_trace
     from collectives.backends import base
-    from tracer import timeline
+    from tracer import op_lines, timeline
     for n in ("begins", "responses", "ends", "ready"):
         _wrap(engine_trace, n, "engine_trace." + n, spent)
-    for n in ("begin", "end", "complete", "counter", "counters", "mark_step"):
+    for n in ("begin", "end", "complete", "counter", "counters", "mark_step", "ops_end",
+              "ready_requests"):
         _wrap(timeline.TimelineRecorder, n, "recorder." + n, spent)
+    for n in ("ends", "ready"):   # the formatter alone (C when built), inside the calls above
+        _wrap(op_lines, n, "op_lines." + n, spent)
     _wrap(base.activity, "__enter__", "activity.enter", spent)
     _wrap(base.activity, "__exit__", "activity.exit", spent)
 

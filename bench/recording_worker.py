@@ -7,10 +7,10 @@ checks) flips so that one step of each pair is recorded (:func:`recorded`): neig
 the same machine, and the paired difference is the cost of recording a step (everything but opening
 and closing the file). The writer's work is placed in recorded steps too, so the difference holds
 its cost as well: the worker wakes it at the start of the recorded step of one pair in K (K pairs
-last about one flush period, 0.25 s). By default the ranks' flushes are staggered evenly across the
+last about one flush period, 0.5 s). By default the ranks' flushes are staggered evenly across the
 K pairs, as the writers' independent timers put them (``--writer timers``); ``--writer steps``
 puts every rank's flush on the same pair (measured: no difference at 2 ranks, bench/README.md);
-``--writer anywhere`` leaves the writer on its own 0.25 s timer (its work then lands in both kinds
+``--writer anywhere`` leaves the writer on its own timer (its work then lands in both kinds
 of step alike). Its CPU time over the run (from /proc) is reported apart. The collector's existing objects are frozen
 after warm-up (``gc.freeze``): it still runs, so collections the recording causes still count,
 but full collections of the model's own objects no longer land at random in one kind of step.
@@ -34,9 +34,10 @@ from mpi4py import MPI  # noqa: E402
 
 from bench import mpi_side  # noqa: E402
 from bench.launch import emit  # noqa: E402
+from tracer.config import TimelineSettings  # noqa: E402
 
 WRITER = "ringscope-timeline-writer"
-FLUSH_PERIOD_S = 0.25   # the writer's default period
+FLUSH_PERIOD_S = TimelineSettings.flush_interval_s   # the writer's default period
 
 
 def thread_cpu_s(name: str) -> float:

@@ -40,7 +40,9 @@ class TimelineSettings:
     cap_mode: str = "stop"           # "stop" | "rotate"
     keep_parts: int = 3              # files kept when rotating
     buffer_events: int = 262144      # bounded in-memory buffer; events beyond it are dropped
-    flush_interval_s: float = 0.25
+    # A flush costs more than its volume: at 2 ranks the writer's CPU per step fell ~20 % from
+    # 0.25 s to 0.5 s (bench/README.md, session 6); at 1 s a SIGKILL could lose over a second.
+    flush_interval_s: float = 0.5
     nvtx: bool = True                # NVTX ranges unless disabled
     nvtx_force: bool = False         # emit NVTX calls even when no tool is attached to receive them
 
@@ -110,7 +112,8 @@ def settings_from_env(env=None) -> TimelineSettings:
     s.cap_mode = mode
     s.keep_parts = _number(env, "RINGSCOPE_TIMELINE_KEEP_PARTS", int, 1) or s.keep_parts
     s.buffer_events = _number(env, "RINGSCOPE_TIMELINE_BUFFER_EVENTS", int, 1) or s.buffer_events
-    s.flush_interval_s = min(_number(env, "RINGSCOPE_TIMELINE_FLUSH_S", float, 0.01) or 0.25, 1.0)
+    s.flush_interval_s = min(_number(env, "RINGSCOPE_TIMELINE_FLUSH_S", float, 0.01)
+                             or s.flush_interval_s, 1.0)
     s.nvtx = not (_flag(env, "RINGSCOPE_DISABLE_NVTX") or _flag(env, "HOROVOD_DISABLE_NVTX_RANGES")
                   or _flag(env, "NVTX_DISABLE"))
     s.nvtx_force = _flag(env, "RINGSCOPE_NVTX_ALWAYS")
