@@ -10,10 +10,10 @@ its cost as well: the worker wakes it at the start of the recorded step of one p
 last about one flush period, 0.5 s). By default the ranks' flushes are staggered evenly across the
 K pairs, as the writers' independent timers put them (``--writer timers``); ``--writer steps``
 puts every rank's flush on the same pair (measured: no difference at 2 ranks, bench/README.md);
-``--writer anywhere`` leaves the writer on its own timer (its work then lands in both kinds
-of step alike). Its CPU time over the run (from /proc) is reported apart. The collector's existing objects are frozen
-after warm-up (``gc.freeze``): it still runs, so collections the recording causes still count,
-but full collections of the model's own objects no longer land at random in one kind of step.
+``--writer anywhere`` leaves the writer on its own timer (its work then lands in both kinds of step
+alike). Its CPU time over the run (from /proc) is reported apart. The collector's existing objects
+are frozen after warm-up (``gc.freeze``): it still runs, so collections the recording causes still
+count, but full collections of the model's own objects no longer land at random in one kind of step.
 ``--control`` never switches recording on (the noise floor). Rank 0 prints ``BENCH_JSON`` with
 per-step wall times of both kinds and each rank's CPU time per step of both kinds.
 """
@@ -120,7 +120,8 @@ def main() -> int:
     hvd.shutdown()
     if comm.rank == 0:
         shutil.rmtree(root, ignore_errors=True)
-        emit({"ranks": comm.size, "steps": ns.steps, "control": ns.control, "writer": ns.writer, "pairs_per_flush": every,
+        emit({"ranks": comm.size, "steps": ns.steps, "control": ns.control, "writer": ns.writer,
+              "pairs_per_flush": every,
               "on": wall[0], "off": wall[1],
               "cpu_on": [c[0] for c in cpus], "cpu_off": [c[1] for c in cpus],
               "writer_cpu_s_per_step": writer, "trace_bytes": trace_bytes})

@@ -117,9 +117,9 @@ class TimelineWriter:
         begins = self._pending() if self._pending is not None else ""
         if begins:
             out.append(begins)
-        if not out and self._dropped() == self._last_dropped:
-            return
         dropped = self._dropped()
+        if not out and dropped == self._last_dropped:
+            return
         if dropped != self._last_dropped:
             self._last_dropped = dropped
             f = self.file
