@@ -48,8 +48,9 @@ def _instrument(spent: dict) -> None:
     from collectives import engine_trace
     from collectives.backends import base
     from tracer import op_lines, timeline
-    for n in ("begins", "responses", "ends", "ready"):
+    for n in ("begins", "responses", "ends"):
         _wrap(engine_trace, n, "engine_trace." + n, spent)
+    _wrap(engine_trace.ReadyTicks, "record", "engine_trace.ready", spent)
     for n in ("begin", "end", "complete", "counter", "counters", "mark_step", "ops_end",
               "ready_requests"):
         _wrap(timeline.TimelineRecorder, n, "recorder." + n, spent)

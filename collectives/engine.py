@@ -50,6 +50,8 @@ class Engine:
         self._last_counters = (0, 0)
         self._noname: dict = {}
         self._sends: list = []
+        self._ready = trace.ReadyTicks()
+        self._ending = trace.ending()
         self._stop = False
         self.closed = False
         self.fatal: str | None = None
@@ -208,7 +210,7 @@ class Engine:
         reqs = [request_of(e, self.rank) for e in entries]
         if self._coord is not None:
             now = time.monotonic()
-            trace.ready(reqs)
+            self._ready.note(reqs)
             for r in reqs:
                 self._coord.add(r, now)
         else:
@@ -228,10 +230,12 @@ class Engine:
                 self._coord.add(r, now)
             arrived += reqs
             did = True
-        if arrived:   # one trace call for the messages drained together (a READY line each)
-            trace.ready(arrived)
+        if arrived:   # the messages drained together (a READY line each)
+            self._ready.note(arrived)
         plan = self._coord.plan(time.monotonic())
         if not plan:
+            if self._ready.held:
+                self._ready.record()
             return did
         if any(resp.op_type == M.SHUTDOWN for resp, _ in plan):
             plan = self._coord.shutdown_errors() + plan
@@ -242,6 +246,8 @@ class Engine:
         for m, batch in batches.items():
             if m != self.rank:
                 self._sends.append(self.ctrl.isend(batch, dest=m, tag=M.TAG_RESPONSE))
+        if self._ready.held:
+            self._ready.record()
         if self.rank in batches:
             self._execute(batches[self.rank])
         return True
@@ -326,21 +332,23 @@ class Engine:
         self._complete_many([(e, result, error)])
 
     def _complete_many(self, done, times=None):
-        """Finish ops, ``done`` = [(entry, result, error)]: their lifecycle ends go to the trace in
-        one record, before any handle is released (so a finished op's end is always recorded).
+        """Finish ops, ``done`` = [(entry, result, error)]: their handles are released, then their
+        lifecycle ends go to the trace in one record (the waiting thread need not wait for that;
+        a timeline's close waits for it, so a finished op's end is always recorded).
         ``times`` = (t_response, t_dequeue) of the response they ran in, when recording."""
         with self._cond:
             done = [d for d in done if self._inflight.pop(d[0].name, None) is not None]
             for d in done:
                 self._bytes_in_flight -= d[0].nbytes
-        trace.ends(done, times)
-        for e, result, error in done:
-            if "received_splits" in e.meta:
-                e.handle.received_splits = e.meta["received_splits"]
-            if error is not None:
-                e.handle.set_error(error)
-            else:
-                e.handle.set_result(result)
+        with self._ending:
+            for e, result, error in done:
+                if "received_splits" in e.meta:
+                    e.handle.received_splits = e.meta["received_splits"]
+                if error is not None:
+                    e.handle.set_error(error)
+                else:
+                    e.handle.set_result(result)
+            trace.ends(done, times)
 
     def _die(self, exc):
         self.fatal = f"{type(exc).__name__}: {exc}"

@@ -16,7 +16,7 @@ from collectives import messages as M
 from tracer import get_recorder
 from tracer import recorder as R
 from tracer import vocab as V
-from tracer.recorder import SUBMITTED
+from tracer.recorder import SUBMITTED, ending  # noqa: F401 (ending: the engine's)
 
 
 _last_stamp = (None, None)
@@ -107,6 +107,25 @@ def ends(done, times=None) -> None:
             others = _stamp_owner(others).ops_end(others, t, error, t_resp, t_deq)
 
 
-def ready(reqs) -> None:
-    """The coordinator's READY ticks for one batch of requests (they arrived together)."""
-    get_recorder().ready_requests(reqs)
+class ReadyTicks:
+    """The coordinator's READY ticks of one pass, noted as the requests arrive and recorded once
+    the pass's responses are sent (the other ranks need not wait for the formatting). The engine
+    calls :meth:`record` only when ``held`` is not empty: it passes hundreds of times a step."""
+
+    __slots__ = ("held",)
+
+    def __init__(self):
+        self.held: list = []
+
+    def note(self, reqs) -> None:
+        """Requests that arrived together, now."""
+        rec = get_recorder()
+        if rec.enabled:
+            self.held.append((reqs, rec.now()))
+
+    def record(self) -> None:
+        """Record what was noted (a READY line per message of a rank, at its arrival)."""
+        held, self.held = self.held, []
+        rec = get_recorder()
+        for reqs, t in held:
+            rec.ready_requests(reqs, t)

@@ -257,7 +257,10 @@ class TimelineRecorder:
             for op, _ in split_stamped(self, ops)[0]:
                 for phase in (vocab.negotiate_name(op.op_type), vocab.QUEUE, op.name):
                     self._nv_stop(op.name, phase)
-        step = self.step
+        # the step the ops were submitted in: the thread that waited for them may have marked the
+        # next one by now (a response's ops are submitted in one step, short of a user's own mix)
+        st = ops[0].meta.get(recorder.SUBMITTED)
+        step = st[1] if st else self.step
         last = f'{{"step":{step}}}}}' if error is None else \
             lines.jargs({vocab.ARG_ERROR: error}, step) + "}"
         lb = self._lb
@@ -397,9 +400,10 @@ class TimelineRecorder:
 
     def close(self):
         """Write the SHUTDOWN instant and finish the file (idempotent)."""
-        first = not self._closed
-        self._closed = True
-        self.enabled = False
+        with recorder.ending():   # an end being recorded after its op's release goes in first
+            first = not self._closed
+            self._closed = True
+            self.enabled = False
         if first:
             self._writer.close(self._shutdown_args)
         else:

@@ -49,6 +49,13 @@ def test_start_stop_timeline_records_only_the_window(tmp_path):
     files = sorted(tmp_path.glob("*.json"))
     assert len(files) == 2, files
     for f in files:
-        names = {e.get("name") for e in _events(f)}
+        events = _events(f)
+        names = {e.get("name") for e in events}
         assert "during" in names and "CYCLE" in names, sorted(n for n in names if n)[:20]
         assert "before" not in names and "after" not in names
+        # the last op's end is recorded after its handle is released and stop_timeline follows at
+        # once: the close waits for it; every end carries its begin's step, not the next one
+        slices = [(e["ph"], e["args"]["step"]) for e in events
+                  if e.get("name") == "during" and e.get("ph") in ("b", "e")]
+        assert sorted(slices) == [("b", 0), ("b", 1), ("b", 2), ("e", 0), ("e", 1), ("e", 2)], \
+            slices

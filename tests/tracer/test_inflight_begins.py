@@ -86,3 +86,25 @@ def test_ops_still_in_flight_at_close_are_open_in_the_file(env, tmp_path, inflig
     assert [(n, ph) for n, ph, _ in _slices(rec.path)] == [("grad.hung", "b")]
     shut = [e for e in events(rec.path) if e["name"] == v.SHUTDOWN][0]["args"]
     assert shut["open_async_at_close"] == 1
+
+
+def test_close_waits_for_an_end_recorded_after_its_release(env, tmp_path, inflight):
+    """The runtime releases an op's waiter before it records the op's end, holding
+    ``recorder.ending()``: a close that comes in between (the waiter stops the timeline at once)
+    waits, and the end is in the file. The end carries the step the op was submitted in."""
+    import threading
+    env(RINGSCOPE_TIMELINE=str(tmp_path) + "/")
+    rec = tracer.configure({"rank": 0, "size": 1})
+    a = _submit(rec, inflight, "grad.a", step=3)
+    rec.mark_step()                                     # the waiter moved on to step 4
+    closer = threading.Thread(target=tracer.close)
+    with R.ending():
+        del inflight[a.name]
+        closer.start()
+        closer.join(0.3)
+        assert closer.is_alive(), "close did not wait for the end being recorded"
+        assert rec.ops_end([a], rec.now()) is None
+    closer.join(10)
+    assert not closer.is_alive()
+    got = [(e["ph"], e["args"]["step"]) for e in events(rec.path) if e.get("cat") == v.CAT_TENSOR]
+    assert got == [("b", 3), ("e", 3)]
