@@ -51,7 +51,6 @@ class Engine:
         self._noname: dict = {}
         self._sends: list = []
         self._ready = trace.ReadyTicks()
-        self._ending = trace.ending()
         self._stop = False
         self.closed = False
         self.fatal: str | None = None
@@ -332,23 +331,22 @@ class Engine:
         self._complete_many([(e, result, error)])
 
     def _complete_many(self, done, times=None):
-        """Finish ops, ``done`` = [(entry, result, error)]: their handles are released, then their
-        lifecycle ends go to the trace in one record (the waiting thread need not wait for that;
-        a timeline's close waits for it, so a finished op's end is always recorded).
+        """Finish ops, ``done`` = [(entry, result, error)]: their lifecycle ends go to the trace in
+        one record, before any handle is released (so a finished op's end is always recorded;
+        releasing first measured no faster, bench/README.md session 7).
         ``times`` = (t_response, t_dequeue) of the response they ran in, when recording."""
         with self._cond:
             done = [d for d in done if self._inflight.pop(d[0].name, None) is not None]
             for d in done:
                 self._bytes_in_flight -= d[0].nbytes
-        with self._ending:
-            for e, result, error in done:
-                if "received_splits" in e.meta:
-                    e.handle.received_splits = e.meta["received_splits"]
-                if error is not None:
-                    e.handle.set_error(error)
-                else:
-                    e.handle.set_result(result)
-            trace.ends(done, times)
+        trace.ends(done, times)
+        for e, result, error in done:
+            if "received_splits" in e.meta:
+                e.handle.received_splits = e.meta["received_splits"]
+            if error is not None:
+                e.handle.set_error(error)
+            else:
+                e.handle.set_result(result)
 
     def _die(self, exc):
         self.fatal = f"{type(exc).__name__}: {exc}"

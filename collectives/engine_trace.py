@@ -16,7 +16,7 @@ from collectives import messages as M
 from tracer import get_recorder
 from tracer import recorder as R
 from tracer import vocab as V
-from tracer.recorder import SUBMITTED, ending  # noqa: F401 (ending: the engine's)
+from tracer.recorder import SUBMITTED
 
 
 _last_stamp = (None, None)

@@ -61,7 +61,6 @@ Names, tids, cats and arg keys come from :mod:`tracer.vocab`.
 """
 from __future__ import annotations
 
-import threading
 import time
 
 from tracer import vocab
@@ -178,14 +177,6 @@ class NullRecorder:
 
 _recorder = NullRecorder()
 _inflight = None
-_ending = threading.RLock()
-
-
-def ending():
-    """The lock the runtime holds while it releases finished ops and then records their ends (the
-    waiting thread resumes before the formatting): a timeline's close takes it first, so the end of
-    an op whose result any thread has seen is always in the file."""
-    return _ending
 
 
 def set_inflight(ops_by_name) -> None:

@@ -257,8 +257,8 @@ class TimelineRecorder:
             for op, _ in split_stamped(self, ops)[0]:
                 for phase in (vocab.negotiate_name(op.op_type), vocab.QUEUE, op.name):
                     self._nv_stop(op.name, phase)
-        # the step the ops were submitted in: the thread that waited for them may have marked the
-        # next one by now (a response's ops are submitted in one step, short of a user's own mix)
+        # the step the ops were submitted in: an op not waited for at once may finish after the
+        # next step is marked (a response's ops are submitted in one step, short of a user's mix)
         st = ops[0].meta.get(recorder.SUBMITTED)
         step = st[1] if st else self.step
         last = f'{{"step":{step}}}}}' if error is None else \
@@ -400,10 +400,9 @@ class TimelineRecorder:
 
     def close(self):
         """Write the SHUTDOWN instant and finish the file (idempotent)."""
-        with recorder.ending():   # an end being recorded after its op's release goes in first
-            first = not self._closed
-            self._closed = True
-            self.enabled = False
+        first = not self._closed
+        self._closed = True
+        self.enabled = False
         if first:
             self._writer.close(self._shutdown_args)
         else:

@@ -53,8 +53,8 @@ def test_start_stop_timeline_records_only_the_window(tmp_path):
         names = {e.get("name") for e in events}
         assert "during" in names and "CYCLE" in names, sorted(n for n in names if n)[:20]
         assert "before" not in names and "after" not in names
-        # the last op's end is recorded after its handle is released and stop_timeline follows at
-        # once: the close waits for it; every end carries its begin's step, not the next one
+        # stop_timeline follows the last op at once: its end is in the file; every end carries
+        # its begin's step
         slices = [(e["ph"], e["args"]["step"]) for e in events
                   if e.get("name") == "during" and e.get("ph") in ("b", "e")]
         assert sorted(slices) == [("b", 0), ("b", 1), ("b", 2), ("e", 0), ("e", 1), ("e", 2)], \
