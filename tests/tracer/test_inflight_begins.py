@@ -88,7 +88,6 @@ def test_ops_still_in_flight_at_close_are_open_in_the_file(env, tmp_path, inflig
     assert shut["open_async_at_close"] == 1
 
 
-
 def test_an_end_carries_the_step_its_op_was_submitted_in(env, tmp_path, inflight):
     """An op left in flight across ``mark_step`` (a user's async op) ends in the next step: its
     end line keeps the submission step, as its begin does (the loader merges the end's args)."""
