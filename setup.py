@@ -2,5 +2,5 @@
 pyproject.toml. Without a C compiler the build goes on and the tracer uses its pure-Python twin."""
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("tracer._oplines", ["tracer/_oplines.c"], optional=True,
-                             extra_compile_args=["-O2"])])
+setup(ext_modules=[Extension("tracer._oplines", ["tracer/_oplines.c", "tracer/_spans.c"],
+                             optional=True, extra_compile_args=["-O2"])])

@@ -14,7 +14,10 @@ puts every rank's flush on the same pair (measured: no difference at 2 ranks, be
 alike). Its CPU time over the run (from /proc) is reported apart. The collector's existing objects
 are frozen after warm-up (``gc.freeze``): it still runs, so collections the recording causes still
 count, but full collections of the model's own objects no longer land at random in one kind of step.
-``--control`` never switches recording on (the noise floor). Rank 0 prints ``BENCH_JSON`` with
+An unrecorded step is as one without a timeline: until session 8 the runtime's completions still
+looked for stamped ops in it, a cost of every step of a job with a timeline open that the paired
+difference then left out (bench/README.md, session 8). ``--control`` never switches recording on
+(the noise floor). Rank 0 prints ``BENCH_JSON`` with
 per-step wall times of both kinds and each rank's CPU time per step of both kinds.
 """
 from __future__ import annotations
@@ -81,6 +84,7 @@ def main() -> int:
     import collectives.torch as hvd
     import tracer
     from bench.demo_step import make_step
+    from collectives import engine_trace
     hvd.init()
     comm = MPI.COMM_WORLD.Dup()
     step = make_step()
@@ -102,6 +106,10 @@ def main() -> int:
     t, c = time.perf_counter(), time.process_time()
     for i in range(ns.steps):
         rec.enabled = recorded(i) and not ns.control
+        # an unrecorded step runs as without a timeline: no op of it is stamped, and none of the
+        # step before is in flight (the step waits for its ops), so the runtime's completions need
+        # not look at the tracer at all, as in a job that never started one
+        engine_trace._stamped_ever = rec.enabled
         if placed and rec.enabled and (i // 2 + offset) % every == 0:
             rec.writer.wake()
         step()

@@ -162,7 +162,8 @@ done:
 
 /* Whether ``op`` is one of ``rec``'s: 1 when ``rec`` stamped it (*st: its (rec, step) stamp,
  * borrowed; *meta: a new reference to the op's meta, which keeps *st alive), 0 when it has no stamp
- * or another recorder's (then appended to *others, a list made on first use), -1 on error. */
+ * or another recorder's (then appended to *others, a list made on first use; 2 instead when
+ * ``others`` is NULL), -1 on error. */
 static int mine(PyObject *op, PyObject *rec, PyObject **meta, PyObject **st, PyObject **others) {
     PyObject *m = op_attr(op, A_META);
     if (!m) return -1;
@@ -183,6 +184,7 @@ static int mine(PyObject *op, PyObject *rec, PyObject **meta, PyObject **st, PyO
     }
     if (PyTuple_GET_ITEM(stamp, 0) != rec) {
         Py_DECREF(m);
+        if (!others) return 2;
         if (!*others && !(*others = PyList_New(0))) return -1;
         return PyList_Append(*others, op) < 0 ? -1 : 0;
     }
@@ -305,7 +307,8 @@ static int begin_op(Pass *p, PyObject *op, PyObject *st) {
 }
 
 /* An op's end line, after its begin line unless ``opened`` holds the op (popped; its text, which
- * the end line shares: it needs no args of its own). */
+ * the end line shares: it needs no args of its own). Its args are ``p->last``, or when that is NULL
+ * the step of the op's own stamp. */
 static int end_op(Pass *p, PyObject *op, PyObject *st) {
     PyObject *name = op_attr(op, A_NAME), *c = NULL;
     if (!name) return -1;
@@ -317,7 +320,9 @@ static int end_op(Pass *p, PyObject *op, PyObject *st) {
         if (c && !(was ? PyDict_DelItem(p->opened, name)
                        : put_begin(&p->b, op, name, c, st, p->hb, p->base)) &&
             !sep(&p->b) && !put_line(&p->b, name, SLOT(c, JNAME), p->he, NULL, 0, p->td) &&
-            !put_obj(&p->b, p->last)) {
+            !(p->last ? put_obj(&p->b, p->last)
+                      : PUT_LIT(&p->b, "{\"step\":") || put_obj(&p->b, PyTuple_GET_ITEM(st, 1)) ||
+                            PUT_LIT(&p->b, "}}"))) {
             p->count += was ? 1 : 2;
             r = 0;
         }
@@ -351,6 +356,172 @@ static PyObject *ends(PyObject *self, PyObject *args) {
     return each_op(&p, ops, end_op);
 }
 
+/* ---- the engine's completions, in one call ------------------------------------------------ */
+
+static PyObject *s_acquire, *s_release, *s_append;
+
+int spans_add(PyObject *m);   /* tracer/_spans.c: the recorder's span calls */
+
+/* A recorder's lifecycle ends as one callable (its tables held): ``completions(done, t_done)``,
+ * ``done`` = [(op, result, error)], writes the lifecycles of the ops it stamped (begin lines too
+ * where not written yet; each end carries its own op's step) as one record of the recorder's
+ * buffer, under the lock the writer's begins of ops in flight take. What it does not write it
+ * returns, for the general path: every item when any has an error, else the items stamped by
+ * another recorder (None when none). The runtime finishes a few responses a step, each of up to
+ * ~100s of ops; two Python frames per response cost more than the formatting (measured). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *rec, *cache, *make, *hb, *he, *opened, *lock, *q, *drops;
+    Py_ssize_t cap;
+    long long base;
+    char closed;
+} Completions;
+
+/* The recorder holds its Completions and they hold it: a cycle the collector must see. */
+#define COMP_REFS(c) {&(c)->rec, &(c)->cache, &(c)->make, &(c)->hb, &(c)->he, &(c)->opened, \
+                      &(c)->lock, &(c)->q, &(c)->drops}
+
+static int comp_traverse(Completions *c, visitproc visit, void *arg) {
+    PyObject **refs[] = COMP_REFS(c);
+    for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) Py_VISIT(*refs[i]);
+    return 0;
+}
+
+static int comp_clear(Completions *c) {
+    PyObject **refs[] = COMP_REFS(c);
+    for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) Py_CLEAR(*refs[i]);
+    return 0;
+}
+
+static void comp_dealloc(Completions *c) {
+    PyObject_GC_UnTrack(c);
+    comp_clear(c);
+    Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+static int comp_init(Completions *c, PyObject *args, PyObject *kw) {
+    PyObject *rec, *cache, *make, *heads, *opened, *lock, *q, *drops, *hb, *he;
+    Py_ssize_t cap;
+    long long base;
+    if (kw && PyDict_GET_SIZE(kw)) {
+        PyErr_SetString(PyExc_TypeError, "Completions takes no keyword arguments");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(args, "OO!OOO!OOnOL", &rec, &PyDict_Type, &cache, &make, &heads,
+                          &PyDict_Type, &opened, &lock, &q, &cap, &drops, &base))
+        return -1;
+    if (unpack_heads(heads, &hb, &he) < 0) return -1;
+    PyObject **slot[] = COMP_REFS(c);
+    PyObject *val[] = {rec, cache, make, hb, he, opened, lock, q, drops};
+    for (size_t i = 0; i < sizeof(val) / sizeof(val[0]); i++) Py_XSETREF(*slot[i], Py_NewRef(val[i]));
+    c->cap = cap;
+    c->base = base;
+    c->closed = 0;
+    return 0;
+}
+
+/* Buffer ``text`` (``events`` lines) unless the buffer is full: then count them as dropped. */
+static int comp_put(Completions *c, PyObject *text, long long events) {
+    Py_ssize_t n = PyObject_Length(c->q);
+    if (n < 0) return -1;
+    if (n < c->cap) {
+        PyObject *r = PyObject_CallMethodOneArg(c->q, s_append, text);
+        Py_XDECREF(r);
+        return r ? 0 : -1;
+    }
+    for (long long i = 0; i < events; i++) {
+        PyObject *r = PyIter_Next(c->drops);
+        if (!r) return PyErr_Occurred() ? -1 : 0;
+        Py_DECREF(r);
+    }
+    return 0;
+}
+
+static PyObject *comp_call(Completions *c, PyObject *args, PyObject *kw) {
+    PyObject *done, *rest = NULL;
+    long long t_done;
+    if (kw && PyDict_GET_SIZE(kw))
+        return PyErr_Format(PyExc_TypeError, "completions take no keyword arguments");
+    if (!PyArg_ParseTuple(args, "OL", &done, &t_done)) return NULL;
+    PyObject *seq = PySequence_Fast(done, "done must be a sequence");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 3) {
+            Py_DECREF(seq);
+            return PyErr_Format(PyExc_TypeError, "done must hold (op, result, error) tuples");
+        }
+        if (PyTuple_GET_ITEM(item, 2) != Py_None) {   /* errors: the general path writes them */
+            PyObject *all = PySequence_List(seq);
+            Py_DECREF(seq);
+            return all;
+        }
+    }
+    PyObject *got = PyObject_CallMethodNoArgs(c->lock, s_acquire);
+    if (!got) { Py_DECREF(seq); return NULL; }
+    Py_DECREF(got);
+    Pass p = {.rec = c->rec, .cache = c->cache, .make = c->make, .opened = c->opened,
+              .hb = c->hb, .he = c->he, .last = NULL, .base = c->base, .td = t_done - c->base};
+    int ok = 1;
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i), *meta = NULL, *st = NULL;
+        int m = mine(PyTuple_GET_ITEM(item, 0), c->rec, &meta, &st, NULL);
+        if (m == 1) {
+            ok = end_op(&p, PyTuple_GET_ITEM(item, 0), st) == 0;
+            Py_DECREF(meta);
+        } else if (m == 2) {
+            ok = (rest || (rest = PyList_New(0))) && PyList_Append(rest, item) == 0;
+        } else {
+            ok = m == 0;
+        }
+    }
+    /* release the lock whatever happened, keeping an error raised before */
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject *rel = PyObject_CallMethodNoArgs(c->lock, s_release);
+    if (!rel) {
+        ok = 0;
+        Py_XDECREF(et); Py_XDECREF(ev); Py_XDECREF(tb);
+    } else {
+        Py_DECREF(rel);
+        PyErr_Restore(et, ev, tb);
+    }
+    Py_DECREF(seq);
+    if (ok && p.count && !c->closed) {
+        PyObject *text = PyUnicode_DecodeUTF8(p.b.p, p.b.len, NULL);
+        ok = text && comp_put(c, text, p.count) == 0;
+        Py_XDECREF(text);
+    }
+    PyMem_Free(p.b.p);
+    if (!ok) {
+        Py_XDECREF(rest);
+        return NULL;
+    }
+    return rest ? rest : Py_NewRef(Py_None);
+}
+
+static PyMemberDef comp_members[] = {
+    {"closed", T_BOOL, offsetof(Completions, closed), 0,
+     "set when the recorder's file is finished: lifecycles are then no longer buffered"},
+    {NULL}};
+
+static PyTypeObject CompletionsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tracer._oplines.Completions",
+    .tp_basicsize = sizeof(Completions),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Completions(rec, cache, make, heads, opened, lock, q, cap, drops, base): "
+              "completions(done, t_done) -> the items not written, or None",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)comp_init,
+    .tp_dealloc = (destructor)comp_dealloc,
+    .tp_traverse = (traverseproc)comp_traverse,
+    .tp_clear = (inquiry)comp_clear,
+    .tp_call = (ternaryfunc)comp_call,
+    .tp_members = comp_members,
+};
+
 /* Closes the READY line of the current run (rank, process set): its args and tensor list. */
 static int ready_close(Buf *b, PyObject *rank, PyObject *ps, PyObject *step, Buf *names) {
     return PUT_LIT(b, "e-3,\"s\":\"t\",\"args\":{\"rank\":") || put_obj(b, rank) ||
@@ -359,21 +530,20 @@ static int ready_close(Buf *b, PyObject *rank, PyObject *ps, PyObject *step, Buf
            PUT_LIT(b, "]}}");
 }
 
-static PyObject *ready(PyObject *self, PyObject *args) {
-    PyObject *names, *make_name, *reqs, *head, *t, *step;
-    if (!PyArg_ParseTuple(args, "O!OOUOO", &PyDict_Type, &names, &make_name, &reqs, &head, &t,
-                          &step))
-        return NULL;
+/* The READY lines of requests ``reqs`` that arrived together at ``t`` (relative), appended to
+ * ``b`` (its lines added to *lines); -1 on error. */
+static int ready_into(Buf *b, PyObject *names, PyObject *make_name, PyObject *reqs, PyObject *head,
+                      PyObject *t, PyObject *step, long long *lines) {
     PyObject *seq = PySequence_Fast(reqs, "reqs must be a sequence");
-    if (!seq) return NULL;
-    Buf b = {0}, jn = {0};
+    if (!seq) return -1;
+    Buf jn = {0};
     PyObject *rank = NULL, *ps = NULL;   /* the current run's (new references) */
-    long long lines = 0;
+    int res = -1;
     Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
     for (Py_ssize_t i = 0; i < len; i++) {
         PyObject *r = PySequence_Fast_GET_ITEM(seq, i), *name, *j = NULL, *rk = NULL, *p = NULL;
         int ok = -1;
-        if (!(name = PyObject_GetAttr(r, s_name))) goto fail;
+        if (!(name = PyObject_GetAttr(r, s_name))) goto done;
         if (!(rk = PyObject_GetAttr(r, s_rank)) || !(p = PyObject_GetAttr(r, s_process_set)))
             goto item_done;
         int same = rank != NULL;
@@ -381,13 +551,13 @@ static PyObject *ready(PyObject *self, PyObject *args) {
             same = PyObject_RichCompareBool(ps, p, Py_EQ);
         if (same < 0) goto item_done;
         if (!same) {
-            if (rank && ready_close(&b, rank, ps, step, &jn)) goto item_done;
-            if (sep(&b) || put_obj(&b, head) || put_obj(&b, t)) goto item_done;
+            if (rank && ready_close(b, rank, ps, step, &jn)) goto item_done;
+            if (sep(b) || put_obj(b, head) || put_obj(b, t)) goto item_done;
             Py_XSETREF(rank, rk);
             Py_XSETREF(ps, p);
             rk = p = NULL;
             jn.len = 0;
-            lines++;
+            (*lines)++;
         }
         if (jn.len && PUT_LIT(&jn, ",")) goto item_done;
         if (plain_name(name)) {
@@ -404,23 +574,62 @@ static PyObject *ready(PyObject *self, PyObject *args) {
         Py_XDECREF(j);
         Py_XDECREF(rk);
         Py_XDECREF(p);
-        if (ok < 0) goto fail;
+        if (ok < 0) goto done;
     }
-    if (rank && ready_close(&b, rank, ps, step, &jn)) goto fail;
+    res = rank && ready_close(b, rank, ps, step, &jn) ? -1 : 0;
+done:
     Py_DECREF(seq);
     Py_XDECREF(rank);
     Py_XDECREF(ps);
     PyMem_Free(jn.p);
-    PyObject *text = PyUnicode_DecodeUTF8(b.p ? b.p : "", b.len, NULL);
-    PyMem_Free(b.p);
+    return res;
+}
+
+/* (text, lines) of ``b``, which is freed (NULL when ``ok`` is 0). */
+static PyObject *text_lines(Buf *b, int ok, long long lines) {
+    PyObject *text = ok ? PyUnicode_DecodeUTF8(b->p ? b->p : "", b->len, NULL) : NULL;
+    PyMem_Free(b->p);
     return text ? Py_BuildValue("(NL)", text, lines) : NULL;
-fail:
+}
+
+static PyObject *ready(PyObject *self, PyObject *args) {
+    PyObject *names, *make_name, *reqs, *head, *t, *step;
+    if (!PyArg_ParseTuple(args, "O!OOUOO", &PyDict_Type, &names, &make_name, &reqs, &head, &t,
+                          &step))
+        return NULL;
+    Buf b = {0};
+    long long lines = 0;
+    int ok = ready_into(&b, names, make_name, reqs, head, t, step, &lines) == 0;
+    return text_lines(&b, ok, lines);
+}
+
+/* ready() for each (reqs, t) of ``held`` (t absolute: ``t - base`` is written). */
+static PyObject *ready_held(PyObject *self, PyObject *args) {
+    PyObject *names, *make_name, *held, *head, *step;
+    long long base;
+    if (!PyArg_ParseTuple(args, "O!OOULO", &PyDict_Type, &names, &make_name, &held, &head, &base,
+                          &step))
+        return NULL;
+    PyObject *seq = PySequence_Fast(held, "held must be a sequence");
+    if (!seq) return NULL;
+    Buf b = {0};
+    long long lines = 0;
+    int ok = 1;
+    for (Py_ssize_t i = 0, n = PySequence_Fast_GET_SIZE(seq); ok && i < n; i++) {
+        PyObject *h = PySequence_Fast_GET_ITEM(seq, i), *t = NULL;
+        long long ts;
+        ok = PyTuple_CheckExact(h) && PyTuple_GET_SIZE(h) == 2;
+        if (!ok) {
+            PyErr_SetString(PyExc_TypeError, "held must hold (reqs, t) tuples");
+            break;
+        }
+        ts = PyLong_AsLongLong(PyTuple_GET_ITEM(h, 1));
+        ok = !(ts == -1 && PyErr_Occurred()) && (t = PyLong_FromLongLong(ts - base)) &&
+             ready_into(&b, names, make_name, PyTuple_GET_ITEM(h, 0), head, t, step, &lines) == 0;
+        Py_XDECREF(t);
+    }
     Py_DECREF(seq);
-    Py_XDECREF(rank);
-    Py_XDECREF(ps);
-    PyMem_Free(jn.p);
-    PyMem_Free(b.p);
-    return NULL;
+    return text_lines(&b, ok, lines);
 }
 
 /* ---- the writer's side: a flush's records as one chunk of bytes ------------------------------ */
@@ -580,6 +789,8 @@ static PyMethodDef methods[] = {
     {"ends", ends, METH_VARARGS,
      "ends(rec, cache, make, heads, opened, ops, base, t_done, last) -> (text, events, others)"},
     {"ready", ready, METH_VARARGS, "ready(names, make_name, reqs, head, t, step) -> (text, lines)"},
+    {"ready_held", ready_held, METH_VARARGS,
+     "ready_held(names, make_name, held, head, base, step) -> (text, lines)"},
     {"chunk", chunk, METH_VARARGS,
      "chunk(records, heads, make_head, names, make_name, dumps, fallback, counter_cat) -> "
      "(bytes, lines)"},
@@ -593,8 +804,14 @@ PyMODINIT_FUNC PyInit__oplines(void) {
         {&s_name, "name"}, {&s_meta, "meta"}, {&s_op_type, "op_type"}, {&s_nbytes, "nbytes"},
         {&s_dtype, "dtype"}, {&s_shape, "shape"}, {&s_reduce_op, "reduce_op"},
         {&s_process_set, "process_set"}, {&s_rank, "rank"}, {&s_submitted, "submitted"},
-        {&s_submit_ns, "submit_ns"}, {&s_step, "step"}, {&s_X, "X"}, {&s_C, "C"}};
+        {&s_submit_ns, "submit_ns"}, {&s_step, "step"}, {&s_X, "X"}, {&s_C, "C"},
+        {&s_acquire, "acquire"}, {&s_release, "release"}, {&s_append, "append"}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (!(*names[i].slot = PyUnicode_InternFromString(names[i].text))) return NULL;
-    return PyModule_Create(&module);
+    if (PyType_Ready(&CompletionsType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m && (PyModule_AddObjectRef(m, "Completions", (PyObject *)&CompletionsType) < 0 ||
+              spans_add(m) < 0))
+        Py_CLEAR(m);
+    return m;
 }

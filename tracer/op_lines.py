@@ -8,6 +8,8 @@ import os
 from tracer import op_lines_py as _py
 
 begins, ends, ready, chunk = _py.begins, _py.ends, _py.ready, _py.chunk
+ready_held, Completions = _py.ready_held, _py.Completions
+Spans = None   # the recorder's begin/end in C (the twin is TimelineRecorder's own methods)
 IMPL = "python"
 if os.environ.get("RINGSCOPE_PURE_PYTHON", "") in ("", "0"):
     try:
@@ -16,4 +18,5 @@ if os.environ.get("RINGSCOPE_PURE_PYTHON", "") in ("", "0"):
         pass
     else:
         begins, ends, ready, chunk = _c.begins, _c.ends, _c.ready, _c.chunk
+        ready_held, Completions, Spans = _c.ready_held, _c.Completions, _c.Spans
         IMPL = "c"

@@ -87,6 +87,64 @@ def ends(rec, cache, make, heads, opened, ops, base, t_done, last):
     return ",\n".join(out), len(out), others
 
 
+class Completions:
+    """A recorder's lifecycle ends as one callable (the C build's is one call per response, where
+    two Python frames cost more than the formatting): ``completions(done, t_done)``, ``done`` =
+    [(op, result, error)], writes the lifecycles of the ops ``rec`` stamped as :func:`ends` does,
+    each end carrying its own op's step, and appends them to ``q`` as one record (or counts them on
+    ``drops`` when ``q`` holds ``cap`` records), under ``lock`` (the writer's begins of ops in
+    flight take it too); nothing is buffered once ``closed`` is set. It returns what it did not
+    write, for the general path: every item when any has an error, else the items stamped by
+    another recorder (None when none)."""
+
+    def __init__(self, rec, cache, make, heads, opened, lock, q, cap, drops, base):
+        self.rec, self.cache, self.make, self.heads, self.opened = rec, cache, make, heads, opened
+        self.lock, self.q, self.cap, self.drops, self.base = lock, q, cap, drops, base
+        self.closed = False
+
+    def __call__(self, done, t_done):
+        if any(item[2] is not None for item in done):
+            return list(done)
+        out, rest, he = [], None, self.heads[1]
+        td = t_done - self.base
+        with self.lock:
+            for item in done:
+                op = item[0]
+                stamp = op.meta.get(SUBMITTED)
+                if stamp is None:
+                    continue
+                if stamp[0] is not self.rec:
+                    rest = [] if rest is None else rest
+                    rest.append(item)
+                    continue
+                c = self.opened.pop(op.name, None)
+                if c is None:
+                    c = _text(self.cache, self.make, op)
+                    out.append(_begin(op, c, stamp, self.heads[0], self.base))
+                elif c.__class__ is not tuple:
+                    c = _text(self.cache, self.make, op)
+                out.append(f'{line(c[JNAME], he, td)}{{"step":{stamp[1]}}}}}')
+        if out and not self.closed:
+            if len(self.q) < self.cap:
+                self.q.append(",\n".join(out))
+            else:
+                for _ in out:
+                    next(self.drops)
+        return rest
+
+
+def ready_held(names, make_name, held, head, base, step):
+    """:func:`ready` for each (reqs, t) of ``held``, ``t`` absolute (``t - base`` is written):
+    (text, lines)."""
+    out, n = [], 0
+    for reqs, t in held:
+        text, k = ready(names, make_name, reqs, head, t - base, step)
+        if k:
+            out.append(text)
+            n += k
+    return ",\n".join(out), n
+
+
 def ready(names, make_name, reqs, head, t, step):
     """READY instants at ``t`` for requests (``name``, ``rank``, ``process_set``): one line per run
     of consecutive requests from the same rank and process set, listing their tensors (a message

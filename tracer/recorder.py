@@ -33,8 +33,14 @@ CONTRACT (the runtime codes against these calls; the tracer implements them):
                                                     #   both return the ops that another recorder
                                                     #   stamped (None if none); ops_end writes the
                                                     #   begin too of an op ops_begin did not get
+    rest = rec.finish_ops(done, t_done)             # when not None: ops_end for the ops of a
+                                                    #   response, done = [(op, result, error)], in
+                                                    #   one call; returns the items it left to
+                                                    #   ops_end (all when any has an error, else
+                                                    #   another recorder's) or None
     set_inflight(ops_by_name)                       # module-level: see OPS
     rec.ready_requests(reqs, ts_ns=None)            # READY ticks of requests (name, rank, process_set)
+    rec.ready_held([(reqs, ts_ns), ...])            # ... of several arrivals (one call)
     rec.nvtx                                        # bool; when True, also call at each transition:
     rec.tensor_phase(name, ended, started=None)     #   NVTX ranges need the live moment
     rec.counter(name, value, ts_ns=None)
@@ -76,6 +82,7 @@ class NullRecorder:
     mark_cycles = False
     nvtx = False
     step = -1
+    finish_ops = None   # no fast path: the runtime calls ops_end
 
     def now(self) -> int:
         return _now()
@@ -161,6 +168,10 @@ class NullRecorder:
     def ready_requests(self, reqs, ts_ns=None):
         if self.enabled and reqs:
             self.ready_many([(r.name, r.rank, r.process_set) for r in reqs], ts_ns)
+
+    def ready_held(self, held):
+        for reqs, ts_ns in held:
+            self.ready_requests(reqs, ts_ns)
 
     def mark_step(self, step=None):
         self.step = self.step + 1 if step is None else int(step)

@@ -72,6 +72,16 @@ class TimelineRecorder:
         self._writer = TimelineWriter(self._q, f, settings.flush_interval_s, self.events_dropped,
                                       self._lb, self.inflight_begins)
         self.nvtx = emitter is not None   # callers skip :meth:`tensor_phase` when False
+        # the ends of finished ops in one call (NVTX needs the per-op path of ops_end)
+        self.finish_ops = None if self.nvtx else op_lines.Completions(
+            self, self._lb._tensors, self._lb.tensor_text, self._lb.tensor_heads, self._open,
+            self._open_lock, self._q, self._cap, self._drops, self.base_ns)
+        if op_lines.Spans is not None and not self.nvtx:
+            # span and counter calls in C, the same records (they read ``enabled`` and ``step``
+            # from here)
+            spans = op_lines.Spans(self.__dict__, self._q, self._cap, self._drops, self.base_ns)
+            self.begin, self.end = spans.begin, spans.end
+            self.counter, self.counters = spans.counter, spans.counters
         self.enabled = self._in_window(step)
 
     # ---- window of steps --------------------------------------------------------------------
@@ -287,6 +297,15 @@ class TimelineRecorder:
             return op_lines.begins(self, lb._tensors, lb.tensor_text, lb.tensor_heads, self._open,
                                    live, self.base_ns)[0]
 
+    def ready_held(self, held):
+        """READY ticks of requests that arrived together, for each (reqs, ts_ns) of ``held``."""
+        if self.enabled and held:
+            lb = self._lb
+            text, n = op_lines.ready_held(lb._names, lb.json_name, held, self._ready_head,
+                                          self.base_ns, self.step)
+            if n:
+                self._put(text, n)
+
     def ready_requests(self, reqs, ts_ns=None):
         """READY ticks of requests that arrived together (``name``, ``rank``, ``process_set``)."""
         if self.enabled and reqs:
@@ -370,10 +389,15 @@ class TimelineRecorder:
         if self.enabled and self._nv is not None:
             self._step_nv = self._nv.start(f"STEP {self.step}", vocab.STEP, None)
 
-    def _finish_window(self):
-        # The window is over: finish the file without making training wait for the writer.
+    def _mark_closed(self):
         self._closed = True
         self.enabled = False
+        if self.finish_ops is not None:
+            self.finish_ops.closed = True
+
+    def _finish_window(self):
+        # The window is over: finish the file without making training wait for the writer.
+        self._mark_closed()
         self._writer.request_close(self._shutdown_args)
 
     def set_run_meta(self, **meta):
@@ -401,8 +425,7 @@ class TimelineRecorder:
     def close(self):
         """Write the SHUTDOWN instant and finish the file (idempotent)."""
         first = not self._closed
-        self._closed = True
-        self.enabled = False
+        self._mark_closed()
         if first:
             self._writer.close(self._shutdown_args)
         else:

@@ -1,0 +1,212 @@
+"""The recorder's one-call paths: a response's completions (``Completions``), a pass's READY ticks
+(``ready_held``) and spans (``Spans``, C only) give what the general paths give."""
+import itertools
+import json
+import threading
+import time
+from collections import deque
+
+import pytest
+
+from tracer import lines as L
+from tracer import op_lines_py as P
+from tracer import vocab as v
+from tracer.timeline import TimelineRecorder
+from tracer.config import TimelineSettings
+
+from tests.tracer.test_op_lines import C, NAMES, Op, Req, needs_c
+
+IMPLS = [pytest.param("c", marks=needs_c), "python"]
+
+
+def _mod(impl):
+    return C if impl == "c" else P
+
+
+def _parse(text):
+    return json.loads("[" + text + "]") if text else []
+
+
+def _completions(mod, rec, q=None, cap=100, drops=None, opened=None):
+    lb = L.LineBuilder(1)
+    opened = {} if opened is None else opened
+    q = deque() if q is None else q
+    drops = itertools.count() if drops is None else drops
+    return mod.Completions(rec, lb._tensors, lb.tensor_text, lb.tensor_heads, opened,
+                           threading.Lock(), q, cap, drops, 1_000), lb, opened, q, drops
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_completions_write_what_ends_writes_each_end_with_its_own_step(impl):
+    mod = _mod(impl)
+    rec, other = object(), object()
+    ops = [Op(n, (rec, 2_000 + i, 5 + i % 2)) for i, n in enumerate(NAMES)]
+    ops += [Op("elsewhere", (other, 3, 3)), Op("unstamped", None)]
+    comp, lb, opened, q, _ = _completions(mod, rec)
+    # the first op's begin is written already (the writer's pass over ops in flight)
+    mod.begins(rec, lb._tensors, lb.tensor_text, lb.tensor_heads, opened, ops[:1], 1_000)
+    done = [(op, None, None) for op in ops]
+    rest = comp(done, 90_000)
+    assert rest == [done[len(NAMES)]] and not opened and len(q) == 1
+    got = _parse(q[0])
+    assert len(got) == 2 * len(NAMES) - 1
+    for i, name in enumerate(NAMES):
+        mine = [x for x in got if x["id2"]["local"] == name]
+        assert [x["ph"] for x in mine] == (["e"] if i == 0 else ["b", "e"])
+        assert mine[-1]["ts"] == 89.0 and mine[-1]["args"] == {"step": 5 + i % 2}
+        if i:
+            assert mine[0]["args"]["step"] == 5 + i % 2 and mine[0]["ts"] == (1_000 + i) / 1e3
+    # the same text as the general path, given one step
+    same = [Op(n, (rec, 2_000 + i, 7)) for i, n in enumerate(NAMES)]
+    comp2, lb2, _, q2, _ = _completions(mod, rec)
+    comp2([(op, None, None) for op in same], 90_000)
+    text, events, _ = P.ends(rec, lb2._tensors, lb2.tensor_text, lb2.tensor_heads, {}, same, 1_000,
+                             90_000, '{"step":7}}')
+    assert q2[0] == text and events == 2 * len(NAMES)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_completions_leave_errors_to_the_general_path_and_respect_close_and_cap(impl):
+    mod = _mod(impl)
+    rec = object()
+    ops = [Op(n, (rec, 10, 1)) for n in NAMES]
+    comp, _, opened, q, drops = _completions(mod, rec, cap=1)
+    done = [(op, None, None) for op in ops]
+    failed = done[:1] + [(ops[1], None, "boom")]
+    assert comp(failed, 50) == failed and not q   # nothing written: every item handed back
+    assert comp(done[:2], 50) is None and len(q) == 1
+    assert comp(done[2:], 60) is None and len(q) == 1   # full: counted, not buffered
+    assert next(drops) == 2 * len(done[2:])   # each a begin and an end
+    comp.closed = True
+    q.clear()
+    assert comp(done, 70) is None and not q
+
+
+@needs_c
+def test_c_completions_reject_bad_items_and_release_the_lock():
+    rec = object()
+    comp, _, _, _, _ = _completions(C, rec)
+    with pytest.raises(TypeError):
+        comp([("not", "three")], 1)
+    with pytest.raises(AttributeError):   # an op without a meta: the lock is released anyway
+        comp([(object(), None, None)], 1)
+    lock = threading.Lock()
+    lb = L.LineBuilder(0)
+    comp = C.Completions(rec, lb._tensors, lb.tensor_text, lb.tensor_heads, {}, lock, deque(), 9,
+                         itertools.count(), 0)
+    with pytest.raises(AttributeError):
+        comp([(object(), None, None)], 1)
+    assert lock.acquire(blocking=False)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_ready_held_is_ready_for_each_arrival(impl):
+    mod = _mod(impl)
+    held = [([Req(n, 1, 0) for n in NAMES], 5_000), ([Req("x", 2, 0), Req("y", 2, 1)], 7_000)]
+    lb, lp = L.LineBuilder(0), L.LineBuilder(0)
+    text, n = mod.ready_held(lb._names, lb.json_name, held, lb.ready_head, 1_000, 3)
+    parts = [P.ready(lp._names, lp.json_name, reqs, lp.ready_head, t - 1_000, 3)
+             for reqs, t in held]
+    assert (text, n) == (",\n".join(p[0] for p in parts), sum(p[1] for p in parts)) and n == 3
+    assert [x["ts"] for x in _parse(text)] == [4.0, 6.0, 6.0]
+    assert mod.ready_held(lb._names, lb.json_name, [], lb.ready_head, 0, 3) == ("", 0)
+
+
+def _recorder(tmp_path, spans: bool):
+    from tracer import op_lines
+    saved = op_lines.Spans
+    if not spans:
+        op_lines.Spans = None
+    try:
+        return TimelineRecorder({"rank": 0, "size": 1}, TimelineSettings(flush_interval_s=60),
+                                tmp_path / ("c.json" if spans else "py.json"), step=4)
+    finally:
+        op_lines.Spans = saved
+
+
+def _needs_spans():
+    from tracer import op_lines
+    if op_lines.Spans is None:
+        pytest.skip(f"the recorder uses its Python span calls ({op_lines.IMPL} line functions)")
+
+
+@needs_c
+def test_c_spans_buffer_the_records_the_python_methods_buffer(tmp_path):
+    _needs_spans()
+    t = time.perf_counter_ns()
+    assert t <= C.now_ns() <= time.perf_counter_ns()   # the recorders' clock
+    got = []
+    for use_c in (True, False):
+        rec = _recorder(tmp_path, use_c)
+        assert (type(rec.begin).__name__ == "builtin_function_or_method") == use_c
+        rec._q.clear()
+        a = rec.begin(v.TID_FUSION, v.FUSED_RESPONSE, v.CAT_FUSION, {"response": 3},
+                      ts_ns=rec.base_ns + 500)
+        b = rec.begin(v.TID_FRAMEWORK, v.SYNCHRONIZE, v.CAT_FRAMEWORK, tensor="grad.w")
+        c = rec.begin(v.TID_BACKEND, "RING_ALLGATHER", v.CAT_COMM, None, None, rec.base_ns + 9)
+        rec.end(b)
+        rec.end(a, extra_args={"more": 1})
+        rec.end(c)
+        rec.end(None)
+        rec.counter(v.COUNTER_QUEUE_DEPTH, 3, ts_ns=rec.base_ns + 7)
+        rec.counters(((v.COUNTER_QUEUE_DEPTH, 1), (v.COUNTER_FUSION_FILL, 2)), rec.base_ns + 8)
+        rec.counters([("now", 5)])
+        recs = list(rec._q)
+        rec.enabled = False
+        assert rec.begin(v.TID_FUSION, "x", "y") is None
+        rec.counter("off", 1)
+        rec.counters((("off", 1),))
+        assert len(rec._q) == len(recs)
+        rec.close()
+        assert [r[0] for r in recs] == ["S", "X", "X", "C", "C", "C", "C"]
+        assert recs[3:6] == [("C", v.COUNTER_QUEUE_DEPTH, 7, 3), ("C", v.COUNTER_QUEUE_DEPTH, 8, 1),
+                             ("C", v.COUNTER_FUSION_FILL, 8, 2)]
+        assert recs[6][:2] == ("C", "now") and recs[6][3] == 5 and recs[6][2] > 0
+        recs = recs[:6]
+        assert recs[1][4] == 500 and recs[2][4] == 9 and recs[0][5] <= recs[0][6]
+        # the end times (and the S span's start) differ between runs: compare everything else
+        got.append([r[:5] + r[6:] if r[0] == "X" else r[:5] + r[7:] if r[0] == "S" else r
+                    for r in recs])
+    assert got[0] == got[1]
+
+
+@needs_c
+def test_c_spans_count_drops_and_reject_bad_calls(tmp_path):
+    _needs_spans()
+    rec = _recorder(tmp_path, True)
+    try:
+        with pytest.raises(TypeError):
+            rec.begin(1, "x")
+        with pytest.raises(TypeError):
+            rec.begin(1, "x", "y", nope=2)
+        with pytest.raises(TypeError):
+            rec.end(("short",))
+        with pytest.raises(TypeError):
+            rec.counters([("name-only",)])
+        rec._q.extend([""] * (rec._cap - len(rec._q)))
+        before = rec.events_dropped()
+        rec.end(rec.begin(1, "x", "y"))
+        assert rec.events_dropped() == before + 1 and len(rec._q) == rec._cap
+        rec._q.clear()
+    finally:
+        rec.close()
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_closed_recorder_is_collected(tmp_path, impl):
+    """The recorder and its C calls refer to each other: the collector must free them."""
+    import gc
+    import weakref
+    from tracer import op_lines
+    saved = op_lines.Completions, op_lines.Spans
+    if impl == "python":
+        op_lines.Completions, op_lines.Spans = P.Completions, None
+    try:
+        rec = _recorder(tmp_path, impl == "c")
+    finally:
+        op_lines.Completions, op_lines.Spans = saved
+    rec.close()
+    ref = weakref.ref(rec)
+    del rec
+    gc.collect()
+    assert ref() is None

@@ -1,0 +1,275 @@
+/* The recorder's span and counter calls in C: ``begin``, ``end``, ``counter`` and ``counters`` of
+ * tracer.timeline.TimelineRecorder (the same records), for a recorder without NVTX. Part of the
+ * tracer._oplines module.
+ *
+ * Why C: the runtime opens and closes a few dozen spans a step (responses, memcpy, the backend's
+ * phases, the framework's waits), each a Python method call on caches the step has swept; a
+ * Python frame there costs microseconds. Here a call builds one tuple. The recorder's ``enabled``
+ * and ``step`` are read from its instance dict at each call, so nothing needs to be kept in sync.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <time.h>
+
+/* time.perf_counter_ns() of CPython on Linux: CLOCK_MONOTONIC (a test checks the two agree). */
+static long long now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *state;   /* the recorder's __dict__: "enabled", "step" */
+    PyObject *q, *drops;
+    Py_ssize_t cap;
+    long long base;
+} Spans;
+
+static PyObject *s_enabled, *s_step_key, *s_S, *s_X, *s_C, *s_append;
+
+static int spans_traverse(Spans *s, visitproc visit, void *arg) {
+    Py_VISIT(s->state);
+    Py_VISIT(s->q);
+    Py_VISIT(s->drops);
+    return 0;
+}
+
+static int spans_clear(Spans *s) {
+    Py_CLEAR(s->state);
+    Py_CLEAR(s->q);
+    Py_CLEAR(s->drops);
+    return 0;
+}
+
+static void spans_dealloc(Spans *s) {
+    PyObject_GC_UnTrack(s);
+    spans_clear(s);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static int spans_init(Spans *s, PyObject *args, PyObject *kw) {
+    PyObject *state, *q, *drops;
+    Py_ssize_t cap;
+    long long base;
+    if (kw && PyDict_GET_SIZE(kw)) {
+        PyErr_SetString(PyExc_TypeError, "Spans takes no keyword arguments");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(args, "O!OnOL", &PyDict_Type, &state, &q, &cap, &drops, &base))
+        return -1;
+    Py_XSETREF(s->state, Py_NewRef(state));
+    Py_XSETREF(s->q, Py_NewRef(q));
+    Py_XSETREF(s->drops, Py_NewRef(drops));
+    s->cap = cap;
+    s->base = base;
+    return 0;
+}
+
+/* Positional and keyword arguments of a vectorcall, by name: ``out[i]`` for ``names[i]`` (borrowed;
+ * left as they are when not given). */
+static int parse(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, const char *fn,
+                 const char *const *names, int n, int required, PyObject **out) {
+    if (nargs > n) {
+        PyErr_Format(PyExc_TypeError, "%s takes at most %d arguments", fn, n);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) out[i] = args[i];
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        int i = 0;
+        while (i < n && PyUnicode_CompareWithASCIIString(key, names[i]) != 0) i++;
+        if (i == n || i < nargs) {
+            PyErr_Format(PyExc_TypeError, "%s got an unexpected or repeated argument %R", fn, key);
+            return -1;
+        }
+        out[i] = args[nargs + k];
+    }
+    for (int i = 0; i < required; i++)
+        if (!out[i]) {
+            PyErr_Format(PyExc_TypeError, "%s missing argument '%s'", fn, names[i]);
+            return -1;
+        }
+    return 0;
+}
+
+static int enabled(Spans *s);
+
+/* begin(tid, name, cat, args=None, tensor=None, ts_ns=None) -> token or None (not enabled) */
+static PyObject *spans_begin(Spans *s, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames) {
+    static const char *const names[] = {"tid", "name", "cat", "args", "tensor", "ts_ns"};
+    PyObject *a[6] = {NULL, NULL, NULL, Py_None, Py_None, Py_None};
+    if (parse(args, nargs, kwnames, "begin", names, 6, 3, a) < 0) return NULL;
+    int on = enabled(s);
+    if (on <= 0) return on < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *step = PyDict_GetItemWithError(s->state, s_step_key);
+    if (!step) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_AttributeError, "recorder has no step");
+        return NULL;
+    }
+    PyObject *t0 = a[5] == Py_None ? PyLong_FromLongLong(now_ns()) : Py_NewRef(a[5]);
+    if (!t0) return NULL;
+    PyObject *tok = PyTuple_Pack(8, a[0], a[1], a[2], a[3], t0, step, Py_None, a[4]);
+    Py_DECREF(t0);
+    return tok;
+}
+
+/* Buffer ``rec`` unless the buffer is full (then count a dropped event). */
+static PyObject *put(Spans *s, PyObject *rec) {
+    if (!rec) return NULL;
+    Py_ssize_t n = PyObject_Length(s->q);
+    PyObject *r = n < 0 ? NULL
+                  : n < s->cap ? PyObject_CallMethodOneArg(s->q, s_append, rec)
+                               : PyIter_Next(s->drops);
+    Py_DECREF(rec);
+    if (!r) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    Py_DECREF(r);
+    return Py_NewRef(Py_None);
+}
+
+/* end(token, extra_args=None): the span of ``token`` (from begin) ends now. */
+static PyObject *spans_end(Spans *s, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    static const char *const names[] = {"token", "extra_args"};
+    PyObject *a[2] = {NULL, Py_None};
+    if (parse(args, nargs, kwnames, "end", names, 2, 1, a) < 0) return NULL;
+    PyObject *tok = a[0], *extra = a[1];
+    if (tok == Py_None) return Py_NewRef(Py_None);
+    long long t1 = now_ns();
+    if (!PyTuple_CheckExact(tok) || PyTuple_GET_SIZE(tok) != 8)
+        return PyErr_Format(PyExc_TypeError, "end() needs a token from begin()");
+    if (PyTuple_GET_ITEM(tok, 6) != Py_None)
+        return PyErr_Format(PyExc_ValueError, "a token with an NVTX range ended without NVTX");
+    PyObject *tid = PyTuple_GET_ITEM(tok, 0), *name = PyTuple_GET_ITEM(tok, 1),
+             *cat = PyTuple_GET_ITEM(tok, 2), *sargs = PyTuple_GET_ITEM(tok, 3),
+             *step = PyTuple_GET_ITEM(tok, 5), *tensor = PyTuple_GET_ITEM(tok, 7);
+    long long t0 = PyLong_AsLongLong(PyTuple_GET_ITEM(tok, 4));
+    if (t0 == -1 && PyErr_Occurred()) return NULL;
+    PyObject *rel0 = PyLong_FromLongLong(t0 - s->base), *rel1 = PyLong_FromLongLong(t1 - s->base);
+    PyObject *rec = NULL;
+    if (rel0 && rel1) {
+        if (tensor != Py_None && sargs == Py_None && extra == Py_None)
+            rec = PyTuple_Pack(8, s_S, name, cat, tid, tensor, rel0, rel1, step);
+        else
+            rec = PyTuple_Pack(9, s_X, name, cat, tid, rel0, rel1, step, sargs, extra);
+    }
+    Py_XDECREF(rel0);
+    Py_XDECREF(rel1);
+    return put(s, rec);
+}
+
+/* Whether the recorder is enabled (1/0), -1 on error. */
+static int enabled(Spans *s) {
+    PyObject *on = PyDict_GetItemWithError(s->state, s_enabled);
+    if (!on) return PyErr_Occurred() ? -1 : 0;
+    return PyObject_IsTrue(on);
+}
+
+/* Buffer a counter record ("C", name, t, value) (a new reference to None, NULL on error). */
+static PyObject *put_counter(Spans *s, PyObject *name, PyObject *t, PyObject *value) {
+    return put(s, PyTuple_Pack(4, s_C, name, t, value));
+}
+
+static PyObject *rel_time(Spans *s, PyObject *ts_ns) {
+    if (ts_ns == Py_None) return PyLong_FromLongLong(now_ns() - s->base);
+    long long t = PyLong_AsLongLong(ts_ns);
+    return t == -1 && PyErr_Occurred() ? NULL : PyLong_FromLongLong(t - s->base);
+}
+
+/* counter(name, value, ts_ns=None) */
+static PyObject *spans_counter(Spans *s, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames) {
+    static const char *const names[] = {"name", "value", "ts_ns"};
+    PyObject *a[3] = {NULL, NULL, Py_None};
+    if (parse(args, nargs, kwnames, "counter", names, 3, 2, a) < 0) return NULL;
+    int on = enabled(s);
+    if (on <= 0) return on < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *t = rel_time(s, a[2]);
+    if (!t) return NULL;
+    PyObject *r = put_counter(s, a[0], t, a[1]);
+    Py_DECREF(t);
+    return r;
+}
+
+/* counters(((name, value), ...), ts_ns=None): several at one time */
+static PyObject *spans_counters(Spans *s, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames) {
+    static const char *const names[] = {"values", "ts_ns"};
+    PyObject *a[2] = {NULL, Py_None};
+    if (parse(args, nargs, kwnames, "counters", names, 2, 1, a) < 0) return NULL;
+    int on = enabled(s);
+    if (on <= 0) return on < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *t = rel_time(s, a[1]);
+    if (!t) return NULL;
+    PyObject *seq = PySequence_Fast(a[0], "counters takes a sequence of (name, value)");
+    if (!seq) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    int ok = 1;
+    for (Py_ssize_t i = 0, n = PySequence_Fast_GET_SIZE(seq); ok && i < n; i++) {
+        PyObject *nv = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyTuple_Check(nv) || PyTuple_GET_SIZE(nv) != 2) {
+            PyErr_SetString(PyExc_TypeError, "counters takes a sequence of (name, value)");
+            ok = 0;
+            break;
+        }
+        PyObject *r = put_counter(s, PyTuple_GET_ITEM(nv, 0), t, PyTuple_GET_ITEM(nv, 1));
+        ok = r != NULL;
+        Py_XDECREF(r);
+    }
+    Py_DECREF(seq);
+    Py_DECREF(t);
+    return ok ? Py_NewRef(Py_None) : NULL;
+}
+
+static PyMethodDef spans_methods[] = {
+    {"begin", (PyCFunction)(void (*)(void))spans_begin, METH_FASTCALL | METH_KEYWORDS,
+     "begin(tid, name, cat, args=None, tensor=None, ts_ns=None) -> token, or None when the "
+     "recorder is not enabled"},
+    {"end", (PyCFunction)(void (*)(void))spans_end, METH_FASTCALL | METH_KEYWORDS,
+     "end(token, extra_args=None): the span ends now (one record buffered)"},
+    {"counter", (PyCFunction)(void (*)(void))spans_counter, METH_FASTCALL | METH_KEYWORDS,
+     "counter(name, value, ts_ns=None)"},
+    {"counters", (PyCFunction)(void (*)(void))spans_counters, METH_FASTCALL | METH_KEYWORDS,
+     "counters(((name, value), ...), ts_ns=None): several at one time"},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject SpansType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tracer._oplines.Spans",
+    .tp_basicsize = sizeof(Spans),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Spans(recorder_dict, q, cap, drops, base): a recorder's begin, end, counter and "
+              "counters in C",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)spans_init,
+    .tp_dealloc = (destructor)spans_dealloc,
+    .tp_traverse = (traverseproc)spans_traverse,
+    .tp_clear = (inquiry)spans_clear,
+    .tp_methods = spans_methods,
+};
+
+static PyObject *clock_now(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return PyLong_FromLongLong(now_ns());
+}
+
+static PyMethodDef clock_def = {"now_ns", clock_now, METH_NOARGS,
+                                "the clock Spans uses (time.perf_counter_ns's)"};
+
+/* Adds Spans and ``now_ns`` to the module (called by PyInit__oplines); -1 on error. */
+int spans_add(PyObject *m) {
+    struct { PyObject **slot; const char *text; } names[] = {
+        {&s_enabled, "enabled"}, {&s_step_key, "step"}, {&s_S, "S"}, {&s_X, "X"}, {&s_C, "C"},
+        {&s_append, "append"}};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (!(*names[i].slot = PyUnicode_InternFromString(names[i].text))) return -1;
+    if (PyType_Ready(&SpansType) < 0) return -1;
+    PyObject *f = PyCFunction_NewEx(&clock_def, NULL, NULL);
+    int r = f ? PyModule_AddObjectRef(m, "now_ns", f) : -1;
+    Py_XDECREF(f);
+    return r < 0 ? -1 : PyModule_AddObjectRef(m, "Spans", (PyObject *)&SpansType);
+}
