@@ -267,19 +267,28 @@ class TimelineRecorder:
             for op, _ in split_stamped(self, ops)[0]:
                 for phase in (vocab.negotiate_name(op.op_type), vocab.QUEUE, op.name):
                     self._nv_stop(op.name, phase)
-        # the step the ops were submitted in: an op not waited for at once may finish after the
-        # next step is marked (a response's ops are submitted in one step, short of a user's mix)
-        st = ops[0].meta.get(recorder.SUBMITTED)
-        step = st[1] if st else self.step
-        last = f'{{"step":{step}}}}}' if error is None else \
-            lines.jargs({vocab.ARG_ERROR: error}, step) + "}"
+        # each end carries the step its op was submitted in: an op not waited for at once may
+        # finish after the next step is marked, and a response may fuse ops of two steps
+        by_step: dict = {}
+        for op in ops:
+            st = op.meta.get(recorder.SUBMITTED)
+            by_step.setdefault(st[1] if st else self.step, []).append(op)
         lb = self._lb
+        texts, events, others = [], 0, None
         with self._open_lock:
-            text, events, others = op_lines.ends(
-                self, lb._tensors, lb.tensor_text, lb.tensor_heads, self._open, ops, self.base_ns,
-                t_done, last)
+            for step, group in by_step.items():
+                last = f'{{"step":{step}}}}}' if error is None else \
+                    lines.jargs({vocab.ARG_ERROR: error}, step) + "}"
+                text, n, more = op_lines.ends(
+                    self, lb._tensors, lb.tensor_text, lb.tensor_heads, self._open, group,
+                    self.base_ns, t_done, last)
+                if n:
+                    texts.append(text)
+                    events += n
+                if more:
+                    others = more if others is None else others + more
         if events and not self._closed:
-            self._put(text, events)
+            self._put(",\n".join(texts), events)
         return others
 
     def inflight_begins(self) -> str:

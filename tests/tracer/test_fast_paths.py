@@ -210,3 +210,22 @@ def test_a_closed_recorder_is_collected(tmp_path, impl):
     del rec
     gc.collect()
     assert ref() is None
+
+
+@pytest.mark.parametrize("error", [None, "boom"])
+def test_general_path_ends_carry_each_ops_own_step(tmp_path, error):
+    """ops_end (errors, NVTX) writes a response fusing ops of two steps as the fast path does."""
+    rec = _recorder(tmp_path, True)
+    try:
+        ops = [Op(n, (rec, rec.base_ns + 10 * i, 3 + i % 2)) for i, n in enumerate(NAMES)]
+        rec._q.clear()
+        assert rec.ops_end(ops + [Op("elsewhere", (object(), 0, 0))], rec.base_ns + 99_000,
+                           error)[0].name == "elsewhere"
+        got = _parse(rec._q.pop())
+        assert not rec._q
+        ends = {x["id2"]["local"]: x["args"] for x in got if x["ph"] == "e"}
+        want = {n: {"step": 3 + i % 2} | ({"error": error} if error else {})
+                for i, n in enumerate(NAMES)}
+        assert ends == want and len(got) == 2 * len(NAMES)
+    finally:
+        rec.close()
