@@ -9,7 +9,7 @@ from tracer import op_lines_py as _py
 
 begins, ends, ready, chunk = _py.begins, _py.ends, _py.ready, _py.chunk
 ready_held, Completions = _py.ready_held, _py.Completions
-Spans = None   # the recorder's begin/end in C (the twin is TimelineRecorder's own methods)
+Spans = None   # begin/end/counter(s) in C; the twin is TimelineRecorder's own methods
 IMPL = "python"
 if os.environ.get("RINGSCOPE_PURE_PYTHON", "") in ("", "0"):
     try:
