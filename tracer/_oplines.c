@@ -413,24 +413,27 @@ static int comp_init(Completions *c, PyObject *args, PyObject *kw) {
     if (unpack_heads(heads, &hb, &he) < 0) return -1;
     PyObject **slot[] = COMP_REFS(c);
     PyObject *val[] = {rec, cache, make, hb, he, opened, lock, q, drops};
-    for (size_t i = 0; i < sizeof(val) / sizeof(val[0]); i++) Py_XSETREF(*slot[i], Py_NewRef(val[i]));
+    for (size_t i = 0; i < sizeof(val) / sizeof(val[0]); i++)
+        Py_XSETREF(*slot[i], Py_NewRef(val[i]));
     c->cap = cap;
     c->base = base;
     c->closed = 0;
     return 0;
 }
 
-/* Buffer ``text`` (``events`` lines) unless the buffer is full: then count them as dropped. */
-static int comp_put(Completions *c, PyObject *text, long long events) {
-    Py_ssize_t n = PyObject_Length(c->q);
+/* A record appended to the recorder's buffer ``q``, as its ``_put`` does: unless ``q`` holds
+ * ``cap`` records already, then its ``events`` are counted as dropped on ``drops``. -1 on error.
+ * (tracer/_spans.c buffers its records through this too.) */
+int buffer_record(PyObject *q, Py_ssize_t cap, PyObject *drops, PyObject *rec, long long events) {
+    Py_ssize_t n = PyObject_Length(q);
     if (n < 0) return -1;
-    if (n < c->cap) {
-        PyObject *r = PyObject_CallMethodOneArg(c->q, s_append, text);
+    if (n < cap) {
+        PyObject *r = PyObject_CallMethodOneArg(q, s_append, rec);
         Py_XDECREF(r);
         return r ? 0 : -1;
     }
     for (long long i = 0; i < events; i++) {
-        PyObject *r = PyIter_Next(c->drops);
+        PyObject *r = PyIter_Next(drops);
         if (!r) return PyErr_Occurred() ? -1 : 0;
         Py_DECREF(r);
     }
@@ -490,7 +493,7 @@ static PyObject *comp_call(Completions *c, PyObject *args, PyObject *kw) {
     Py_DECREF(seq);
     if (ok && p.count && !c->closed) {
         PyObject *text = PyUnicode_DecodeUTF8(p.b.p, p.b.len, NULL);
-        ok = text && comp_put(c, text, p.count) == 0;
+        ok = text && buffer_record(c->q, c->cap, c->drops, text, p.count) == 0;
         Py_XDECREF(text);
     }
     PyMem_Free(p.b.p);

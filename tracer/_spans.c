@@ -26,7 +26,7 @@ typedef struct {
     long long base;
 } Spans;
 
-static PyObject *s_enabled, *s_step_key, *s_S, *s_X, *s_C, *s_append;
+static PyObject *s_enabled, *s_step_key, *s_S, *s_X, *s_C;
 
 static int spans_traverse(Spans *s, visitproc visit, void *arg) {
     Py_VISIT(s->state);
@@ -94,7 +94,12 @@ static int parse(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, con
     return 0;
 }
 
-static int enabled(Spans *s);
+/* Whether the recorder is enabled (1/0), -1 on error. */
+static int enabled(Spans *s) {
+    PyObject *on = PyDict_GetItemWithError(s->state, s_enabled);
+    if (!on) return PyErr_Occurred() ? -1 : 0;
+    return PyObject_IsTrue(on);
+}
 
 /* begin(tid, name, cat, args=None, tensor=None, ts_ns=None) -> token or None (not enabled) */
 static PyObject *spans_begin(Spans *s, PyObject *const *args, Py_ssize_t nargs,
@@ -116,17 +121,14 @@ static PyObject *spans_begin(Spans *s, PyObject *const *args, Py_ssize_t nargs,
     return tok;
 }
 
-/* Buffer ``rec`` unless the buffer is full (then count a dropped event). */
+int buffer_record(PyObject *q, Py_ssize_t cap, PyObject *drops, PyObject *rec, long long events);
+
+/* Buffer ``rec`` (one event; consumed) unless the buffer is full (then count it as dropped). */
 static PyObject *put(Spans *s, PyObject *rec) {
     if (!rec) return NULL;
-    Py_ssize_t n = PyObject_Length(s->q);
-    PyObject *r = n < 0 ? NULL
-                  : n < s->cap ? PyObject_CallMethodOneArg(s->q, s_append, rec)
-                               : PyIter_Next(s->drops);
+    int r = buffer_record(s->q, s->cap, s->drops, rec, 1);
     Py_DECREF(rec);
-    if (!r) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
-    Py_DECREF(r);
-    return Py_NewRef(Py_None);
+    return r < 0 ? NULL : Py_NewRef(Py_None);
 }
 
 /* end(token, extra_args=None): the span of ``token`` (from begin) ends now. */
@@ -157,13 +159,6 @@ static PyObject *spans_end(Spans *s, PyObject *const *args, Py_ssize_t nargs, Py
     Py_XDECREF(rel0);
     Py_XDECREF(rel1);
     return put(s, rec);
-}
-
-/* Whether the recorder is enabled (1/0), -1 on error. */
-static int enabled(Spans *s) {
-    PyObject *on = PyDict_GetItemWithError(s->state, s_enabled);
-    if (!on) return PyErr_Occurred() ? -1 : 0;
-    return PyObject_IsTrue(on);
 }
 
 /* Buffer a counter record ("C", name, t, value) (a new reference to None, NULL on error). */
@@ -263,8 +258,7 @@ static PyMethodDef clock_def = {"now_ns", clock_now, METH_NOARGS,
 /* Adds Spans and ``now_ns`` to the module (called by PyInit__oplines); -1 on error. */
 int spans_add(PyObject *m) {
     struct { PyObject **slot; const char *text; } names[] = {
-        {&s_enabled, "enabled"}, {&s_step_key, "step"}, {&s_S, "S"}, {&s_X, "X"}, {&s_C, "C"},
-        {&s_append, "append"}};
+        {&s_enabled, "enabled"}, {&s_step_key, "step"}, {&s_S, "S"}, {&s_X, "X"}, {&s_C, "C"}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (!(*names[i].slot = PyUnicode_InternFromString(names[i].text))) return -1;
     if (PyType_Ready(&SpansType) < 0) return -1;
