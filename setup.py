@@ -2,5 +2,6 @@
 pyproject.toml. Without a C compiler the build goes on and the tracer uses its pure-Python twin."""
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("tracer._oplines", ["tracer/_oplines.c", "tracer/_spans.c"],
-                             optional=True, extra_compile_args=["-O2"])])
+SOURCES = ["tracer/_oplines.c", "tracer/_spans.c", "tracer/_stamp.c"]
+setup(ext_modules=[Extension("tracer._oplines", SOURCES, optional=True,
+                             extra_compile_args=["-O2"])])

@@ -109,7 +109,8 @@ def main() -> int:
         # an unrecorded step runs as without a timeline: no op of it is stamped, and none of the
         # step before is in flight (the step waits for its ops), so the runtime's completions need
         # not look at the tracer at all, as in a job that never started one
-        engine_trace._stamped_ever = rec.enabled
+        if not rec.enabled:
+            engine_trace.forget_stamps()
         if placed and rec.enabled and (i // 2 + offset) % every == 0:
             rec.writer.wake()
         step()

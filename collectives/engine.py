@@ -339,6 +339,7 @@ class Engine:
             done = [d for d in done if self._inflight.pop(d[0].name, None) is not None]
             for d in done:
                 self._bytes_in_flight -= d[0].nbytes
+            trace.settle()
         trace.ends(done, times)
         for e, result, error in done:
             if "received_splits" in e.meta:

@@ -14,31 +14,38 @@ import time
 from operator import itemgetter
 
 from collectives import messages as M
-from tracer import get_recorder
+from tracer import get_recorder, op_lines
 from tracer import recorder as R
 from tracer import vocab as V
 from tracer.recorder import SUBMITTED
 
 
-_last_stamp = (None, None)
-_stamped_ever = False   # no op ever stamped: completions have nothing to record (no timeline)
 _op_of, _error_of = itemgetter(0), itemgetter(2)
 _now = time.perf_counter_ns   # the recorders' clock
 
+# stamp(): (recorder, step) for the engine to note on ops submitted now (``meta[SUBMITTED]``; the
+# time is the op's ``submit_ns``), or None when nothing is recorded. The same tuple serves a whole
+# step (no allocation per op); C when built, since it runs once per op on the user's thread.
+stamper = op_lines.stamper()
+stamp = stamper
 
-def stamp():
-    """(recorder, step) for the engine to note on ops submitted now (``meta[SUBMITTED]``; the
-    time is the op's ``submit_ns``), or None when nothing is recorded. The same tuple serves a
-    whole step: no allocation per op."""
-    global _last_stamp, _stamped_ever
-    rec = get_recorder()
-    if not rec.enabled:
-        return None
-    _stamped_ever = True
-    st = _last_stamp
-    if st[0] is not rec or st[1] != rec.step:
-        st = _last_stamp = (rec, rec.step)
-    return st
+
+def stamped() -> bool:
+    """Whether an op in flight may carry a stamp whose recorder still writes (else completions
+    need not look at the tracer: a job without a timeline, or after ``stop_timeline``)."""
+    return stamper.last is not None
+
+
+def settle() -> None:
+    """Under the engine's lock, where :func:`stamp` runs: once the timeline that stamped last is
+    no longer the current one, it was closed when it was replaced, and closed recorders write no
+    ends, so completions stop looking for stamps (until the next op is stamped)."""
+    stamper.settle()
+
+
+def forget_stamps() -> None:
+    """For the bench's unrecorded steps: no op in flight carries a stamp (the caller knows)."""
+    stamper.last = None
 
 
 def track(inflight) -> None:
@@ -90,7 +97,7 @@ def ends(done, times=None) -> None:
     """Ops finished, ``done`` = [(entry, result, error)], in a response that arrived and started
     at ``times`` = (t_response, t_dequeue) (None: outside any response): the rest of their
     lifecycles."""
-    if not done or not _stamped_ever:
+    if not done or stamper.last is None:
         return
     rec = get_recorder()
     fast = rec.finish_ops

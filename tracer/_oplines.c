@@ -361,6 +361,7 @@ static PyObject *ends(PyObject *self, PyObject *args) {
 static PyObject *s_acquire, *s_release, *s_append;
 
 int spans_add(PyObject *m);   /* tracer/_spans.c: the recorder's span calls */
+int stamp_add(PyObject *m);   /* tracer/_stamp.c: the runtime's stamp of a submitted op */
 
 /* A recorder's lifecycle ends as one callable (its tables held): ``completions(done, t_done)``,
  * ``done`` = [(op, result, error)], writes the lifecycles of the ops it stamped (begin lines too
@@ -814,7 +815,7 @@ PyMODINIT_FUNC PyInit__oplines(void) {
     if (PyType_Ready(&CompletionsType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m && (PyModule_AddObjectRef(m, "Completions", (PyObject *)&CompletionsType) < 0 ||
-              spans_add(m) < 0))
+              spans_add(m) < 0 || stamp_add(m) < 0))
         Py_CLEAR(m);
     return m;
 }

@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 
 from tracer import op_lines_py as _py
+from tracer import recorder as _recorder
 
 begins, ends, ready, chunk = _py.begins, _py.ends, _py.ready, _py.chunk
-ready_held, Completions = _py.ready_held, _py.Completions
+ready_held, Completions, Stamper = _py.ready_held, _py.Completions, _py.Stamper
 Spans = None   # begin/end/counter(s) in C; the twin is TimelineRecorder's own methods
 IMPL = "python"
 if os.environ.get("RINGSCOPE_PURE_PYTHON", "") in ("", "0"):
@@ -19,4 +20,10 @@ if os.environ.get("RINGSCOPE_PURE_PYTHON", "") in ("", "0"):
     else:
         begins, ends, ready, chunk = _c.begins, _c.ends, _c.ready, _c.chunk
         ready_held, Completions, Spans = _c.ready_held, _c.Completions, _c.Spans
+        Stamper = _c.Stamper
         IMPL = "c"
+
+
+def stamper():
+    """A new :class:`Stamper` over the process-wide recorder (the runtime keeps one)."""
+    return Stamper(vars(_recorder))

@@ -87,6 +87,31 @@ def ends(rec, cache, make, heads, opened, ops, base, t_done, last):
     return ",\n".join(out), len(out), others
 
 
+class Stamper:
+    """The runtime's stamp of a submitted op: ``stamper()`` gives (recorder, step) for ops
+    submitted now, or None when the current recorder (``state["_recorder"]``, tracer.recorder's
+    globals) is not enabled; the same tuple while neither changes, so a step allocates once.
+    ``last`` is the last stamp given, or None; :meth:`settle` forgets it once its recorder is no
+    longer the current one."""
+
+    def __init__(self, state):
+        self.state, self.last = state, None
+
+    def __call__(self):
+        rec = self.state["_recorder"]
+        if not rec.enabled:
+            return None
+        last, step = self.last, rec.step
+        if last is None or last[0] is not rec or last[1] != step:
+            last = self.last = (rec, step)
+        return last
+
+    def settle(self):
+        last = self.last
+        if last is not None and last[0] is not self.state["_recorder"]:
+            self.last = None
+
+
 class Completions:
     """A recorder's lifecycle ends as one callable (the C build's is one call per response, where
     two Python frames cost more than the formatting): ``completions(done, t_done)``, ``done`` =

@@ -301,7 +301,12 @@ def check_start_stop_timeline():
     hvd.start_timeline(path)
     hvd.allreduce(torch.ones(10), name="in.timeline")
     hvd.stop_timeline()
+    from collectives import engine_trace
+    if not engine_trace.stamped():
+        return "completions stopped looking for stamps before the op after stop_timeline"
     hvd.allreduce(torch.ones(10), name="after.timeline")
+    if engine_trace.stamped():   # the closed timeline writes no ends: nothing left to look for
+        return "completions still look for stamped ops after stop_timeline"
     mine = [f for f in os.listdir(os.path.dirname(path)) if f.endswith(f"{r_:05d}.json")] \
         if (r_ := hvd.rank()) is not None else []
     if not mine:

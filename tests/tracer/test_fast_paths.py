@@ -229,3 +229,63 @@ def test_general_path_ends_carry_each_ops_own_step(tmp_path, error):
         assert ends == want and len(got) == 2 * len(NAMES)
     finally:
         rec.close()
+
+
+class _Rec:
+    def __init__(self, enabled=True, step=3):
+        self.enabled, self.step = enabled, step
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_stamper_gives_one_tuple_per_recorder_and_step_and_settles(impl):
+    mod = _mod(impl)
+    a, b = _Rec(), _Rec()
+    state = {"_recorder": a}
+    stamp = mod.Stamper(state)
+    assert stamp.last is None
+    first = stamp()
+    assert first == (a, 3) and first[0] is a and stamp() is first and stamp.last is first
+    a.step = 4
+    assert stamp() == (a, 4) and stamp.last == (a, 4)
+    a.enabled = False
+    assert stamp() is None and stamp.last == (a, 4)   # a disabled recorder stamps nothing
+    stamp.settle()
+    assert stamp.last == (a, 4)                      # still the current one: kept
+    state["_recorder"] = b
+    stamp.settle()
+    assert stamp.last is None                        # replaced (closed): forgotten
+    assert stamp() == (b, 3) and stamp.last[0] is b
+    stamp.last = None                                # the bench forgets on purpose
+    assert stamp.last is None and stamp() == (b, 3)
+
+
+@needs_c
+def test_c_stamper_reports_a_missing_recorder_and_bad_calls():
+    stamp = C.Stamper({})
+    with pytest.raises(RuntimeError, match="no recorder"):
+        stamp()
+    with pytest.raises(TypeError):
+        stamp(1)
+    with pytest.raises(TypeError):
+        C.Stamper([])
+    stamp = C.Stamper({"_recorder": _Rec()})
+    del stamp.last   # a deleted stamp reads as none
+    assert stamp() is not None
+    del stamp.last
+    stamp.settle()
+    assert stamp.last is None
+
+
+def test_the_runtime_stamps_through_the_process_wide_recorder():
+    from tracer import op_lines, recorder
+    stamp = op_lines.stamper()
+    assert stamp() is None   # the NullRecorder records nothing
+    rec = _Rec(step=9)
+    old = recorder.get_recorder()
+    recorder.set_recorder(rec)
+    try:
+        assert stamp() == (rec, 9)
+    finally:
+        recorder.set_recorder(old)
+    stamp.settle()
+    assert stamp.last is None
