@@ -53,8 +53,9 @@ CONTRACT (the runtime codes against these calls; the tracer implements them):
 OPS: an op is the runtime's object for one submitted collective, with attributes ``name``,
 ``op_type``, ``nbytes``, ``dtype``, ``shape``, ``reduce_op`` (an enum or its value), ``process_set``,
 ``submit_ns`` (``rec.now()`` at submission) and a ``meta`` dict. At submission the runtime stamps
-``meta[SUBMITTED] = (rec, rec.step)`` when ``rec.enabled`` (one tuple may serve many ops). An op's
-begin and end go to the recorder of its stamp.
+``meta[SUBMITTED] = (rec, rec.step)`` when ``rec.enabled`` (one tuple may serve many ops;
+``tracer.op_lines.stamper()`` gives it in one C call). An op's begin and end go to the recorder of
+its stamp.
 
 Begins are written lazily: the runtime calls ``ops_begin`` only when NVTX needs the live moment
 (``rec.nvtx``); otherwise ``ops_end`` writes an op's whole slice at completion, while the op is hot,
