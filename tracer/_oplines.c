@@ -332,7 +332,7 @@ static int end_op(Pass *p, PyObject *op, PyObject *st) {
     return r;
 }
 
-static PyObject *begins(PyObject *self, PyObject *args) {
+static PyObject *begins(PyObject *Py_UNUSED(self), PyObject *args) {
     Pass p = {0};
     PyObject *heads, *ops;
     if (!PyArg_ParseTuple(args, "OO!OOOOL", &p.rec, &PyDict_Type, &p.cache, &p.make, &heads,
@@ -344,7 +344,7 @@ static PyObject *begins(PyObject *self, PyObject *args) {
     return each_op(&p, ops, begin_op);
 }
 
-static PyObject *ends(PyObject *self, PyObject *args) {
+static PyObject *ends(PyObject *Py_UNUSED(self), PyObject *args) {
     Pass p = {0};
     PyObject *heads, *ops;
     long long t_done;
@@ -447,6 +447,9 @@ static PyObject *comp_call(Completions *c, PyObject *args, PyObject *kw) {
     if (kw && PyDict_GET_SIZE(kw))
         return PyErr_Format(PyExc_TypeError, "completions take no keyword arguments");
     if (!PyArg_ParseTuple(args, "OL", &done, &t_done)) return NULL;
+    if (!(c->rec && c->cache && c->make && c->hb && c->he && c->opened && c->lock && c->q &&
+          c->drops))   /* made by __new__ alone, or cleared by the collector */
+        return PyErr_Format(PyExc_RuntimeError, "Completions not initialised");
     PyObject *seq = PySequence_Fast(done, "done must be a sequence");
     if (!seq) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
@@ -596,7 +599,7 @@ static PyObject *text_lines(Buf *b, int ok, long long lines) {
     return text ? Py_BuildValue("(NL)", text, lines) : NULL;
 }
 
-static PyObject *ready(PyObject *self, PyObject *args) {
+static PyObject *ready(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *names, *make_name, *reqs, *head, *t, *step;
     if (!PyArg_ParseTuple(args, "O!OOUOO", &PyDict_Type, &names, &make_name, &reqs, &head, &t,
                           &step))
@@ -608,7 +611,7 @@ static PyObject *ready(PyObject *self, PyObject *args) {
 }
 
 /* ready() for each (reqs, t) of ``held`` (t absolute: ``t - base`` is written). */
-static PyObject *ready_held(PyObject *self, PyObject *args) {
+static PyObject *ready_held(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *names, *make_name, *held, *head, *step;
     long long base;
     if (!PyArg_ParseTuple(args, "O!OOULO", &PyDict_Type, &names, &make_name, &held, &head, &base,
@@ -734,7 +737,7 @@ done:
     return res;
 }
 
-static PyObject *chunk(PyObject *self, PyObject *args) {
+static PyObject *chunk(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *records, *heads, *make, *names, *make_name, *dumps, *fallback, *counter_cat;
     if (!PyArg_ParseTuple(args, "OO!OO!OOOU", &records, &PyDict_Type, &heads, &make, &PyDict_Type,
                           &names, &make_name, &dumps, &fallback, &counter_cat))
@@ -800,8 +803,9 @@ static PyMethodDef methods[] = {
      "(bytes, lines)"},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "tracer._oplines",
-                                    "C versions of tracer.op_lines_py (same text).", -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, .m_name = "tracer._oplines",
+                                    .m_doc = "C versions of tracer.op_lines_py (same text).",
+                                    .m_size = -1, .m_methods = methods};
 
 PyMODINIT_FUNC PyInit__oplines(void) {
     struct { PyObject **slot; const char *text; } names[] = {

@@ -95,6 +95,13 @@ static int parse(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, con
 }
 
 /* Whether the recorder is enabled (1/0), -1 on error. */
+/* -1 with an error when ``s`` was made by __new__ alone (or cleared by the collector). */
+static int unready(Spans *s) {
+    if (s->state && s->q && s->drops) return 0;
+    PyErr_SetString(PyExc_RuntimeError, "Spans not initialised");
+    return -1;
+}
+
 static int enabled(Spans *s) {
     PyObject *on = PyDict_GetItemWithError(s->state, s_enabled);
     if (!on) return PyErr_Occurred() ? -1 : 0;
@@ -106,7 +113,7 @@ static PyObject *spans_begin(Spans *s, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames) {
     static const char *const names[] = {"tid", "name", "cat", "args", "tensor", "ts_ns"};
     PyObject *a[6] = {NULL, NULL, NULL, Py_None, Py_None, Py_None};
-    if (parse(args, nargs, kwnames, "begin", names, 6, 3, a) < 0) return NULL;
+    if (unready(s) || parse(args, nargs, kwnames, "begin", names, 6, 3, a) < 0) return NULL;
     int on = enabled(s);
     if (on <= 0) return on < 0 ? NULL : Py_NewRef(Py_None);
     PyObject *step = PyDict_GetItemWithError(s->state, s_step_key);
@@ -135,7 +142,7 @@ static PyObject *put(Spans *s, PyObject *rec) {
 static PyObject *spans_end(Spans *s, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     static const char *const names[] = {"token", "extra_args"};
     PyObject *a[2] = {NULL, Py_None};
-    if (parse(args, nargs, kwnames, "end", names, 2, 1, a) < 0) return NULL;
+    if (unready(s) || parse(args, nargs, kwnames, "end", names, 2, 1, a) < 0) return NULL;
     PyObject *tok = a[0], *extra = a[1];
     if (tok == Py_None) return Py_NewRef(Py_None);
     long long t1 = now_ns();
@@ -177,7 +184,7 @@ static PyObject *spans_counter(Spans *s, PyObject *const *args, Py_ssize_t nargs
                                PyObject *kwnames) {
     static const char *const names[] = {"name", "value", "ts_ns"};
     PyObject *a[3] = {NULL, NULL, Py_None};
-    if (parse(args, nargs, kwnames, "counter", names, 3, 2, a) < 0) return NULL;
+    if (unready(s) || parse(args, nargs, kwnames, "counter", names, 3, 2, a) < 0) return NULL;
     int on = enabled(s);
     if (on <= 0) return on < 0 ? NULL : Py_NewRef(Py_None);
     PyObject *t = rel_time(s, a[2]);
@@ -192,7 +199,7 @@ static PyObject *spans_counters(Spans *s, PyObject *const *args, Py_ssize_t narg
                                 PyObject *kwnames) {
     static const char *const names[] = {"values", "ts_ns"};
     PyObject *a[2] = {NULL, Py_None};
-    if (parse(args, nargs, kwnames, "counters", names, 2, 1, a) < 0) return NULL;
+    if (unready(s) || parse(args, nargs, kwnames, "counters", names, 2, 1, a) < 0) return NULL;
     int on = enabled(s);
     if (on <= 0) return on < 0 ? NULL : Py_NewRef(Py_None);
     PyObject *t = rel_time(s, a[1]);

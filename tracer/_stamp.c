@@ -51,6 +51,10 @@ static int stamper_init(Stamper *s, PyObject *args, PyObject *kw) {
 
 /* The current recorder (borrowed), NULL with an error set when the state holds none. */
 static PyObject *current(Stamper *s) {
+    if (!s->state) {   /* made by __new__ alone */
+        PyErr_SetString(PyExc_RuntimeError, "Stamper not initialised");
+        return NULL;
+    }
     PyObject *rec = PyDict_GetItemWithError(s->state, s_recorder);
     if (!rec && !PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "no recorder installed");
     return rec;

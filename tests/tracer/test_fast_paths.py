@@ -268,6 +268,8 @@ def test_c_stamper_reports_a_missing_recorder_and_bad_calls():
         stamp(1)
     with pytest.raises(TypeError):
         C.Stamper([])
+    with pytest.raises(RuntimeError, match="not initialised"):
+        C.Stamper.__new__(C.Stamper)()
     stamp = C.Stamper({"_recorder": _Rec()})
     del stamp.last   # a deleted stamp reads as none
     assert stamp() is not None
@@ -289,3 +291,14 @@ def test_the_runtime_stamps_through_the_process_wide_recorder():
         recorder.set_recorder(old)
     stamp.settle()
     assert stamp.last is None
+
+
+@needs_c
+def test_c_calls_made_without_init_raise_instead_of_crashing():
+    spans = C.Spans.__new__(C.Spans)
+    for call in (lambda: spans.begin(1, "a", "b"), lambda: spans.end(None),
+                 lambda: spans.counter("a", 1), lambda: spans.counters([])):
+        with pytest.raises(RuntimeError, match="not initialised"):
+            call()
+    with pytest.raises(RuntimeError, match="not initialised"):
+        C.Completions.__new__(C.Completions)([], 1)
