@@ -26,26 +26,24 @@ _now = time.perf_counter_ns   # the recorders' clock
 # stamp(): (recorder, step) for the engine to note on ops submitted now (``meta[SUBMITTED]``; the
 # time is the op's ``submit_ns``), or None when nothing is recorded. The same tuple serves a whole
 # step (no allocation per op); C when built, since it runs once per op on the user's thread.
-stamper = op_lines.stamper()
-stamp = stamper
+# ``stamp.last`` is the last stamp given, None when no op in flight can carry a stamp whose
+# recorder still writes: completions then skip the tracer (no timeline, or after stop_timeline).
+stamp = op_lines.stamper()
+
+# settle(), under the engine's lock, where stamp() runs: once the timeline that stamped last is no
+# longer the current one, it was closed when it was replaced, and closed recorders write no ends,
+# so stamp.last is forgotten (until the next op is stamped).
+settle = stamp.settle
 
 
 def stamped() -> bool:
-    """Whether an op in flight may carry a stamp whose recorder still writes (else completions
-    need not look at the tracer: a job without a timeline, or after ``stop_timeline``)."""
-    return stamper.last is not None
-
-
-def settle() -> None:
-    """Under the engine's lock, where :func:`stamp` runs: once the timeline that stamped last is
-    no longer the current one, it was closed when it was replaced, and closed recorders write no
-    ends, so completions stop looking for stamps (until the next op is stamped)."""
-    stamper.settle()
+    """Whether completions still look for stamped ops (see ``stamp.last``)."""
+    return stamp.last is not None
 
 
 def forget_stamps() -> None:
     """For the bench's unrecorded steps: no op in flight carries a stamp (the caller knows)."""
-    stamper.last = None
+    stamp.last = None
 
 
 def track(inflight) -> None:
@@ -97,7 +95,7 @@ def ends(done, times=None) -> None:
     """Ops finished, ``done`` = [(entry, result, error)], in a response that arrived and started
     at ``times`` = (t_response, t_dequeue) (None: outside any response): the rest of their
     lifecycles."""
-    if not done or stamper.last is None:
+    if not done or stamp.last is None:
         return
     rec = get_recorder()
     fast = rec.finish_ops
