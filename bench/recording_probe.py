@@ -7,7 +7,9 @@ the timeline always on, and prints per rank how often each call ran per step and
 with the wrapper's own cost (measured on an empty function) taken off. The calls run where they do
 in training, on caches the step has swept, which a loop benchmark cannot show (a lifecycle costs
 0.26 µs per op in a loop and ~1.2 µs here). Outer calls include the inner ones they make (an
-``activity`` includes its ``begin``). The writer thread is not wrapped: see the per-step worker.
+``activity`` includes its ``begin``). ``--writer`` wraps the writer thread's parts too (its flush,
+the chunk's formatting, the write, the begins of ops in flight): per step, though they run about
+once a second.
 
     mpiexec -n 2 .venv/bin/python bench/recording_probe.py --steps 300
 """
@@ -44,10 +46,16 @@ def _wrap(owner, name: str, label: str, spent: dict) -> None:
     setattr(owner, name, timed)
 
 
-def _instrument(spent: dict, outer: bool) -> None:
+def _instrument(spent: dict, outer: bool, writer: bool) -> None:
     from collectives import engine, engine_trace
     from collectives.backends import base
-    from tracer import op_lines, timeline
+    from tracer import op_lines, timeline, tracefile
+    from tracer import writer as w
+    if writer:
+        _wrap(w.TimelineWriter, "_drain", "writer.flush", spent)
+        _wrap(op_lines, "chunk", "writer.chunk", spent)
+        _wrap(tracefile.TraceFile, "write_chunk", "writer.write", spent)
+        _wrap(timeline.TimelineRecorder, "inflight_begins", "writer.inflight_begins", spent)
     for n in ("begins", "responses", "ends"):
         _wrap(engine_trace, n, "engine_trace." + n, spent)
     _wrap(engine_trace.ReadyTicks, "record", "engine_trace.ready", spent)
@@ -74,9 +82,10 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--outer", action="store_true",
                     help="wrap only the outermost calls (to compare variants of what is inside)")
+    ap.add_argument("--writer", action="store_true", help="wrap the writer thread's parts too")
     ns = ap.parse_args()
     spent: dict = {}
-    _instrument(spent, ns.outer)
+    _instrument(spent, ns.outer, ns.writer)
     _wrap(_Empty, "call", "empty", spent)
     import collectives.torch as hvd
     from bench.demo_step import make_step

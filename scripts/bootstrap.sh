@@ -7,7 +7,7 @@ cd "$root"
 py="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$py" -m venv .venv
 stamp=".venv/.ringscope-installed"
-want="$(cat pyproject.toml setup.py tracer/_oplines.c tracer/_spans.c tracer/_stamp.c | sha1sum | cut -c1-12)"
+want="$(cat pyproject.toml setup.py tracer/_oplines.c tracer/_spans.c tracer/_stamp.c tracer/_lines.c tracer/_buf.h | sha1sum | cut -c1-12)"
 if ! command -v cc >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
   # a C compiler builds the tracer's formatter (tracer/_oplines.c); without one the tracer uses
   # its slower pure-Python twin, so failing to get one is not fatal

@@ -5,61 +5,8 @@
  * a line is a few memcpy calls and integer conversions into one growing buffer. Constant text and
  * JSON escaping stay in Python (made once per tensor name, cached in a dict this code reads).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_buf.h"
 #include <structmember.h>
-#include <string.h>
-
-typedef struct {
-    char *p;
-    Py_ssize_t len, cap;
-} Buf;
-
-static int buf_grow(Buf *b, Py_ssize_t need) {
-    if (b->len + need <= b->cap) return 0;
-    Py_ssize_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + need) cap *= 2;
-    char *p = PyMem_Realloc(b->p, cap);
-    if (!p) { PyErr_NoMemory(); return -1; }
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-static int put(Buf *b, const char *s, Py_ssize_t n) {
-    if (buf_grow(b, n) < 0) return -1;
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    return 0;
-}
-
-#define PUT_LIT(b, s) put((b), (s), (Py_ssize_t)(sizeof(s) - 1))
-
-static int put_ll(Buf *b, long long v) {
-    char tmp[24];
-    int i = 24;
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    do { tmp[--i] = (char)('0' + u % 10); u /= 10; } while (u);
-    if (v < 0) tmp[--i] = '-';
-    return put(b, tmp + i, 24 - i);
-}
-
-/* Any object as an f-string would show it: ints fast, the rest through format(obj, ""). */
-static int put_obj(Buf *b, PyObject *o) {
-    if (PyLong_CheckExact(o)) {
-        int overflow = 0;
-        long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-        if (!overflow && !(v == -1 && PyErr_Occurred())) return put_ll(b, v);
-        PyErr_Clear();
-    }
-    PyObject *s = PyUnicode_CheckExact(o) ? (Py_INCREF(o), o) : PyObject_Format(o, NULL);
-    if (!s) return -1;
-    Py_ssize_t n;
-    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
-    int r = u ? put(b, u, n) : -1;
-    Py_DECREF(s);
-    return r;
-}
 
 /* ``a - base`` as an f-string would show it. */
 static int put_diff(Buf *b, PyObject *a, long long base) {
@@ -123,7 +70,7 @@ static PyObject *op_attr(PyObject *op, int i) {
     return PyObject_GetAttr(op, *attr_names[i]);
 }
 
-enum { KEY, JNAME, ARGS, NSLOTS };
+enum { KEY, ARGS, HX, HB, HE, NSLOTS };   /* tracer/op_lines_py.py's slots */
 #define NKEY 6
 
 /* The constant-text tuple of ``op`` (a new reference): the cached one when its key still matches
@@ -150,7 +97,7 @@ static PyObject *tensor_text(PyObject *cache, PyObject *make, PyObject *op, PyOb
     res = PyObject_CallFunctionObjArgs(make, name, key, NULL);
     Py_DECREF(key);
     if (res && !(PyTuple_CheckExact(res) && PyTuple_GET_SIZE(res) == NSLOTS)) {
-        PyErr_SetString(PyExc_TypeError, "tensor_text must return a tuple of 3");
+        PyErr_SetString(PyExc_TypeError, "tensor_text must return a tuple of 5");
         Py_CLEAR(res);
     }
 done:
@@ -225,42 +172,47 @@ static int put_name(Buf *b, PyObject *name, PyObject *jn) {
            PUT_LIT(b, "\"");
 }
 
-/* The start of one lifecycle line, up to its args: {"name":JN HEAD TS e-3,"id2":{"local":JN},"args":
- * where JN is the tensor's name as JSON (``jn``) and TS is ``tobj - base`` when ``tobj`` is given,
- * else ``t``. */
-static int put_line(Buf *b, PyObject *name, PyObject *jn, PyObject *head, PyObject *tobj,
-                    long long base, long long t) {
-    return PUT_LIT(b, "{\"name\":") || put_name(b, name, jn) || put_obj(b, head) ||
-           (tobj ? put_diff(b, tobj, base) : put_ll(b, t)) ||
-           PUT_LIT(b, "e-3,\"id2\":{\"local\":") || put_name(b, name, jn) ||
-           PUT_LIT(b, "},\"args\":");
+/* The rest of a line whose args open with the tensor's (``c``): its step, ``extra`` (text after
+ * the step, or NULL) and the closing braces. */
+static int put_tail(Buf *b, PyObject *c, PyObject *st, PyObject *extra) {
+    return put_obj(b, SLOT(c, ARGS)) || PUT_LIT(b, "\"step\":") ||
+           put_obj(b, PyTuple_GET_ITEM(st, 1)) || (extra && put_obj(b, extra)) || PUT_LIT(b, "}}");
 }
 
-static int unpack_heads(PyObject *heads, PyObject **hb, PyObject **he) {
-    if (!PyTuple_CheckExact(heads) || PyTuple_GET_SIZE(heads) != 2) {
-        PyErr_SetString(PyExc_TypeError, "heads must be a tuple of 2 strings");
-        return -1;
-    }
-    *hb = PyTuple_GET_ITEM(heads, 0);
-    *he = PyTuple_GET_ITEM(heads, 1);
-    return 0;
-}
-
-/* The begin line of ``op`` (text ``c``, stamp ``st``): its slice opens at its submission. */
-static int put_begin(Buf *b, PyObject *op, PyObject *name, PyObject *c, PyObject *st,
-                     PyObject *hb, long long base) {
+/* The B line of ``op`` (text ``c``, stamp ``st``) on its tensor's thread: its slice opens at its
+ * submission, the end comes later. */
+static int put_begin(Buf *b, PyObject *op, PyObject *c, PyObject *st, long long base) {
     PyObject *t = op_attr(op, A_SUBMIT_NS);
     if (!t) return -1;
-    int r = sep(b) || put_line(b, name, SLOT(c, JNAME), hb, t, base, 0) ||
-            put_obj(b, SLOT(c, ARGS)) ||
-            PUT_LIT(b, "\"step\":") || put_obj(b, PyTuple_GET_ITEM(st, 1)) || PUT_LIT(b, "}}");
+    int r = sep(b) || put_obj(b, SLOT(c, HB)) || put_diff(b, t, base) ||
+            PUT_LIT(b, "e-3,\"args\":") || put_tail(b, c, st, NULL);
     Py_DECREF(t);
     return r ? -1 : 0;
 }
 
+/* The X line of ``op``, submitted and done (``td``, relative) with no line written before. */
+static int put_whole(Buf *b, PyObject *op, PyObject *c, PyObject *st, long long base,
+                     long long td, PyObject *extra) {
+    PyObject *t = op_attr(op, A_SUBMIT_NS);
+    if (!t) return -1;
+    long long ts = PyLong_AsLongLong(t);
+    Py_DECREF(t);
+    if (ts == -1 && PyErr_Occurred()) return -1;
+    ts -= base;
+    return sep(b) || put_obj(b, SLOT(c, HX)) || put_ll(b, ts) || PUT_LIT(b, "e-3,\"dur\":") ||
+           put_ll(b, td - ts) || PUT_LIT(b, "e-3,\"args\":") || put_tail(b, c, st, extra) ? -1 : 0;
+}
+
+/* The E line closing an op whose B is written. */
+static int put_end(Buf *b, PyObject *c, PyObject *st, long long td, PyObject *extra) {
+    return sep(b) || put_obj(b, SLOT(c, HE)) || put_ll(b, td) ||
+           PUT_LIT(b, "e-3,\"args\":{\"step\":") || put_obj(b, PyTuple_GET_ITEM(st, 1)) ||
+           (extra && put_obj(b, extra)) || PUT_LIT(b, "}}") ? -1 : 0;
+}
+
 /* One call of begins or ends: its tables, and what it has written so far. */
 typedef struct {
-    PyObject *rec, *cache, *make, *opened, *hb, *he, *last;
+    PyObject *rec, *cache, *make, *opened, *extra;
     long long base, td, count;
     Buf b;
 } Pass;
@@ -298,7 +250,7 @@ static int begin_op(Pass *p, PyObject *op, PyObject *st) {
     if (r == 0) {
         c = tensor_text(p->cache, p->make, op, name);
         r = c && !PyDict_SetItem(p->opened, name, c) &&
-            !put_begin(&p->b, op, name, c, st, p->hb, p->base) ? 0 : -1;
+            !put_begin(&p->b, op, c, st, p->base) ? 0 : -1;
         if (r == 0) p->count++;
     }
     Py_XDECREF(c);
@@ -306,9 +258,9 @@ static int begin_op(Pass *p, PyObject *op, PyObject *st) {
     return r < 0 ? -1 : 0;
 }
 
-/* An op's end line, after its begin line unless ``opened`` holds the op (popped; its text, which
- * the end line shares: it needs no args of its own). Its args are ``p->last``, or when that is NULL
- * the step of the op's own stamp. */
+/* An op's lifecycle done at ``p->td``: its X line, or its E line when ``opened`` holds the op
+ * (popped; its text, or anything else to look it up), the B being written. ``p->extra`` follows
+ * the step in its args (NULL: nothing). */
 static int end_op(Pass *p, PyObject *op, PyObject *st) {
     PyObject *name = op_attr(op, A_NAME), *c = NULL;
     if (!name) return -1;
@@ -317,13 +269,10 @@ static int end_op(Pass *p, PyObject *op, PyObject *st) {
     if (was || !PyErr_Occurred()) {
         c = was && PyTuple_CheckExact(was) && PyTuple_GET_SIZE(was) == NSLOTS
                 ? Py_NewRef(was) : tensor_text(p->cache, p->make, op, name);
-        if (c && !(was ? PyDict_DelItem(p->opened, name)
-                       : put_begin(&p->b, op, name, c, st, p->hb, p->base)) &&
-            !sep(&p->b) && !put_line(&p->b, name, SLOT(c, JNAME), p->he, NULL, 0, p->td) &&
-            !(p->last ? put_obj(&p->b, p->last)
-                      : PUT_LIT(&p->b, "{\"step\":") || put_obj(&p->b, PyTuple_GET_ITEM(st, 1)) ||
-                            PUT_LIT(&p->b, "}}"))) {
-            p->count += was ? 1 : 2;
+        if (c && !(was ? PyDict_DelItem(p->opened, name) ||
+                             put_end(&p->b, c, st, p->td, p->extra)
+                       : put_whole(&p->b, op, c, st, p->base, p->td, p->extra))) {
+            p->count++;
             r = 0;
         }
     }
@@ -334,11 +283,10 @@ static int end_op(Pass *p, PyObject *op, PyObject *st) {
 
 static PyObject *begins(PyObject *Py_UNUSED(self), PyObject *args) {
     Pass p = {0};
-    PyObject *heads, *ops;
-    if (!PyArg_ParseTuple(args, "OO!OOOOL", &p.rec, &PyDict_Type, &p.cache, &p.make, &heads,
-                          &p.opened, &ops, &p.base))
+    PyObject *ops;
+    if (!PyArg_ParseTuple(args, "OO!OOOL", &p.rec, &PyDict_Type, &p.cache, &p.make, &p.opened,
+                          &ops, &p.base))
         return NULL;
-    if (unpack_heads(heads, &p.hb, &p.he) < 0) return NULL;
     if (p.opened != Py_None && !PyDict_Check(p.opened))
         return PyErr_Format(PyExc_TypeError, "opened must be a dict or None");
     return each_op(&p, ops, begin_op);
@@ -346,12 +294,11 @@ static PyObject *begins(PyObject *Py_UNUSED(self), PyObject *args) {
 
 static PyObject *ends(PyObject *Py_UNUSED(self), PyObject *args) {
     Pass p = {0};
-    PyObject *heads, *ops;
+    PyObject *ops;
     long long t_done;
-    if (!PyArg_ParseTuple(args, "OO!OOO!OLLU", &p.rec, &PyDict_Type, &p.cache, &p.make, &heads,
-                          &PyDict_Type, &p.opened, &ops, &p.base, &t_done, &p.last))
+    if (!PyArg_ParseTuple(args, "OO!OO!OLLU", &p.rec, &PyDict_Type, &p.cache, &p.make,
+                          &PyDict_Type, &p.opened, &ops, &p.base, &t_done, &p.extra))
         return NULL;
-    if (unpack_heads(heads, &p.hb, &p.he) < 0) return NULL;
     p.td = t_done - p.base;
     return each_op(&p, ops, end_op);
 }
@@ -361,6 +308,7 @@ static PyObject *ends(PyObject *Py_UNUSED(self), PyObject *args) {
 static PyObject *s_acquire, *s_release, *s_append;
 
 int spans_add(PyObject *m);   /* tracer/_spans.c: the recorder's span calls */
+int lines_add(PyObject *m);   /* tracer/_lines.c: a recorder's lines, formatted where recorded */
 int stamp_add(PyObject *m);   /* tracer/_stamp.c: the runtime's stamp of a submitted op */
 
 /* A recorder's lifecycle ends as one callable (its tables held): ``completions(done, t_done)``,
@@ -372,15 +320,15 @@ int stamp_add(PyObject *m);   /* tracer/_stamp.c: the runtime's stamp of a submi
  * ~100s of ops; two Python frames per response cost more than the formatting (measured). */
 typedef struct {
     PyObject_HEAD
-    PyObject *rec, *cache, *make, *hb, *he, *opened, *lock, *q, *drops;
+    PyObject *rec, *cache, *make, *opened, *lock, *q, *drops;
     Py_ssize_t cap;
     long long base;
     char closed;
 } Completions;
 
 /* The recorder holds its Completions and they hold it: a cycle the collector must see. */
-#define COMP_REFS(c) {&(c)->rec, &(c)->cache, &(c)->make, &(c)->hb, &(c)->he, &(c)->opened, \
-                      &(c)->lock, &(c)->q, &(c)->drops}
+#define COMP_REFS(c) {&(c)->rec, &(c)->cache, &(c)->make, &(c)->opened, &(c)->lock, &(c)->q, \
+                      &(c)->drops}
 
 static int comp_traverse(Completions *c, visitproc visit, void *arg) {
     PyObject **refs[] = COMP_REFS(c);
@@ -401,19 +349,18 @@ static void comp_dealloc(Completions *c) {
 }
 
 static int comp_init(Completions *c, PyObject *args, PyObject *kw) {
-    PyObject *rec, *cache, *make, *heads, *opened, *lock, *q, *drops, *hb, *he;
+    PyObject *rec, *cache, *make, *opened, *lock, *q, *drops;
     Py_ssize_t cap;
     long long base;
     if (kw && PyDict_GET_SIZE(kw)) {
         PyErr_SetString(PyExc_TypeError, "Completions takes no keyword arguments");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "OO!OOO!OOnOL", &rec, &PyDict_Type, &cache, &make, &heads,
+    if (!PyArg_ParseTuple(args, "OO!OO!OOnOL", &rec, &PyDict_Type, &cache, &make,
                           &PyDict_Type, &opened, &lock, &q, &cap, &drops, &base))
         return -1;
-    if (unpack_heads(heads, &hb, &he) < 0) return -1;
     PyObject **slot[] = COMP_REFS(c);
-    PyObject *val[] = {rec, cache, make, hb, he, opened, lock, q, drops};
+    PyObject *val[] = {rec, cache, make, opened, lock, q, drops};
     for (size_t i = 0; i < sizeof(val) / sizeof(val[0]); i++)
         Py_XSETREF(*slot[i], Py_NewRef(val[i]));
     c->cap = cap;
@@ -447,8 +394,8 @@ static PyObject *comp_call(Completions *c, PyObject *args, PyObject *kw) {
     if (kw && PyDict_GET_SIZE(kw))
         return PyErr_Format(PyExc_TypeError, "completions take no keyword arguments");
     if (!PyArg_ParseTuple(args, "OL", &done, &t_done)) return NULL;
-    if (!(c->rec && c->cache && c->make && c->hb && c->he && c->opened && c->lock && c->q &&
-          c->drops))   /* made by __new__ alone, or cleared by the collector */
+    /* made by __new__ alone, or cleared by the collector */
+    if (!(c->rec && c->cache && c->make && c->opened && c->lock && c->q && c->drops))
         return PyErr_Format(PyExc_RuntimeError, "Completions not initialised");
     PyObject *seq = PySequence_Fast(done, "done must be a sequence");
     if (!seq) return NULL;
@@ -469,7 +416,7 @@ static PyObject *comp_call(Completions *c, PyObject *args, PyObject *kw) {
     if (!got) { Py_DECREF(seq); return NULL; }
     Py_DECREF(got);
     Pass p = {.rec = c->rec, .cache = c->cache, .make = c->make, .opened = c->opened,
-              .hb = c->hb, .he = c->he, .last = NULL, .base = c->base, .td = t_done - c->base};
+              .extra = NULL, .base = c->base, .td = t_done - c->base};
     int ok = 1;
     for (Py_ssize_t i = 0; ok && i < n; i++) {
         PyObject *item = PySequence_Fast_GET_ITEM(seq, i), *meta = NULL, *st = NULL;
@@ -496,9 +443,13 @@ static PyObject *comp_call(Completions *c, PyObject *args, PyObject *kw) {
     }
     Py_DECREF(seq);
     if (ok && p.count && !c->closed) {
-        PyObject *text = PyUnicode_DecodeUTF8(p.b.p, p.b.len, NULL);
-        ok = text && buffer_record(c->q, c->cap, c->drops, text, p.count) == 0;
-        Py_XDECREF(text);
+        if (lines_check(c->q)) {   /* the recorder's Lines: the bytes as they are */
+            ok = lines_text(c->q, p.b.p, p.b.len, p.count) == 0;
+        } else {
+            PyObject *text = PyUnicode_DecodeUTF8(p.b.p, p.b.len, NULL);
+            ok = text && buffer_record(c->q, c->cap, c->drops, text, p.count) == 0;
+            Py_XDECREF(text);
+        }
     }
     PyMem_Free(p.b.p);
     if (!ok) {
@@ -518,7 +469,7 @@ static PyTypeObject CompletionsType = {
     .tp_name = "tracer._oplines.Completions",
     .tp_basicsize = sizeof(Completions),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "Completions(rec, cache, make, heads, opened, lock, q, cap, drops, base): "
+    .tp_doc = "Completions(rec, cache, make, opened, lock, q, cap, drops, base): "
               "completions(done, t_done) -> the items not written, or None",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)comp_init,
@@ -658,12 +609,67 @@ static PyObject *head_of(PyObject *heads, PyObject *make, PyObject *ph, PyObject
 
 static int is_int(PyObject *o) { return PyLong_CheckExact(o); }
 
+/* A plain string (ASCII, nothing to escape) in quotes: 1 written, 0 not plain, -1 error. */
+static int put_plain_str(Buf *b, PyObject *o) {
+    if (!plain_name(o)) return 0;
+    return PUT_LIT(b, "\"") || put(b, (const char *)PyUnicode_1BYTE_DATA(o), PyUnicode_GET_LENGTH(o)) ||
+           PUT_LIT(b, "\"") ? -1 : 1;
+}
+
+/* A JSON value written by hand when it is plain: an int that fits 64 bits, a plain string, None,
+ * a bool, or a tuple or list of plain strings. 1 written, 0 not plain, -1 error. */
+static int put_plain_value(Buf *b, PyObject *v) {
+    if (PyLong_CheckExact(v)) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow || (x == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
+        return put_ll(b, x) ? -1 : 1;
+    }
+    if (PyUnicode_CheckExact(v)) return put_plain_str(b, v);
+    if (v == Py_None) return PUT_LIT(b, "null") ? -1 : 1;
+    if (v == Py_True) return PUT_LIT(b, "true") ? -1 : 1;
+    if (v == Py_False) return PUT_LIT(b, "false") ? -1 : 1;
+    if (!PyTuple_CheckExact(v) && !PyList_CheckExact(v)) return 0;
+    PyObject *seq = PySequence_Fast(v, "");
+    if (!seq) return -1;
+    int r = PUT_LIT(b, "[") ? -1 : 1;
+    for (Py_ssize_t i = 0, n = PySequence_Fast_GET_SIZE(seq); r == 1 && i < n; i++) {
+        PyObject *x = PySequence_Fast_GET_ITEM(seq, i);
+        r = (i && PUT_LIT(b, ",")) ? -1 : PyUnicode_CheckExact(x) ? put_plain_str(b, x) : 0;
+    }
+    Py_DECREF(seq);
+    return r == 1 && PUT_LIT(b, "]") ? -1 : r;
+}
+
+/* ``args`` (a dict) written by hand, as orjson would, with the step after them when they have
+ * none: 1 written, 0 when some key or value is not plain (``b`` may then hold part of it), -1
+ * error. Most span args are ints and names: no call into the serialiser. */
+static int put_plain_args(Buf *b, PyObject *args, PyObject *step) {
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    int has_step = 0, r = 1;
+    if (PUT_LIT(b, "{")) return -1;
+    for (int first = 1; r == 1 && PyDict_Next(args, &pos, &k, &v); first = 0) {
+        if (!PyUnicode_CheckExact(k)) return 0;
+        has_step |= PyUnicode_Compare(k, s_step) == 0;
+        r = (!first && PUT_LIT(b, ",")) ? -1 : put_plain_str(b, k);
+        if (r == 1) r = PUT_LIT(b, ":") ? -1 : put_plain_value(b, v);
+    }
+    if (r != 1) return r;
+    if (!has_step && (PUT_LIT(b, ",\"step\":") || put_obj(b, step))) return -1;
+    return PUT_LIT(b, "}") ? -1 : 1;
+}
+
 /* The args object of an X span: ``args`` (a dict or None) with the step when it has none, as
  * tracer.lines.jargs writes it. 1 when written, 0 when the record needs the Python formatter. */
 static int put_span_args(Buf *b, PyObject *dumps, PyObject *args, PyObject *step) {
     if (args != Py_None && !PyDict_CheckExact(args)) return 0;
     if (args == Py_None || PyDict_GET_SIZE(args) == 0)
         return (PUT_LIT(b, "{\"step\":") || put_obj(b, step) || PUT_LIT(b, "}")) ? -1 : 1;
+    Py_ssize_t mark = b->len;
+    int plain = put_plain_args(b, args, step);
+    if (plain != 0) return plain;
+    b->len = mark;
     int has = PyDict_Contains(args, s_step);
     if (has < 0) return -1;
     PyObject *j = PyObject_CallOneArg(dumps, args);
@@ -685,8 +691,8 @@ static int put_span_args(Buf *b, PyObject *dumps, PyObject *args, PyObject *step
 
 /* One deferred record written by C: 1 written, 0 not (the caller uses the Python formatter; ``b``
  * is then restored by the caller), -1 error. */
-static int put_record(Buf *b, PyObject *r, PyObject *heads, PyObject *make, PyObject *names,
-                      PyObject *make_name, PyObject *dumps, PyObject *counter_cat, PyObject *zero) {
+int put_record(Buf *b, PyObject *r, PyObject *heads, PyObject *make, PyObject *names,
+               PyObject *make_name, PyObject *dumps, PyObject *counter_cat, PyObject *zero) {
     Py_ssize_t n = PyTuple_GET_SIZE(r);
     if (n < 1 || !PyUnicode_CheckExact(PyTuple_GET_ITEM(r, 0))) return 0;
     PyObject *kind = PyTuple_GET_ITEM(r, 0), *h = NULL;
@@ -792,9 +798,9 @@ fail:
 
 static PyMethodDef methods[] = {
     {"begins", begins, METH_VARARGS,
-     "begins(rec, cache, make, heads, opened, ops, base) -> (text, n, others)"},
+     "begins(rec, cache, make, opened, ops, base) -> (text, n, others)"},
     {"ends", ends, METH_VARARGS,
-     "ends(rec, cache, make, heads, opened, ops, base, t_done, last) -> (text, events, others)"},
+     "ends(rec, cache, make, opened, ops, base, t_done, extra) -> (text, events, others)"},
     {"ready", ready, METH_VARARGS, "ready(names, make_name, reqs, head, t, step) -> (text, lines)"},
     {"ready_held", ready_held, METH_VARARGS,
      "ready_held(names, make_name, held, head, base, step) -> (text, lines)"},
@@ -819,7 +825,7 @@ PyMODINIT_FUNC PyInit__oplines(void) {
     if (PyType_Ready(&CompletionsType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m && (PyModule_AddObjectRef(m, "Completions", (PyObject *)&CompletionsType) < 0 ||
-              spans_add(m) < 0 || stamp_add(m) < 0))
+              spans_add(m) < 0 || stamp_add(m) < 0 || lines_add(m) < 0))
         Py_CLEAR(m);
     return m;
 }

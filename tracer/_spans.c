@@ -4,11 +4,11 @@
  *
  * Why C: the runtime opens and closes a few dozen spans a step (responses, memcpy, the backend's
  * phases, the framework's waits), each a Python method call on caches the step has swept; a
- * Python frame there costs microseconds. Here a call builds one tuple. The recorder's ``enabled``
+ * Python frame there costs microseconds. Here a call builds one tuple and hands it to the
+ * recorder's ``Lines`` (tracer/_lines.c), which writes its line at once. The recorder's ``enabled``
  * and ``step`` are read from its instance dict at each call, so nothing needs to be kept in sync.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_buf.h"
 #include <time.h>
 
 /* time.perf_counter_ns() of CPython on Linux: CLOCK_MONOTONIC (a test checks the two agree). */
@@ -21,8 +21,7 @@ static long long now_ns(void) {
 typedef struct {
     PyObject_HEAD
     PyObject *state;   /* the recorder's __dict__: "enabled", "step" */
-    PyObject *q, *drops;
-    Py_ssize_t cap;
+    PyObject *lines;   /* where the records go (tracer._oplines.Lines) */
     long long base;
 } Spans;
 
@@ -30,15 +29,13 @@ static PyObject *s_enabled, *s_step_key, *s_S, *s_X, *s_C;
 
 static int spans_traverse(Spans *s, visitproc visit, void *arg) {
     Py_VISIT(s->state);
-    Py_VISIT(s->q);
-    Py_VISIT(s->drops);
+    Py_VISIT(s->lines);
     return 0;
 }
 
 static int spans_clear(Spans *s) {
     Py_CLEAR(s->state);
-    Py_CLEAR(s->q);
-    Py_CLEAR(s->drops);
+    Py_CLEAR(s->lines);
     return 0;
 }
 
@@ -49,19 +46,19 @@ static void spans_dealloc(Spans *s) {
 }
 
 static int spans_init(Spans *s, PyObject *args, PyObject *kw) {
-    PyObject *state, *q, *drops;
-    Py_ssize_t cap;
+    PyObject *state, *lines;
     long long base;
     if (kw && PyDict_GET_SIZE(kw)) {
         PyErr_SetString(PyExc_TypeError, "Spans takes no keyword arguments");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "O!OnOL", &PyDict_Type, &state, &q, &cap, &drops, &base))
+    if (!PyArg_ParseTuple(args, "O!OL", &PyDict_Type, &state, &lines, &base)) return -1;
+    if (!lines_check(lines)) {
+        PyErr_SetString(PyExc_TypeError, "Spans needs a tracer._oplines.Lines");
         return -1;
+    }
     Py_XSETREF(s->state, Py_NewRef(state));
-    Py_XSETREF(s->q, Py_NewRef(q));
-    Py_XSETREF(s->drops, Py_NewRef(drops));
-    s->cap = cap;
+    Py_XSETREF(s->lines, Py_NewRef(lines));
     s->base = base;
     return 0;
 }
@@ -97,7 +94,7 @@ static int parse(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, con
 /* Whether the recorder is enabled (1/0), -1 on error. */
 /* -1 with an error when ``s`` was made by __new__ alone (or cleared by the collector). */
 static int unready(Spans *s) {
-    if (s->state && s->q && s->drops) return 0;
+    if (s->state && s->lines) return 0;
     PyErr_SetString(PyExc_RuntimeError, "Spans not initialised");
     return -1;
 }
@@ -128,12 +125,10 @@ static PyObject *spans_begin(Spans *s, PyObject *const *args, Py_ssize_t nargs,
     return tok;
 }
 
-int buffer_record(PyObject *q, Py_ssize_t cap, PyObject *drops, PyObject *rec, long long events);
-
-/* Buffer ``rec`` (one event; consumed) unless the buffer is full (then count it as dropped). */
-static PyObject *put(Spans *s, PyObject *rec) {
+/* ``rec`` (one event; consumed) to the recorder's lines (dropped and counted when they are full). */
+static PyObject *put_rec(Spans *s, PyObject *rec) {
     if (!rec) return NULL;
-    int r = buffer_record(s->q, s->cap, s->drops, rec, 1);
+    int r = lines_record(s->lines, rec);
     Py_DECREF(rec);
     return r < 0 ? NULL : Py_NewRef(Py_None);
 }
@@ -165,12 +160,12 @@ static PyObject *spans_end(Spans *s, PyObject *const *args, Py_ssize_t nargs, Py
     }
     Py_XDECREF(rel0);
     Py_XDECREF(rel1);
-    return put(s, rec);
+    return put_rec(s, rec);
 }
 
 /* Buffer a counter record ("C", name, t, value) (a new reference to None, NULL on error). */
 static PyObject *put_counter(Spans *s, PyObject *name, PyObject *t, PyObject *value) {
-    return put(s, PyTuple_Pack(4, s_C, name, t, value));
+    return put_rec(s, PyTuple_Pack(4, s_C, name, t, value));
 }
 
 static PyObject *rel_time(Spans *s, PyObject *ts_ns) {
@@ -243,7 +238,7 @@ static PyTypeObject SpansType = {
     .tp_name = "tracer._oplines.Spans",
     .tp_basicsize = sizeof(Spans),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "Spans(recorder_dict, q, cap, drops, base): a recorder's begin, end, counter and "
+    .tp_doc = "Spans(recorder_dict, lines, base): a recorder's begin, end, counter and "
               "counters in C",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)spans_init,

@@ -6,22 +6,27 @@ holding dicts were promoted through its generations and made full collections of
 process more frequent). The sparse ones (spans, counters, the framework's waits) are left as tuples
 for the writer thread, which formats them with :meth:`LineBuilder.deferred` (or the same in C).
 
-Cheap by construction: the constant part of a line (name, cat, ph, pid, tid, and a tensor's id) is
-built once per name and cached, so a line costs a couple of integer formats. ``ts`` and ``dur`` are
+Cheap by construction: the constant part of a line (name, cat, ph, pid, tid) is built once per
+name and cached, so a line costs a couple of integer formats. Each tensor's lifecycles are on a
+thread of their own (:meth:`LineBuilder.tensor_tid`), named by metadata lines the writer takes
+from :meth:`LineBuilder.take_threads`. ``ts`` and ``dur`` are
 integer nanoseconds from the rank's base written with an exponent, ``123456789e-3``: a JSON number
 in µs, exact, and far cheaper to format than a float. Keys come in the order docs/TRACE_FORMAT.md
 gives: name, cat, ph, pid, tid, ts, then dur / s / id2, then args.
 """
 from __future__ import annotations
 
+import re
+
 from tracer import vocab
 from tracer.format import dumps
-from tracer.op_lines_py import ARGS, JNAME, KEY, line
+from tracer.op_lines_py import ARGS, HB, HE, HX, KEY
 from tracer.op_lines_py import ready as ready_lines
 
+_TID = re.compile(r'"tid":(\d{4,})')   # a tensor's thread (vocab.TID_TENSOR_BASE and up)
 CACHE_MAX = 1 << 16     # names of a job are bounded, but unnamed ops count up: keep caches bounded
-TENSOR_ARGS = (vocab.ARG_TENSOR, vocab.ARG_OP, vocab.ARG_BYTES, vocab.ARG_DTYPE, vocab.ARG_SHAPE,
-               vocab.ARG_REDUCE_OP, vocab.ARG_PROCESS_SET)   # a lifecycle's outer args, in order
+TENSOR_ARGS = (vocab.ARG_OP, vocab.ARG_BYTES, vocab.ARG_DTYPE, vocab.ARG_SHAPE, vocab.ARG_REDUCE_OP,
+               vocab.ARG_PROCESS_SET)   # a lifecycle's args before its step, in order
 
 
 class _Tick:
@@ -50,6 +55,11 @@ def jargs(args: dict | None, step: int, extra: dict | None = None) -> str:
     return dumps(a).decode()
 
 
+def error_text(error) -> str:
+    """What follows the step in the args of a lifecycle's end: the error, if any."""
+    return "" if error is None else f',"{vocab.ARG_ERROR}":{jstr(error)}'
+
+
 class LineBuilder:
     """Formats the lines of one rank's trace (``pid`` = rank), caching the constant parts."""
 
@@ -58,18 +68,64 @@ class LineBuilder:
         self._tensors: dict = {}   # name -> constant text (tensor_text)
         self._names: dict = {}     # name -> its JSON string (json_name), for READY lines
         self._heads: dict = {}
-        head = f',"cat":"{vocab.CAT_TENSOR}","ph":"%s","pid":{pid},"tid":{vocab.TID_FRAMEWORK},"ts":'
-        self.tensor_heads = (head % "b", head % "e")   # see op_lines_py
+        self._tids: dict = {}        # tensor name -> its thread (never cleared: ids stay stable)
+        self._named: set = set()     # names whose thread the current file part names
+        self._unwritten: list = []   # metadata lines naming threads, for the writer
+
+    # ---- tensors' threads --------------------------------------------------------------------
+    def tensor_tid(self, name: str) -> int:
+        """The thread of tensor ``name``'s lifecycles (made on first use), named in the file part
+        by metadata lines (:meth:`take_threads`) when it is not yet."""
+        tid = self._tids.get(name)
+        if tid is None:
+            tid = self._tids[name] = vocab.TID_TENSOR_BASE + len(self._tids)
+        if name not in self._named:
+            self._named.add(name)
+            self._unwritten.append(self._thread_meta(name, tid))
+        return tid
+
+    def _thread_meta(self, name: str, tid: int) -> str:
+        return (f'{{"name":"thread_name","ph":"M","pid":{self.pid},"tid":{tid},'
+                f'"args":{{"name":{jstr(name)}}}}},\n'
+                f'{{"name":"thread_sort_index","ph":"M","pid":{self.pid},"tid":{tid},'
+                f'"args":{{"sort_index":{tid}}}}}')
+
+    def take_threads(self) -> list:
+        """The metadata lines of the threads named since the last call (each str holds two)."""
+        n = len(self._unwritten)   # lines appended meanwhile wait for the next call
+        out = self._unwritten[:n]
+        del self._unwritten[:n]
+        return out
+
+    def new_part(self, carried: str) -> list:
+        """A new file part starts with the lines ``carried`` over: the metadata lines naming the
+        tensor threads they use. Other threads are named again as they are used (the text cache
+        is emptied so that the next line of each tensor passes through :meth:`tensor_text`)."""
+        self._named.clear()
+        self._tensors.clear()
+        tids = {int(t) for t in _TID.findall(carried)}
+        out = []
+        if tids:
+            for name, tid in self._tids.items():
+                if tid in tids:
+                    self._named.add(name)
+                    out.append(self._thread_meta(name, tid))
+        return out
+
+    def tensor_head(self, name: str, ph: str) -> str:
+        """The start of a ``ph`` line of tensor ``name``'s lifecycle, up to its ``ts`` value."""
+        return self._head(ph, self.tensor_tid(name), name, vocab.CAT_TENSOR)
 
     # ---- constant parts --------------------------------------------------------------------
     def tensor_text(self, name: str, key: tuple) -> tuple:
         """The constant text of one tensor's lifecycle lines, made and cached: a tuple indexed by
-        :mod:`tracer.op_lines_py`'s slots (KEY, JNAME, ARGS). ``key`` = (op, bytes, dtype, shape,
-        reduce_op, process_set) gives its slice's args."""
+        :mod:`tracer.op_lines_py`'s slots (KEY, ARGS, HX, HB, HE). ``key`` = (op, bytes, dtype,
+        shape, reduce_op, process_set) gives its slice's args."""
         op, nbytes, dtype, shape, reduce_op, ps = key
-        args = dumps(dict(zip(TENSOR_ARGS, (name, op, nbytes, dtype, tuple(shape),
+        args = dumps(dict(zip(TENSOR_ARGS, (op, nbytes, dtype, tuple(shape),
                                             getattr(reduce_op, "value", reduce_op), ps))))
-        c = (key, jstr(name), args.decode()[:-1] + ",")
+        c = (key, args.decode()[:-1] + ",", self.tensor_head(name, "X"), self.tensor_head(name, "B"),
+             self.tensor_head(name, "E"))
         if len(self._tensors) >= CACHE_MAX:
             self._tensors.clear()
         self._tensors[name] = c
@@ -159,13 +215,11 @@ class LineBuilder:
         """:meth:`tensor_begin` for many, ``items`` = [(name, negotiate, t, step, info)] with times
         absolute (``base`` is subtracted); one string."""
         get, out = self._tensors.get, []
-        hb = self.tensor_heads[0]
         for name, negotiate, t, step, info in items:
             c = get(name)
             if c is None or c[KEY] != info:   # the key holds the op, so its negotiation too
                 c = self.tensor_text(name, info)
-            jn = c[JNAME]
-            out.append(f'{line(jn, hb, t - base)}{c[ARGS]}"step":{step}}}}}')
+            out.append(f'{c[HB]}{t - base}e-3,"args":{c[ARGS]}"step":{step}}}}}')
         return ",\n".join(out)
 
     def tensor_end(self, name: str, t_done: int, step: int, error: str | None) -> str:
@@ -177,11 +231,8 @@ class LineBuilder:
         """:meth:`tensor_end` for many, ``items`` = [(name, t_done, error)] with times absolute
         (``base`` is subtracted); one string."""
         get, out = self._tensors.get, []
-        he = self.tensor_heads[1]
-        s = f'{{"step":{step}}}}}'
         for name, t_done, error in items:
             c = get(name)
-            jn = c[JNAME] if c is not None else jstr(name)
-            last = s if error is None else jargs({vocab.ARG_ERROR: error}, step) + "}"
-            out.append(f'{line(jn, he, t_done - base)}{last}')
+            he = c[HE] if c is not None else self.tensor_head(name, "E")
+            out.append(f'{he}{t_done - base}e-3,"args":{{"step":{step}{error_text(error)}}}}}')
         return ",\n".join(out)

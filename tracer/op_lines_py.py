@@ -11,11 +11,10 @@ submitted, on the recorder's clock) and a ``meta`` dict holding the recorder's s
 from __future__ import annotations
 
 SUBMITTED = "submitted"
-# slots of a tensor's constant-text tuple: the key its args were made from, its name as a JSON
-# string (also its async id: the slice is named after the tensor) and the args of its slice (an open
-# object). What all tensors share is in ``heads`` = (head of a "b" line after the name, the same for
-# "e"): each line reads {"name":JNAME HEAD TS e-3,"id2":{"local":JNAME},"args":ARGS}.
-KEY, JNAME, ARGS = range(3)
+# slots of a tensor's constant-text tuple: the key its args were made from, the args of its slice
+# (an open object, the step and the closing braces to follow) and the heads of its X, B and E lines
+# on the tensor's own thread, up to the "ts" value: an X line reads HX TS e-3,"dur":D e-3,"args":ARGS
+KEY, ARGS, HX, HB, HE = range(5)
 
 
 def split_stamped(rec, ops):
@@ -41,49 +40,52 @@ def _text(cache, make, op):
     return c
 
 
-def line(jn, head, t):
-    """The start of one lifecycle line of the tensor named ``jn`` (JSON), up to its args."""
-    return f'{{"name":{jn}{head}{t}e-3,"id2":{{"local":{jn}}},"args":'
+def _begin(op, c, stamp, base):
+    return f'{c[HB]}{op.submit_ns - base}e-3,"args":{c[ARGS]}"step":{stamp[1]}}}}}'
 
 
-def _begin(op, c, stamp, hb, base):
-    return f'{line(c[JNAME], hb, op.submit_ns - base)}{c[ARGS]}"step":{stamp[1]}}}}}'
+def _end(c, td, step, extra):
+    return f'{c[HE]}{td}e-3,"args":{{"step":{step}{extra}}}}}'
 
 
-def begins(rec, cache, make, heads, opened, ops, base):
-    """Begin lines of the ops stamped by ``rec`` whose begin ``opened`` does not hold yet (one
-    each: the tensor's slice opens at its submission, with its args): (text, how many, [ops stamped
-    by another recorder] or None). ``opened`` (a dict) maps their names to their text; None counts
-    them all without writing."""
+def _whole(op, c, stamp, base, td, extra):
+    ts = op.submit_ns - base
+    return f'{c[HX]}{ts}e-3,"dur":{td - ts}e-3,"args":{c[ARGS]}"step":{stamp[1]}{extra}}}}}'
+
+
+def begins(rec, cache, make, opened, ops, base):
+    """B lines of the ops stamped by ``rec`` whose B ``opened`` does not hold yet (one each: the
+    tensor's slice opens at its submission, with its args, on the tensor's thread): (text, how
+    many, [ops stamped by another recorder] or None). ``opened`` (a dict) maps their names to their
+    text; None counts them all without writing."""
     mine, others = split_stamped(rec, ops)
     if opened is None:
         return "", len(mine), others
-    out, hb = [], heads[0]
+    out = []
     for op, stamp in mine:
         if op.name in opened:
             continue
         c = opened[op.name] = _text(cache, make, op)
-        out.append(_begin(op, c, stamp, hb, base))
+        out.append(_begin(op, c, stamp, base))
     return ",\n".join(out), len(out), others
 
 
-def ends(rec, cache, make, heads, opened, ops, base, t_done, last):
-    """The lifecycle lines of the ops stamped by ``rec``, all finished at ``t_done``: the end line,
-    preceded by the begin line unless ``opened`` holds the op (popped; it also holds the text
-    the end uses, a tuple like ``cache``'s, or anything else to look it up): (text, events, others).
-    ``last`` is the args of each end (the step, and the error if any)."""
+def ends(rec, cache, make, opened, ops, base, t_done, extra):
+    """The lifecycles of the ops stamped by ``rec``, all finished at ``t_done``: one X line each,
+    or an E line when ``opened`` holds the op (its B is written; popped, it holds the text, a tuple
+    like ``cache``'s, or anything else to look it up): (text, events, others). ``extra`` follows
+    the step in their args (e.g. ``,"error":...``)."""
     out = []
-    hb, he = heads
     td = t_done - base
     mine, others = split_stamped(rec, ops)
     for op, stamp in mine:
-        c = opened.pop(op.name, None)   # the begin's text: the end line needs no args of its own
+        c = opened.pop(op.name, None)
         if c is None:
+            out.append(_whole(op, _text(cache, make, op), stamp, base, td, extra))
+            continue
+        if c.__class__ is not tuple:
             c = _text(cache, make, op)
-            out.append(_begin(op, c, stamp, hb, base))
-        elif c.__class__ is not tuple:
-            c = _text(cache, make, op)
-        out.append(f'{line(c[JNAME], he, td)}{last}')
+        out.append(_end(c, td, stamp[1], extra))
     return ",\n".join(out), len(out), others
 
 
@@ -122,15 +124,15 @@ class Completions:
     write, for the general path: every item when any has an error, else the items stamped by
     another recorder (None when none)."""
 
-    def __init__(self, rec, cache, make, heads, opened, lock, q, cap, drops, base):
-        self.rec, self.cache, self.make, self.heads, self.opened = rec, cache, make, heads, opened
+    def __init__(self, rec, cache, make, opened, lock, q, cap, drops, base):
+        self.rec, self.cache, self.make, self.opened = rec, cache, make, opened
         self.lock, self.q, self.cap, self.drops, self.base = lock, q, cap, drops, base
         self.closed = False
 
     def __call__(self, done, t_done):
         if any(item[2] is not None for item in done):
             return list(done)
-        out, rest, he = [], None, self.heads[1]
+        out, rest = [], None
         td = t_done - self.base
         with self.lock:
             for item in done:
@@ -144,11 +146,11 @@ class Completions:
                     continue
                 c = self.opened.pop(op.name, None)
                 if c is None:
+                    out.append(_whole(op, _text(self.cache, self.make, op), stamp, self.base, td, ""))
+                    continue
+                if c.__class__ is not tuple:
                     c = _text(self.cache, self.make, op)
-                    out.append(_begin(op, c, stamp, self.heads[0], self.base))
-                elif c.__class__ is not tuple:
-                    c = _text(self.cache, self.make, op)
-                out.append(f'{line(c[JNAME], he, td)}{{"step":{stamp[1]}}}}}')
+                out.append(_end(c, td, stamp[1], ""))
         if out and not self.closed:
             if len(self.q) < self.cap:
                 self.q.append(",\n".join(out))

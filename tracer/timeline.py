@@ -21,6 +21,7 @@ from tracer import lines, op_lines, recorder, vocab
 from tracer.op_lines_py import split_stamped
 from tracer.clock import wall_ns
 from tracer.config import TimelineSettings
+from tracer.format import dumps
 from tracer.tracefile import TraceFile
 from tracer.writer import TimelineWriter
 
@@ -69,17 +70,24 @@ class TimelineRecorder:
         self._ready_head = self._lb.ready_head
         f = TraceFile(self.path, self.meta, pid, self.base_ns, settings.max_bytes, settings.cap_mode,
                       settings.keep_parts)
-        self._writer = TimelineWriter(self._q, f, settings.flush_interval_s, self.events_dropped,
-                                      self._lb, self.inflight_begins)
         self.nvtx = emitter is not None   # callers skip :meth:`tensor_phase` when False
-        # the ends of finished ops in one call (NVTX needs the per-op path of ops_end)
+        # C build without NVTX: spans, counters and lifecycle ends are formatted where they are
+        # recorded, into ``Lines``, and the writer takes its bytes whole (NVTX needs the per-op
+        # path of ops_end, and the Python methods)
+        fast = op_lines.Lines is not None and op_lines.Spans is not None and not self.nvtx
+        lb = self._lb
+        self._lines = op_lines.Lines(lb._heads, lb._head, lb._names, lb.json_name, dumps,
+                                     vocab.CAT_COUNTER, self._q, self._cap, self._drops) \
+            if fast else None
+        self._writer = TimelineWriter(self._q, f, settings.flush_interval_s, self.events_dropped,
+                                      lb, self.inflight_begins, self._lines)
+        # the ends of finished ops in one call
         self.finish_ops = None if self.nvtx else op_lines.Completions(
-            self, self._lb._tensors, self._lb.tensor_text, self._lb.tensor_heads, self._open,
-            self._open_lock, self._q, self._cap, self._drops, self.base_ns)
-        if op_lines.Spans is not None and not self.nvtx:
-            # span and counter calls in C, the same records (they read ``enabled`` and ``step``
-            # from here)
-            spans = op_lines.Spans(self.__dict__, self._q, self._cap, self._drops, self.base_ns)
+            self, lb._tensors, lb.tensor_text, self._open, self._open_lock,
+            self._q if self._lines is None else self._lines, self._cap, self._drops, self.base_ns)
+        if fast:
+            # span and counter calls in C (they read ``enabled`` and ``step`` from here)
+            spans = op_lines.Spans(self.__dict__, self._lines, self.base_ns)
             self.begin, self.end = spans.begin, spans.end
             self.counter, self.counters = spans.counter, spans.counters
         self.enabled = self._in_window(step)
@@ -242,7 +250,7 @@ class TimelineRecorder:
         full = self._closed or len(self._q) >= self._cap
         lb = self._lb
         with self._open_lock:
-            text, n, others = op_lines.begins(self, lb._tensors, lb.tensor_text, lb.tensor_heads,
+            text, n, others = op_lines.begins(self, lb._tensors, lb.tensor_text,
                                               None if full else self._open, ops, self.base_ns)
         if n:
             if full:
@@ -267,28 +275,14 @@ class TimelineRecorder:
             for op, _ in split_stamped(self, ops)[0]:
                 for phase in (vocab.negotiate_name(op.op_type), vocab.QUEUE, op.name):
                     self._nv_stop(op.name, phase)
-        # each end carries the step its op was submitted in: an op not waited for at once may
-        # finish after the next step is marked, and a response may fuse ops of two steps
-        by_step: dict = {}
-        for op in ops:
-            st = op.meta.get(recorder.SUBMITTED)
-            by_step.setdefault(st[1] if st else self.step, []).append(op)
+        # each lifecycle carries the step its op was submitted in (its stamp's): an op not waited
+        # for at once may finish after the next step is marked, and a response may fuse ops of two
         lb = self._lb
-        texts, events, others = [], 0, None
         with self._open_lock:
-            for step, group in by_step.items():
-                last = f'{{"step":{step}}}}}' if error is None else \
-                    lines.jargs({vocab.ARG_ERROR: error}, step) + "}"
-                text, n, more = op_lines.ends(
-                    self, lb._tensors, lb.tensor_text, lb.tensor_heads, self._open, group,
-                    self.base_ns, t_done, last)
-                if n:
-                    texts.append(text)
-                    events += n
-                if more:
-                    others = more if others is None else others + more
+            text, events, others = op_lines.ends(self, lb._tensors, lb.tensor_text, self._open, ops,
+                                                 self.base_ns, t_done, lines.error_text(error))
         if events and not self._closed:
-            self._put(",\n".join(texts), events)
+            self._put(text, events)
         return others
 
     def inflight_begins(self) -> str:
@@ -303,8 +297,8 @@ class TimelineRecorder:
             # an op that left the mapping is being finished: its ops_end writes its whole slice
             # (begins skips the ops whose begin is written already)
             live = [op for op in ops if src.get(op.name) is op]
-            return op_lines.begins(self, lb._tensors, lb.tensor_text, lb.tensor_heads, self._open,
-                                   live, self.base_ns)[0]
+            return op_lines.begins(self, lb._tensors, lb.tensor_text, self._open, live,
+                                   self.base_ns)[0]
 
     def ready_held(self, held):
         """READY ticks of requests that arrived together, for each (reqs, ts_ns) of ``held``."""

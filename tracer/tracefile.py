@@ -43,6 +43,7 @@ class TraceFile:
         self.capped = False          # stop mode: the cap was hit, later events are discarded
         self.discarded = 0           # events not written because of the cap
         self.lines_written = 0
+        self.on_new_part = None      # carried lines -> lines to write first (LineBuilder.new_part)
         self._fd = None
         self._open(self.path)
 
@@ -147,6 +148,8 @@ class TraceFile:
                     os.unlink(part_path(self.path, stale))
                 except OSError:
                     pass
+            if self.on_new_part is not None:   # name the tensor threads the part starts with
+                rest = self.on_new_part("\n".join(rest)) + rest
             self.write(rest)
         else:
             self._pwrite_lines([self._instant(vocab.CAP_REACHED, {

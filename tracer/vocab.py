@@ -19,23 +19,26 @@ Threads (``tid``) inside each rank's process (``pid`` = rank):
     BACKEND     the collective itself (RING_ALLREDUCE with nested RING_REDUCE_SCATTER/RING_ALLGATHER,
                 MPI_ALLREDUCE, NCCL_ALLREDUCE, GLOO_ALLREDUCE, MPI_ALLGATHER, ...)
     CYCLES      CYCLE spans (only with mark-cycles on)
+    TENSOR_BASE + k   the k-th tensor name's lifecycles (k in order of first use; named by
+                metadata lines): they never overlap there, a name is in flight at most once
 
-Per-tensor lifecycles overlap each other, so they are async events (``ph`` b/e, ``cat`` "tensor",
-async id = the tensor name): one slice named after the tensor, from its submission (the ``b``, with
-the tensor's args) to its completion (the ``e``). The phases between are the same for every tensor of
-a response, so they are written once per response, on its FUSED_RESPONSE span: the span starts when
-the response starts executing and its ``queue_ns`` arg is how long the response waited before that
-since it arrived. A tensor's negotiation is therefore [its ``b``, FUSED_RESPONSE start - queue_ns]
-and its QUEUE phase [FUSED_RESPONSE start - queue_ns, FUSED_RESPONSE start] (the viewer rebuilds
-both per tensor). Format 1 wrote them per tensor as nested NEGOTIATE_<OP> and QUEUE async slices,
-six lines per tensor instead of two; readers accept both. The id is
-written as ``"id2": {"local": <tensor>}`` (process-scoped: Perfetto then keeps one track per tensor per
-rank; a plain ``"id"`` string is global in Perfetto and would mix ranks in a merged file). Read it with
-:func:`async_id`, which also accepts a plain ``id``.
+Per-tensor lifecycles overlap each other, so each tensor's are on a thread of its own (``cat``
+"tensor"), as in Horovod's timeline: one slice named after the tensor, from its submission to its
+completion, with the tensor's args. A finished op is one ``X``; an op whose begin had to be written
+before it finished (in flight at a flush, or with NVTX) is a ``B`` and later an ``E``, so a hung or
+killed job leaves it open. The phases between are the same for every tensor of a response, so
+they are written once per response, on its FUSED_RESPONSE span: the span starts when the response
+starts executing and its ``queue_ns`` arg is how long the response waited before that since it
+arrived. A tensor's negotiation is therefore [its submission, FUSED_RESPONSE start - queue_ns] and
+its QUEUE phase [FUSED_RESPONSE start - queue_ns, FUSED_RESPONSE start] (the viewer rebuilds both
+per tensor). Format 2 wrote each lifecycle as an async ``b``/``e`` pair on the framework thread,
+with ``"id2": {"local": <tensor>}`` (read with :func:`async_id`, which also accepts a plain
+``id``); format 1 also nested NEGOTIATE_<OP> and QUEUE async slices in it. Readers accept all three.
+Generic async slices (``async_begin``/``async_end``) are still ``b``/``e`` with ``id2.local``.
 """
 
 VERSION_KEY = "ringscope"  # key of the run metadata inside "otherData"
-FORMAT_VERSION = 2   # 2: per-tensor phases on the response (see above); 1: nested per tensor
+FORMAT_VERSION = 3   # 3: a thread per tensor (see above); 2: async b/e; 1: nested phases too
 
 # ---- threads -------------------------------------------------------------------------------
 TID_FRAMEWORK = 1
@@ -43,6 +46,7 @@ TID_NEGOTIATION = 2
 TID_FUSION = 3
 TID_BACKEND = 4
 TID_CYCLES = 5
+TID_TENSOR_BASE = 1000   # + k: the k-th tensor's lifecycles (LineBuilder.tensor_tid)
 THREAD_NAMES = {
     TID_FRAMEWORK: "framework",
     TID_NEGOTIATION: "negotiation",
@@ -52,7 +56,7 @@ THREAD_NAMES = {
 }
 
 # ---- categories (``cat``) ------------------------------------------------------------------
-CAT_TENSOR = "tensor"        # async per-tensor lifecycle (b/e)
+CAT_TENSOR = "tensor"        # per-tensor lifecycle (X, or B/E, on the tensor's thread)
 CAT_FRAMEWORK = "framework"
 CAT_NEGOTIATION = "negotiation"
 CAT_FUSION = "fusion"

@@ -1,9 +1,10 @@
 """The writer thread: drains the recorder's buffer of event lines and writes them.
 
-It wakes every ``flush_interval_s`` (at most 1 s), turns the buffered records (lines the recorder
-formatted, and spans, counters and waits left as tuples) into one chunk of bytes
-(:func:`tracer.op_lines.chunk`, C when built) and hands it to :class:`tracer.tracefile.TraceFile`
-in one ``pwritev``, with the begins of the runtime's ops still in flight after them (``pending``:
+It wakes every ``flush_interval_s`` (at most 1 s), takes the lines the C build formatted where
+they were recorded (``formatted``, a :class:`tracer._oplines.Lines`: its bytes as they are), turns
+the buffered records (lines the recorder formatted, and spans, counters and waits left as tuples)
+into one chunk of bytes (:func:`tracer.op_lines.chunk`, C when built) and hands both to
+:class:`tracer.tracefile.TraceFile` in one ``pwritev``, with the begins of the runtime's ops still in flight after them (``pending``:
 an op's slice is otherwise written whole when it completes). Errors on disk never reach the training
 thread: the writer reports once on stderr and discards from then on.
 """
@@ -23,10 +24,13 @@ class TimelineWriter:
     """Owns the file; everything it does happens on its own daemon thread."""
 
     def __init__(self, queue: deque, tracefile: TraceFile, flush_interval_s: float, dropped,
-                 lines=None, pending=None):
+                 lines=None, pending=None, formatted=None):
         self._q = queue
+        self._formatted = formatted
         lb = lines or tracefile.lines
         self._deferred = lb.deferred   # formats records left as tuples
+        self._threads = lb.take_threads   # metadata lines naming tensors' threads, new since
+        tracefile.on_new_part = lb.new_part
         self._chunk_args = (lb._heads, lb._head, lb._names, lb.json_name, dumps, lb.deferred,
                             vocab.CAT_COUNTER)
         self.file = tracefile
@@ -110,15 +114,19 @@ class TimelineWriter:
 
     def _drain(self) -> None:
         q = self._q
+        pre = self._formatted.take() if self._formatted is not None else (b"", 0)
         n = len(q)
         # n pops in C (each one atomic; records appended meanwhile wait for the next flush)
         out = list(starmap(q.popleft, repeat((), n)))
+        threads = self._threads()   # after the records: those name every thread they use
+        if threads:
+            out[:0] = threads
         # after the records: an op finished since has its end queued for the next flush
         begins = self._pending() if self._pending is not None else ""
         if begins:
             out.append(begins)
         dropped = self._dropped()
-        if not out and dropped == self._last_dropped:
+        if not out and not pre[1] and dropped == self._last_dropped:
             return
         if dropped != self._last_dropped:
             self._last_dropped = dropped
@@ -126,14 +134,18 @@ class TimelineWriter:
             out.append(f.lines.counter(vocab.COUNTER_EVENTS_DROPPED, f.now_rel(), dropped))
         if self.broken or self.file.closed:
             return
-        self._guard(self._write, out)
+        self._guard(self._write, out, pre)
 
-    def _write(self, records) -> None:
-        # One chunk of bytes, formatted in C when built (no per-line strings to join and encode);
-        # a size cap needs the lines one by one.
-        if not self.file.write_chunk(*op_lines.chunk(records, *self._chunk_args)):
+    def _write(self, records, pre=(b"", 0)) -> None:
+        # One chunk of bytes, formatted in C when built (no per-line strings to join and encode),
+        # after the lines formatted already (``pre``); a size cap needs the lines one by one.
+        chunk, n = op_lines.chunk(records, *self._chunk_args)
+        if pre[1]:
+            chunk, n = (pre[0] + b",\n" + chunk if n else pre[0]), n + pre[1]
+        if not self.file.write_chunk(chunk, n):
             deferred = self._deferred
-            self.file.write([x if x.__class__ is str else deferred(x) for x in records])
+            first = pre[0].decode().split(",\n") if pre[1] else []   # no event holds a raw newline
+            self.file.write(first + [x if x.__class__ is str else deferred(x) for x in records])
 
     def _finish(self, shutdown_args) -> None:
         """``shutdown_args``: a dict, or a callable giving one (called after the last begins)."""

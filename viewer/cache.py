@@ -13,7 +13,7 @@ from pathlib import Path
 
 from viewer.jsonstream import file_signature
 
-CACHE_VERSION = 5  # 5: format-2 traces (phases rebuilt from the responses)
+CACHE_VERSION = 6  # 6: format-3 traces (a thread per tensor); 5: format 2 (phases rebuilt from the responses)
 CACHE_DIRNAME = ".ringscope-cache"  # matches .gitignore
 _TABLES = ("events", "tensor_ops", "fused_ops", "readiness", "cycles")
 

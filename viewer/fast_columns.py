@@ -130,21 +130,28 @@ def constant(n: int, value):
     return np.zeros(n, dtype=np.int32), [value]
 
 
+def unify(*parts):
+    """``(codes, values)`` columns recoded into one list of distinct values: ``([codes, ...], values)``
+    (equal strings, equal codes, whichever column held them)."""
+    index: dict = {}
+    out = []
+    for codes, values in parts:
+        remap = np.array([index.setdefault(v, len(index)) for v in values] + [-1], dtype=np.int32)
+        out.append(remap[codes])
+    return out, list(index)
+
+
 def strings(parts, order=None):
     """A pandas ``string`` array from ``(codes, values)`` parts, concatenated (then reordered by
     ``order`` when given)."""
     import pandas as pd
     import pyarrow as pa
 
-    index: dict = {}
-    out = []
-    for codes, values in parts:
-        remap = np.array([index.setdefault(v, len(index)) for v in values] + [-1], dtype=np.int32)
-        out.append(remap[codes])
+    out, values = unify(*parts)
     codes = np.concatenate(out) if out else np.zeros(0, dtype=np.int32)
     if order is not None:
         codes = codes[order]
-    dictionary = pa.array(list(index), type=pa.large_string())
+    dictionary = pa.array(values, type=pa.large_string())
     arr = pa.DictionaryArray.from_arrays(pa.array(codes, mask=codes < 0), dictionary)
     return pd.arrays.ArrowStringArray(arr.cast(pa.large_string()))
 

@@ -1,9 +1,10 @@
 """Vectorised construction of one rank's tables from the Arrow-parsed columns of :mod:`viewer.fast_ringscope`.
 
-Async b/e events of one (id, name) alternate in time (a tensor name is in flight at most once), so the
-k-th begin pairs with the k-th end; a nested NEGOTIATE/QUEUE slice (format 1) belongs to the lifecycle of
-its tensor open at its begin. Format 2 has no nested slices: :mod:`viewer.fast_phases` rebuilds them
-from the responses.
+A tensor lifecycle is an async b/e pair (formats 1 and 2) or, in format 3, an X (or a B/E pair) with
+``cat`` "tensor" on the tensor's own thread. Begins and ends of one (id, name), or of one such thread,
+alternate in time (a tensor name is in flight at most once), so the k-th begin pairs with the k-th end;
+a nested NEGOTIATE/QUEUE slice (format 1) belongs to the lifecycle of its tensor open at its begin.
+Formats 2 and 3 have no nested slices: :mod:`viewer.fast_phases` rebuilds them from the responses.
 Rows are selected and joined as numpy index arrays over string codes (:mod:`viewer.fast_columns`);
 strings are built once, for the output columns.
 """
@@ -13,7 +14,7 @@ import numpy as np
 
 from tracer import vocab as V
 from viewer import fast_phases, frames
-from viewer.fast_columns import (coalesce, constant, cumcount, dense, int_na, lookup, lut, ns, strings,
+from viewer.fast_columns import (coalesce, constant, cumcount, dense, int_na, lookup, lut, ns, strings, unify,
                                  with_default)
 
 
@@ -31,14 +32,17 @@ class _Rows:
         self.ts = cols.floats("ts", 0.0)
         self.dur = cols.floats("dur", 0.0)
         self.is_x = lut(phv, lambda v: v == "X")[self.ph]
-        self.plain = np.flatnonzero(lut(phv, lambda v: v in ("X", "i", "I", "n"))[self.ph])
+        cat, cats = cols.codes("cat")
+        # format 3: a lifecycle on its tensor's thread (X, or B/E), not a span
+        self.own = lut(cats, lambda v: v == V.CAT_TENSOR)[cat] & lut(phv, lambda v: v in ("X", "B", "E"))[self.ph]
+        self.plain = np.flatnonzero(lut(phv, lambda v: v in ("X", "i", "I", "n"))[self.ph] & ~self.own)
         self.asy = np.flatnonzero(lut(phv, lambda v: v in ("b", "e"))[self.ph])
         self.counters = np.flatnonzero(lut(phv, lambda v: v == "C")[self.ph])
-        self.is_e = lut(phv, lambda v: v == "e")[self.ph]
+        self.is_end = lut(phv, lambda v: v in ("e", "E"))[self.ph]
         self.step, self.step_ok = cols.ints("args.step", -1)
         self.resp, self.resp_ok = cols.ints("args.response", -1)
-        ends = self.ts + np.where(self.is_x, self.dur, 0.0)
-        self.last_ts = float(ends.max()) if cols.n else 0.0
+        self.ends = self.ts + np.where(self.is_x, self.dur, 0.0)
+        self.last_ts = float(self.ends.max()) if cols.n else 0.0
 
     def named(self, rows, *names):
         """The rows among ``rows`` whose name is one of ``names``."""
@@ -49,7 +53,7 @@ class _Rows:
 def build(cols, rank: int) -> dict:
     """``{events, tensor_ops, fused_ops, readiness, cycles, _last_ts_us, _shutdown}``."""
     r = _Rows(cols)
-    outer, parts = _pair_async(r)
+    outer, parts = _lifecycles(r)
     x = r.plain[r.is_x[r.plain]]
     fused = r.named(x, V.FUSED_RESPONSE)
     fast_phases.attach(r, outer, parts, fused)
@@ -59,35 +63,63 @@ def build(cols, rank: int) -> dict:
             "_last_ts_us": r.last_ts, "_shutdown": _shutdown(r)}
 
 
-def _pair_async(r):
-    """(outer lifecycles, nested phases): dicts of arrays, one entry per begin, in file order."""
+def _lifecycles(r):
+    """(outer lifecycles, nested phases): dicts of arrays, one entry per begin, in file order of the
+    begin. ``r.aid`` codes each row's tensor into ``r.aid_values``: the async id, or (format 3) the
+    event's name."""
     from viewer.fast_ringscope import Fallback
 
     cols = r.cols
-    aid = coalesce(coalesce(cols.codes("id2.local"), cols.codes("id2.global")), cols.codes("id"))
-    asy = r.asy
-    a_aid = aid[0][asy]
-    if (a_aid < 0).any():
+    ids = coalesce(coalesce(cols.codes("id2.local"), cols.codes("id2.global")), cols.codes("id"))
+    (id_codes, name_codes), r.aid_values = unify(ids, (r.name, r.names))
+    if (id_codes[r.asy] < 0).any():
         raise Fallback("async events without an id")
-    r.aid_values = aid[1]
-    r.aid = aid[0]
-    group = dense(a_aid.astype("int64") * (len(r.names) + 1) + r.name[asy])
-    is_e = r.is_e[asy]
-    k = cumcount(group * 2 + is_e)
-    bi, ei = np.flatnonzero(~is_e), np.flatnonzero(is_e)
-    span = int(k.max()) + 1 if len(k) else 1
-    m = lookup(group[ei] * span + k[ei], group[bi] * span + k[bi])
-    b = asy[bi]
-    e = np.where(m >= 0, asy[ei[np.maximum(m, 0)]] if len(ei) else -1, -1)
-    closed = m >= 0
-    nested = lut(r.names, lambda v: v.startswith(V.NEGOTIATE_PREFIX) or v == V.QUEUE)[r.name[b]]
-    pairs = {"b": b, "e": e, "closed": closed, "end_ts": np.where(closed, r.ts[np.maximum(e, 0)], r.last_ts),
-             "aid": r.aid[b], "k": k[bi]}
-    outer = {c: v[~nested] for c, v in pairs.items()}
-    parts = {c: v[nested] for c, v in pairs.items()}
+    r.aid = np.where(r.own, name_codes, id_codes)
+    outer, parts = _pair_async(r)
+    own = _pair_threads(r)
+    order = np.argsort(np.concatenate([outer["b"], own["b"]]), kind="stable")
+    outer = {c: np.concatenate([outer[c], own[c]])[order] for c in outer}
     outer["k"] = cumcount(outer["aid"])  # the k-th lifecycle of this tensor
     _link(r, outer, parts)
     return outer, parts
+
+
+def _pair(r, rows, group):
+    """Begins among ``rows`` with the end of the same ``group`` (the k-th begin with the k-th end):
+    ``{b, e (-1 if none), closed, end_ts, aid}`` (``k``: the begin's k), in file order."""
+    is_end = r.is_end[rows]
+    k = cumcount(group * 2 + is_end)
+    bi, ei = np.flatnonzero(~is_end), np.flatnonzero(is_end)
+    span = int(k.max()) + 1 if len(k) else 1
+    m = lookup(group[ei] * span + k[ei], group[bi] * span + k[bi])
+    b = rows[bi]
+    e = np.where(m >= 0, rows[ei[np.maximum(m, 0)]] if len(ei) else -1, -1)
+    return _outer(r, b, e, k[bi])
+
+
+def _outer(r, b, e, k):
+    closed = e >= 0
+    return {"b": b, "e": e, "closed": closed, "end_ts": np.where(closed, r.ends[np.maximum(e, 0)], r.last_ts),
+            "aid": r.aid[b], "k": k}
+
+
+def _pair_async(r):
+    """Async b/e pairs: (outer lifecycles, nested format-1 phases)."""
+    asy = r.asy
+    pairs = _pair(r, asy, dense(r.aid[asy].astype("int64") * (len(r.names) + 1) + r.name[asy]))
+    nested = lut(r.names, lambda v: v.startswith(V.NEGOTIATE_PREFIX) or v == V.QUEUE)[r.name[pairs["b"]]]
+    return {c: v[~nested] for c, v in pairs.items()}, {c: v[nested] for c, v in pairs.items()}
+
+
+def _pair_threads(r):
+    """Format-3 lifecycles: each X is one (begin and end on one row); B/E pair per tid."""
+    own = np.flatnonzero(r.own)
+    x = own[r.is_x[own]]
+    be = own[~r.is_x[own]]
+    tid, _ = r.cols.ints("tid", 0)
+    pairs = _pair(r, be, dense(tid[be]))
+    done = _outer(r, x, x, np.zeros(len(x), dtype="int64"))
+    return {c: np.concatenate([done[c], pairs[c]]) for c in pairs}
 
 
 def _link(r, outer, parts):

@@ -30,6 +30,7 @@ class _Parser:
                                      "response", "bytes", "value")}
         self.ops = []           # tensor lifecycles (dicts)
         self.open_async = {}    # id -> stack of open lifecycle dicts
+        self.open_threads = {}  # tid -> open format-3 lifecycles (B without E yet), in file order
         self.fused = []         # FUSED_RESPONSE args + times
         self.memcpy = []        # (name, ts, dur, response)
         self.activity = []      # (name, ts, dur, response, args)
@@ -64,6 +65,7 @@ class _Parser:
     def feed(self, events):
         threads = V.THREAD_NAMES
         intern = sys.intern
+        tensor_cat = V.CAT_TENSOR
         c = self.cols
         a_thread, a_name, a_cat, a_ph = c["thread"].append, c["name"].append, c["cat"].append, c["ph"].append
         a_ts, a_dur, a_tensor, a_step = c["ts"].append, c["dur"].append, c["tensor"].append, c["step"].append
@@ -76,7 +78,11 @@ class _Parser:
             ts = ev.get("ts", 0.0)
             name = ev.get("name", "")
             args = ev.get("args")
-            if ph == "X" or ph == "i" or ph == "I" or ph == "n":
+            if (ph == "X" or ph == "B" or ph == "E") and ev.get("cat") == tensor_cat:
+                end = self._own_thread(ph, ev.get("tid"), name, ts, ev.get("dur", 0.0), args)
+                if end > last:
+                    last = end
+            elif ph == "X" or ph == "i" or ph == "I" or ph == "n":
                 tid = ev.get("tid")
                 name = intern(name)
                 a_thread(threads.get(tid) or str(tid))
@@ -157,15 +163,35 @@ class _Parser:
             self.syncs.append((ts, dur, args.get("tensor") or args.get("tensors"),
                                _int_or(args.get("step"), -1)))
 
+    def _lifecycle(self, tensor, name, cat, ts, args):
+        op = {"tensor": tensor, "submit": ts, "args": dict(args or {}), "parts": {}, "name": name, "cat": cat}
+        self.ops.append(op)
+        return op
+
+    @staticmethod
+    def _done(op, ts, args):
+        if args:
+            op["args"].update(args)
+        op["done"] = ts
+
+    def _own_thread(self, ph, tid, name, ts, dur, args):
+        """A format-3 lifecycle event (on its tensor's thread; the tensor is its name): an X is a
+        finished op, a B opens one that the tid's next E closes. Returns the event's end."""
+        if ph == "X":
+            self._done(self._lifecycle(name, name, V.CAT_TENSOR, ts, args), ts + dur, None)
+            return ts + dur
+        if ph == "B":
+            self.open_threads.setdefault(tid, []).append(self._lifecycle(name, name, V.CAT_TENSOR, ts, args))
+        elif self.open_threads.get(tid):
+            self._done(self.open_threads[tid].pop(0), ts, args)
+        return ts
+
     def _async(self, ph, aid, name, cat, ts, args):
         stack = self.open_async.setdefault(aid, [])
         nested = name.startswith(_NESTED_ASYNC)
         if ph == "b":
             if not nested:
-                op = {"tensor": aid if aid is not None else name, "submit": ts, "args": dict(args or {}),
-                      "parts": {}, "name": name, "cat": cat}
-                stack.append(op)
-                self.ops.append(op)
+                stack.append(self._lifecycle(aid if aid is not None else name, name, cat, ts, args))
             elif stack:
                 stack[-1]["parts"][name] = [ts, None, args]
             return
@@ -179,9 +205,7 @@ class _Parser:
                 if args:
                     op["args"].update(args)
             return
-        if args:
-            op["args"].update(args)
-        op["done"] = ts
+        self._done(op, ts, args)
         stack.pop()
 
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from tracer import vocab as V
 
 MERGED_KEY = "ringscope_merged"
-_LANE_TID = 1000  # overlap lanes get tid + k * 1000
+_LANE_TID = 1_000_000  # overlap lanes get tid + k * 1e6 (clear of format 3's tensor threads, 1000 + k)
+_THREAD_META = ("thread_name", "thread_sort_index")
 
 
 @dataclass
@@ -77,8 +78,9 @@ def _rank_events(src: RankSource):
     out = []
     for chunk in reader.chunks():
         for ev in chunk:
-            if ev.get("ph") == "M":
-                continue
+            if ev.get("ph") == "M" and not (src.format == "ringscope" and ev.get("name") in _THREAD_META
+                                            and ev.get("tid") not in V.THREAD_NAMES):
+                continue  # rewritten by _metadata; the rank's own extra threads (tensors) keep their names
             if src.format == "ringscope":
                 ev["pid"] = src.rank
                 if "id" in ev:  # a plain id is global in Perfetto: keep ranks apart

@@ -19,7 +19,7 @@ EVENTS = {
     "ph": "string",          # X for spans (async pairs are joined into X), i instant, C counter
     "t_ns": "int64",
     "dur_ns": "int64",       # 0 for instants and counters
-    "tensor": "string",      # args.tensor, else the async id, else NA
+    "tensor": "string",      # args.tensor, else the async id (format 3: the name), else NA
     "step": "int64",
     "response": "int64",
     "bytes": "Int64",

@@ -32,8 +32,8 @@ def _completions(mod, rec, q=None, cap=100, drops=None, opened=None):
     opened = {} if opened is None else opened
     q = deque() if q is None else q
     drops = itertools.count() if drops is None else drops
-    return mod.Completions(rec, lb._tensors, lb.tensor_text, lb.tensor_heads, opened,
-                           threading.Lock(), q, cap, drops, 1_000), lb, opened, q, drops
+    return mod.Completions(rec, lb._tensors, lb.tensor_text, opened, threading.Lock(), q, cap,
+                           drops, 1_000), lb, opened, q, drops
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -44,25 +44,26 @@ def test_completions_write_what_ends_writes_each_end_with_its_own_step(impl):
     ops += [Op("elsewhere", (other, 3, 3)), Op("unstamped", None)]
     comp, lb, opened, q, _ = _completions(mod, rec)
     # the first op's begin is written already (the writer's pass over ops in flight)
-    mod.begins(rec, lb._tensors, lb.tensor_text, lb.tensor_heads, opened, ops[:1], 1_000)
+    mod.begins(rec, lb._tensors, lb.tensor_text, opened, ops[:1], 1_000)
     done = [(op, None, None) for op in ops]
     rest = comp(done, 90_000)
     assert rest == [done[len(NAMES)]] and not opened and len(q) == 1
     got = _parse(q[0])
-    assert len(got) == 2 * len(NAMES) - 1
+    assert len(got) == len(NAMES)   # one line each: the E of the op whose B is written, else an X
     for i, name in enumerate(NAMES):
-        mine = [x for x in got if x["id2"]["local"] == name]
-        assert [x["ph"] for x in mine] == (["e"] if i == 0 else ["b", "e"])
-        assert mine[-1]["ts"] == 89.0 and mine[-1]["args"] == {"step": 5 + i % 2}
+        mine = [x for x in got if x["name"] == name]
+        assert [x["ph"] for x in mine] == (["E"] if i == 0 else ["X"])
+        assert mine[0]["tid"] == v.TID_TENSOR_BASE + i and mine[0]["args"]["step"] == 5 + i % 2
         if i:
-            assert mine[0]["args"]["step"] == 5 + i % 2 and mine[0]["ts"] == (1_000 + i) / 1e3
-    # the same text as the general path, given one step
+            assert mine[0]["ts"] == (1_000 + i) / 1e3 and mine[0]["ts"] + mine[0]["dur"] == 89.0
+        else:
+            assert mine[0]["ts"] == 89.0 and mine[0]["args"] == {"step": 5}
+    # the same text as the general path
     same = [Op(n, (rec, 2_000 + i, 7)) for i, n in enumerate(NAMES)]
     comp2, lb2, _, q2, _ = _completions(mod, rec)
     comp2([(op, None, None) for op in same], 90_000)
-    text, events, _ = P.ends(rec, lb2._tensors, lb2.tensor_text, lb2.tensor_heads, {}, same, 1_000,
-                             90_000, '{"step":7}}')
-    assert q2[0] == text and events == 2 * len(NAMES)
+    text, events, _ = P.ends(rec, lb2._tensors, lb2.tensor_text, {}, same, 1_000, 90_000, "")
+    assert q2[0] == text and events == len(NAMES)
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -76,7 +77,7 @@ def test_completions_leave_errors_to_the_general_path_and_respect_close_and_cap(
     assert comp(failed, 50) == failed and not q   # nothing written: every item handed back
     assert comp(done[:2], 50) is None and len(q) == 1
     assert comp(done[2:], 60) is None and len(q) == 1   # full: counted, not buffered
-    assert next(drops) == 2 * len(done[2:])   # each a begin and an end
+    assert next(drops) == len(done[2:])   # each one X
     comp.closed = True
     q.clear()
     assert comp(done, 70) is None and not q
@@ -92,8 +93,8 @@ def test_c_completions_reject_bad_items_and_release_the_lock():
         comp([(object(), None, None)], 1)
     lock = threading.Lock()
     lb = L.LineBuilder(0)
-    comp = C.Completions(rec, lb._tensors, lb.tensor_text, lb.tensor_heads, {}, lock, deque(), 9,
-                         itertools.count(), 0)
+    comp = C.Completions(rec, lb._tensors, lb.tensor_text, {}, lock, deque(), 9, itertools.count(),
+                         0)
     with pytest.raises(AttributeError):
         comp([(object(), None, None)], 1)
     assert lock.acquire(blocking=False)
@@ -130,8 +131,21 @@ def _needs_spans():
         pytest.skip(f"the recorder uses its Python span calls ({op_lines.IMPL} line functions)")
 
 
+def _events_of(rec):
+    """The recorder's buffered events as they will be written: the lines formatted where they
+    were recorded (C build), then the records left for the writer, formatted as it does."""
+    lines = []
+    if rec._lines is not None:
+        text, n = rec._lines.take()
+        lines = _parse(text.decode())
+        assert len(lines) == n
+    rest = [json.loads(r if r.__class__ is str else rec._lb.deferred(r)) for r in rec._q]
+    rec._q.clear()
+    return lines + rest
+
+
 @needs_c
-def test_c_spans_buffer_the_records_the_python_methods_buffer(tmp_path):
+def test_c_spans_write_the_lines_the_python_methods_write(tmp_path):
     _needs_spans()
     t = time.perf_counter_ns()
     assert t <= C.now_ns() <= time.perf_counter_ns()   # the recorders' clock
@@ -149,24 +163,32 @@ def test_c_spans_buffer_the_records_the_python_methods_buffer(tmp_path):
         rec.end(c)
         rec.end(None)
         rec.counter(v.COUNTER_QUEUE_DEPTH, 3, ts_ns=rec.base_ns + 7)
-        rec.counters(((v.COUNTER_QUEUE_DEPTH, 1), (v.COUNTER_FUSION_FILL, 2)), rec.base_ns + 8)
+        rec.counters(((v.COUNTER_QUEUE_DEPTH, 1), (v.COUNTER_FUSION_FILL, 2.5)), rec.base_ns + 8)
         rec.counters([("now", 5)])
-        recs = list(rec._q)
+        evs = _events_of(rec)
         rec.enabled = False
         assert rec.begin(v.TID_FUSION, "x", "y") is None
         rec.counter("off", 1)
         rec.counters((("off", 1),))
-        assert len(rec._q) == len(recs)
+        assert not _events_of(rec)
         rec.close()
-        assert [r[0] for r in recs] == ["S", "X", "X", "C", "C", "C", "C"]
-        assert recs[3:6] == [("C", v.COUNTER_QUEUE_DEPTH, 7, 3), ("C", v.COUNTER_QUEUE_DEPTH, 8, 1),
-                             ("C", v.COUNTER_FUSION_FILL, 8, 2)]
-        assert recs[6][:2] == ("C", "now") and recs[6][3] == 5 and recs[6][2] > 0
-        recs = recs[:6]
-        assert recs[1][4] == 500 and recs[2][4] == 9 and recs[0][5] <= recs[0][6]
-        # the end times (and the S span's start) differ between runs: compare everything else
-        got.append([r[:5] + r[6:] if r[0] == "X" else r[:5] + r[7:] if r[0] == "S" else r
-                    for r in recs])
+        assert sorted(e["ph"] for e in evs) == ["C", "C", "C", "C", "X", "X", "X"]
+        counters = sorted((e["name"], e["ts"], e["args"]) for e in evs if e["ph"] == "C")
+        counters = sorted(counters, key=lambda c: c[1])   # a float value is Python's to format
+        assert counters[:3] == [(v.COUNTER_QUEUE_DEPTH, 0.007, {"value": 3}),
+                                (v.COUNTER_FUSION_FILL, 0.008, {"value": 2.5}),
+                                (v.COUNTER_QUEUE_DEPTH, 0.008, {"value": 1})]
+        assert counters[3][0] == "now" and counters[3][2] == {"value": 5} and counters[3][1] > 0
+        spans = {e["name"]: e for e in evs if e["ph"] == "X"}
+        assert spans[v.FUSED_RESPONSE]["ts"] == 0.5 and spans["RING_ALLGATHER"]["ts"] == 0.009
+        assert spans[v.FUSED_RESPONSE]["args"] == {"response": 3, "more": 1, "step": 4}
+        assert spans[v.SYNCHRONIZE]["args"] == {"tensor": "grad.w", "step": 4}
+        # the end times (and the SYNCHRONIZE span's start) differ between runs
+        for e in evs:
+            e.pop("dur", None)
+            if e["name"] in (v.SYNCHRONIZE, "now"):
+                e.pop("ts")
+        got.append(sorted(json.dumps(e, sort_keys=True) for e in evs))
     assert got[0] == got[1]
 
 
@@ -183,11 +205,15 @@ def test_c_spans_count_drops_and_reject_bad_calls(tmp_path):
             rec.end(("short",))
         with pytest.raises(TypeError):
             rec.counters([("name-only",)])
-        rec._q.extend([""] * (rec._cap - len(rec._q)))
+        rec._lines.take()
+        for _ in range(rec._cap):
+            rec.counter("fill", 1)
+        assert len(rec._lines) == rec._cap
         before = rec.events_dropped()
         rec.end(rec.begin(1, "x", "y"))
-        assert rec.events_dropped() == before + 1 and len(rec._q) == rec._cap
-        rec._q.clear()
+        rec.counters((("a", 1), ("b", 2)))
+        assert rec.events_dropped() == before + 3 and len(rec._lines) == rec._cap
+        rec._lines.take()
     finally:
         rec.close()
 
@@ -223,10 +249,8 @@ def test_general_path_ends_carry_each_ops_own_step(tmp_path, error):
                            error)[0].name == "elsewhere"
         got = _parse(rec._q.pop())
         assert not rec._q
-        ends = {x["id2"]["local"]: x["args"] for x in got if x["ph"] == "e"}
-        want = {n: {"step": 3 + i % 2} | ({"error": error} if error else {})
-                for i, n in enumerate(NAMES)}
-        assert ends == want and len(got) == 2 * len(NAMES)
+        ends = {x["name"]: (x["args"]["step"], x["args"].get("error")) for x in got if x["ph"] == "X"}
+        assert ends == {n: (3 + i % 2, error) for i, n in enumerate(NAMES)} and len(got) == len(NAMES)
     finally:
         rec.close()
 
@@ -302,3 +326,29 @@ def test_c_calls_made_without_init_raise_instead_of_crashing():
             call()
     with pytest.raises(RuntimeError, match="not initialised"):
         C.Completions.__new__(C.Completions)([], 1)
+
+
+@needs_c
+def test_c_lines_join_take_and_hand_unusual_records_to_python():
+    """Lines: text and records become lines joined by ",\\n", taken whole; a record the C formatter
+    leaves to Python goes to the deque; past the cap events are dropped and counted."""
+    from tracer.format import dumps
+    lb, q, drops = L.LineBuilder(3), deque(), itertools.count()
+    lines = C.Lines(lb._heads, lb._head, lb._names, lb.json_name, dumps, v.CAT_COUNTER, q, 4, drops)
+    assert lines.take() == (b"", 0)
+    lines.put('{"a":1},\n{"b":2}', 2)
+    lines.record(("C", v.COUNTER_QUEUE_DEPTH, 1_000, 7))
+    lines.record(("C", v.COUNTER_QUEUE_DEPTH, 2_000, 0.5))       # a float: Python's
+    assert len(lines) == 3 and list(q) == [("C", v.COUNTER_QUEUE_DEPTH, 2_000, 0.5)]
+    text, n = lines.take()
+    assert n == 3 and _parse(text.decode())[2] == json.loads(lb.counter(v.COUNTER_QUEUE_DEPTH, 1_000, 7))
+    assert lines.take() == (b"", 0)
+    lines.put("{}", 1)
+    lines.put("{},\n{},\n{}", 3)
+    lines.put("{}", 1)                                             # full: dropped
+    lines.record(("C", "x", 1, 1))
+    assert next(drops) == 2 and lines.take()[1] == 4
+    with pytest.raises(RuntimeError, match="not initialised"):
+        C.Lines.__new__(C.Lines).put("{}", 1)
+    with pytest.raises(TypeError):
+        lines.record(["C", "x", 1, 1])

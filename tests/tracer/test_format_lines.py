@@ -38,29 +38,37 @@ def test_complete_instant_counter_ready():
 
 
 def test_tensor_lifecycle_lines():
-    """Format 2: one line at submission (the slice opens with the tensor's args), one at
-    completion (the step, or the error); the phases between are the response's."""
+    """Format 3: each tensor on a thread of its own, named by metadata lines; a B at submission
+    (the slice opens with the tensor's args), an E at completion (the step, or the error); the
+    phases between are the response's."""
     lb = L.LineBuilder(0)
     neg = v.negotiate_name(v.ALLREDUCE)
     other_shape = (v.ALLREDUCE, 64, "float32", (16,), "Sum", 0)
     for step, info in ((3, INFO), (4, INFO), (5, other_shape), (6, INFO)):
         begin = _parse(lb.tensor_begin(ODD, neg, 1_000, info, step))
-        assert [(e["name"], e["ph"], e["ts"], e["id2"]["local"]) for e in begin] == [
-            (ODD, "b", 1.0, ODD)]
-        assert begin[0]["args"] == {"tensor": ODD, "op": info[0], "bytes": info[1],
-                                    "dtype": info[2], "shape": list(info[3]),
-                                    "reduce_op": info[4], "process_set": info[5], "step": step}
+        assert [(e["name"], e["ph"], e["ts"], e["tid"]) for e in begin] == [
+            (ODD, "B", 1.0, v.TID_TENSOR_BASE)]
+        assert begin[0]["args"] == {"op": info[0], "bytes": info[1], "dtype": info[2],
+                                    "shape": list(info[3]), "reduce_op": info[4],
+                                    "process_set": info[5], "step": step}
     many = _parse(lb.tensor_begins([(ODD, neg, 5_000, 7, INFO), ("b", neg, 6_000, 7, INFO)], 1_000))
-    assert [(e["id2"]["local"], e["ts"]) for e in many] == [(ODD, 4.0), ("b", 5.0)]
+    assert [(e["name"], e["ts"], e["tid"]) for e in many] == [
+        (ODD, 4.0, v.TID_TENSOR_BASE), ("b", 5.0, v.TID_TENSOR_BASE + 1)]
     ends = _parse(lb.tensor_ends([(ODD, 4_000, None), ("b", 5_000, "x")], 1_000, 7))
-    assert [(e["id2"]["local"], e["name"], e["ph"], e["ts"]) for e in ends] == [
-        (ODD, ODD, "e", 3.0), ("b", "b", "e", 4.0)]
-    assert [e["args"] for e in ends] == [{"step": 7}, {v.ARG_ERROR: "x", "step": 7}]
+    assert [(e["name"], e["ph"], e["ts"], e["tid"]) for e in ends] == [
+        (ODD, "E", 3.0, v.TID_TENSOR_BASE), ("b", "E", 4.0, v.TID_TENSOR_BASE + 1)]
+    assert [e["args"] for e in ends] == [{"step": 7}, {"step": 7, v.ARG_ERROR: "x"}]
     end = _parse(lb.tensor_end("never seen", 4_000, 3, None))   # no cached text: made on the spot
-    assert [(e["name"], e["ph"], e["ts"], e["id2"]["local"]) for e in end] == [
-        ("never seen", "e", 4.0, "never seen")]
-    assert all(e["cat"] == v.CAT_TENSOR and e["tid"] == v.TID_FRAMEWORK
-               for e in begin + many + ends + end)
+    assert [(e["name"], e["ph"], e["ts"], e["tid"]) for e in end] == [
+        ("never seen", "E", 4.0, v.TID_TENSOR_BASE + 2)]
+    assert all(e["cat"] == v.CAT_TENSOR for e in begin + many + ends + end)
+    meta = _parse(",\n".join(lb.take_threads()))
+    assert [(e["name"], e["tid"], e["args"]) for e in meta] == [
+        ("thread_name", 1000, {"name": ODD}), ("thread_sort_index", 1000, {"sort_index": 1000}),
+        ("thread_name", 1001, {"name": "b"}), ("thread_sort_index", 1001, {"sort_index": 1001}),
+        ("thread_name", 1002, {"name": "never seen"}),
+        ("thread_sort_index", 1002, {"sort_index": 1002})]
+    assert lb.take_threads() == []   # given once
 
 
 def test_tensor_span():

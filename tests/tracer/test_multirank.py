@@ -56,7 +56,7 @@ def test_every_tensor_of_every_fused_op_appears(run):
         evs = doc["traceEvents"]
         lifecycles = defaultdict(int)
         for e in evs:
-            if e["ph"] == "b" and v.async_id(e) == e["name"]:
+            if e.get("cat") == v.CAT_TENSOR and e["ph"] in ("X", "B"):
                 lifecycles[e["name"]] += 1
         fused = [e for e in evs if e["name"] == v.FUSED_RESPONSE]
         assert fused and any(e["args"][v.ARG_COUNT] > 1 for e in fused), "nothing was fused"
@@ -76,11 +76,16 @@ def _ns(x):
 def test_no_complete_events_overlap_without_nesting(run):
     docs, _ = run
     for r, doc in docs.items():
-        by_thread = defaultdict(list)
+        by_thread, opened = defaultdict(list), defaultdict(list)
         for e in doc["traceEvents"]:
             if e["ph"] == "X":
                 by_thread[e["tid"]].append((_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"]), e["name"]))
-        assert len(by_thread) >= 3
+            elif e["ph"] == "B":   # a lifecycle written before it ended (on its tensor's thread)
+                opened[e["tid"]].append((_ns(e["ts"]), e["name"]))
+            elif e["ph"] == "E":
+                t0, name = opened[e["tid"]].pop()
+                by_thread[e["tid"]].append((t0, _ns(e["ts"]), name))
+        assert len(by_thread) >= 3 and any(tid >= v.TID_TENSOR_BASE for tid in by_thread)
         for tid, spans in by_thread.items():
             spans.sort(key=lambda s: (s[0], -s[1]))
             stack = []

@@ -42,11 +42,10 @@ def _parse(text):
 def _run_begins_ends(impl, ops, rec, error=None):
     lb = L.LineBuilder(2)
     opened = {}
-    b = impl.begins(rec, lb._tensors, lb.tensor_text, lb.tensor_heads, opened, ops, 1_000)
-    last = '{"step":7}}' if error is None else L.jargs({v.ARG_ERROR: error}, 7) + "}"
-    e = impl.ends(rec, lb._tensors, lb.tensor_text, lb.tensor_heads, opened,
-                  ops + [Op("never", (rec, 1, 1))], 1_000, 90_000, last)
-    return b, e, opened
+    b = impl.begins(rec, lb._tensors, lb.tensor_text, opened, ops, 1_000)
+    e = impl.ends(rec, lb._tensors, lb.tensor_text, opened, ops + [Op("never", (rec, 1, 1))],
+                  1_000, 90_000, L.error_text(error))
+    return b, e, opened, lb.take_threads()
 
 
 @needs_c
@@ -63,20 +62,27 @@ def test_c_and_python_write_the_same_text(error):
     c = _run_begins_ends(C, ops, rec, error)
     p = _run_begins_ends(P, ops, rec, error)
     assert c == p
-    (btext, n, others), (etext, events, eothers), opened = c
+    (btext, n, others), (etext, events, eothers), opened, threads = c
     assert n == len(NAMES) and [o.name for o in others] == ["elsewhere"]
     assert [o.name for o in eothers] == ["elsewhere"] and not opened
-    assert events == len(NAMES) + 2   # "never" had no begin: the end writes its whole slice
+    assert events == len(NAMES) + 1   # "never" had no B: its whole slice is one X
     lines = _parse(btext) + _parse(etext)
     assert len(lines) == n + events
-    for i, name in enumerate(NAMES):   # one slice per tensor: b at submission, e at completion
-        outer = [x for x in lines if x["id2"]["local"] == name]
-        assert [(x["name"], x["ph"]) for x in outer] == [(name, "b"), (name, "e")]
+    # each tensor on its own thread, named by metadata: B at submission, E at completion
+    names = {x["tid"]: x["args"]["name"] for x in _parse(",\n".join(threads))
+             if x["name"] == "thread_name"}
+    assert sorted(names) == list(range(v.TID_TENSOR_BASE, v.TID_TENSOR_BASE + len(NAMES) + 1))
+    for i, name in enumerate(NAMES):
+        outer = [x for x in lines if x["name"] == name]
+        assert [x["ph"] for x in outer] == ["B", "E"] and all(x["cat"] == v.CAT_TENSOR for x in outer)
+        assert names[outer[0]["tid"]] == name and outer[0]["tid"] == outer[1]["tid"]
         assert outer[0]["ts"] == (2_000 + i - 1_000) / 1e3 and outer[1]["ts"] == 89.0
-        assert outer[1]["args"] == ({"step": 7} if error is None else {"error": error, "step": 7})
-    never = [x for x in _parse(etext) if x["id2"]["local"] == "never"]
-    assert [(x["ph"], x["ts"]) for x in never] == [("b", -0.999), ("e", 89.0)]
+        assert outer[1]["args"] == ({"step": 6} if error is None else {"step": 6, "error": error})
+        assert "tensor" not in outer[0]["args"] and outer[0]["args"]["step"] == 6
+    never = [x for x in _parse(etext) if x["name"] == "never"]
+    assert [(x["ph"], x["ts"], x["dur"]) for x in never] == [("X", -0.999, 89.999)]
     assert never[0]["args"]["step"] == 1 and never[0]["args"]["bytes"] == 64
+    assert never[0]["args"].get("error") == error and names[never[0]["tid"]] == "never"
     first = [x for x in lines if x["name"] == NAMES[1]]
     assert first[0]["args"]["shape"] == list(ops[3].shape) and first[0]["args"]["step"] == 6
 
@@ -92,13 +98,12 @@ def test_begins_skip_ops_already_open(impl):
     ops = [Op(n, (rec, 10 + i, 2)) for i, n in enumerate(NAMES)]
     lb = L.LineBuilder(0)
     opened = {}
-    text, n, _ = mod.begins(rec, lb._tensors, lb.tensor_text, lb.tensor_heads, opened, ops[:2], 0)
+    text, n, _ = mod.begins(rec, lb._tensors, lb.tensor_text, opened, ops[:2], 0)
     assert n == 2 and len(_parse(text)) == 2
-    text, n, _ = mod.begins(rec, lb._tensors, lb.tensor_text, lb.tensor_heads, opened, ops, 0)
-    assert n == len(NAMES) - 2 and [x["id2"]["local"] for x in _parse(text)] == NAMES[2:]
+    text, n, _ = mod.begins(rec, lb._tensors, lb.tensor_text, opened, ops, 0)
+    assert n == len(NAMES) - 2 and [x["name"] for x in _parse(text)] == NAMES[2:]
     assert set(opened) == set(NAMES)
-    assert mod.begins(rec, lb._tensors, lb.tensor_text, lb.tensor_heads, opened, ops, 0)[:2] == \
-        ("", 0)
+    assert mod.begins(rec, lb._tensors, lb.tensor_text, opened, ops, 0)[:2] == ("", 0)
 
 
 @needs_c
@@ -137,7 +142,7 @@ def test_missing_attribute_is_an_error_not_a_crash():
     bad.meta[P.SUBMITTED] = (rec, 1)
     lb = L.LineBuilder(0)
     with pytest.raises(AttributeError):
-        op_lines.begins(rec, lb._tensors, lb.tensor_text, lb.tensor_heads, {}, [bad], 0)
+        op_lines.begins(rec, lb._tensors, lb.tensor_text, {}, [bad], 0)
 
 
 def test_impl_reports_what_runs():
@@ -164,6 +169,12 @@ def test_c_chunk_matches_python():
         ("X", "huge", "c", 7, 1 << 70, (1 << 70) + 5, 2, {"a": 1}, None),  # past 64 bits: Python
         ("S", v.SYNCHRONIZE, v.CAT_FRAMEWORK, v.TID_FRAMEWORK, NAMES[1], 300, 900, 3),
         ("S", v.SYNCHRONIZE, v.CAT_FRAMEWORK, v.TID_FRAMEWORK, "grad.w", 300, 900, -1),
+        # args C writes by hand when plain (ints, plain strings, None, bools, lists of names)
+        ("X", "plain", "c", 7, 1, 2, 2, {"a": None, "b": True, "c": False, "d": ["x", "y"],
+                                         "e": (), "f": "z", "step": 9}, None),
+        ("X", "escaped", "c", 7, 1, 2, 2, {"a": 'q"uote'}, None),
+        ("X", "wide", "c", 7, 1, 2, 2, {"a": 1 << 63, "b": ["x", 1]}, None),
+        ("X", "unicode", "c", 7, 1, 2, 2, {"ü": 1}, None),
     ]
 
     def run(impl):
@@ -182,6 +193,11 @@ def test_c_chunk_matches_python():
     assert got[5]["args"] == {"response": 4, "step": 3} and got[6]["args"] == {"step": 2}
     assert got[8]["args"] == {"a": 1, "b": 2, "step": 2}
     assert got[10]["args"] == {"tensor": NAMES[1], "step": 3}
+    assert got[12]["args"] == {"a": None, "b": True, "c": False, "d": ["x", "y"], "e": [], "f": "z",
+                               "step": 9}
+    assert [g["args"] for g in got[13:]] == [{"a": 'q"uote', "step": 2},
+                                             {"a": 1 << 63, "b": ["x", 1], "step": 2},
+                                             {"ü": 1, "step": 2}]
     assert C.chunk([], {}, None, {}, None, dumps, None, "counter") == (b"", 0)
     with pytest.raises(ValueError):   # an unknown record is the Python formatter's error
         C.chunk([("Z", 1)], {}, lb._head, {}, lb.json_name, dumps, lb.deferred, v.CAT_COUNTER)
@@ -208,4 +224,4 @@ def test_c_reads_slots_ops_like_any_other():
     del unset.submit_ns
     lb = L.LineBuilder(0)
     with pytest.raises(AttributeError):
-        C.begins(rec, lb._tensors, lb.tensor_text, lb.tensor_heads, {}, [unset], 0)
+        C.begins(rec, lb._tensors, lb.tensor_text, {}, [unset], 0)

@@ -117,3 +117,47 @@ def test_perfetto_reads_exact_nanosecond_times(env, tmp_path):
     assert rows == [[n, str(t0), str(t1 - t0)] for n, (t0, t1) in spans.items()]
     (counter,) = perfetto_query(rec.path, "select ts, value from counter", ["ts", "value"])
     assert counter == ["2000001", "3"]
+
+
+class _Op:
+    """The runtime's op, as the tracer reads it (tracer.recorder's OPS contract)."""
+
+    def __init__(self, rec, name, submit_ns, step):
+        self.name, self.op_type, self.nbytes, self.dtype = name, v.ALLREDUCE, 4096, "float32"
+        self.shape, self.reduce_op, self.process_set, self.submit_ns = (1024,), "Sum", 0, submit_ns
+        self.meta = {tracer.recorder.SUBMITTED: (rec, step)}
+
+
+def test_perfetto_shows_each_tensor_on_its_own_named_thread(env, tmp_path):
+    """The runtime's lifecycles (X when written whole, B then E when in flight at a flush, a B left
+    open): no import problem, one thread per tensor named after it, every slice on its tensor's."""
+    env(RINGSCOPE_TIMELINE=str(tmp_path) + "/")
+    inflight: dict = {}
+    tracer.recorder.set_inflight(inflight)
+    try:
+        rec = tracer.configure({"rank": 1, "size": 2, "host": "node0"})
+        names = [f"allreduce.layer{i}.weight" for i in range(4)]
+        b = rec.base_ns
+        for step in range(3):
+            ops = [_Op(rec, n, b + 1_000_000 * step + 10_000 * i, step) for i, n in enumerate(names)]
+            inflight.update((op.name, op) for op in ops)
+            if step == 1:
+                assert rec.flush()              # in flight at a flush: B lines now, E lines later
+            for op in ops:
+                del inflight[op.name]
+            rec.ops_end(ops, b + 1_000_000 * step + 500_000)
+        inflight["allreduce.hung"] = _Op(rec, "allreduce.hung", b + 4_000_000, 3)
+        tracer.close()
+    finally:
+        tracer.recorder.set_inflight(None)
+    bad, _ = perfetto_import_stats(rec.path, ARTIFACTS / "tracer_perfetto_tensor_threads.png")
+    assert bad == [], f"Perfetto import problems: {bad}"
+    rows = perfetto_query(rec.path, "select s.name as slice, t.name as thread, s.ts, s.dur "
+                                    "from slice s join thread_track tt on s.track_id = tt.id "
+                                    "join thread t using(utid) order by s.ts",
+                          ["slice", "thread", "ts", "dur"])
+    assert all(r[0] == r[1] for r in rows), rows
+    got = [(r[0], int(r[2]), int(r[3])) for r in rows]
+    want = [(n, 1_000_000 * s + 10_000 * i, 500_000 - 10_000 * i)
+            for s in range(3) for i, n in enumerate(names)]
+    assert got[:-1] == want and got[-1][:2] == ("allreduce.hung", 4_000_000) and got[-1][2] < 0

@@ -199,6 +199,32 @@ def test_cap_rotate_keeps_newest_parts(env, tmp_path):
             "base_epoch_ns"]
 
 
+def test_every_rotated_part_names_the_tensor_threads_it_uses(env, tmp_path):
+    """A tensor's thread is named once per file: a new part repeats the names known so far."""
+    env(RINGSCOPE_TIMELINE=str(tmp_path) + "/", RINGSCOPE_TIMELINE_MAX_MB=0.02,
+        RINGSCOPE_TIMELINE_CAP_MODE="rotate", RINGSCOPE_TIMELINE_KEEP_PARTS=3)
+    rec = tracer.configure({"rank": 0})
+    neg, info = v.negotiate_name(v.ALLREDUCE), (v.ALLREDUCE, 8, "float32", (2,), "Sum", 0)
+    for i in range(300):
+        t0 = rec.now()
+        names = [f"grad.{i % 7}", f"grad.once{i}"]
+        rec.tensors_begin([(n, neg, t0, 3, info) for n in names])
+        rec.tensors_end([(n, neg, t0 + 1, t0 + 2, t0 + 3, None) for n in names])
+        if i % 50 == 0:
+            rec.flush()
+    tracer.close()
+    parts = [load(p) for p in sorted(tmp_path.iterdir())]
+    with_life = 0
+    for d in parts:
+        evs = d["traceEvents"]
+        named = {e["tid"]: e["args"]["name"] for e in evs if e["name"] == "thread_name"}
+        life = [e for e in evs if e.get("cat") == v.CAT_TENSOR]
+        with_life += bool(life)
+        assert all(named[e["tid"]] == e["name"] for e in life)
+        assert len(named) == len(set(named.values()))   # one thread per name
+    assert len(parts) == 3 and with_life >= 2, [len(d["traceEvents"]) for d in parts]
+
+
 def test_dynamic_start_stop_records_only_inside_window(env, tmp_path):
     env(RINGSCOPE_TIMELINE="DYNAMIC")
     rec0 = tracer.configure({"rank": 1, "size": 2})
@@ -245,10 +271,10 @@ def test_tensor_spans_and_lifecycle_reach_the_file(env, tmp_path):
     assert len(sync) == 1 and sync[0]["args"] == {"tensor": "grad.w", "step": 7}
     assert sync[0]["pid"] == 2 and sync[0]["tid"] == v.TID_FRAMEWORK and sync[0]["dur"] >= 0
     life = [(e["name"], e["ph"]) for e in evs if e.get("cat") == v.CAT_TENSOR]
-    assert life == [("grad.w", "b"), ("grad.w", "e")]   # the phases between are the response's
-    outer = [e for e in evs if e["name"] == "grad.w" and e["ph"] == "b"][0]
-    assert outer["args"] == {"tensor": "grad.w", "op": v.ALLREDUCE, "bytes": 64, "dtype": "float32",
-                             "shape": [16], "reduce_op": "Sum", "process_set": 0, "step": 6}
+    assert life == [("grad.w", "B"), ("grad.w", "E")]   # the phases between are the response's
+    outer = [e for e in evs if e["name"] == "grad.w" and e["ph"] == "B"][0]
+    assert outer["args"] == {"op": v.ALLREDUCE, "bytes": 64, "dtype": "float32", "shape": [16],
+                             "reduce_op": "Sum", "process_set": 0, "step": 6}
     shut = [e for e in evs if e["name"] == v.SHUTDOWN][0]["args"]
     assert shut["unmatched_async_ends"] == 1 and shut["open_async_at_close"] == 0
 
@@ -266,12 +292,14 @@ def test_lifecycles_in_batches(env, tmp_path):
     tracer.close()
     evs = [e for e in events(rec.path) if e.get("cat") == v.CAT_TENSOR]
     assert len(evs) == 2 * len(names)
+    threads = {e["tid"]: e["args"]["name"] for e in events(rec.path) if e["name"] == "thread_name"}
     for i, n in enumerate(names):
-        life = [e for e in evs if e["id2"]["local"] == n]
-        assert [(e["name"], e["ph"]) for e in life] == [(n, "b"), (n, "e")]
+        life = [e for e in evs if e["name"] == n]
+        assert [e["ph"] for e in life] == ["B", "E"] and {threads[e["tid"]] for e in life} == {n}
         assert life[1]["ts"] - life[0]["ts"] == pytest.approx((30 - i) / 1e3)
     shut = [e for e in events(rec.path) if e["name"] == v.SHUTDOWN][0]["args"]
-    assert shut["unmatched_async_ends"] == 1 and shut["events_written"] == 2 * len(names)
+    # events after the head: the lifecycles and the metadata naming their threads (two each)
+    assert shut["unmatched_async_ends"] == 1 and shut["events_written"] == 4 * len(names)
 
 
 def test_dropped_lifecycle_batches_count_their_events_and_take_their_ends(env, tmp_path):

@@ -100,7 +100,7 @@ def test_async_pairing_counts_repeats_per_tensor(tmp_path):
 def test_plain_async_ids_and_missing_rank(tmp_path):
     """Async events with a plain "id" (no id2) and metadata without the rank: Arrow reads the extra
     fields it skips for the tracer's own files, and the tables match the Python parser's."""
-    p = tracegen.write_run(tmp_path, size=2, steps=2)[1]
+    p = tracegen.write_run(tmp_path, size=2, steps=2, fmt=2)[1]
     head, rest = p.read_text().split("\n", 1)
     rest = re.sub(r'"id2": \{"local": ("[^"]*")\}', r'"id": \1', rest)
     assert '"id2"' not in rest

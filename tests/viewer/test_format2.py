@@ -1,6 +1,6 @@
-"""Format 2 (phases on the response) reads into the same tables as format 1 (phases per tensor).
+"""Formats 2 and 3 (phases on the response) read into the same tables as format 1 (phases per tensor).
 
-tracegen writes the same run in both formats; both loader paths (Arrow and per-event Python) must give
+tracegen writes the same run in each format; both loader paths (Arrow and per-event Python) must give
 equal tensor_ops and events for them.
 """
 from __future__ import annotations
@@ -25,15 +25,19 @@ def _sorted(df):
     return df.sort_values(list(df.columns), ignore_index=True)
 
 
-def _both(tmp_path, rank=1, **kw):
-    """(format-1 file, format-2 file) of the same run."""
-    return tuple(tracegen.write_run(tmp_path / f"v{fmt}", fmt=fmt, **kw)[rank] for fmt in (1, 2))
+def _both(tmp_path, rank=1, fmt=2, **kw):
+    """(format-1 file, format-``fmt`` file) of the same run."""
+    return tuple(tracegen.write_run(tmp_path / f"v{f}", fmt=f, **kw)[rank] for f in (1, fmt))
+
+
+FMTS = pytest.mark.parametrize("fmt", [2, 3], ids=["fmt2", "fmt3"])
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["fast", "slow"])
 @pytest.mark.parametrize("run", sorted(RUNS))
-def test_format2_gives_the_format1_tables(tmp_path, run, fast):
-    f1, f2 = _both(tmp_path, **RUNS[run])
+@FMTS
+def test_format2_gives_the_format1_tables(tmp_path, run, fast, fmt):
+    f1, f2 = _both(tmp_path, fmt=fmt, **RUNS[run])
     assert b'"QUEUE"' in f1.read_bytes() and b'"QUEUE"' not in f2.read_bytes()
     a, b = parse_file(f1, warn=False, fast=fast), parse_file(f2, warn=False, fast=fast)
     ops = b["tensor_ops"]
@@ -48,8 +52,9 @@ def test_format2_gives_the_format1_tables(tmp_path, run, fast):
 
 
 @pytest.mark.parametrize("run", sorted(RUNS))
-def test_format2_fast_equals_slow(tmp_path, run):
-    f2 = tracegen.write_run(tmp_path, fmt=2, **RUNS[run])[0]
+@FMTS
+def test_format2_fast_equals_slow(tmp_path, run, fmt):
+    f2 = tracegen.write_run(tmp_path, fmt=fmt, **RUNS[run])[0]
     fast, slow = parse_file(f2, warn=False, fast=True), parse_file(f2, warn=False, fast=False)
     for t in ("tensor_ops", "fused_ops"):
         pd.testing.assert_frame_equal(fast[t], slow[t], obj=t)
@@ -69,11 +74,12 @@ def test_repeated_step_keys_match_by_time(tmp_path, fast):
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["fast", "slow"])
-def test_hang_ops_stay_unnegotiated(tmp_path, fast):
+@FMTS
+def test_hang_ops_stay_unnegotiated(tmp_path, fast, fmt):
     """Rank 1 never submits grad.b in step 1: the ops of that step never get a response. Both formats
     give the same tensor_ops (NA phases for the hung ops); format 1's open NEGOTIATE slices (to the
     end of the trace) are the only extra event rows."""
-    f1, f2 = _both(tmp_path, rank=0, size=2, steps=3, skip=(1, "grad.b", 1))
+    f1, f2 = _both(tmp_path, rank=0, fmt=fmt, size=2, steps=3, skip=(1, "grad.b", 1))
     a, b = parse_file(f1, warn=False, fast=fast), parse_file(f2, warn=False, fast=fast)
     pd.testing.assert_frame_equal(a["tensor_ops"], b["tensor_ops"])
     ops = b["tensor_ops"]
@@ -97,7 +103,7 @@ def _failed_then_rerun(fmt_queue=True, fmt=2):
     tracegen._lifecycle(ev, 0, "grad.a", V.ALLREDUCE, a, 600.0, 650.0, 700.0, 900.0, 0, fmt)
     fa = {"response": 7, "tensors": ["grad.a"], "count": 1, "bytes": 64, "dtype": "float32", "op": "ALLREDUCE",
           "backend": "ring", "threshold": 1024, "process_set": 0, "step": 0}
-    if fmt_queue and fmt == 2:
+    if fmt_queue and fmt >= 2:
         fa[V.ARG_QUEUE_NS] = 50_000
     ev.append({"ph": "X", "name": V.FUSED_RESPONSE, "cat": V.CAT_FUSION, "pid": 0, "tid": 3, "ts": 700.0,
                "dur": 150.0, "args": fa})
@@ -110,7 +116,7 @@ def test_failed_op_negotiates_until_it_fails(tmp_path, fast):
     """An op that failed before any response: its negotiation ends at the failure and it has no
     QUEUE, the same in both formats; it does not take the response of the tensor's rerun."""
     got = {}
-    for fmt in (1, 2):
+    for fmt in (1, 2, 3):
         p = tracegen.write_rank(tmp_path / f"r{fmt}.json", 0, 1, _failed_then_rerun(fmt=fmt), fmt=fmt)
         got[fmt] = parse_file(p, warn=False, fast=fast)
     ops = got[2]["tensor_ops"].sort_values("submit_ns", ignore_index=True)
@@ -118,8 +124,9 @@ def test_failed_op_negotiates_until_it_fails(tmp_path, fast):
     assert ops["response"].tolist() == [-1, 7]
     assert ops["negotiated_ns"][0] == 500_000 and pd.isna(ops["start_ns"][0])
     assert ops["negotiated_ns"][1] == 650_000 and ops["start_ns"][1] == 700_000
-    pd.testing.assert_frame_equal(got[1]["tensor_ops"].sort_values("submit_ns", ignore_index=True), ops)
-    pd.testing.assert_frame_equal(_sorted(got[1]["events"]), _sorted(got[2]["events"]))
+    for fmt in (1, 3):
+        pd.testing.assert_frame_equal(got[fmt]["tensor_ops"].sort_values("submit_ns", ignore_index=True), ops)
+        pd.testing.assert_frame_equal(_sorted(got[fmt]["events"]), _sorted(got[2]["events"]))
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["fast", "slow"])
@@ -139,7 +146,8 @@ def test_unknown_queue_time(tmp_path, fast):
 def test_format_version_written(tmp_path):
     p = tracegen.write_run(tmp_path, size=1, steps=1)[0]
     head = json.loads(p.read_text().split("\n", 1)[0].rstrip(",") + "}")
-    assert head["otherData"]["ringscope"]["format_version"] == V.FORMAT_VERSION == 2
+    assert head["otherData"]["ringscope"]["format_version"] == V.FORMAT_VERSION == 3
+    assert '"ph": "X", "name": "grad.a", "cat": "tensor"' in p.read_text()   # tracegen writes what it says
 
 
 def test_batched_ready_lines(tmp_path):

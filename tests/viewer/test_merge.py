@@ -104,3 +104,17 @@ def test_merged_real_run_opens_cleanly_in_perfetto(tmp_path):
     bad, info = perfetto_import_stats(out, screenshot=tmp_path / "merged.png")
     assert bad == [], f"Perfetto import problems: {bad}\n{info[:2000]}"
     assert (tmp_path / "merged.png").stat().st_size > 10_000
+
+
+def test_tensor_threads_keep_their_names(tmp_path):
+    """Format 3: each tensor's thread keeps its name in the merged trace (overlap lanes stay clear)."""
+    tracegen.write_run(tmp_path / "run", size=2, steps=2, late_rank=1, fmt=3)
+    out = tmp_path / "m.json"
+    merge_run(tmp_path / "run", out)
+    evs = json.loads(out.read_text())["traceEvents"]
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in evs if e.get("name") == "thread_name"}
+    assert names[(0, 1000)] == names[(1, 1000)] == "grad.a" and names[(1, 1001)] == "grad.b"
+    life = [e for e in evs if e.get("cat") == "tensor"]
+    assert {e["ph"] for e in life} == {"X", "B", "E"}
+    assert all(names[(e["pid"], e["tid"])] == e["name"] for e in life)
+    _check_nesting(evs)

@@ -70,21 +70,25 @@ def test_breakdown_and_bandwidth(run_dir):
 
 def _cut_inside_last_op(data: bytes) -> bytes:
     """The trace cut in the middle of the line after its last tensor lifecycle's begin (that op
-    never ends on this rank; the rank dies mid-write)."""
+    never ends on this rank; the rank dies mid-write). Format 3 writes a finished op as one X: the
+    last one becomes the B the tracer writes for an op in flight at a flush."""
     lines = data.split(b"\n")
-    ends, pos, last = [], 0, None
+    last, begin = None, None
     for i, line in enumerate(lines):
-        pos += len(line) + 1
-        ends.append(pos)
         try:
             ev = json.loads(line.strip().rstrip(b","))
         except ValueError:
             continue
-        if isinstance(ev, dict) and ev.get("ph") == "b" and not ev["name"].startswith("NEGOTIATE_") \
-                and ev["name"] != "QUEUE":
-            last = i
+        if not isinstance(ev, dict):
+            continue
+        if (ev.get("ph") == "b" and not ev["name"].startswith("NEGOTIATE_") and ev["name"] != "QUEUE") or \
+                (ev.get("ph") in ("B", "X") and ev.get("cat") == "tensor"):
+            last, begin = i, ev
     assert last is not None and last + 1 < len(lines)
-    return data[: ends[last] + len(lines[last + 1]) // 2]
+    if begin["ph"] == "X":
+        del begin["dur"]
+        lines[last] = json.dumps({**begin, "ph": "B"}, separators=(",", ":")).encode() + b","
+    return b"\n".join(lines[:last + 1]) + b"\n" + lines[last + 1][: len(lines[last + 1]) // 2]
 
 
 def test_truncated_real_trace(run_dir, tmp_path):

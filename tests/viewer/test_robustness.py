@@ -64,8 +64,11 @@ def test_gzip_and_truncated_gzip(tmp_path):
     assert len(ws) == 1 and 0 < len(run.tensor_ops) < len(a.tensor_ops)
 
 
-def test_ringscope_trace_cut_mid_event(tmp_path):
-    paths = tracegen.write_run(tmp_path / "run", size=2, steps=4)
+@pytest.mark.parametrize("fmt,late", [(2, None), (3, 0)], ids=["fmt2", "fmt3"])
+def test_ringscope_trace_cut_mid_event(tmp_path, fmt, late):
+    """Ops complete before the cut load, the one cut off stays open (format 3: rank 1 waits for a late
+    rank 0, so its ops are B/E lines)."""
+    paths = tracegen.write_run(tmp_path / "run", size=2, steps=4, fmt=fmt, late_rank=late)
     data = paths[1].read_bytes()
     paths[1].write_bytes(data[: len(data) // 2 + 7])
     run, ws = _load_warn(tmp_path / "run")

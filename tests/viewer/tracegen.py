@@ -1,12 +1,14 @@
 """Hand-written ringscope traces in the documented per-rank format, for LOADER unit tests only.
 
 They follow tracer/vocab.py and the "Tracer contract" of docs/ARCHITECTURE.md: object form, one event
-per line, ts/dur in µs relative to the rank's base, async per-tensor lifecycles. Analyses are tested
+per line, ts/dur in µs relative to the rank's base, per-tensor lifecycles. Analyses are tested
 on real runs (sample_traces/) and real Horovod timelines, not on these.
 
-``fmt`` picks the format version (see tracer/vocab.py): 2 (the runtime's now) writes each tensor op as
-its outer slice only, with the phases on the response (FUSED_RESPONSE's ``queue_ns``); 1 writes the
-nested NEGOTIATE_<OP> and QUEUE slices per tensor. Both describe the same run at the same times.
+``fmt`` picks the format version (see tracer/vocab.py): 3 writes each tensor op on its tensor's own
+thread, as one X (a B, and an E when it ended, for ops over 3 ms, as if in flight at a flush); 2 as an
+async b/e slice on the framework thread; both with the phases on the response (FUSED_RESPONSE's
+``queue_ns``); 1 also writes the nested NEGOTIATE_<OP> and QUEUE slices per tensor. All describe the
+same run at the same times.
 """
 from __future__ import annotations
 
@@ -19,7 +21,11 @@ BASE_EPOCH_NS = 1_790_000_000_000_000_000
 
 
 def _lifecycle(ev, rank, name, op, args, submit, negotiated, start, done, step, fmt, error=None):
-    """One tensor op's async lines (``negotiated``/``start``/``done`` None: that never happened)."""
+    """One tensor op's lines (``negotiated``/``start``/``done`` None: that never happened)."""
+    if fmt >= 3:
+        _own_thread(ev, rank, name, args, submit, done, step, error)
+        return
+
     def line(ph, ts, phase=name, a=None):
         ev.append({"ph": ph, "name": phase, "cat": V.CAT_TENSOR, "id2": {"local": name}, "pid": rank, "tid": 1,
                    "ts": ts, "args": a or {"step": step}})
@@ -35,6 +41,39 @@ def _lifecycle(ev, rank, name, op, args, submit, negotiated, start, done, step, 
             line("e", done, V.negotiate_name(op))
     if done is not None:
         line("e", done, a={"step": step, **({"error": error} if error else {})})
+
+
+def _own_thread(ev, rank, name, args, submit, done, step, error):
+    """Format 3: the op on its tensor's thread (the tid is set by :func:`tensor_threads`)."""
+    a = {k: v for k, v in args.items() if k != V.ARG_TENSOR}
+    err = {V.ARG_ERROR: error} if error else {}
+    line = {"ph": "X", "name": name, "cat": V.CAT_TENSOR, "pid": rank, "ts": submit}
+    if done is not None and done - submit < 3000.0:
+        ev.append({**line, "dur": done - submit, "args": {**a, **err}})
+        return
+    ev.append({**line, "ph": "B", "args": a})
+    if done is not None:
+        ev.append({**line, "ph": "E", "ts": done, "args": {"step": step, **err}})
+
+
+def tensor_threads(events, names=True):
+    """Format 3: tensor lifecycle lines without a tid get their tensor's thread (1000 + k, k in order
+    of first appearance); with ``names``, metadata lines naming each thread go right before its first
+    line (unless the events name it already)."""
+    named = {(e.get("pid"), e.get("tid")) for e in events if e.get("name") == "thread_name"}
+    tids, out = {}, []
+    for e in events:
+        if e.get("cat") == V.CAT_TENSOR and e.get("ph") in ("X", "B", "E"):
+            tid = tids.get(e["name"]) or e.get("tid") or 1000 + len(tids)
+            if e["name"] not in tids and names and (e["pid"], tid) not in named:
+                out.append({"ph": "M", "name": "thread_name", "pid": e["pid"], "tid": tid,
+                            "args": {"name": e["name"]}})
+                out.append({"ph": "M", "name": "thread_sort_index", "pid": e["pid"], "tid": tid,
+                            "args": {"sort_index": tid}})
+            tids[e["name"]] = tid
+            e = {**e, "tid": tid}
+        out.append(e)
+    return out
 
 
 def _broadcasts(ev, rank, tensors, t, fmt, resp):
@@ -127,7 +166,7 @@ def rank_events(rank, size, steps=3, tensors=(("grad.a", 4096), ("grad.b", 1 << 
                    "dur": t - step_start, "args": {"step": step}})
         resp += 1
     ev.sort(key=lambda e: e["ts"])
-    return ev
+    return tensor_threads(ev, names=False)   # write_rank names the threads
 
 
 def write_rank(path, rank, size, events, offset_ns=0, close=True, gz=False, shutdown=True,
@@ -139,10 +178,11 @@ def write_rank(path, rank, size, events, offset_ns=0, close=True, gz=False, shut
             "clock_offset_uncertainty_ns": 2000}
     lines = ['{"otherData": {"ringscope": ' + json.dumps(meta) + '},', '"traceEvents": [']
     body = [json.dumps({"ph": "M", "name": "process_name", "pid": rank, "args": {"name": f"rank {rank}"}})]
-    body += [json.dumps(e) for e in events]
+    body += [json.dumps(e) for e in tensor_threads(events)]
     if shutdown:
         body.append(json.dumps({"ph": "i", "name": V.SHUTDOWN, "cat": V.CAT_META, "pid": rank, "tid": 1,
-                                "ts": events[-1]["ts"] + 1 if events else 1, "s": "t",
+                                "ts": 1 + max((e["ts"] + e.get("dur", 0) for e in events if "ts" in e), default=0),
+                                "s": "t",
                                 "args": {"clock_offset_ns": offset_ns, "events_dropped": 0}}))
     text = "\n".join(lines) + "\n" + ",\n".join(body) + ("\n]}\n" if close else ",\n")
     data = text.encode()

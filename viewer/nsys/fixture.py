@@ -172,12 +172,27 @@ class _Writer:
         self.con.close()
 
 
+def _is_lifecycle(e) -> bool:
+    """A format-3 tensor lifecycle event (X, B or E on the tensor's own thread)."""
+    return e.get("cat") == vocab.CAT_TENSOR and e.get("ph") in ("X", "B", "E")
+
+
 def _pairs_async(events):
-    """Join async b/e events into (name, async id, t0_us, t1_us, args) slices. A format-2 trace
-    has the tensor's slice only: its NEGOTIATE_<OP> and QUEUE phases (which the runtime's NVTX
+    """Tensor lifecycles and async slices as (name, tensor or async id, t0_us, t1_us, args): async
+    b/e pairs (formats 1, 2) and format 3's lifecycles (an X, or B/E paired per tid). Formats 2 and 3
+    have the tensor's slice only: its NEGOTIATE_<OP> and QUEUE phases (which the runtime's NVTX
     ranges still mark per tensor) come from its response's FUSED_RESPONSE and ``queue_ns``."""
-    open_, out = {}, []
+    open_, by_tid, out = {}, {}, []
     for e in events:
+        if _is_lifecycle(e):    # the tensor is the event's name; the tid's next E closes a B
+            if e["ph"] == "X":
+                out.append((e["name"], e["name"], e["ts"], e["ts"] + e.get("dur", 0), e.get("args") or {}))
+            elif e["ph"] == "B":
+                by_tid.setdefault(e.get("tid"), []).append(e)
+            elif by_tid.get(e.get("tid")):
+                b = by_tid[e.get("tid")].pop(0)
+                out.append((b["name"], b["name"], b["ts"], e["ts"], b.get("args") or {}))
+            continue
         if e.get("ph") not in ("b", "e"):
             continue
         key = (str(e.get("id2", {}).get("local", e.get("id"))), e.get("name"))
@@ -235,7 +250,7 @@ def _emit_rank(w: _Writer, meta, events, S: int, err: int, pid: int, jitter_ns: 
     # (message, category, t0, t1, payload, thread) exactly as tracer.timeline names its ranges
     spans = []
     for e in events:
-        if e.get("ph") == "X" and "dur" in e:
+        if e.get("ph") == "X" and "dur" in e and not _is_lifecycle(e):
             a = e.get("args") or {}
             msg = ringscope_nvtx_message(e["name"], None, None, a.get(vocab.ARG_STEP))
             if msg is not None:

@@ -11,7 +11,7 @@ import numpy as np
 from viewer.nsys.names import is_nccl_kernel
 
 GPU_THREAD_PREFIX = "gpu:"
-GPU_TID_BASE = 100_000      # Chrome tid of stream s (clear of the merge's overlap lanes, tid + k*1000)
+GPU_TID_BASE = 100_000      # Chrome tid of stream s (clear of the merge's overlap lanes, tid + k*1e6)
 CAT_NCCL = "nccl"
 CAT_KERNEL = "kernel"
 

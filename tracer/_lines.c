@@ -1,0 +1,177 @@
+/* A recorder's event lines, formatted where they are recorded: ``Lines`` of tracer._oplines.
+ *
+ * Why: a span or counter left as a tuple for the writer thread was formatted a second later, on
+ * memory gone cold, and freed there (~1 µs a record, about half of the writer's time); a batch of
+ * lifecycles went through a str the writer copied again. Here the C recording calls (Spans,
+ * Completions) append their lines to one buffer under the GIL while the record is warm; the
+ * writer takes the bytes whole at a flush. A record the C formatter leaves to Python (a float,
+ * extra args) goes to the recorder's deque as a tuple, as before.
+ */
+#include "_buf.h"
+
+typedef struct {
+    PyObject_HEAD
+    Buf b;               /* lines joined by ",\n" */
+    long long lines;     /* how many */
+    /* the line builder's caches and callables (tracer.writer passes the same to chunk) */
+    PyObject *heads, *make, *names, *make_name, *dumps, *counter_cat, *zero;
+    PyObject *q, *drops; /* the deque for records left to Python; the drop counter */
+    Py_ssize_t cap;      /* lines held at most: past it, new events are dropped and counted */
+} Lines;
+
+#define LINES_REFS(l) {&(l)->heads, &(l)->make, &(l)->names, &(l)->make_name, &(l)->dumps, \
+                       &(l)->counter_cat, &(l)->zero, &(l)->q, &(l)->drops}
+
+static PyTypeObject LinesType;
+
+int lines_check(PyObject *o) { return Py_IS_TYPE(o, &LinesType); }
+
+static int lines_traverse(Lines *l, visitproc visit, void *arg) {
+    PyObject **refs[] = LINES_REFS(l);
+    for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) Py_VISIT(*refs[i]);
+    return 0;
+}
+
+static int lines_clear(Lines *l) {
+    PyObject **refs[] = LINES_REFS(l);
+    for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) Py_CLEAR(*refs[i]);
+    return 0;
+}
+
+static void lines_dealloc(Lines *l) {
+    PyObject_GC_UnTrack(l);
+    lines_clear(l);
+    PyMem_Free(l->b.p);
+    Py_TYPE(l)->tp_free((PyObject *)l);
+}
+
+static int lines_init(Lines *l, PyObject *args, PyObject *kw) {
+    PyObject *heads, *make, *names, *make_name, *dumps, *counter_cat, *q, *drops;
+    Py_ssize_t cap;
+    if (kw && PyDict_GET_SIZE(kw)) {
+        PyErr_SetString(PyExc_TypeError, "Lines takes no keyword arguments");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(args, "O!OO!OOUOnO", &PyDict_Type, &heads, &make, &PyDict_Type, &names,
+                          &make_name, &dumps, &counter_cat, &q, &cap, &drops))
+        return -1;
+    PyObject *zero = PyLong_FromLong(0);
+    if (!zero) return -1;
+    PyObject **slot[] = LINES_REFS(l);
+    PyObject *val[] = {heads, make, names, make_name, dumps, counter_cat, zero, q, drops};
+    for (size_t i = 0; i < sizeof(val) / sizeof(val[0]); i++)
+        Py_XSETREF(*slot[i], Py_NewRef(val[i]));
+    Py_DECREF(zero);
+    l->cap = cap;
+    return 0;
+}
+
+static int unready(Lines *l) {
+    if (l->heads && l->q && l->drops) return 0;
+    PyErr_SetString(PyExc_RuntimeError, "Lines not initialised");
+    return -1;
+}
+
+/* Count ``n`` events as dropped. */
+static int drop(Lines *l, long long n) {
+    for (long long i = 0; i < n; i++) {
+        PyObject *r = PyIter_Next(l->drops);
+        if (!r) return PyErr_Occurred() ? -1 : 0;
+        Py_DECREF(r);
+    }
+    return 0;
+}
+
+/* Append ``count`` lines of text (joined by ",\n"), unless the buffer is full. */
+int lines_text(PyObject *self, const char *p, Py_ssize_t n, long long count) {
+    Lines *l = (Lines *)self;
+    if (unready(l)) return -1;
+    if (count <= 0) return 0;
+    if (l->lines >= l->cap) return drop(l, count);
+    Py_ssize_t mark = l->b.len;
+    if ((l->b.len && PUT_LIT(&l->b, ",\n")) || put(&l->b, p, n)) {
+        l->b.len = mark;
+        return -1;
+    }
+    l->lines += count;
+    return 0;
+}
+
+/* One record tuple (as the writer's chunk reads them) as its line now; a record the C formatter
+ * leaves to Python goes to the deque. */
+int lines_record(PyObject *self, PyObject *rec) {
+    Lines *l = (Lines *)self;
+    if (unready(l)) return -1;
+    if (l->lines >= l->cap) return drop(l, 1);
+    Py_ssize_t mark = l->b.len;
+    int ok = (l->b.len && PUT_LIT(&l->b, ",\n")) ? -1
+             : put_record(&l->b, rec, l->heads, l->make, l->names, l->make_name, l->dumps,
+                          l->counter_cat, l->zero);
+    if (ok == 1) {
+        l->lines++;
+        return 0;
+    }
+    l->b.len = mark;
+    if (ok < 0) return -1;
+    return buffer_record(l->q, l->cap, l->drops, rec, 1);
+}
+
+static PyObject *lines_put(Lines *l, PyObject *args) {
+    PyObject *text;
+    long long count;
+    if (!PyArg_ParseTuple(args, "UL", &text, &count)) return NULL;
+    Py_ssize_t n;
+    const char *p = PyUnicode_AsUTF8AndSize(text, &n);
+    if (!p || lines_text((PyObject *)l, p, n, count) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *lines_record_py(Lines *l, PyObject *rec) {
+    if (!PyTuple_CheckExact(rec)) return PyErr_Format(PyExc_TypeError, "a record is a tuple");
+    if (lines_record((PyObject *)l, rec) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* The lines so far as (bytes, count); the buffer starts again empty (its memory kept). */
+static PyObject *lines_take(Lines *l, PyObject *Py_UNUSED(ignored)) {
+    PyObject *out = PyBytes_FromStringAndSize(l->b.p ? l->b.p : "", l->b.len);
+    if (!out) return NULL;
+    PyObject *res = Py_BuildValue("(NL)", out, l->lines);
+    if (res) {
+        l->b.len = 0;
+        l->lines = 0;
+    }
+    return res;
+}
+
+static Py_ssize_t lines_len(Lines *l) { return (Py_ssize_t)l->lines; }
+
+static PyMethodDef lines_methods[] = {
+    {"put", (PyCFunction)lines_put, METH_VARARGS, "put(text, n): n lines joined by \",\\n\""},
+    {"record", (PyCFunction)lines_record_py, METH_O,
+     "record(tuple): a deferred record's line now (or the tuple to the deque when unusual)"},
+    {"take", (PyCFunction)lines_take, METH_NOARGS, "take() -> (bytes, lines), emptying the buffer"},
+    {NULL, NULL, 0, NULL}};
+
+static PySequenceMethods lines_as_sequence = {.sq_length = (lenfunc)lines_len};
+
+static PyTypeObject LinesType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tracer._oplines.Lines",
+    .tp_basicsize = sizeof(Lines),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Lines(heads, make, names, make_name, dumps, counter_cat, q, cap, drops): a "
+              "recorder's event lines, formatted where they are recorded",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)lines_init,
+    .tp_dealloc = (destructor)lines_dealloc,
+    .tp_traverse = (traverseproc)lines_traverse,
+    .tp_clear = (inquiry)lines_clear,
+    .tp_methods = lines_methods,
+    .tp_as_sequence = &lines_as_sequence,
+};
+
+int lines_add(PyObject *m) {
+    if (PyType_Ready(&LinesType) < 0) return -1;
+    return PyModule_AddObjectRef(m, "Lines", (PyObject *)&LinesType);
+}
