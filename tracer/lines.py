@@ -3,8 +3,9 @@
 The recorder turns the dense events (a batch of tensors' lifecycles, READY ticks) into JSON lines
 at once and buffers the ``str``: strings are invisible to the garbage collector (buffered tuples
 holding dicts were promoted through its generations and made full collections of the training
-process more frequent). The sparse ones (spans, counters, the framework's waits) are left as tuples
-for the writer thread, which formats them with :meth:`LineBuilder.deferred` (or the same in C).
+process more frequent). The sparse ones (spans, counters, the framework's waits) are records:
+the C build formats them at once too (``Lines``, tracer/_lines.c); the pure-Python one leaves them
+as tuples for the writer thread, which formats them with :meth:`LineBuilder.deferred`.
 
 Cheap by construction: the constant part of a line (name, cat, ph, pid, tid) is built once per
 name and cached, so a line costs a couple of integer formats. Each tensor's lifecycles are on a
@@ -105,8 +106,8 @@ class LineBuilder:
         self._tensors.clear()
         tids = {int(t) for t in _TID.findall(carried)}
         out = []
-        if tids:
-            for name, tid in self._tids.items():
+        if tids:   # a copy: the recording threads may add names meanwhile
+            for name, tid in list(self._tids.items()):
                 if tid in tids:
                     self._named.add(name)
                     out.append(self._thread_meta(name, tid))

@@ -4,8 +4,8 @@ It wakes every ``flush_interval_s`` (at most 1 s), takes the lines the C build f
 they were recorded (``formatted``, a :class:`tracer._oplines.Lines`: its bytes as they are), turns
 the buffered records (lines the recorder formatted, and spans, counters and waits left as tuples)
 into one chunk of bytes (:func:`tracer.op_lines.chunk`, C when built) and hands both to
-:class:`tracer.tracefile.TraceFile` in one ``pwritev``, with the begins of the runtime's ops still in flight after them (``pending``:
-an op's slice is otherwise written whole when it completes). Errors on disk never reach the training
+:class:`tracer.tracefile.TraceFile` in one ``pwritev``, with the begins of the runtime's ops still
+in flight after them (``pending``: an op's slice is otherwise written whole when it completes). Errors on disk never reach the training
 thread: the writer reports once on stderr and discards from then on.
 """
 from __future__ import annotations
