@@ -80,17 +80,19 @@ static PyObject *tensor_text(PyObject *cache, PyObject *make, PyObject *op, PyOb
     PyObject *res = NULL;
     for (int i = 0; i < NKEY; i++)   /* A_OP_TYPE .. A_PROCESS_SET: the key, in order */
         if (!(vals[i] = op_attr(op, A_OP_TYPE + i))) goto done;
-    PyObject *c = PyDict_GetItemWithError(cache, name);
+    /* held: a comparison may run Python code, and another thread may empty the cache then */
+    PyObject *c = Py_XNewRef(PyDict_GetItemWithError(cache, name));
     if (!c && PyErr_Occurred()) goto done;
     if (c && PyTuple_CheckExact(c) && PyTuple_GET_SIZE(c) == NSLOTS) {
         PyObject *key = PyTuple_GET_ITEM(c, KEY);
         int same = PyTuple_CheckExact(key) && PyTuple_GET_SIZE(key) == NKEY;
         for (int i = 0; same && i < NKEY; i++) {
             same = PyObject_RichCompareBool(PyTuple_GET_ITEM(key, i), vals[i], Py_EQ);
-            if (same < 0) goto done;
+            if (same < 0) { Py_DECREF(c); goto done; }
         }
-        if (same) { Py_INCREF(c); res = c; goto done; }
+        if (same) { res = c; goto done; }
     }
+    Py_XDECREF(c);
     PyObject *key = PyTuple_New(NKEY);
     if (!key) goto done;
     for (int i = 0; i < NKEY; i++) { PyTuple_SET_ITEM(key, i, vals[i]); vals[i] = NULL; }
