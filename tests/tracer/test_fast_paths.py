@@ -352,3 +352,20 @@ def test_c_lines_join_take_and_hand_unusual_records_to_python():
         C.Lines.__new__(C.Lines).put("{}", 1)
     with pytest.raises(TypeError):
         lines.record(["C", "x", 1, 1])
+
+
+@needs_c
+def test_c_lines_take_a_burst_whole_and_start_again():
+    """A burst larger than the memory Lines keeps between flushes comes out whole, and the buffer
+    works as before afterwards."""
+    from tracer.format import dumps
+    lb = L.LineBuilder(0)
+    lines = C.Lines(lb._heads, lb._head, lb._names, lb.json_name, dumps, v.CAT_COUNTER, deque(),
+                    1 << 20, itertools.count())
+    line = '{"name":"x","ph":"i","args":{"pad":"' + "p" * 200 + '"}}'
+    for _ in range(60_000):          # ~14 MB
+        lines.put(line, 1)
+    text, n = lines.take()
+    assert n == 60_000 and len(text) == 60_000 * len(line) + 2 * 59_999
+    lines.put(line, 1)
+    assert lines.take() == (line.encode(), 1)
