@@ -7,7 +7,7 @@ the timeline always on, and prints per rank how often each call ran per step and
 with the wrapper's own cost (measured on an empty function) taken off. The calls run where they do
 in training, on caches the step has swept, which a loop benchmark cannot show (a lifecycle costs
 0.26 µs per op in a loop and ~1.2 µs here). Outer calls include the inner ones they make (an
-``activity`` includes its ``begin``). ``--writer`` wraps the writer thread's parts too (its flush,
+``activity`` is the making of a backend span; its entry and exit run in C, unwrapped). ``--writer`` wraps the writer thread's parts too (its flush,
 the chunk's formatting, the write, the begins of ops in flight): per step, though they run about
 once a second.
 
@@ -62,8 +62,10 @@ def _instrument(spent: dict, outer: bool, writer: bool) -> None:
     for n in ("complete", "counter", "counters", "mark_step"):
         _wrap(timeline.TimelineRecorder, n, "recorder." + n, spent)
     _wrap(engine.Engine, "_trace_counters", "engine.counters", spent)
-    _wrap(base.activity, "__enter__", "activity.enter", spent)
-    _wrap(base.activity, "__exit__", "activity.exit", spent)
+    # a backend span: its args and its C context manager (entry and exit are C calls, unwrapped)
+    from collectives.backends import mpi, ring
+    for mod in (base, mpi, ring):
+        _wrap(mod, "activity", "activity", spent)
     if outer:   # a wrapper's own cold cost inflates the calls around it: compare outer calls alone
         return
     for n in ("begin", "end", "ops_end", "ready_requests"):

@@ -4,9 +4,10 @@
  *
  * Why C: the runtime opens and closes a few dozen spans a step (responses, memcpy, the backend's
  * phases, the framework's waits), each a Python method call on caches the step has swept; a
- * Python frame there costs microseconds. Here a call builds one tuple and hands it to the
- * recorder's ``Lines`` (tracer/_lines.c), which writes its line at once. The recorder's ``enabled``
- * and ``step`` are read from its instance dict at each call, so nothing needs to be kept in sync.
+ * Python frame there costs microseconds (``span`` saves the two of a context manager too). Here a
+ * call builds one tuple and hands it to the recorder's ``Lines`` (tracer/_lines.c), which writes
+ * its line at once. The recorder's ``enabled`` and ``step`` are read from its instance dict at each
+ * call, so nothing needs to be kept in sync.
  */
 #include "_buf.h"
 #include <time.h>
@@ -221,6 +222,73 @@ static PyObject *spans_counters(Spans *s, PyObject *const *args, Py_ssize_t narg
     return ok ? Py_NewRef(Py_None) : NULL;
 }
 
+/* ---- span(tid, name, cat, args=None): the same as a context manager, no Python frame ---------- */
+
+/* ``with spans.span(...):`` begins at __enter__ and ends at __exit__, as begin() and end() do;
+ * the ``with`` statement calls these C methods directly (a Python context manager costs two
+ * frames a span, microseconds each in the middle of a step). */
+typedef struct {
+    PyObject_HEAD
+    Spans *spans;
+    PyObject *a[4];   /* tid, name, cat, args */
+    PyObject *tok;    /* begin()'s token once entered (None: not enabled) */
+} Span;
+
+static void span_dealloc(Span *sp) {
+    Py_XDECREF(sp->spans);
+    for (int i = 0; i < 4; i++) Py_XDECREF(sp->a[i]);
+    Py_XDECREF(sp->tok);
+    Py_TYPE(sp)->tp_free((PyObject *)sp);
+}
+
+static PyObject *span_enter(Span *sp, PyObject *Py_UNUSED(ignored)) {
+    if (!sp->spans) return PyErr_Format(PyExc_RuntimeError, "Span not initialised");
+    if (sp->tok) return PyErr_Format(PyExc_RuntimeError, "a span is entered once");
+    PyObject *tok = spans_begin(sp->spans, sp->a, 4, NULL);
+    if (!tok) return NULL;
+    sp->tok = tok;
+    return Py_NewRef((PyObject *)sp);
+}
+
+static PyObject *span_exit(Span *sp, PyObject *const *Py_UNUSED(args), Py_ssize_t Py_UNUSED(n)) {
+    if (sp->spans && sp->tok && sp->tok != Py_None) {
+        PyObject *r = spans_end(sp->spans, &sp->tok, 1, NULL);
+        if (!r) return NULL;
+        Py_DECREF(r);
+        Py_SETREF(sp->tok, Py_NewRef(Py_None));
+    }
+    Py_RETURN_FALSE;
+}
+
+static PyMethodDef span_methods[] = {
+    {"__enter__", (PyCFunction)span_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))span_exit, METH_FASTCALL, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject SpanType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tracer._oplines.Span",
+    .tp_basicsize = sizeof(Span),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "a span as a context manager (made by Spans.span)",
+    .tp_dealloc = (destructor)span_dealloc,
+    .tp_methods = span_methods,
+};
+
+/* span(tid, name, cat, args=None) -> a context manager: the span of its ``with`` block */
+static PyObject *spans_span(Spans *s, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames) {
+    static const char *const names[] = {"tid", "name", "cat", "args"};
+    PyObject *a[4] = {NULL, NULL, NULL, Py_None};
+    if (unready(s) || parse(args, nargs, kwnames, "span", names, 4, 3, a) < 0) return NULL;
+    Span *sp = PyObject_New(Span, &SpanType);
+    if (!sp) return NULL;
+    sp->spans = (Spans *)Py_NewRef((PyObject *)s);
+    for (int i = 0; i < 4; i++) sp->a[i] = Py_NewRef(a[i]);
+    sp->tok = NULL;
+    return (PyObject *)sp;
+}
+
 static PyMethodDef spans_methods[] = {
     {"begin", (PyCFunction)(void (*)(void))spans_begin, METH_FASTCALL | METH_KEYWORDS,
      "begin(tid, name, cat, args=None, tensor=None, ts_ns=None) -> token, or None when the "
@@ -231,6 +299,8 @@ static PyMethodDef spans_methods[] = {
      "counter(name, value, ts_ns=None)"},
     {"counters", (PyCFunction)(void (*)(void))spans_counters, METH_FASTCALL | METH_KEYWORDS,
      "counters(((name, value), ...), ts_ns=None): several at one time"},
+    {"span", (PyCFunction)(void (*)(void))spans_span, METH_FASTCALL | METH_KEYWORDS,
+     "span(tid, name, cat, args=None) -> a context manager: begin() at enter, end() at exit"},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject SpansType = {
@@ -263,7 +333,7 @@ int spans_add(PyObject *m) {
         {&s_enabled, "enabled"}, {&s_step_key, "step"}, {&s_S, "S"}, {&s_X, "X"}, {&s_C, "C"}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (!(*names[i].slot = PyUnicode_InternFromString(names[i].text))) return -1;
-    if (PyType_Ready(&SpansType) < 0) return -1;
+    if (PyType_Ready(&SpansType) < 0 || PyType_Ready(&SpanType) < 0) return -1;
     PyObject *f = PyCFunction_NewEx(&clock_def, NULL, NULL);
     int r = f ? PyModule_AddObjectRef(m, "now_ns", f) : -1;
     Py_XDECREF(f);

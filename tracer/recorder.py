@@ -10,6 +10,7 @@ CONTRACT (the runtime codes against these calls; the tracer implements them):
                                                     # opens an X span (and an NVTX range), now or at
                                                     # ts_ns; tensor=NAME instead of args: {tensor, step}
     rec.end(tok, extra_args=None)                   # closes it (same thread or not)
+    with rec.span(tid, name, cat, args): ...        # begin at entry, end at exit
     rec.complete(tid, name, cat, start_ns, end_ns, args)   # an X span measured by the caller (no NVTX)
     rec.instant(tid, name, cat, args, ts_ns=None)
     rec.ready(name, rank, process_set=0, ts_ns=None)   # the coordinator's READY instant (fast path)
@@ -76,6 +77,25 @@ from tracer.op_lines_py import SUBMITTED, split_stamped  # noqa: F401 (SUBMITTED
 _now = time.perf_counter_ns
 
 
+class Span:
+    """``with rec.span(...)`` for a recorder written in Python: its ``begin`` at entry, its ``end``
+    at exit (the C build's ``Span`` does the same without Python frames)."""
+
+    __slots__ = ("rec", "begin_args", "tok")
+
+    def __init__(self, rec, begin_args):
+        self.rec, self.begin_args, self.tok = rec, begin_args, None
+
+    def __enter__(self):
+        self.tok = self.rec.begin(*self.begin_args)
+        return self
+
+    def __exit__(self, *exc):
+        self.rec.end(self.tok)
+        self.tok = None
+        return False
+
+
 class NullRecorder:
     """Records nothing; every call is a cheap no-op. Used when no timeline is configured."""
 
@@ -93,6 +113,9 @@ class NullRecorder:
 
     def end(self, token, extra_args=None):
         pass
+
+    def span(self, tid, name, cat, args=None):
+        return Span(self, (tid, name, cat, args))
 
     def complete(self, tid, name, cat, start_ns, end_ns, args=None):
         pass

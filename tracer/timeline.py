@@ -88,7 +88,7 @@ class TimelineRecorder:
         if fast:
             # span and counter calls in C (they read ``enabled`` and ``step`` from here)
             spans = op_lines.Spans(self.__dict__, self._lines, self.base_ns)
-            self.begin, self.end = spans.begin, spans.end
+            self.begin, self.end, self.span = spans.begin, spans.end, spans.span
             self.counter, self.counters = spans.counter, spans.counters
         self.enabled = self._in_window(step)
 
@@ -141,6 +141,11 @@ class TimelineRecorder:
             q.append(("S", name, cat, tid, tensor, t0 - b, t1 - b, step))
         else:
             q.append(("X", name, cat, tid, t0 - b, t1 - b, step, args, extra_args))
+
+    def span(self, tid, name, cat, args=None):
+        """``with rec.span(...)``: :meth:`begin` at entry, :meth:`end` at exit (bound to the C
+        build's, which runs no Python frame, when there is one)."""
+        return recorder.Span(self, (tid, name, cat, args))
 
     def complete(self, tid, name, cat, start_ns, end_ns, args=None):
         if self.enabled:

@@ -5,6 +5,7 @@ See docs/ARCHITECTURE.md, "Engine extension points", for the contract.
 from __future__ import annotations
 
 import threading
+from contextlib import nullcontext
 
 from tracer import get_recorder
 from tracer import vocab as V
@@ -92,26 +93,15 @@ class Backend:
         pass
 
 
-class activity:
-    """``with activity(comm, "RING_ALLREDUCE", nbytes, "ring"):``: one X span, backend thread."""
+_IDLE = nullcontext()   # what a span is when nothing records
 
-    __slots__ = ("rec", "tok", "comm", "name", "nbytes", "backend")
 
-    def __init__(self, comm, name, nbytes, backend):
-        self.rec = get_recorder()
-        self.tok = None
-        self.comm, self.name, self.nbytes, self.backend = comm, name, nbytes, backend
-
-    def __enter__(self):
-        rec = self.rec
-        if rec.enabled:
-            self.tok = rec.begin(V.TID_BACKEND, self.name, V.CAT_COMM, {
-                V.ARG_RESPONSE: self.comm.response, V.ARG_BYTES: int(self.nbytes),
-                V.ARG_BACKEND: self.backend, "size": self.comm.size,
-                V.ARG_PROCESS_SET: self.comm.set_id, V.ARG_STEP: rec.step})
-        return self
-
-    def __exit__(self, *exc):
-        if self.tok is not None:
-            self.rec.end(self.tok)
-        return False
+def activity(comm, name, nbytes, backend):
+    """``with activity(comm, "RING_ALLREDUCE", nbytes, "ring"):``: one X span, backend thread (the
+    recorder's ``span``: a C context manager when built, no Python frame at entry or exit)."""
+    rec = get_recorder()
+    if not rec.enabled:
+        return _IDLE
+    return rec.span(V.TID_BACKEND, name, V.CAT_COMM, {
+        V.ARG_RESPONSE: comm.response, V.ARG_BYTES: int(nbytes), V.ARG_BACKEND: backend,
+        "size": comm.size, V.ARG_PROCESS_SET: comm.set_id, V.ARG_STEP: rec.step})

@@ -165,14 +165,24 @@ def test_c_spans_write_the_lines_the_python_methods_write(tmp_path):
         rec.counter(v.COUNTER_QUEUE_DEPTH, 3, ts_ns=rec.base_ns + 7)
         rec.counters(((v.COUNTER_QUEUE_DEPTH, 1), (v.COUNTER_FUSION_FILL, 2.5)), rec.base_ns + 8)
         rec.counters([("now", 5)])
+        with pytest.raises(ValueError):       # a span ends when its block raises, and re-raises
+            with rec.span(v.TID_BACKEND, "RING_ALLREDUCE", v.CAT_COMM, {"response": 5}) as sp:
+                raise ValueError
+        with rec.span(v.TID_BACKEND, "MPI_BCAST", v.CAT_COMM):
+            pass
+        if use_c:
+            with pytest.raises(RuntimeError, match="entered once"):
+                sp.__enter__()
         evs = _events_of(rec)
         rec.enabled = False
         assert rec.begin(v.TID_FUSION, "x", "y") is None
         rec.counter("off", 1)
         rec.counters((("off", 1),))
+        with rec.span(v.TID_BACKEND, "off", v.CAT_COMM):
+            pass
         assert not _events_of(rec)
         rec.close()
-        assert sorted(e["ph"] for e in evs) == ["C", "C", "C", "C", "X", "X", "X"]
+        assert sorted(e["ph"] for e in evs) == ["C"] * 4 + ["X"] * 5
         counters = sorted((e["name"], e["ts"], e["args"]) for e in evs if e["ph"] == "C")
         counters = sorted(counters, key=lambda c: c[1])   # a float value is Python's to format
         assert counters[:3] == [(v.COUNTER_QUEUE_DEPTH, 0.007, {"value": 3}),
@@ -183,10 +193,12 @@ def test_c_spans_write_the_lines_the_python_methods_write(tmp_path):
         assert spans[v.FUSED_RESPONSE]["ts"] == 0.5 and spans["RING_ALLGATHER"]["ts"] == 0.009
         assert spans[v.FUSED_RESPONSE]["args"] == {"response": 3, "more": 1, "step": 4}
         assert spans[v.SYNCHRONIZE]["args"] == {"tensor": "grad.w", "step": 4}
+        assert spans["RING_ALLREDUCE"]["args"] == {"response": 5, "step": 4}
+        assert spans["MPI_BCAST"]["args"] == {"step": 4} and spans["MPI_BCAST"]["tid"] == v.TID_BACKEND
         # the end times (and the SYNCHRONIZE span's start) differ between runs
         for e in evs:
             e.pop("dur", None)
-            if e["name"] in (v.SYNCHRONIZE, "now"):
+            if e["name"] in (v.SYNCHRONIZE, "now", "RING_ALLREDUCE", "MPI_BCAST"):   # begun now
                 e.pop("ts")
         got.append(sorted(json.dumps(e, sort_keys=True) for e in evs))
     assert got[0] == got[1]
@@ -321,7 +333,8 @@ def test_the_runtime_stamps_through_the_process_wide_recorder():
 def test_c_calls_made_without_init_raise_instead_of_crashing():
     spans = C.Spans.__new__(C.Spans)
     for call in (lambda: spans.begin(1, "a", "b"), lambda: spans.end(None),
-                 lambda: spans.counter("a", 1), lambda: spans.counters([])):
+                 lambda: spans.counter("a", 1), lambda: spans.counters([]),
+                 lambda: spans.span(1, "a", "b")):
         with pytest.raises(RuntimeError, match="not initialised"):
             call()
     with pytest.raises(RuntimeError, match="not initialised"):
