@@ -164,14 +164,12 @@ static int plain_name(PyObject *name) {
     return 1;
 }
 
-/* ``name`` as a JSON string: written from the name itself when plain, else ``jn`` (its JSON text,
- * cached by the caller). The name was just read; its cached text is one more object that the
- * middle of a training step finds cold. */
-static int put_name(Buf *b, PyObject *name, PyObject *jn) {
-    if (!plain_name(name)) return put_obj(b, jn);
-    return PUT_LIT(b, "\"") ||
-           put(b, (const char *)PyUnicode_1BYTE_DATA(name), PyUnicode_GET_LENGTH(name)) ||
-           PUT_LIT(b, "\"");
+/* A plain string (ASCII, nothing to escape) in quotes, as json.dumps gives it: 1 written, 0 not
+ * plain (nothing written), -1 error. */
+static int put_plain_str(Buf *b, PyObject *o) {
+    if (!plain_name(o)) return 0;
+    return PUT_LIT(b, "\"") || put(b, (const char *)PyUnicode_1BYTE_DATA(o), PyUnicode_GET_LENGTH(o)) ||
+           PUT_LIT(b, "\"") ? -1 : 1;
 }
 
 /* The rest of a line whose args open with the tensor's (``c``): its step, ``extra`` (text after
@@ -520,9 +518,11 @@ static int ready_into(Buf *b, PyObject *names, PyObject *make_name, PyObject *re
             (*lines)++;
         }
         if (jn.len && PUT_LIT(&jn, ",")) goto item_done;
-        if (plain_name(name)) {
-            if (put_name(&jn, name, NULL)) goto item_done;
-        } else {
+        /* a plain name is written from the name itself; its cached JSON would be one more cold
+         * object in the middle of a step */
+        int plain = put_plain_str(&jn, name);
+        if (plain < 0) goto item_done;
+        if (!plain) {
             j = PyDict_GetItemWithError(names, name);
             if (j) Py_INCREF(j);
             else if (PyErr_Occurred() || !(j = PyObject_CallOneArg(make_name, name))) goto item_done;
@@ -610,13 +610,6 @@ static PyObject *head_of(PyObject *heads, PyObject *make, PyObject *ph, PyObject
 }
 
 static int is_int(PyObject *o) { return PyLong_CheckExact(o); }
-
-/* A plain string (ASCII, nothing to escape) in quotes: 1 written, 0 not plain, -1 error. */
-static int put_plain_str(Buf *b, PyObject *o) {
-    if (!plain_name(o)) return 0;
-    return PUT_LIT(b, "\"") || put(b, (const char *)PyUnicode_1BYTE_DATA(o), PyUnicode_GET_LENGTH(o)) ||
-           PUT_LIT(b, "\"") ? -1 : 1;
-}
 
 /* A JSON value written by hand when it is plain: an int that fits 64 bits, a plain string, None,
  * a bool, or a tuple or list of plain strings. 1 written, 0 not plain, -1 error. */

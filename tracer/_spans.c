@@ -92,7 +92,6 @@ static int parse(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, con
     return 0;
 }
 
-/* Whether the recorder is enabled (1/0), -1 on error. */
 /* -1 with an error when ``s`` was made by __new__ alone (or cleared by the collector). */
 static int unready(Spans *s) {
     if (s->state && s->lines) return 0;
@@ -100,6 +99,7 @@ static int unready(Spans *s) {
     return -1;
 }
 
+/* Whether the recorder is enabled (1/0), -1 on error. */
 static int enabled(Spans *s) {
     PyObject *on = PyDict_GetItemWithError(s->state, s_enabled);
     if (!on) return PyErr_Occurred() ? -1 : 0;
@@ -227,7 +227,7 @@ static PyObject *spans_counters(Spans *s, PyObject *const *args, Py_ssize_t narg
 /* ``with spans.span(...):`` begins at __enter__ and ends at __exit__, as begin() and end() do;
  * the ``with`` statement calls these C methods directly (a Python context manager costs two
  * frames a span, microseconds each in the middle of a step). */
-typedef struct {
+typedef struct {   /* made only by span() (no tp_new): every field set */
     PyObject_HEAD
     Spans *spans;
     PyObject *a[4];   /* tid, name, cat, args */
@@ -242,7 +242,6 @@ static void span_dealloc(Span *sp) {
 }
 
 static PyObject *span_enter(Span *sp, PyObject *Py_UNUSED(ignored)) {
-    if (!sp->spans) return PyErr_Format(PyExc_RuntimeError, "Span not initialised");
     if (sp->tok) return PyErr_Format(PyExc_RuntimeError, "a span is entered once");
     PyObject *tok = spans_begin(sp->spans, sp->a, 4, NULL);
     if (!tok) return NULL;
@@ -251,7 +250,7 @@ static PyObject *span_enter(Span *sp, PyObject *Py_UNUSED(ignored)) {
 }
 
 static PyObject *span_exit(Span *sp, PyObject *const *Py_UNUSED(args), Py_ssize_t Py_UNUSED(n)) {
-    if (sp->spans && sp->tok && sp->tok != Py_None) {
+    if (sp->tok && sp->tok != Py_None) {
         PyObject *r = spans_end(sp->spans, &sp->tok, 1, NULL);
         if (!r) return NULL;
         Py_DECREF(r);

@@ -21,7 +21,7 @@ import re
 
 from tracer import vocab
 from tracer.format import dumps
-from tracer.op_lines_py import ARGS, HB, HE, HX, KEY
+from tracer.op_lines_py import HE, KEY, b_line, e_line
 from tracer.op_lines_py import ready as ready_lines
 
 _TID = re.compile(r'"tid":(\d{4,})')   # a tensor's thread (vocab.TID_TENSOR_BASE and up)
@@ -220,7 +220,7 @@ class LineBuilder:
             c = get(name)
             if c is None or c[KEY] != info:   # the key holds the op, so its negotiation too
                 c = self.tensor_text(name, info)
-            out.append(f'{c[HB]}{t - base}e-3,"args":{c[ARGS]}"step":{step}}}}}')
+            out.append(b_line(c, t - base, step))
         return ",\n".join(out)
 
     def tensor_end(self, name: str, t_done: int, step: int, error: str | None) -> str:
@@ -235,5 +235,5 @@ class LineBuilder:
         for name, t_done, error in items:
             c = get(name)
             he = c[HE] if c is not None else self.tensor_head(name, "E")
-            out.append(f'{he}{t_done - base}e-3,"args":{{"step":{step}{error_text(error)}}}}}')
+            out.append(e_line(he, t_done - base, step, error_text(error)))
         return ",\n".join(out)

@@ -40,12 +40,18 @@ def _text(cache, make, op):
     return c
 
 
+def b_line(c, t, step):
+    """The B line of a tensor (constant text ``c``) submitted at ``t`` (relative) in ``step``."""
+    return f'{c[HB]}{t}e-3,"args":{c[ARGS]}"step":{step}}}}}'
+
+
+def e_line(he, t, step, extra=""):
+    """The E line (head ``he``) at ``t``: the step and ``extra`` (e.g. the error) as its args."""
+    return f'{he}{t}e-3,"args":{{"step":{step}{extra}}}}}'
+
+
 def _begin(op, c, stamp, base):
-    return f'{c[HB]}{op.submit_ns - base}e-3,"args":{c[ARGS]}"step":{stamp[1]}}}}}'
-
-
-def _end(c, td, step, extra):
-    return f'{c[HE]}{td}e-3,"args":{{"step":{step}{extra}}}}}'
+    return b_line(c, op.submit_ns - base, stamp[1])
 
 
 def _whole(op, c, stamp, base, td, extra):
@@ -85,7 +91,7 @@ def ends(rec, cache, make, opened, ops, base, t_done, extra):
             continue
         if c.__class__ is not tuple:
             c = _text(cache, make, op)
-        out.append(_end(c, td, stamp[1], extra))
+        out.append(e_line(c[HE], td, stamp[1], extra))
     return ",\n".join(out), len(out), others
 
 
@@ -150,7 +156,7 @@ class Completions:
                     continue
                 if c.__class__ is not tuple:
                     c = _text(self.cache, self.make, op)
-                out.append(_end(c, td, stamp[1], ""))
+                out.append(e_line(c[HE], td, stamp[1]))
         if out and not self.closed:
             if len(self.q) < self.cap:
                 self.q.append(",\n".join(out))

@@ -136,7 +136,7 @@ class TimelineWriter:
             return
         self._guard(self._write, out, pre)
 
-    def _write(self, records, pre=(b"", 0)) -> None:
+    def _write(self, records, pre) -> None:
         # One chunk of bytes, formatted in C when built (no per-line strings to join and encode),
         # after the lines formatted already (``pre``); a size cap needs the lines one by one.
         chunk, n = op_lines.chunk(records, *self._chunk_args)
