@@ -47,7 +47,7 @@ def _wrap(owner, name: str, label: str, spent: dict) -> None:
 
 
 def _instrument(spent: dict, outer: bool, writer: bool) -> None:
-    from collectives import engine, engine_trace
+    from collectives import engine_trace
     from collectives.backends import base
     from tracer import op_lines, timeline, tracefile
     from tracer import writer as w
@@ -61,7 +61,6 @@ def _instrument(spent: dict, outer: bool, writer: bool) -> None:
     _wrap(engine_trace.ReadyTicks, "record", "engine_trace.ready", spent)
     for n in ("complete", "counter", "counters", "mark_step"):
         _wrap(timeline.TimelineRecorder, n, "recorder." + n, spent)
-    _wrap(engine.Engine, "_trace_counters", "engine.counters", spent)
     # a backend span: its args and its C context manager (entry and exit are C calls, unwrapped)
     from collectives.backends import mpi, ring
     for mod in (base, mpi, ring):
@@ -99,6 +98,8 @@ def main() -> int:
     root = mpi_side.bcast_obj(comm, tempfile.mkdtemp(prefix="ringscope-probe-") if comm.rank == 0
                               else None)
     hvd.start_timeline(root + "/")
+    import tracer
+    _wrap(tracer.get_recorder(), "queue_counters", "recorder.queue_counters", spent)
     for _ in range(20):
         step()
     spent.clear()

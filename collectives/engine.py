@@ -47,7 +47,6 @@ class Engine:
         self._queue: list = []
         self._inflight: dict = {}
         self._bytes_in_flight = 0
-        self._last_counters = (0, 0)
         self._noname: dict = {}
         self._sends: list = []
         self._ready = trace.ReadyTicks()
@@ -104,7 +103,7 @@ class Engine:
                 self._inflight[e.name] = e
                 self._bytes_in_flight += e.nbytes
                 if stamp is not None and e.op_type not in M.CONTROL_OPS:
-                    e.meta[trace.SUBMITTED] = stamp
+                    e.stamp = stamp
         with self._cond:
             self._queue.extend(entries)
             self._cond.notify()
@@ -170,7 +169,8 @@ class Engine:
                 self._sends = [r for r in self._sends if not r.Test()]
             did = (self._coordinate() if self._coord is not None else self._receive()) or did
             if did and rec.enabled:   # the counters only move when something happened
-                self._trace_counters(rec)
+                # plain reads (a cycle late is fine); written only when changed
+                rec.queue_counters(len(self._inflight), self._bytes_in_flight)
             if did:
                 idle_s = 20e-6
                 backoff.reset()
@@ -180,14 +180,6 @@ class Engine:
                                  {V.ARG_CYCLE: self._cycle})
             elif not self._idle():
                 backoff.pause()
-
-    def _trace_counters(self, rec) -> None:
-        """Queue depth and bytes in flight, once per cycle and only when they changed."""
-        now_vals = (len(self._inflight), self._bytes_in_flight)   # plain reads; a cycle late is fine
-        if now_vals != self._last_counters:
-            self._last_counters = now_vals
-            rec.counters(((V.COUNTER_QUEUE_DEPTH, now_vals[0]),
-                          (V.COUNTER_BYTES_IN_FLIGHT, now_vals[1])))
 
     def _nap(self, seconds: float) -> None:
         """Sleep while waiting on other ranks, but wake at once when this rank submits more."""

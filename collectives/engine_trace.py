@@ -17,13 +17,12 @@ from collectives import messages as M
 from tracer import get_recorder, op_lines
 from tracer import recorder as R
 from tracer import vocab as V
-from tracer.recorder import SUBMITTED
 
 
 _op_of, _error_of = itemgetter(0), itemgetter(2)
 _now = time.perf_counter_ns   # the recorders' clock
 
-# stamp(): (recorder, step) for the engine to note on ops submitted now (``meta[SUBMITTED]``; the
+# stamp(): (recorder, step) for the engine to note on ops submitted now (``op.stamp``; the
 # time is the op's ``submit_ns``), or None when nothing is recorded. The same tuple serves a whole
 # step (no allocation per op); C when built, since it runs once per op on the user's thread.
 # ``stamp.last`` is the last stamp given, None when no op in flight can carry a stamp whose
@@ -58,7 +57,7 @@ def untrack(inflight) -> None:
 
 
 def _stamp_owner(ops):
-    return ops[0].meta[SUBMITTED][0]
+    return ops[0].stamp[0]
 
 
 def begins(entries) -> None:

@@ -34,3 +34,4 @@ class Entry:
     shape: tuple = ()
     device: str = "cpu"
     meta: dict = field(default_factory=dict)
+    stamp: Any = None   # the tracer's (recorder, step) when recorded (tracer.recorder, OPS)

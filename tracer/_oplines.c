@@ -26,16 +26,16 @@ static int put_diff(Buf *b, PyObject *a, long long base) {
     return r;
 }
 
-static PyObject *s_name, *s_meta, *s_op_type, *s_nbytes, *s_dtype, *s_shape, *s_reduce_op,
-    *s_process_set, *s_rank, *s_submitted, *s_submit_ns;
+static PyObject *s_name, *s_stamp, *s_op_type, *s_nbytes, *s_dtype, *s_shape, *s_reduce_op,
+    *s_process_set, *s_rank, *s_submit_ns;
 
 /* An op's attributes, read where a slots class keeps them. Each PyObject_GetAttr goes through the
  * type's attribute cache and the member descriptor, memory that is cold in the middle of a training
  * step (an op is read ~10 times); the runtime's op type is a slots class, so its members are read at
  * their offsets (found once, the type kept alive). Any other type goes through PyObject_GetAttr. */
-enum { A_NAME, A_META, A_OP_TYPE, A_NBYTES, A_DTYPE, A_SHAPE, A_REDUCE_OP, A_PROCESS_SET,
+enum { A_NAME, A_STAMP, A_OP_TYPE, A_NBYTES, A_DTYPE, A_SHAPE, A_REDUCE_OP, A_PROCESS_SET,
        A_SUBMIT_NS, NATTR };
-static PyObject **attr_names[NATTR] = {&s_name, &s_meta, &s_op_type, &s_nbytes, &s_dtype,
+static PyObject **attr_names[NATTR] = {&s_name, &s_stamp, &s_op_type, &s_nbytes, &s_dtype,
                                        &s_shape, &s_reduce_op, &s_process_set, &s_submit_ns};
 static PyTypeObject *slots_type;      /* the type whose offsets are known (a reference held) */
 static PyTypeObject *plain_type;      /* the last type found to be no such class (same) */
@@ -109,35 +109,27 @@ done:
 
 #define SLOT(c, i) PyTuple_GET_ITEM((c), (i))
 
-/* Whether ``op`` is one of ``rec``'s: 1 when ``rec`` stamped it (*st: its (rec, step) stamp,
- * borrowed; *meta: a new reference to the op's meta, which keeps *st alive), 0 when it has no stamp
- * or another recorder's (then appended to *others, a list made on first use; 2 instead when
- * ``others`` is NULL), -1 on error. */
-static int mine(PyObject *op, PyObject *rec, PyObject **meta, PyObject **st, PyObject **others) {
-    PyObject *m = op_attr(op, A_META);
-    if (!m) return -1;
-    if (!PyDict_Check(m)) {
-        Py_DECREF(m);
-        PyErr_SetString(PyExc_TypeError, "op.meta must be a dict");
-        return -1;
-    }
-    PyObject *stamp = PyDict_GetItemWithError(m, s_submitted);
-    if (!stamp) {
-        Py_DECREF(m);
-        return PyErr_Occurred() ? -1 : 0;
+/* Whether ``op`` is one of ``rec``'s: 1 when ``rec`` stamped it (*st: a new reference to its
+ * (rec, step) stamp), 0 when it has no stamp or another recorder's (then appended to *others, a list
+ * made on first use; 2 instead when ``others`` is NULL), -1 on error. */
+static int mine(PyObject *op, PyObject *rec, PyObject **st, PyObject **others) {
+    PyObject *stamp = op_attr(op, A_STAMP);
+    if (!stamp) return -1;
+    if (stamp == Py_None) {
+        Py_DECREF(stamp);
+        return 0;
     }
     if (!PyTuple_CheckExact(stamp) || PyTuple_GET_SIZE(stamp) < 2) {
-        Py_DECREF(m);
-        PyErr_SetString(PyExc_TypeError, "op.meta['submitted'] must be (recorder, step)");
+        Py_DECREF(stamp);
+        PyErr_SetString(PyExc_TypeError, "op.stamp must be (recorder, step) or None");
         return -1;
     }
     if (PyTuple_GET_ITEM(stamp, 0) != rec) {
-        Py_DECREF(m);
+        Py_DECREF(stamp);
         if (!others) return 2;
         if (!*others && !(*others = PyList_New(0))) return -1;
         return PyList_Append(*others, op) < 0 ? -1 : 0;
     }
-    *meta = m;
     *st = stamp;
     return 1;
 }
@@ -224,11 +216,11 @@ static PyObject *each_op(Pass *p, PyObject *ops, int (*fn)(Pass *, PyObject *, P
     if (!seq) return NULL;
     int ok = 1;
     for (Py_ssize_t i = 0, n = PySequence_Fast_GET_SIZE(seq); ok && i < n; i++) {
-        PyObject *op = PySequence_Fast_GET_ITEM(seq, i), *meta = NULL, *st = NULL;
-        int m = mine(op, p->rec, &meta, &st, &others);
+        PyObject *op = PySequence_Fast_GET_ITEM(seq, i), *st = NULL;
+        int m = mine(op, p->rec, &st, &others);
         if (m > 0) {
             ok = fn(p, op, st) == 0;
-            Py_DECREF(meta);
+            Py_DECREF(st);
         } else {
             ok = m == 0;
         }
@@ -419,11 +411,11 @@ static PyObject *comp_call(Completions *c, PyObject *args, PyObject *kw) {
               .extra = NULL, .base = c->base, .td = t_done - c->base};
     int ok = 1;
     for (Py_ssize_t i = 0; ok && i < n; i++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(seq, i), *meta = NULL, *st = NULL;
-        int m = mine(PyTuple_GET_ITEM(item, 0), c->rec, &meta, &st, NULL);
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i), *st = NULL;
+        int m = mine(PyTuple_GET_ITEM(item, 0), c->rec, &st, NULL);
         if (m == 1) {
             ok = end_op(&p, PyTuple_GET_ITEM(item, 0), st) == 0;
-            Py_DECREF(meta);
+            Py_DECREF(st);
         } else if (m == 2) {
             ok = (rest || (rest = PyList_New(0))) && PyList_Append(rest, item) == 0;
         } else {
@@ -810,9 +802,9 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, .m_name = "tracer._op
 
 PyMODINIT_FUNC PyInit__oplines(void) {
     struct { PyObject **slot; const char *text; } names[] = {
-        {&s_name, "name"}, {&s_meta, "meta"}, {&s_op_type, "op_type"}, {&s_nbytes, "nbytes"},
+        {&s_name, "name"}, {&s_stamp, "stamp"}, {&s_op_type, "op_type"}, {&s_nbytes, "nbytes"},
         {&s_dtype, "dtype"}, {&s_shape, "shape"}, {&s_reduce_op, "reduce_op"},
-        {&s_process_set, "process_set"}, {&s_rank, "rank"}, {&s_submitted, "submitted"},
+        {&s_process_set, "process_set"}, {&s_rank, "rank"},
         {&s_submit_ns, "submit_ns"}, {&s_step, "step"}, {&s_X, "X"}, {&s_C, "C"},
         {&s_acquire, "acquire"}, {&s_release, "release"}, {&s_append, "append"}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)

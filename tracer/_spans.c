@@ -24,6 +24,9 @@ typedef struct {
     PyObject *state;   /* the recorder's __dict__: "enabled", "step" */
     PyObject *lines;   /* where the records go (tracer._oplines.Lines) */
     long long base;
+    PyObject *depth_name, *bytes_name;   /* queue_counters' two counters */
+    long long depth, nbytes;             /* ... their values last written */
+    int written;                         /* ... whether any were */
 } Spans;
 
 static PyObject *s_enabled, *s_step_key, *s_S, *s_X, *s_C;
@@ -31,12 +34,16 @@ static PyObject *s_enabled, *s_step_key, *s_S, *s_X, *s_C;
 static int spans_traverse(Spans *s, visitproc visit, void *arg) {
     Py_VISIT(s->state);
     Py_VISIT(s->lines);
+    Py_VISIT(s->depth_name);
+    Py_VISIT(s->bytes_name);
     return 0;
 }
 
 static int spans_clear(Spans *s) {
     Py_CLEAR(s->state);
     Py_CLEAR(s->lines);
+    Py_CLEAR(s->depth_name);
+    Py_CLEAR(s->bytes_name);
     return 0;
 }
 
@@ -47,20 +54,25 @@ static void spans_dealloc(Spans *s) {
 }
 
 static int spans_init(Spans *s, PyObject *args, PyObject *kw) {
-    PyObject *state, *lines;
+    PyObject *state, *lines, *depth_name, *bytes_name;
     long long base;
     if (kw && PyDict_GET_SIZE(kw)) {
         PyErr_SetString(PyExc_TypeError, "Spans takes no keyword arguments");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "O!OL", &PyDict_Type, &state, &lines, &base)) return -1;
+    if (!PyArg_ParseTuple(args, "O!OLUU", &PyDict_Type, &state, &lines, &base, &depth_name,
+                          &bytes_name))
+        return -1;
     if (!lines_check(lines)) {
         PyErr_SetString(PyExc_TypeError, "Spans needs a tracer._oplines.Lines");
         return -1;
     }
     Py_XSETREF(s->state, Py_NewRef(state));
     Py_XSETREF(s->lines, Py_NewRef(lines));
+    Py_XSETREF(s->depth_name, Py_NewRef(depth_name));
+    Py_XSETREF(s->bytes_name, Py_NewRef(bytes_name));
     s->base = base;
+    s->written = 0;
     return 0;
 }
 
@@ -94,7 +106,7 @@ static int parse(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, con
 
 /* -1 with an error when ``s`` was made by __new__ alone (or cleared by the collector). */
 static int unready(Spans *s) {
-    if (s->state && s->lines) return 0;
+    if (s->state && s->lines && s->depth_name && s->bytes_name) return 0;
     PyErr_SetString(PyExc_RuntimeError, "Spans not initialised");
     return -1;
 }
@@ -222,6 +234,32 @@ static PyObject *spans_counters(Spans *s, PyObject *const *args, Py_ssize_t narg
     return ok ? Py_NewRef(Py_None) : NULL;
 }
 
+/* queue_counters(depth, nbytes): the queue-depth and bytes-in-flight counters now, unless both
+ * equal the values last written (the engine calls this every cycle that did something). */
+static PyObject *spans_queue_counters(Spans *s, PyObject *const *args, Py_ssize_t nargs) {
+    if (unready(s)) return NULL;
+    if (nargs != 2) return PyErr_Format(PyExc_TypeError, "queue_counters takes (depth, nbytes)");
+    int on = enabled(s);
+    if (on <= 0) return on < 0 ? NULL : Py_NewRef(Py_None);
+    long long depth = PyLong_AsLongLong(args[0]), nbytes = PyLong_AsLongLong(args[1]);
+    if (PyErr_Occurred()) return NULL;
+    if (s->written && depth == s->depth && nbytes == s->nbytes) return Py_NewRef(Py_None);
+    PyObject *t = rel_time(s, Py_None);
+    if (!t) return NULL;
+    PyObject *r = put_counter(s, s->depth_name, t, args[0]);
+    if (r) {
+        Py_DECREF(r);
+        r = put_counter(s, s->bytes_name, t, args[1]);
+    }
+    Py_DECREF(t);
+    if (r) {
+        s->depth = depth;
+        s->nbytes = nbytes;
+        s->written = 1;
+    }
+    return r;
+}
+
 /* ---- span(tid, name, cat, args=None): the same as a context manager, no Python frame ---------- */
 
 /* ``with spans.span(...):`` begins at __enter__ and ends at __exit__, as begin() and end() do;
@@ -298,6 +336,8 @@ static PyMethodDef spans_methods[] = {
      "counter(name, value, ts_ns=None)"},
     {"counters", (PyCFunction)(void (*)(void))spans_counters, METH_FASTCALL | METH_KEYWORDS,
      "counters(((name, value), ...), ts_ns=None): several at one time"},
+    {"queue_counters", (PyCFunction)(void (*)(void))spans_queue_counters, METH_FASTCALL,
+     "queue_counters(depth, nbytes): both counters now, unless unchanged since last written"},
     {"span", (PyCFunction)(void (*)(void))spans_span, METH_FASTCALL | METH_KEYWORDS,
      "span(tid, name, cat, args=None) -> a context manager: begin() at enter, end() at exit"},
     {NULL, NULL, 0, NULL}};
@@ -307,8 +347,8 @@ static PyTypeObject SpansType = {
     .tp_name = "tracer._oplines.Spans",
     .tp_basicsize = sizeof(Spans),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "Spans(recorder_dict, lines, base): a recorder's begin, end, counter and "
-              "counters in C",
+    .tp_doc = "Spans(recorder_dict, lines, base, depth_name, bytes_name): a recorder's begin, "
+              "end, counter, counters and queue_counters in C",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)spans_init,
     .tp_dealloc = (destructor)spans_dealloc,

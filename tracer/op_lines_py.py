@@ -4,13 +4,11 @@ The reference for :mod:`tracer._oplines` (the same functions in C, used when bui
 give the same text for the same input, which the tests check. An *op* here is the runtime's object
 for one submitted collective (the contract in :mod:`tracer.recorder`): ``name``, ``op_type``,
 ``nbytes``, ``dtype``, ``shape``, ``reduce_op``, ``process_set``, ``submit_ns`` (when it was
-submitted, on the recorder's clock) and a ``meta`` dict holding the recorder's stamp under
-``"submitted"`` = (recorder, step). ``cache`` maps a tensor's name to its constant text (the tuple that
+submitted, on the recorder's clock) and ``stamp``, the recorder's (recorder, step) or None. ``cache`` maps a tensor's name to its constant text (the tuple that
 :meth:`tracer.lines.LineBuilder.tensor_text` makes; ``make`` makes and caches one).
 """
 from __future__ import annotations
 
-SUBMITTED = "submitted"
 # slots of a tensor's constant-text tuple: the key its args were made from, the args of its slice
 # (an open object, the step and the closing braces to follow) and the heads of its X, B and E lines
 # on the tensor's own thread, up to the "ts" value: an X line reads HX TS e-3,"dur":D e-3,"args":ARGS
@@ -21,7 +19,7 @@ def split_stamped(rec, ops):
     """(ops stamped by ``rec`` with their stamps, ops stamped by another recorder or None)."""
     mine, others = [], None
     for op in ops:
-        stamp = op.meta.get(SUBMITTED)
+        stamp = op.stamp
         if stamp is None:
             continue
         if stamp[0] is rec:
@@ -143,7 +141,7 @@ class Completions:
         with self.lock:
             for item in done:
                 op = item[0]
-                stamp = op.meta.get(SUBMITTED)
+                stamp = op.stamp
                 if stamp is None:
                     continue
                 if stamp[0] is not self.rec:

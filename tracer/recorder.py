@@ -46,6 +46,8 @@ CONTRACT (the runtime codes against these calls; the tracer implements them):
     rec.tensor_phase(name, ended, started=None)     #   NVTX ranges need the live moment
     rec.counter(name, value, ts_ns=None)
     rec.counters(((name, value), ...), ts_ns=None)   # several at one time (one call)
+    rec.queue_counters(depth, nbytes)               # queue depth and bytes in flight now, unless
+                                                    #   unchanged since last written (one C call)
     rec.mark_step(step=None) / rec.step             # current training step (-1 before the first)
     rec.set_run_meta(**meta)                        # keys of tracer.vocab.META_KEYS
     rec.set_clock_offset(offset_ns, uncertainty_ns, when)   # when = "init" | "shutdown"
@@ -53,10 +55,11 @@ CONTRACT (the runtime codes against these calls; the tracer implements them):
 
 OPS: an op is the runtime's object for one submitted collective, with attributes ``name``,
 ``op_type``, ``nbytes``, ``dtype``, ``shape``, ``reduce_op`` (an enum or its value), ``process_set``,
-``submit_ns`` (``rec.now()`` at submission) and a ``meta`` dict. At submission the runtime stamps
-``meta[SUBMITTED] = (rec, rec.step)`` when ``rec.enabled`` (one tuple may serve many ops;
+``submit_ns`` (``rec.now()`` at submission) and ``stamp``. At submission the runtime sets
+``stamp = (rec, rec.step)`` when ``rec.enabled``, else leaves it None (one tuple may serve many ops;
 ``tracer.op_lines.stamper()`` gives it in one C call). An op's begin and end go to the recorder of
-its stamp.
+its stamp. An attribute, not an entry of a dict the op holds: the completion reads it on memory
+the training step has swept, and every object less it reaches costs there.
 
 Begins are written lazily: the runtime calls ``ops_begin`` only when NVTX needs the live moment
 (``rec.nvtx``); otherwise ``ops_end`` writes an op's whole slice at completion, while the op is hot,
@@ -72,7 +75,7 @@ from __future__ import annotations
 import time
 
 from tracer import vocab
-from tracer.op_lines_py import SUBMITTED, split_stamped  # noqa: F401 (SUBMITTED: the OPS key)
+from tracer.op_lines_py import split_stamped  # noqa: F401
 
 _now = time.perf_counter_ns
 
@@ -135,6 +138,11 @@ class NullRecorder:
     def counters(self, values, ts_ns=None):
         for name, value in values:
             self.counter(name, value, ts_ns)
+
+    def queue_counters(self, depth, nbytes):
+        if self.enabled:
+            self.counters(((vocab.COUNTER_QUEUE_DEPTH, depth),
+                           (vocab.COUNTER_BYTES_IN_FLIGHT, nbytes)))
 
     def ready(self, name, rank, process_set=0, ts_ns=None):
         pass

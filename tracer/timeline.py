@@ -56,6 +56,7 @@ class TimelineRecorder:
         self.unmatched_ends = 0      # ends dropped because their begin is not in this file
         self._nv_bytes: dict = {}    # async id -> bytes of its outer slice (NVTX payload)
         self._closed = False
+        self._queue_written = None   # queue_counters' last values (Python path)
         self._shutdown_offset = (None, None)
         # one base for every event of this rank: a monotonic ns and the wall clock at the same moment
         self.base_ns = _now()
@@ -87,9 +88,11 @@ class TimelineRecorder:
             self._q if self._lines is None else self._lines, self._cap, self._drops, self.base_ns)
         if fast:
             # span and counter calls in C (they read ``enabled`` and ``step`` from here)
-            spans = op_lines.Spans(self.__dict__, self._lines, self.base_ns)
+            spans = op_lines.Spans(self.__dict__, self._lines, self.base_ns,
+                                   vocab.COUNTER_QUEUE_DEPTH, vocab.COUNTER_BYTES_IN_FLIGHT)
             self.begin, self.end, self.span = spans.begin, spans.end, spans.span
             self.counter, self.counters = spans.counter, spans.counters
+            self.queue_counters = spans.queue_counters
         self.enabled = self._in_window(step)
 
     # ---- window of steps --------------------------------------------------------------------
@@ -192,6 +195,13 @@ class TimelineRecorder:
                     q.append(("C", name, t, value))
                 else:
                     next(self._drops)
+
+    def queue_counters(self, depth, nbytes):
+        """The queue-depth and bytes-in-flight counters now, unless both equal those last written."""
+        if self.enabled and (depth, nbytes) != self._queue_written:
+            self._queue_written = (depth, nbytes)
+            self.counters(((vocab.COUNTER_QUEUE_DEPTH, depth),
+                           (vocab.COUNTER_BYTES_IN_FLIGHT, nbytes)))
 
     # ---- the per-tensor lifecycle -----------------------------------------------------------------
     def tensor_begin(self, name, negotiate, ts_ns, step, info):

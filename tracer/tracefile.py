@@ -24,6 +24,7 @@ from tracer.config import part_path
 from tracer.lines import LineBuilder
 
 CAP_RESERVE = 4096   # bytes kept free under the cap for the CAP_REACHED and SHUTDOWN events
+_SEP = b",\n"   # between event lines
 
 
 class TraceFile:
@@ -61,14 +62,18 @@ class TraceFile:
 
     def _pwrite_lines(self, lines: list[str]) -> None:
         # a record may hold several event lines: count them (JSON escapes any newline in a value)
-        text = ",\n" + ",\n".join(lines)
-        self._pwrite_chunk(text.encode(), text.count("\n"))
+        text = ",\n".join(lines)
+        self._pwrite_parts([text.encode()], text.count("\n") + 1)
 
-    def _pwrite_chunk(self, chunk: bytes, lines: int, lead: bytes = b"") -> None:
-        """Append ``lead`` + ``chunk`` (``lines`` event lines, each after ",\\n") and the closing
-        tail."""
-        os.pwritev(self._fd, [lead, chunk, fmt.TAIL], self.pos)
-        self.pos += len(lead) + len(chunk)
+    def _pwrite_parts(self, parts: list, lines: int) -> None:
+        """Append each of ``parts`` (bytes of event lines joined by ",\\n", ``lines`` in all)
+        after a ",\\n", then the closing tail: one system call, no copy joining them."""
+        iov = []
+        for p in parts:
+            iov += (_SEP, p)
+        iov.append(fmt.TAIL)
+        os.pwritev(self._fd, iov, self.pos)
+        self.pos += sum(map(len, iov)) - len(fmt.TAIL)
         self.size = self.pos + len(fmt.TAIL)
         self.lines_written += lines
 
@@ -102,14 +107,15 @@ class TraceFile:
         return self.lines.instant(name, vocab.CAT_META, vocab.TID_FRAMEWORK, self.now_rel(),
                                   fmt.dumps(args).decode(), scope="p")
 
-    def write_chunk(self, chunk: bytes, lines: int) -> bool:
-        """Append ``lines`` event lines already joined by ",\\n" (no separator before the first);
-        False, and nothing written, when a size cap is set (the caller then gives the lines to
-        :meth:`write`)."""
+    def write_chunk(self, parts: list, lines: int) -> bool:
+        """Append ``lines`` event lines, given as chunks of bytes that each hold lines already
+        joined by ",\\n" (no separator before the first; empty ones are skipped); False, and
+        nothing written, when a size cap is set (the caller then gives the lines to :meth:`write`)."""
         if self.max_bytes is not None:
             return False
-        if self._fd is not None and chunk:
-            self._pwrite_chunk(chunk, lines, b",\n")
+        parts = [p for p in parts if p]
+        if self._fd is not None and parts:
+            self._pwrite_parts(parts, lines)
         return True
 
     def write(self, lines: list[str], force: bool = False) -> None:

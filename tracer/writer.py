@@ -140,9 +140,7 @@ class TimelineWriter:
         # One chunk of bytes, formatted in C when built (no per-line strings to join and encode),
         # after the lines formatted already (``pre``); a size cap needs the lines one by one.
         chunk, n = op_lines.chunk(records, *self._chunk_args)
-        if pre[1]:
-            chunk, n = (pre[0] + b",\n" + chunk if n else pre[0]), n + pre[1]
-        if not self.file.write_chunk(chunk, n):
+        if not self.file.write_chunk([pre[0], chunk], n + pre[1]):
             deferred = self._deferred
             first = pre[0].decode().split(",\n") if pre[1] else []   # no event holds a raw newline
             self.file.write(first + [x if x.__class__ is str else deferred(x) for x in records])

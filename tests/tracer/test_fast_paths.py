@@ -204,6 +204,24 @@ def test_c_spans_write_the_lines_the_python_methods_write(tmp_path):
     assert got[0] == got[1]
 
 
+@pytest.mark.parametrize("use_c", [pytest.param(True, marks=needs_c), False])
+def test_queue_counters_write_only_what_changed(tmp_path, use_c):
+    if use_c:
+        _needs_spans()
+    rec = _recorder(tmp_path, use_c)
+    rec._q.clear()
+    seen = []
+    for depth, nbytes, on in [(3, 300, True), (3, 300, True), (3, 400, True), (0, 0, False),
+                              (0, 0, True), (0, 0, True), (2, 0, True)]:
+        rec.enabled = on
+        rec.queue_counters(depth, nbytes)
+        seen.append([(e["name"], e["args"]["value"]) for e in _events_of(rec)])
+    rec.close()
+    pair = [v.COUNTER_QUEUE_DEPTH, v.COUNTER_BYTES_IN_FLIGHT]
+    assert seen == [list(zip(pair, (3, 300))), [], list(zip(pair, (3, 400))), [],
+                    list(zip(pair, (0, 0))), [], list(zip(pair, (2, 0)))]
+
+
 @needs_c
 def test_c_spans_count_drops_and_reject_bad_calls(tmp_path):
     _needs_spans()

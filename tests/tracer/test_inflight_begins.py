@@ -9,14 +9,13 @@ import tracer
 from tests.tracer.conftest import events
 from tracer import recorder as R
 from tracer import vocab as v
-from tracer.recorder import SUBMITTED
 
 
 class Op:
     def __init__(self, rec, name, submit_ns, step):
         self.name, self.op_type, self.nbytes, self.dtype = name, v.ALLREDUCE, 64, "float32"
         self.shape, self.reduce_op, self.process_set, self.submit_ns = (4, 4), "Sum", 0, submit_ns
-        self.meta = {SUBMITTED: (rec, step)}
+        self.stamp = (rec, step)
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ class Op:
         self.name, self.op_type, self.nbytes, self.dtype = name, op_type, nbytes, "float32"
         self.shape, self.reduce_op, self.process_set = shape, reduce_op, 0
         self.submit_ns = 0 if stamp is None else stamp[1]
-        self.meta = {} if stamp is None else {P.SUBMITTED: (stamp[0], stamp[2])}
+        self.stamp = None if stamp is None else (stamp[0], stamp[2])
 
 
 class Req:
@@ -136,10 +136,10 @@ def test_c_formats_odd_values_like_an_fstring():
 
 def test_missing_attribute_is_an_error_not_a_crash():
     class Bad:
-        meta = {}
+        pass
     rec = object()
     bad = Bad()
-    bad.meta[P.SUBMITTED] = (rec, 1)
+    bad.stamp = (rec, 1)
     lb = L.LineBuilder(0)
     with pytest.raises(AttributeError):
         op_lines.begins(rec, lb._tensors, lb.tensor_text, {}, [bad], 0)
@@ -206,7 +206,7 @@ def test_c_chunk_matches_python():
 class SlotOp:
     """The runtime's kind of op: a slots class (the C build reads its members at their offsets)."""
     __slots__ = ("name", "op_type", "nbytes", "dtype", "shape", "reduce_op", "process_set",
-                 "submit_ns", "meta")
+                 "submit_ns", "stamp")
 
     def __init__(self, plain):
         for k in self.__slots__:

@@ -125,7 +125,7 @@ class _Op:
     def __init__(self, rec, name, submit_ns, step):
         self.name, self.op_type, self.nbytes, self.dtype = name, v.ALLREDUCE, 4096, "float32"
         self.shape, self.reduce_op, self.process_set, self.submit_ns = (1024,), "Sum", 0, submit_ns
-        self.meta = {tracer.recorder.SUBMITTED: (rec, step)}
+        self.stamp = (rec, step)
 
 
 def test_perfetto_shows_each_tensor_on_its_own_named_thread(env, tmp_path):
