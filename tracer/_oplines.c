@@ -110,8 +110,8 @@ done:
 #define SLOT(c, i) PyTuple_GET_ITEM((c), (i))
 
 /* Whether ``op`` is one of ``rec``'s: 1 when ``rec`` stamped it (*st: a new reference to its
- * (rec, step) stamp), 0 when it has no stamp or another recorder's (then appended to *others, a list
- * made on first use; 2 instead when ``others`` is NULL), -1 on error. */
+ * (rec, step) stamp), 0 when it has no stamp or another recorder's (then appended to *others, a
+ * list made on first use; 2 instead when ``others`` is NULL), -1 on error. */
 static int mine(PyObject *op, PyObject *rec, PyObject **st, PyObject **others) {
     PyObject *stamp = op_attr(op, A_STAMP);
     if (!stamp) return -1;

@@ -4,7 +4,8 @@ The reference for :mod:`tracer._oplines` (the same functions in C, used when bui
 give the same text for the same input, which the tests check. An *op* here is the runtime's object
 for one submitted collective (the contract in :mod:`tracer.recorder`): ``name``, ``op_type``,
 ``nbytes``, ``dtype``, ``shape``, ``reduce_op``, ``process_set``, ``submit_ns`` (when it was
-submitted, on the recorder's clock) and ``stamp``, the recorder's (recorder, step) or None. ``cache`` maps a tensor's name to its constant text (the tuple that
+submitted, on the recorder's clock) and ``stamp``, the recorder's (recorder, step) or None.
+``cache`` maps a tensor's name to its constant text (the tuple that
 :meth:`tracer.lines.LineBuilder.tensor_text` makes; ``make`` makes and caches one).
 """
 from __future__ import annotations

@@ -197,7 +197,7 @@ class TimelineRecorder:
                     next(self._drops)
 
     def queue_counters(self, depth, nbytes):
-        """The queue-depth and bytes-in-flight counters now, unless both equal those last written."""
+        """Queue depth and bytes in flight as counters now, unless both equal those last written."""
         if self.enabled and (depth, nbytes) != self._queue_written:
             self._queue_written = (depth, nbytes)
             self.counters(((vocab.COUNTER_QUEUE_DEPTH, depth),

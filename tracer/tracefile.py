@@ -110,7 +110,7 @@ class TraceFile:
     def write_chunk(self, parts: list, lines: int) -> bool:
         """Append ``lines`` event lines, given as chunks of bytes that each hold lines already
         joined by ",\\n" (no separator before the first; empty ones are skipped); False, and
-        nothing written, when a size cap is set (the caller then gives the lines to :meth:`write`)."""
+        nothing written, when a size cap is set (the caller then gives them to :meth:`write`)."""
         if self.max_bytes is not None:
             return False
         parts = [p for p in parts if p]
