@@ -5,8 +5,9 @@ they were recorded (``formatted``, a :class:`tracer._oplines.Lines`: its bytes a
 the buffered records (lines the recorder formatted, and spans, counters and waits left as tuples)
 into one chunk of bytes (:func:`tracer.op_lines.chunk`, C when built) and hands both to
 :class:`tracer.tracefile.TraceFile` in one ``pwritev``, with the begins of the runtime's ops still
-in flight after them (``pending``: an op's slice is otherwise written whole when it completes). Errors on disk never reach the training
-thread: the writer reports once on stderr and discards from then on.
+in flight after them (``pending``: an op's slice is otherwise written whole when it completes).
+Errors on disk never reach the training thread: the writer reports once on stderr and discards
+from then on.
 """
 from __future__ import annotations
 
