@@ -67,4 +67,14 @@ int lines_record(PyObject *lines, PyObject *rec);
  * the Python formatter's job), -1 error */
 int put_record(Buf *b, PyObject *r, PyObject *heads, PyObject *make, PyObject *names,
                PyObject *make_name, PyObject *dumps, PyObject *counter_cat, PyObject *zero);
+/* ... the head of a (ph, tid, name, cat) line from the line builder's cache (a new reference), and
+ * a span's args with its step: 1 written, 0 not plain (the Python formatter's job), -1 error */
+PyObject *head_of(PyObject *heads, PyObject *make, PyObject *ph, PyObject *tid, PyObject *name,
+                  PyObject *cat);
+int put_span_args(Buf *b, PyObject *dumps, PyObject *args, PyObject *step);
+/* tracer/_lines.c: a span's or a counter's line written at once (1), or 0 when a value is not
+ * plain (then the caller buffers its record tuple), -1 on error; dropped lines count as written */
+int lines_span(PyObject *lines, PyObject *tid, PyObject *name, PyObject *cat, long long t0,
+               long long t1, PyObject *args, PyObject *step);
+int lines_counter(PyObject *lines, PyObject *name, long long t, PyObject *value);
 #endif

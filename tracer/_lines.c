@@ -9,6 +9,15 @@
  */
 #include "_buf.h"
 
+/* A line head found by identity: the runtime passes the same vocabulary objects every time, so a
+ * span or counter needs no key tuple, hash or dict lookup (references held: no address reuse). */
+#define NHEADS 16
+typedef struct {
+    PyObject *ph, *tid, *name, *cat, *head;
+} Head;
+
+static PyObject *s_ph_X, *s_ph_C;
+
 typedef struct {
     PyObject_HEAD
     Buf b;               /* lines joined by ",\n" */
@@ -17,6 +26,8 @@ typedef struct {
     PyObject *heads, *make, *names, *make_name, *dumps, *counter_cat, *zero;
     PyObject *q, *drops; /* the deque for records left to Python; the drop counter */
     Py_ssize_t cap;      /* lines held at most: past it, new events are dropped and counted */
+    Head hs[NHEADS];     /* the heads used last (replaced in turn) */
+    int hs_next;
 } Lines;
 
 #define LINES_REFS(l) {&(l)->heads, &(l)->make, &(l)->names, &(l)->make_name, &(l)->dumps, \
@@ -29,12 +40,29 @@ int lines_check(PyObject *o) { return Py_IS_TYPE(o, &LinesType); }
 static int lines_traverse(Lines *l, visitproc visit, void *arg) {
     PyObject **refs[] = LINES_REFS(l);
     for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) Py_VISIT(*refs[i]);
+    for (int i = 0; i < NHEADS; i++) {
+        Py_VISIT(l->hs[i].tid);
+        Py_VISIT(l->hs[i].name);
+        Py_VISIT(l->hs[i].cat);
+    }
     return 0;
+}
+
+static void heads_clear(Lines *l) {
+    for (int i = 0; i < NHEADS; i++) {
+        Head *h = &l->hs[i];
+        Py_CLEAR(h->ph);
+        Py_CLEAR(h->tid);
+        Py_CLEAR(h->name);
+        Py_CLEAR(h->cat);
+        Py_CLEAR(h->head);
+    }
 }
 
 static int lines_clear(Lines *l) {
     PyObject **refs[] = LINES_REFS(l);
     for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) Py_CLEAR(*refs[i]);
+    heads_clear(l);
     return 0;
 }
 
@@ -63,6 +91,7 @@ static int lines_init(Lines *l, PyObject *args, PyObject *kw) {
         Py_XSETREF(*slot[i], Py_NewRef(val[i]));
     Py_DECREF(zero);
     l->cap = cap;
+    heads_clear(l);   /* a new line builder: new heads */
     return 0;
 }
 
@@ -114,6 +143,78 @@ int lines_record(PyObject *self, PyObject *rec) {
     l->b.len = mark;
     if (ok < 0) return -1;
     return buffer_record(l->q, l->cap, l->drops, rec, 1);
+}
+
+/* The head of a (ph, tid, name, cat) line (borrowed; valid until the next call), NULL on error. */
+static PyObject *head(Lines *l, PyObject *ph, PyObject *tid, PyObject *name, PyObject *cat) {
+    for (int i = 0; i < NHEADS; i++) {
+        Head *h = &l->hs[i];
+        if (h->name == name && h->tid == tid && h->cat == cat && h->ph == ph) return h->head;
+    }
+    PyObject *made = head_of(l->heads, l->make, ph, tid, name, cat);
+    if (!made) return NULL;
+    if (!PyUnicode_CheckExact(made)) {
+        Py_DECREF(made);
+        PyErr_SetString(PyExc_TypeError, "a line head must be a str");
+        return NULL;
+    }
+    Head *h = &l->hs[l->hs_next];
+    l->hs_next = (l->hs_next + 1) % NHEADS;
+    PyObject *old[] = {h->ph, h->tid, h->name, h->cat, h->head};
+    h->ph = Py_NewRef(ph);
+    h->tid = Py_NewRef(tid);
+    h->name = Py_NewRef(name);
+    h->cat = Py_NewRef(cat);
+    h->head = made;
+    for (int i = 0; i < 5; i++) Py_XDECREF(old[i]);
+    return made;
+}
+
+/* A line begins (its separator) at ``*mark``; line_end counts it when ``r`` is 1 (written), else
+ * takes the buffer back to the mark (0: not plain, -1: error) and returns ``r``. */
+static int line_start(Lines *l, Py_ssize_t *mark) {
+    *mark = l->b.len;
+    return l->b.len && PUT_LIT(&l->b, ",\n") ? -1 : 0;
+}
+
+static int line_end(Lines *l, Py_ssize_t mark, int r) {
+    if (r == 1) {
+        l->lines++;
+        return 1;
+    }
+    l->b.len = mark;
+    return r;
+}
+
+int lines_span(PyObject *self, PyObject *tid, PyObject *name, PyObject *cat, long long t0,
+               long long t1, PyObject *args, PyObject *step) {
+    Lines *l = (Lines *)self;
+    if (unready(l)) return -1;
+    if (!PyLong_CheckExact(step) || !PyUnicode_CheckExact(name) || !PyUnicode_CheckExact(cat))
+        return 0;
+    if (l->lines >= l->cap) return drop(l, 1) < 0 ? -1 : 1;
+    PyObject *h = head(l, s_ph_X, tid, name, cat);
+    Py_ssize_t mark;
+    if (!h || line_start(l, &mark) < 0) return -1;
+    int r = (put_obj(&l->b, h) || put_ll(&l->b, t0) || PUT_LIT(&l->b, "e-3,\"dur\":") ||
+             put_ll(&l->b, t1 - t0) || PUT_LIT(&l->b, "e-3,\"args\":"))
+                ? -1 : put_span_args(&l->b, l->dumps, args, step);
+    if (r == 1 && PUT_LIT(&l->b, "}")) r = -1;
+    return line_end(l, mark, r);
+}
+
+int lines_counter(PyObject *self, PyObject *name, long long t, PyObject *value) {
+    Lines *l = (Lines *)self;
+    if (unready(l)) return -1;
+    if (!PyLong_CheckExact(value) || !PyUnicode_CheckExact(name)) return 0;
+    if (l->lines >= l->cap) return drop(l, 1) < 0 ? -1 : 1;
+    PyObject *h = head(l, s_ph_C, l->zero, name, l->counter_cat);
+    Py_ssize_t mark;
+    if (!h || line_start(l, &mark) < 0) return -1;
+    int r = put_obj(&l->b, h) || put_ll(&l->b, t) ||
+            PUT_LIT(&l->b, "e-3,\"args\":{\"value\":") || put_obj(&l->b, value) ||
+            PUT_LIT(&l->b, "}}") ? -1 : 1;
+    return line_end(l, mark, r);
 }
 
 static PyObject *lines_put(Lines *l, PyObject *args) {
@@ -180,6 +281,8 @@ static PyTypeObject LinesType = {
 };
 
 int lines_add(PyObject *m) {
+    if (!(s_ph_X = PyUnicode_InternFromString("X")) || !(s_ph_C = PyUnicode_InternFromString("C")))
+        return -1;
     if (PyType_Ready(&LinesType) < 0) return -1;
     return PyModule_AddObjectRef(m, "Lines", (PyObject *)&LinesType);
 }

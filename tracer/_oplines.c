@@ -590,8 +590,8 @@ static PyObject *s_step, *s_X, *s_C;
 
 /* The head of a line, {"name":...,"ts": for (ph, tid, name, cat): cached in ``heads``, made by
  * ``make`` on a miss (a new reference). */
-static PyObject *head_of(PyObject *heads, PyObject *make, PyObject *ph, PyObject *tid,
-                         PyObject *name, PyObject *cat) {
+PyObject *head_of(PyObject *heads, PyObject *make, PyObject *ph, PyObject *tid, PyObject *name,
+                  PyObject *cat) {
     PyObject *key = PyTuple_Pack(4, ph, tid, name, cat);
     if (!key) return NULL;
     PyObject *h = PyDict_GetItemWithError(heads, key);
@@ -649,7 +649,7 @@ static int put_plain_args(Buf *b, PyObject *args, PyObject *step) {
 
 /* The args object of an X span: ``args`` (a dict or None) with the step when it has none, as
  * tracer.lines.jargs writes it. 1 when written, 0 when the record needs the Python formatter. */
-static int put_span_args(Buf *b, PyObject *dumps, PyObject *args, PyObject *step) {
+int put_span_args(Buf *b, PyObject *dumps, PyObject *args, PyObject *step) {
     if (args != Py_None && !PyDict_CheckExact(args)) return 0;
     if (args == Py_None || PyDict_GET_SIZE(args) == 0)
         return (PUT_LIT(b, "{\"step\":") || put_obj(b, step) || PUT_LIT(b, "}")) ? -1 : 1;

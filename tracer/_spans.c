@@ -138,7 +138,8 @@ static PyObject *spans_begin(Spans *s, PyObject *const *args, Py_ssize_t nargs,
     return tok;
 }
 
-/* ``rec`` (one event; consumed) to the recorder's lines (dropped and counted when they are full). */
+/* ``rec`` (one event; consumed) to the recorder's lines (dropped and counted when they are full):
+ * the path of lines with values the C formatter leaves to Python, and of tensor spans. */
 static PyObject *put_rec(Spans *s, PyObject *rec) {
     if (!rec) return NULL;
     int r = lines_record(s->lines, rec);
@@ -163,6 +164,10 @@ static PyObject *spans_end(Spans *s, PyObject *const *args, Py_ssize_t nargs, Py
              *step = PyTuple_GET_ITEM(tok, 5), *tensor = PyTuple_GET_ITEM(tok, 7);
     long long t0 = PyLong_AsLongLong(PyTuple_GET_ITEM(tok, 4));
     if (t0 == -1 && PyErr_Occurred()) return NULL;
+    if (extra == Py_None && tensor == Py_None) {   /* the common case: no record tuple */
+        int w = lines_span(s->lines, tid, name, cat, t0 - s->base, t1 - s->base, sargs, step);
+        if (w) return w < 0 ? NULL : Py_NewRef(Py_None);
+    }
     PyObject *rel0 = PyLong_FromLongLong(t0 - s->base), *rel1 = PyLong_FromLongLong(t1 - s->base);
     PyObject *rec = NULL;
     if (rel0 && rel1) {
@@ -176,15 +181,27 @@ static PyObject *spans_end(Spans *s, PyObject *const *args, Py_ssize_t nargs, Py
     return put_rec(s, rec);
 }
 
-/* Buffer a counter record ("C", name, t, value) (a new reference to None, NULL on error). */
-static PyObject *put_counter(Spans *s, PyObject *name, PyObject *t, PyObject *value) {
-    return put_rec(s, PyTuple_Pack(4, s_C, name, t, value));
+/* A counter's line at ``t`` (relative), or its record ("C", name, t, value) buffered when the
+ * value is not plain (a new reference to None, NULL on error). */
+static PyObject *put_counter(Spans *s, PyObject *name, long long t, PyObject *value) {
+    int w = lines_counter(s->lines, name, t, value);
+    if (w) return w < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *rel = PyLong_FromLongLong(t);
+    PyObject *r = rel ? put_rec(s, PyTuple_Pack(4, s_C, name, rel, value)) : NULL;
+    Py_XDECREF(rel);
+    return r;
 }
 
-static PyObject *rel_time(Spans *s, PyObject *ts_ns) {
-    if (ts_ns == Py_None) return PyLong_FromLongLong(now_ns() - s->base);
-    long long t = PyLong_AsLongLong(ts_ns);
-    return t == -1 && PyErr_Occurred() ? NULL : PyLong_FromLongLong(t - s->base);
+/* ``ts_ns`` (None: now) relative to the base, in *t; -1 on error. */
+static int rel_time(Spans *s, PyObject *ts_ns, long long *t) {
+    if (ts_ns == Py_None) {
+        *t = now_ns() - s->base;
+        return 0;
+    }
+    long long v = PyLong_AsLongLong(ts_ns);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    *t = v - s->base;
+    return 0;
 }
 
 /* counter(name, value, ts_ns=None) */
@@ -195,11 +212,8 @@ static PyObject *spans_counter(Spans *s, PyObject *const *args, Py_ssize_t nargs
     if (unready(s) || parse(args, nargs, kwnames, "counter", names, 3, 2, a) < 0) return NULL;
     int on = enabled(s);
     if (on <= 0) return on < 0 ? NULL : Py_NewRef(Py_None);
-    PyObject *t = rel_time(s, a[2]);
-    if (!t) return NULL;
-    PyObject *r = put_counter(s, a[0], t, a[1]);
-    Py_DECREF(t);
-    return r;
+    long long t;
+    return rel_time(s, a[2], &t) < 0 ? NULL : put_counter(s, a[0], t, a[1]);
 }
 
 /* counters(((name, value), ...), ts_ns=None): several at one time */
@@ -210,13 +224,10 @@ static PyObject *spans_counters(Spans *s, PyObject *const *args, Py_ssize_t narg
     if (unready(s) || parse(args, nargs, kwnames, "counters", names, 2, 1, a) < 0) return NULL;
     int on = enabled(s);
     if (on <= 0) return on < 0 ? NULL : Py_NewRef(Py_None);
-    PyObject *t = rel_time(s, a[1]);
-    if (!t) return NULL;
+    long long t;
+    if (rel_time(s, a[1], &t) < 0) return NULL;
     PyObject *seq = PySequence_Fast(a[0], "counters takes a sequence of (name, value)");
-    if (!seq) {
-        Py_DECREF(t);
-        return NULL;
-    }
+    if (!seq) return NULL;
     int ok = 1;
     for (Py_ssize_t i = 0, n = PySequence_Fast_GET_SIZE(seq); ok && i < n; i++) {
         PyObject *nv = PySequence_Fast_GET_ITEM(seq, i);
@@ -230,7 +241,6 @@ static PyObject *spans_counters(Spans *s, PyObject *const *args, Py_ssize_t narg
         Py_XDECREF(r);
     }
     Py_DECREF(seq);
-    Py_DECREF(t);
     return ok ? Py_NewRef(Py_None) : NULL;
 }
 
@@ -244,14 +254,12 @@ static PyObject *spans_queue_counters(Spans *s, PyObject *const *args, Py_ssize_
     long long depth = PyLong_AsLongLong(args[0]), nbytes = PyLong_AsLongLong(args[1]);
     if (PyErr_Occurred()) return NULL;
     if (s->written && depth == s->depth && nbytes == s->nbytes) return Py_NewRef(Py_None);
-    PyObject *t = rel_time(s, Py_None);
-    if (!t) return NULL;
+    long long t = now_ns() - s->base;
     PyObject *r = put_counter(s, s->depth_name, t, args[0]);
     if (r) {
         Py_DECREF(r);
         r = put_counter(s, s->bytes_name, t, args[1]);
     }
-    Py_DECREF(t);
     if (r) {
         s->depth = depth;
         s->nbytes = nbytes;

@@ -204,6 +204,37 @@ def test_c_spans_write_the_lines_the_python_methods_write(tmp_path):
     assert got[0] == got[1]
 
 
+def test_c_spans_heads_stay_right_past_their_cache(tmp_path):
+    """The C spans find a line's head by identity among the last 16 used: more names than that,
+    names equal but not the same object, and one name on two threads keep each line's own head."""
+    _needs_spans()
+    got = []
+    for use_c in (True, False):
+        rec = _recorder(tmp_path, use_c)
+        rec._q.clear()
+        names = ["".join(["SPAN_", str(k)]) for k in range(20)]
+        for i in range(60):
+            # the same object, on either thread, or an equal new one
+            name = names[i % 20] if i % 2 else "".join(["SPAN_", str(i % 20)])
+            tid = v.TID_BACKEND if i % 3 else v.TID_FUSION
+            rec.end(rec.begin(tid, name, v.CAT_COMM, {"i": i}, ts_ns=rec.base_ns + i))
+            rec.counter("".join(["ctr", str(i % 18)]), i, ts_ns=rec.base_ns + i)
+        evs = _events_of(rec)
+        rec.close()
+        assert len(evs) == 120
+        for e in evs:
+            i = e["args"]["i"] if e["ph"] == "X" else e["args"]["value"]
+            assert e["ts"] == i / 1e3
+            if e["ph"] == "X":
+                assert e["name"] == f"SPAN_{i % 20}" and e["cat"] == v.CAT_COMM
+                assert e["tid"] == (v.TID_BACKEND if i % 3 else v.TID_FUSION)
+            else:
+                assert e["name"] == f"ctr{i % 18}" and e["cat"] == v.CAT_COUNTER
+            e.pop("dur", None)
+        got.append(sorted(json.dumps(e, sort_keys=True) for e in evs))
+    assert got[0] == got[1]
+
+
 @pytest.mark.parametrize("use_c", [pytest.param(True, marks=needs_c), False])
 def test_queue_counters_write_only_what_changed(tmp_path, use_c):
     if use_c:
