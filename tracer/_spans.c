@@ -5,9 +5,10 @@
  * Why C: the runtime opens and closes a few dozen spans a step (responses, memcpy, the backend's
  * phases, the framework's waits), each a Python method call on caches the step has swept; a
  * Python frame there costs microseconds (``span`` saves the two of a context manager too). Here a
- * call builds one tuple and hands it to the recorder's ``Lines`` (tracer/_lines.c), which writes
- * its line at once. The recorder's ``enabled`` and ``step`` are read from its instance dict at each
- * call, so nothing needs to be kept in sync.
+ * span's end or a counter writes its line straight into the recorder's ``Lines``
+ * (tracer/_lines.c); only a line with values the C formatter leaves to Python, or a tensor's span,
+ * goes there as a record tuple. The recorder's ``enabled`` and ``step`` are read from its instance
+ * dict at each call, so nothing needs to be kept in sync.
  */
 #include "_buf.h"
 #include <time.h>
