@@ -72,6 +72,11 @@ int put_record(Buf *b, PyObject *r, PyObject *heads, PyObject *make, PyObject *n
 PyObject *head_of(PyObject *heads, PyObject *make, PyObject *ph, PyObject *tid, PyObject *name,
                   PyObject *cat);
 int put_span_args(Buf *b, PyObject *dumps, PyObject *args, PyObject *step);
+/* ... the rest of an X line after its head (ts, dur, args; NULL ``dumps``: plain args only) and
+ * of a counter line (ts, value): 1 written, 0 not plain, -1 error */
+int put_x_rest(Buf *b, long long t0, long long t1, PyObject *dumps, PyObject *args,
+               PyObject *step);
+int put_c_rest(Buf *b, long long t, PyObject *value);
 /* tracer/_lines.c: a span's or a counter's line written at once (1), or 0 when a value is not
  * plain (then the caller buffers its record tuple), -1 on error; dropped lines count as written */
 int lines_span(PyObject *lines, PyObject *tid, PyObject *name, PyObject *cat, long long t0,

@@ -127,22 +127,20 @@ int lines_text(PyObject *self, const char *p, Py_ssize_t n, long long count) {
 }
 
 /* One record tuple (as the writer's chunk reads them) as its line now; a record the C formatter
- * leaves to Python goes to the deque. */
+ * leaves to Python goes to the deque. The line is formatted apart and appended whole: a head or
+ * name made on a miss, or the serialiser, runs Python code, and another thread may append its own
+ * lines meanwhile. */
 int lines_record(PyObject *self, PyObject *rec) {
     Lines *l = (Lines *)self;
     if (unready(l)) return -1;
     if (l->lines >= l->cap) return drop(l, 1);
-    Py_ssize_t mark = l->b.len;
-    int ok = (l->b.len && PUT_LIT(&l->b, ",\n")) ? -1
-             : put_record(&l->b, rec, l->heads, l->make, l->names, l->make_name, l->dumps,
-                          l->counter_cat, l->zero);
-    if (ok == 1) {
-        l->lines++;
-        return 0;
-    }
-    l->b.len = mark;
-    if (ok < 0) return -1;
-    return buffer_record(l->q, l->cap, l->drops, rec, 1);
+    Buf b = {0};
+    int ok = put_record(&b, rec, l->heads, l->make, l->names, l->make_name, l->dumps,
+                        l->counter_cat, l->zero);
+    if (ok == 1) ok = lines_text(self, b.p, b.len, 1);
+    else if (ok == 0) ok = buffer_record(l->q, l->cap, l->drops, rec, 1);
+    PyMem_Free(b.p);
+    return ok;
 }
 
 /* The head of a (ph, tid, name, cat) line (borrowed; valid until the next call), NULL on error. */
@@ -186,6 +184,9 @@ static int line_end(Lines *l, Py_ssize_t mark, int r) {
     return r;
 }
 
+/* lines_span and lines_counter write into the shared buffer directly, so nothing in them runs
+ * Python code once a line has begun: the head (made on a miss) comes first, and args that are not
+ * plain take the record path. */
 int lines_span(PyObject *self, PyObject *tid, PyObject *name, PyObject *cat, long long t0,
                long long t1, PyObject *args, PyObject *step) {
     Lines *l = (Lines *)self;
@@ -196,11 +197,7 @@ int lines_span(PyObject *self, PyObject *tid, PyObject *name, PyObject *cat, lon
     PyObject *h = head(l, s_ph_X, tid, name, cat);
     Py_ssize_t mark;
     if (!h || line_start(l, &mark) < 0) return -1;
-    int r = (put_obj(&l->b, h) || put_ll(&l->b, t0) || PUT_LIT(&l->b, "e-3,\"dur\":") ||
-             put_ll(&l->b, t1 - t0) || PUT_LIT(&l->b, "e-3,\"args\":"))
-                ? -1 : put_span_args(&l->b, l->dumps, args, step);
-    if (r == 1 && PUT_LIT(&l->b, "}")) r = -1;
-    return line_end(l, mark, r);
+    return line_end(l, mark, put_obj(&l->b, h) ? -1 : put_x_rest(&l->b, t0, t1, NULL, args, step));
 }
 
 int lines_counter(PyObject *self, PyObject *name, long long t, PyObject *value) {
@@ -211,10 +208,7 @@ int lines_counter(PyObject *self, PyObject *name, long long t, PyObject *value) 
     PyObject *h = head(l, s_ph_C, l->zero, name, l->counter_cat);
     Py_ssize_t mark;
     if (!h || line_start(l, &mark) < 0) return -1;
-    int r = put_obj(&l->b, h) || put_ll(&l->b, t) ||
-            PUT_LIT(&l->b, "e-3,\"args\":{\"value\":") || put_obj(&l->b, value) ||
-            PUT_LIT(&l->b, "}}") ? -1 : 1;
-    return line_end(l, mark, r);
+    return line_end(l, mark, put_obj(&l->b, h) ? -1 : put_c_rest(&l->b, t, value));
 }
 
 static PyObject *lines_put(Lines *l, PyObject *args) {

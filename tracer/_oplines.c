@@ -648,7 +648,8 @@ static int put_plain_args(Buf *b, PyObject *args, PyObject *step) {
 }
 
 /* The args object of an X span: ``args`` (a dict or None) with the step when it has none, as
- * tracer.lines.jargs writes it. 1 when written, 0 when the record needs the Python formatter. */
+ * tracer.lines.jargs writes it. 1 when written, 0 when the record needs the Python formatter. Args
+ * that are not plain go through ``dumps``, or give 0 when it is NULL (no Python code runs then). */
 int put_span_args(Buf *b, PyObject *dumps, PyObject *args, PyObject *step) {
     if (args != Py_None && !PyDict_CheckExact(args)) return 0;
     if (args == Py_None || PyDict_GET_SIZE(args) == 0)
@@ -657,6 +658,7 @@ int put_span_args(Buf *b, PyObject *dumps, PyObject *args, PyObject *step) {
     int plain = put_plain_args(b, args, step);
     if (plain != 0) return plain;
     b->len = mark;
+    if (!dumps) return 0;
     int has = PyDict_Contains(args, s_step);
     if (has < 0) return -1;
     PyObject *j = PyObject_CallOneArg(dumps, args);
@@ -676,6 +678,23 @@ int put_span_args(Buf *b, PyObject *dumps, PyObject *args, PyObject *step) {
     return r;
 }
 
+/* The rest of an X line after its head: its ts and dur (relative ns), its args with the step and
+ * the closing brace. 1 written, 0 args not plain (see put_span_args), -1 error. */
+int put_x_rest(Buf *b, long long t0, long long t1, PyObject *dumps, PyObject *args,
+               PyObject *step) {
+    if (put_ll(b, t0) || PUT_LIT(b, "e-3,\"dur\":") || put_ll(b, t1 - t0) ||
+        PUT_LIT(b, "e-3,\"args\":"))
+        return -1;
+    int r = put_span_args(b, dumps, args, step);
+    return r == 1 && PUT_LIT(b, "}") ? -1 : r;
+}
+
+/* The rest of a counter line after its head: its ts (relative ns) and its value (an int). */
+int put_c_rest(Buf *b, long long t, PyObject *value) {
+    return put_ll(b, t) || PUT_LIT(b, "e-3,\"args\":{\"value\":") || put_obj(b, value) ||
+           PUT_LIT(b, "}}") ? -1 : 1;
+}
+
 /* One deferred record written by C: 1 written, 0 not (the caller uses the Python formatter; ``b``
  * is then restored by the caller), -1 error. */
 int put_record(Buf *b, PyObject *r, PyObject *heads, PyObject *make, PyObject *names,
@@ -687,9 +706,10 @@ int put_record(Buf *b, PyObject *r, PyObject *heads, PyObject *make, PyObject *n
     if (n == 4 && PyUnicode_Compare(kind, s_C) == 0) {             /* (C, name, t, value) */
         PyObject *t = PyTuple_GET_ITEM(r, 2), *v = PyTuple_GET_ITEM(r, 3);
         if (!is_int(t) || !is_int(v)) return 0;
+        long long tv = PyLong_AsLongLong(t);
+        if (PyErr_Occurred()) { PyErr_Clear(); return 0; }
         if (!(h = head_of(heads, make, s_C, zero, PyTuple_GET_ITEM(r, 1), counter_cat))) return -1;
-        res = (put_obj(b, h) || put_obj(b, t) || PUT_LIT(b, "e-3,\"args\":{\"value\":") ||
-               put_obj(b, v) || PUT_LIT(b, "}}")) ? -1 : 1;
+        res = put_obj(b, h) ? -1 : put_c_rest(b, tv, v);
     } else if (n == 9 && PyUnicode_Compare(kind, s_X) == 0) {      /* (X, name, cat, tid, t0, t1, step, args, extra) */
         PyObject *t0 = PyTuple_GET_ITEM(r, 4), *t1 = PyTuple_GET_ITEM(r, 5),
                  *step = PyTuple_GET_ITEM(r, 6);
@@ -700,11 +720,7 @@ int put_record(Buf *b, PyObject *r, PyObject *heads, PyObject *make, PyObject *n
         if (!(h = head_of(heads, make, s_X, PyTuple_GET_ITEM(r, 3), PyTuple_GET_ITEM(r, 1),
                           PyTuple_GET_ITEM(r, 2))))
             return -1;
-        if (put_obj(b, h) || put_ll(b, a) || PUT_LIT(b, "e-3,\"dur\":") || put_ll(b, z - a) ||
-            PUT_LIT(b, "e-3,\"args\":"))
-            goto done;
-        res = put_span_args(b, dumps, PyTuple_GET_ITEM(r, 7), step);
-        if (res == 1 && PUT_LIT(b, "}")) res = -1;
+        res = put_obj(b, h) ? -1 : put_x_rest(b, a, z, dumps, PyTuple_GET_ITEM(r, 7), step);
     } else if (n == 8 && PyUnicode_CompareWithASCIIString(kind, "S") == 0) {
         /* (S, name, cat, tid, tensor, t0, t1, step): a span about one tensor */
         PyObject *tensor = PyTuple_GET_ITEM(r, 4), *t0 = PyTuple_GET_ITEM(r, 5),

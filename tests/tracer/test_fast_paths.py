@@ -206,7 +206,8 @@ def test_c_spans_write_the_lines_the_python_methods_write(tmp_path):
 
 def test_c_spans_heads_stay_right_past_their_cache(tmp_path):
     """The C spans find a line's head by identity among the last 16 used: more names than that,
-    names equal but not the same object, and one name on two threads keep each line's own head."""
+    names equal but not the same object, and one name on two threads keep each line's own head;
+    args that are not plain (a float) take the record path and come out the same."""
     _needs_spans()
     got = []
     for use_c in (True, False):
@@ -217,7 +218,8 @@ def test_c_spans_heads_stay_right_past_their_cache(tmp_path):
             # the same object, on either thread, or an equal new one
             name = names[i % 20] if i % 2 else "".join(["SPAN_", str(i % 20)])
             tid = v.TID_BACKEND if i % 3 else v.TID_FUSION
-            rec.end(rec.begin(tid, name, v.CAT_COMM, {"i": i}, ts_ns=rec.base_ns + i))
+            args = {"i": i, "half": i / 2} if i % 5 == 0 else {"i": i}   # a float: the record path
+            rec.end(rec.begin(tid, name, v.CAT_COMM, args, ts_ns=rec.base_ns + i))
             rec.counter("".join(["ctr", str(i % 18)]), i, ts_ns=rec.base_ns + i)
         evs = _events_of(rec)
         rec.close()
@@ -228,6 +230,7 @@ def test_c_spans_heads_stay_right_past_their_cache(tmp_path):
             if e["ph"] == "X":
                 assert e["name"] == f"SPAN_{i % 20}" and e["cat"] == v.CAT_COMM
                 assert e["tid"] == (v.TID_BACKEND if i % 3 else v.TID_FUSION)
+                assert e["args"].get("half") == (i / 2 if i % 5 == 0 else None)
             else:
                 assert e["name"] == f"ctr{i % 18}" and e["cat"] == v.CAT_COUNTER
             e.pop("dur", None)
