@@ -57,8 +57,9 @@ def _instrument(spent: dict, outer: bool, writer: bool) -> None:
         _wrap(op_lines, "chunk", "writer.chunk", spent)
         _wrap(tracefile.TraceFile, "write_chunk", "writer.write", spent)
         _wrap(timeline.TimelineRecorder, "inflight_begins", "writer.inflight_begins", spent)
-    for n in ("begins", "responses", "ends", "ready"):
+    for n in ("begins", "responses", "ends"):
         _wrap(engine_trace, n, "engine_trace." + n, spent)
+    _wrap(engine_trace.ReadyTicks, "record", "engine_trace.ready", spent)
     for n in ("complete", "counter", "counters", "mark_step"):
         _wrap(timeline.TimelineRecorder, n, "recorder." + n, spent)
     # a backend span: its args and its C context manager (entry and exit are C calls, unwrapped)

@@ -49,6 +49,7 @@ class Engine:
         self._bytes_in_flight = 0
         self._noname: dict = {}
         self._sends: list = []
+        self._ready = trace.ReadyTicks()
         self._stop = False
         self.closed = False
         self.fatal: str | None = None
@@ -96,12 +97,13 @@ class Engine:
             if dup:
                 raise ValueError(f"a collective named {dup[0]!r} is already in flight on rank "
                                  f"{self.rank}; wait for it first or give the new one another name")
+            stamp = trace.stamp()   # when and under which timeline they were submitted
             for e in entries:
                 e.handle = Handle(e.name)
                 self._inflight[e.name] = e
                 self._bytes_in_flight += e.nbytes
-            # when and under which timeline they were submitted (control ops are not traced)
-            trace.stamp.stamp_ops(entries, M.CONTROL_OPS)
+                if stamp is not None and e.op_type not in M.CONTROL_OPS:
+                    e.stamp = stamp
         with self._cond:
             self._queue.extend(entries)
             self._cond.notify()
@@ -199,7 +201,7 @@ class Engine:
         reqs = [request_of(e, self.rank) for e in entries]
         if self._coord is not None:
             now = time.monotonic()
-            trace.ready(reqs)
+            self._ready.note(reqs)
             for r in reqs:
                 self._coord.add(r, now)
         else:
@@ -220,9 +222,11 @@ class Engine:
             arrived += reqs
             did = True
         if arrived:   # the messages drained together (a READY line each)
-            trace.ready(arrived)
+            self._ready.note(arrived)
         plan = self._coord.plan(time.monotonic())
         if not plan:
+            if self._ready.held:
+                self._ready.record()
             return did
         if any(resp.op_type == M.SHUTDOWN for resp, _ in plan):
             plan = self._coord.shutdown_errors() + plan
@@ -233,6 +237,8 @@ class Engine:
         for m, batch in batches.items():
             if m != self.rank:
                 self._sends.append(self.ctrl.isend(batch, dest=m, tag=M.TAG_RESPONSE))
+        if self._ready.held:
+            self._ready.record()
         if self.rank in batches:
             self._execute(batches[self.rank])
         return True

@@ -118,11 +118,23 @@ def ends(done, times=None) -> None:
             others = _stamp_owner(others).ops_end(others, t, error, t_resp, t_deq)
 
 
-def ready(reqs) -> None:
-    """The coordinator's READY ticks of requests that arrived together, now (a line per message
-    of a rank). Formatted at once, while the requests are hot: holding them until the pass's
-    responses were sent measured no faster for the other ranks and cost ~2x the CPU, the requests
-    being cold by then (bench/README.md, sessions 7 and 13)."""
-    rec = get_recorder()
-    if rec.enabled:
-        rec.ready_requests(reqs)
+class ReadyTicks:
+    """The coordinator's READY ticks of one pass, noted as the requests arrive and recorded once
+    the pass's responses are sent (the other ranks need not wait for the formatting). The engine
+    calls :meth:`record` only when ``held`` is not empty: it passes hundreds of times a step."""
+
+    __slots__ = ("held",)
+
+    def __init__(self):
+        self.held: list = []
+
+    def note(self, reqs) -> None:
+        """Requests that arrived together, now."""
+        rec = get_recorder()
+        if rec.enabled:
+            self.held.append((reqs, rec.now()))
+
+    def record(self) -> None:
+        """Record what was noted (a READY line per message of a rank, at its arrival)."""
+        held, self.held = self.held, []
+        get_recorder().ready_held(held)

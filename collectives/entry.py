@@ -35,4 +35,3 @@ class Entry:
     device: str = "cpu"
     meta: dict = field(default_factory=dict)
     stamp: Any = None   # the tracer's (recorder, step) when recorded (tracer.recorder, OPS)
-    text: Any = None    # the tracer's cached text for this op, noted at submission (OPS)

@@ -82,9 +82,4 @@ int put_c_rest(Buf *b, long long t, PyObject *value);
 int lines_span(PyObject *lines, PyObject *tid, PyObject *name, PyObject *cat, long long t0,
                long long t1, PyObject *args, PyObject *step);
 int lines_counter(PyObject *lines, PyObject *name, long long t, PyObject *value);
-/* ... the READY lines of requests that arrived together at ``t`` (relative), 0 or -1 */
-int lines_ready(PyObject *lines, PyObject *reqs, PyObject *head, long long t, PyObject *step);
-/* tracer/_oplines.c: those lines appended to ``b`` (how many added to *lines), 0 or -1 */
-int ready_into(Buf *b, PyObject *names, PyObject *make_name, PyObject *reqs, PyObject *head,
-               PyObject *t, PyObject *step, long long *lines);
 #endif

@@ -211,20 +211,6 @@ int lines_counter(PyObject *self, PyObject *name, long long t, PyObject *value) 
     return line_end(l, mark, put_obj(&l->b, h) ? -1 : put_c_rest(&l->b, t, value));
 }
 
-int lines_ready(PyObject *self, PyObject *reqs, PyObject *head, long long t, PyObject *step) {
-    Lines *l = (Lines *)self;
-    if (unready(l)) return -1;
-    /* formatted apart (a name may need Python to escape it), then appended whole */
-    Buf b = {0};
-    long long n = 0;
-    PyObject *rel = PyLong_FromLongLong(t);
-    int r = rel ? ready_into(&b, l->names, l->make_name, reqs, head, rel, step, &n) : -1;
-    Py_XDECREF(rel);
-    if (r == 0 && n) r = lines_text(self, b.p, b.len, n);
-    PyMem_Free(b.p);
-    return r;
-}
-
 static PyObject *lines_put(Lines *l, PyObject *args) {
     PyObject *text;
     long long count;

@@ -40,8 +40,6 @@ static PyObject **attr_names[NATTR] = {&s_name, &s_stamp, &s_op_type, &s_nbytes,
 static PyTypeObject *slots_type;      /* the type whose offsets are known (a reference held) */
 static PyTypeObject *plain_type;      /* the last type found to be no such class (same) */
 static Py_ssize_t slots_off[NATTR];
-static Py_ssize_t text_off = -1;      /* slots_type's optional ``text`` member, -1 when it has none */
-static PyObject *s_text;
 
 static int learn_slots(PyTypeObject *tp) {
     Py_ssize_t off[NATTR];
@@ -56,11 +54,6 @@ static int learn_slots(PyTypeObject *tp) {
         }
         off[i] = m->offset;
     }
-    PyObject *d = _PyType_Lookup(tp, s_text);
-    PyMemberDef *m = d && Py_TYPE(d) == &PyMemberDescr_Type ? ((PyMemberDescrObject *)d)->d_member
-                                                           : NULL;
-    text_off = m && (m->type == T_OBJECT_EX || m->type == T_OBJECT) && !(m->flags & READONLY)
-                   ? m->offset : -1;
     Py_INCREF(tp);
     Py_XSETREF(slots_type, tp);
     memcpy(slots_off, off, sizeof(off));
@@ -77,42 +70,26 @@ static PyObject *op_attr(PyObject *op, int i) {
     return PyObject_GetAttr(op, *attr_names[i]);
 }
 
-enum { KEY, ARGS, HX, HB, HE, PART, NSLOTS };   /* tracer/op_lines_py.py's slots */
+enum { KEY, ARGS, HX, HB, HE, NSLOTS };   /* tracer/op_lines_py.py's slots */
 #define NKEY 6
-#define IS_TEXT(c) (PyTuple_CheckExact(c) && PyTuple_GET_SIZE(c) == NSLOTS)
-
-/* Whether the text tuple ``c`` (held by the caller) was made for the key ``vals``: 1, 0, or -1. */
-static int text_fits(PyObject *c, PyObject *const vals[NKEY]) {
-    PyObject *key = PyTuple_GET_ITEM(c, KEY);
-    int same = PyTuple_CheckExact(key) && PyTuple_GET_SIZE(key) == NKEY;
-    for (int i = 0; same > 0 && i < NKEY; i++)
-        same = PyObject_RichCompareBool(PyTuple_GET_ITEM(key, i), vals[i], Py_EQ);
-    return same;
-}
-
-/* The op's key (op_type, nbytes, dtype, shape, reduce_op, process_set) into ``vals`` (new
- * references; all NULL again on error). */
-static int read_key(PyObject *op, PyObject *vals[NKEY]) {
-    for (int i = 0; i < NKEY; i++)   /* A_OP_TYPE .. A_PROCESS_SET: the key, in order */
-        if (!(vals[i] = op_attr(op, A_OP_TYPE + i))) {
-            for (int j = 0; j < i; j++) Py_CLEAR(vals[j]);
-            return -1;
-        }
-    return 0;
-}
 
 /* The constant-text tuple of ``op`` (a new reference): the cached one when its key still matches
  * the op's (op_type, nbytes, dtype, shape, reduce_op, process_set), else ``make(name, key)``. */
 static PyObject *tensor_text(PyObject *cache, PyObject *make, PyObject *op, PyObject *name) {
     PyObject *vals[NKEY] = {NULL};
     PyObject *res = NULL;
-    if (read_key(op, vals)) return NULL;
+    for (int i = 0; i < NKEY; i++)   /* A_OP_TYPE .. A_PROCESS_SET: the key, in order */
+        if (!(vals[i] = op_attr(op, A_OP_TYPE + i))) goto done;
     /* held: a comparison may run Python code, and another thread may empty the cache then */
     PyObject *c = Py_XNewRef(PyDict_GetItemWithError(cache, name));
     if (!c && PyErr_Occurred()) goto done;
-    if (c && IS_TEXT(c)) {
-        int same = text_fits(c, vals);
-        if (same < 0) { Py_DECREF(c); goto done; }
+    if (c && PyTuple_CheckExact(c) && PyTuple_GET_SIZE(c) == NSLOTS) {
+        PyObject *key = PyTuple_GET_ITEM(c, KEY);
+        int same = PyTuple_CheckExact(key) && PyTuple_GET_SIZE(key) == NKEY;
+        for (int i = 0; same && i < NKEY; i++) {
+            same = PyObject_RichCompareBool(PyTuple_GET_ITEM(key, i), vals[i], Py_EQ);
+            if (same < 0) { Py_DECREF(c); goto done; }
+        }
         if (same) { res = c; goto done; }
     }
     Py_XDECREF(c);
@@ -122,7 +99,7 @@ static PyObject *tensor_text(PyObject *cache, PyObject *make, PyObject *op, PyOb
     res = PyObject_CallFunctionObjArgs(make, name, key, NULL);
     Py_DECREF(key);
     if (res && !(PyTuple_CheckExact(res) && PyTuple_GET_SIZE(res) == NSLOTS)) {
-        PyErr_SetString(PyExc_TypeError, "tensor_text must return a tuple of 6");
+        PyErr_SetString(PyExc_TypeError, "tensor_text must return a tuple of 5");
         Py_CLEAR(res);
     }
 done:
@@ -229,7 +206,6 @@ static int put_end(Buf *b, PyObject *c, PyObject *st, long long td, PyObject *ex
 typedef struct {
     PyObject *rec, *cache, *make, *opened, *extra;
     long long base, td, count;
-    long long part;   /* the file part whose text an op may carry (-1: none taken) */
     Buf b;
 } Pass;
 
@@ -274,46 +250,26 @@ static int begin_op(Pass *p, PyObject *op, PyObject *st) {
     return r < 0 ? -1 : 0;
 }
 
-/* The text noted on ``op`` at its submission (a new reference), when it is for file part
- * ``part``; NULL (no error) otherwise. Its key was checked then, on memory that was hot. */
-static PyObject *noted_text(PyObject *op, long long part) {
-    if (part < 0 || text_off < 0 || Py_TYPE(op) != slots_type) return NULL;
-    PyObject *c = *(PyObject **)((char *)op + text_off);
-    if (!c || !IS_TEXT(c)) return NULL;
-    PyObject *n = PyTuple_GET_ITEM(c, PART);
-    if (!PyLong_CheckExact(n)) return NULL;
-    long long v = PyLong_AsLongLong(n);
-    if (v != part) {
-        if (v == -1) PyErr_Clear();
-        return NULL;
-    }
-    return Py_NewRef(c);
-}
-
 /* An op's lifecycle done at ``p->td``: its X line, or its E line when ``opened`` holds the op
  * (popped; its text, or anything else to look it up), the B being written. ``p->extra`` follows
- * the step in its args (NULL: nothing). The text is the one noted on the op when it is still
- * the current part's, else looked up by name (an empty ``opened`` is not searched). */
+ * the step in its args (NULL: nothing). */
 static int end_op(Pass *p, PyObject *op, PyObject *st) {
-    PyObject *name = NULL, *c = NULL, *was = NULL;
+    PyObject *name = op_attr(op, A_NAME), *c = NULL;
+    if (!name) return -1;
     int r = -1;
-    if (PyDict_GET_SIZE(p->opened)) {
-        if (!(name = op_attr(op, A_NAME))) return -1;
-        if (!(was = PyDict_GetItemWithError(p->opened, name)) && PyErr_Occurred()) goto done;
+    PyObject *was = PyDict_GetItemWithError(p->opened, name);
+    if (was || !PyErr_Occurred()) {
+        c = was && PyTuple_CheckExact(was) && PyTuple_GET_SIZE(was) == NSLOTS
+                ? Py_NewRef(was) : tensor_text(p->cache, p->make, op, name);
+        if (c && !(was ? PyDict_DelItem(p->opened, name) ||
+                             put_end(&p->b, c, st, p->td, p->extra)
+                       : put_whole(&p->b, op, c, st, p->base, p->td, p->extra))) {
+            p->count++;
+            r = 0;
+        }
     }
-    c = was ? (IS_TEXT(was) ? Py_NewRef(was) : NULL) : noted_text(op, p->part);
-    if (!c) {
-        if (!name && !(name = op_attr(op, A_NAME))) goto done;
-        if (!(c = tensor_text(p->cache, p->make, op, name))) goto done;
-    }
-    if (was ? PyDict_DelItem(p->opened, name) || put_end(&p->b, c, st, p->td, p->extra)
-            : put_whole(&p->b, op, c, st, p->base, p->td, p->extra))
-        goto done;
-    p->count++;
-    r = 0;
-done:
     Py_XDECREF(c);
-    Py_XDECREF(name);
+    Py_DECREF(name);
     return r;
 }
 
@@ -336,7 +292,6 @@ static PyObject *ends(PyObject *Py_UNUSED(self), PyObject *args) {
                           &PyDict_Type, &p.opened, &ops, &p.base, &t_done, &p.extra))
         return NULL;
     p.td = t_done - p.base;
-    p.part = -1;
     return each_op(&p, ops, end_op);
 }
 
@@ -360,7 +315,6 @@ typedef struct {
     PyObject *rec, *cache, *make, *opened, *lock, *q, *drops;
     Py_ssize_t cap;
     long long base;
-    long long part;   /* the trace file's part: texts noted on ops for another are looked up */
     char closed;
 } Completions;
 
@@ -403,33 +357,8 @@ static int comp_init(Completions *c, PyObject *args, PyObject *kw) {
         Py_XSETREF(*slot[i], Py_NewRef(val[i]));
     c->cap = cap;
     c->base = base;
-    c->part = 0;
     c->closed = 0;
     return 0;
-}
-
-static PyTypeObject CompletionsType;
-
-/* At an op's submission (its attributes hot): ``op.text`` = the cached text of its tensor when
- * that still fits the op, for the completions ``comp`` of its recorder to read instead of looking
- * it up (nothing on a miss: the completion makes it then, under the lock). -1 on error.
- * (tracer/_stamp.c calls this for every op it stamps.) */
-int comp_note_text(PyObject *comp, PyObject *op) {
-    if (Py_TYPE(comp) != &CompletionsType || !((Completions *)comp)->cache) return 0;
-    PyObject *vals[NKEY], *name = op_attr(op, A_NAME);
-    if (!name) return -1;
-    if (read_key(op, vals)) {
-        Py_DECREF(name);
-        return -1;
-    }
-    PyObject *c = Py_XNewRef(PyDict_GetItemWithError(((Completions *)comp)->cache, name));
-    int r = c || !PyErr_Occurred() ? 0 : -1;
-    if (c && IS_TEXT(c) && (r = text_fits(c, vals)) > 0)
-        r = PyObject_SetAttr(op, s_text, c);
-    Py_XDECREF(c);
-    Py_DECREF(name);
-    for (int i = 0; i < NKEY; i++) Py_DECREF(vals[i]);
-    return r < 0 ? -1 : 0;
 }
 
 /* A record appended to the recorder's buffer ``q``, as its ``_put`` does: unless ``q`` holds
@@ -479,7 +408,7 @@ static PyObject *comp_call(Completions *c, PyObject *args, PyObject *kw) {
     if (!got) { Py_DECREF(seq); return NULL; }
     Py_DECREF(got);
     Pass p = {.rec = c->rec, .cache = c->cache, .make = c->make, .opened = c->opened,
-              .extra = NULL, .base = c->base, .td = t_done - c->base, .part = c->part};
+              .extra = NULL, .base = c->base, .td = t_done - c->base};
     int ok = 1;
     for (Py_ssize_t i = 0; ok && i < n; i++) {
         PyObject *item = PySequence_Fast_GET_ITEM(seq, i), *st = NULL;
@@ -525,8 +454,6 @@ static PyObject *comp_call(Completions *c, PyObject *args, PyObject *kw) {
 static PyMemberDef comp_members[] = {
     {"closed", T_BOOL, offsetof(Completions, closed), 0,
      "set when the recorder's file is finished: lifecycles are then no longer buffered"},
-    {"part", T_LONGLONG, offsetof(Completions, part), 0,
-     "the trace file's part now (texts noted on ops for an earlier one are looked up again)"},
     {NULL}};
 
 static PyTypeObject CompletionsType = {
@@ -555,7 +482,7 @@ static int ready_close(Buf *b, PyObject *rank, PyObject *ps, PyObject *step, Buf
 
 /* The READY lines of requests ``reqs`` that arrived together at ``t`` (relative), appended to
  * ``b`` (its lines added to *lines); -1 on error. */
-int ready_into(Buf *b, PyObject *names, PyObject *make_name, PyObject *reqs, PyObject *head,
+static int ready_into(Buf *b, PyObject *names, PyObject *make_name, PyObject *reqs, PyObject *head,
                       PyObject *t, PyObject *step, long long *lines) {
     PyObject *seq = PySequence_Fast(reqs, "reqs must be a sequence");
     if (!seq) return -1;
@@ -894,7 +821,7 @@ PyMODINIT_FUNC PyInit__oplines(void) {
         {&s_name, "name"}, {&s_stamp, "stamp"}, {&s_op_type, "op_type"}, {&s_nbytes, "nbytes"},
         {&s_dtype, "dtype"}, {&s_shape, "shape"}, {&s_reduce_op, "reduce_op"},
         {&s_process_set, "process_set"}, {&s_rank, "rank"},
-        {&s_submit_ns, "submit_ns"}, {&s_text, "text"}, {&s_step, "step"}, {&s_X, "X"}, {&s_C, "C"},
+        {&s_submit_ns, "submit_ns"}, {&s_step, "step"}, {&s_X, "X"}, {&s_C, "C"},
         {&s_acquire, "acquire"}, {&s_release, "release"}, {&s_append, "append"}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (!(*names[i].slot = PyUnicode_InternFromString(names[i].text))) return NULL;

@@ -26,7 +26,6 @@ typedef struct {
     PyObject *lines;   /* where the records go (tracer._oplines.Lines) */
     long long base;
     PyObject *depth_name, *bytes_name;   /* queue_counters' two counters */
-    PyObject *ready_head;                /* the start of every READY line */
     long long depth, nbytes;             /* ... their values last written */
     int written;                         /* ... whether any were */
 } Spans;
@@ -38,7 +37,6 @@ static int spans_traverse(Spans *s, visitproc visit, void *arg) {
     Py_VISIT(s->lines);
     Py_VISIT(s->depth_name);
     Py_VISIT(s->bytes_name);
-    Py_VISIT(s->ready_head);
     return 0;
 }
 
@@ -47,7 +45,6 @@ static int spans_clear(Spans *s) {
     Py_CLEAR(s->lines);
     Py_CLEAR(s->depth_name);
     Py_CLEAR(s->bytes_name);
-    Py_CLEAR(s->ready_head);
     return 0;
 }
 
@@ -58,14 +55,14 @@ static void spans_dealloc(Spans *s) {
 }
 
 static int spans_init(Spans *s, PyObject *args, PyObject *kw) {
-    PyObject *state, *lines, *depth_name, *bytes_name, *ready_head;
+    PyObject *state, *lines, *depth_name, *bytes_name;
     long long base;
     if (kw && PyDict_GET_SIZE(kw)) {
         PyErr_SetString(PyExc_TypeError, "Spans takes no keyword arguments");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "O!OLUUU", &PyDict_Type, &state, &lines, &base, &depth_name,
-                          &bytes_name, &ready_head))
+    if (!PyArg_ParseTuple(args, "O!OLUU", &PyDict_Type, &state, &lines, &base, &depth_name,
+                          &bytes_name))
         return -1;
     if (!lines_check(lines)) {
         PyErr_SetString(PyExc_TypeError, "Spans needs a tracer._oplines.Lines");
@@ -75,7 +72,6 @@ static int spans_init(Spans *s, PyObject *args, PyObject *kw) {
     Py_XSETREF(s->lines, Py_NewRef(lines));
     Py_XSETREF(s->depth_name, Py_NewRef(depth_name));
     Py_XSETREF(s->bytes_name, Py_NewRef(bytes_name));
-    Py_XSETREF(s->ready_head, Py_NewRef(ready_head));
     s->base = base;
     s->written = 0;
     return 0;
@@ -111,7 +107,7 @@ static int parse(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, con
 
 /* -1 with an error when ``s`` was made by __new__ alone (or cleared by the collector). */
 static int unready(Spans *s) {
-    if (s->state && s->lines && s->depth_name && s->bytes_name && s->ready_head) return 0;
+    if (s->state && s->lines && s->depth_name && s->bytes_name) return 0;
     PyErr_SetString(PyExc_RuntimeError, "Spans not initialised");
     return -1;
 }
@@ -249,25 +245,6 @@ static PyObject *spans_counters(Spans *s, PyObject *const *args, Py_ssize_t narg
     return ok ? Py_NewRef(Py_None) : NULL;
 }
 
-/* ready_requests(reqs, ts_ns=None): the coordinator's READY ticks of requests that arrived
- * together (``name``, ``rank``, ``process_set``), a line per run of one rank and process set */
-static PyObject *spans_ready_requests(Spans *s, PyObject *const *args, Py_ssize_t nargs,
-                                      PyObject *kwnames) {
-    static const char *const names[] = {"reqs", "ts_ns"};
-    PyObject *a[2] = {NULL, Py_None};
-    if (unready(s) || parse(args, nargs, kwnames, "ready_requests", names, 2, 1, a) < 0)
-        return NULL;
-    int on = enabled(s);
-    if (on <= 0) return on < 0 ? NULL : Py_NewRef(Py_None);
-    long long t;
-    if (rel_time(s, a[1], &t) < 0) return NULL;
-    PyObject *step = Py_XNewRef(PyDict_GetItemWithError(s->state, s_step_key));
-    if (!step) return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_AttributeError, "step");
-    int r = lines_ready(s->lines, a[0], s->ready_head, t, step);
-    Py_DECREF(step);
-    return r < 0 ? NULL : Py_NewRef(Py_None);
-}
-
 /* queue_counters(depth, nbytes): the queue-depth and bytes-in-flight counters now, unless both
  * equal the values last written (the engine calls this every cycle that did something). */
 static PyObject *spans_queue_counters(Spans *s, PyObject *const *args, Py_ssize_t nargs) {
@@ -370,9 +347,6 @@ static PyMethodDef spans_methods[] = {
      "counters(((name, value), ...), ts_ns=None): several at one time"},
     {"queue_counters", (PyCFunction)(void (*)(void))spans_queue_counters, METH_FASTCALL,
      "queue_counters(depth, nbytes): both counters now, unless unchanged since last written"},
-    {"ready_requests", (PyCFunction)(void (*)(void))spans_ready_requests,
-     METH_FASTCALL | METH_KEYWORDS,
-     "ready_requests(reqs, ts_ns=None): READY ticks of requests that arrived together"},
     {"span", (PyCFunction)(void (*)(void))spans_span, METH_FASTCALL | METH_KEYWORDS,
      "span(tid, name, cat, args=None) -> a context manager: begin() at enter, end() at exit"},
     {NULL, NULL, 0, NULL}};
@@ -382,8 +356,8 @@ static PyTypeObject SpansType = {
     .tp_name = "tracer._oplines.Spans",
     .tp_basicsize = sizeof(Spans),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "Spans(recorder_dict, lines, base, depth_name, bytes_name, ready_head): a "
-              "recorder's begin, end, counter, counters, queue_counters and ready_requests in C",
+    .tp_doc = "Spans(recorder_dict, lines, base, depth_name, bytes_name): a recorder's begin, "
+              "end, counter, counters and queue_counters in C",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)spans_init,
     .tp_dealloc = (destructor)spans_dealloc,

@@ -16,7 +16,7 @@ typedef struct {
     PyObject *last;    /* the last stamp given, (recorder, step), or None */
 } Stamper;
 
-static PyObject *s_recorder, *s_enabled_attr, *s_step_attr, *s_finish_ops, *s_op_type, *s_stamp;
+static PyObject *s_recorder, *s_enabled_attr, *s_step_attr;
 
 static int stamper_traverse(Stamper *s, visitproc visit, void *arg) {
     Py_VISIT(s->state);
@@ -60,8 +60,12 @@ static PyObject *current(Stamper *s) {
     return rec;
 }
 
-/* (recorder, step) for ops submitted now, or None when the recorder is not enabled. */
-static PyObject *stamp_now(Stamper *s) {
+/* stamper(): (recorder, step) for ops submitted now, or None when the recorder is not enabled. */
+static PyObject *stamper_call(Stamper *s, PyObject *args, PyObject *kw) {
+    if (PyTuple_GET_SIZE(args) || (kw && PyDict_GET_SIZE(kw))) {
+        PyErr_SetString(PyExc_TypeError, "a stamper takes no arguments");
+        return NULL;
+    }
     PyObject *rec = current(s);
     if (!rec) return NULL;
     Py_INCREF(rec);   /* attribute reads may run code that replaces it */
@@ -88,41 +92,6 @@ done:
     return res;
 }
 
-static PyObject *stamper_call(Stamper *s, PyObject *args, PyObject *kw) {
-    if (PyTuple_GET_SIZE(args) || (kw && PyDict_GET_SIZE(kw))) {
-        PyErr_SetString(PyExc_TypeError, "a stamper takes no arguments");
-        return NULL;
-    }
-    return stamp_now(s);
-}
-
-int comp_note_text(PyObject *comp, PyObject *op);   /* tracer/_oplines.c */
-
-/* stamp_ops(ops, skip): stamps ops submitted now (those whose op_type ``skip`` does not hold)
- * and notes on each its tensor's cached text, when it still fits, for the completion to read
- * (the op is hot here, cold there). Returns the stamp, or None (nothing stamped). */
-static PyObject *stamper_stamp_ops(Stamper *s, PyObject *args) {
-    PyObject *ops, *skip;
-    if (!PyArg_ParseTuple(args, "OO", &ops, &skip)) return NULL;
-    PyObject *st = stamp_now(s);
-    if (!st || st == Py_None) return st;
-    PyObject *seq = PySequence_Fast(ops, "ops must be a sequence");
-    PyObject *fin = seq ? PyObject_GetAttr(PyTuple_GET_ITEM(st, 0), s_finish_ops) : NULL;
-    int ok = fin != NULL;
-    for (Py_ssize_t i = 0, n = ok ? PySequence_Fast_GET_SIZE(seq) : 0; ok && i < n; i++) {
-        PyObject *op = PySequence_Fast_GET_ITEM(seq, i);
-        PyObject *kind = PyObject_GetAttr(op, s_op_type);
-        int control = kind ? PySequence_Contains(skip, kind) : -1;
-        Py_XDECREF(kind);
-        ok = control == 0 ? PyObject_SetAttr(op, s_stamp, st) == 0 && comp_note_text(fin, op) == 0
-                          : control > 0;
-    }
-    Py_XDECREF(fin);
-    Py_XDECREF(seq);
-    if (!ok) Py_CLEAR(st);
-    return st;
-}
-
 /* settle(): forget the last stamp once its recorder is no longer the current one. */
 static PyObject *stamper_settle(Stamper *s, PyObject *Py_UNUSED(noargs)) {
     PyObject *last = s->last;
@@ -136,9 +105,6 @@ static PyObject *stamper_settle(Stamper *s, PyObject *Py_UNUSED(noargs)) {
 }
 
 static PyMethodDef stamper_methods[] = {
-    {"stamp_ops", (PyCFunction)stamper_stamp_ops, METH_VARARGS,
-     "stamp_ops(ops, skip): stamp the ops submitted now (op_type not in skip), noting their "
-     "cached text; returns the stamp or None."},
     {"settle", (PyCFunction)stamper_settle, METH_NOARGS,
      "Forget the last stamp once its recorder is no longer the current one."},
     {NULL, NULL, 0, NULL}};
@@ -167,10 +133,7 @@ static PyTypeObject StamperType = {
 int stamp_add(PyObject *m) {
     if (!(s_recorder = PyUnicode_InternFromString("_recorder")) ||
         !(s_enabled_attr = PyUnicode_InternFromString("enabled")) ||
-        !(s_step_attr = PyUnicode_InternFromString("step")) ||
-        !(s_finish_ops = PyUnicode_InternFromString("finish_ops")) ||
-        !(s_op_type = PyUnicode_InternFromString("op_type")) ||
-        !(s_stamp = PyUnicode_InternFromString("stamp")))
+        !(s_step_attr = PyUnicode_InternFromString("step")))
         return -1;
     if (PyType_Ready(&StamperType) < 0) return -1;
     return PyModule_AddObjectRef(m, "Stamper", (PyObject *)&StamperType);

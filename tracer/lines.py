@@ -71,8 +71,6 @@ class LineBuilder:
         self._heads: dict = {}
         self._tids: dict = {}        # tensor name -> its thread (never cleared: ids stay stable)
         self._named: set = set()     # names whose thread the current file part names
-        self.part = 0                # the file part being written (texts carry theirs)
-        self.on_part = None          # called with the new part's number before a part starts
         self._unwritten: list = []   # metadata lines naming threads, for the writer
 
     # ---- tensors' threads --------------------------------------------------------------------
@@ -103,11 +101,7 @@ class LineBuilder:
     def new_part(self, carried: str) -> list:
         """A new file part starts with the lines ``carried`` over: the metadata lines naming the
         tensor threads they use. Other threads are named again as they are used (the text cache
-        is emptied so that the next line of each tensor passes through :meth:`tensor_text`; a text
-        an op carries from before is then looked up again, as its part is not this one)."""
-        self.part += 1
-        if self.on_part is not None:
-            self.on_part(self.part)
+        is emptied so that the next line of each tensor passes through :meth:`tensor_text`)."""
         self._named.clear()
         self._tensors.clear()
         tids = {int(t) for t in _TID.findall(carried)}
@@ -126,14 +120,13 @@ class LineBuilder:
     # ---- constant parts --------------------------------------------------------------------
     def tensor_text(self, name: str, key: tuple) -> tuple:
         """The constant text of one tensor's lifecycle lines, made and cached: a tuple indexed by
-        :mod:`tracer.op_lines_py`'s slots (KEY, ARGS, HX, HB, HE, PART). ``key`` = (op, bytes,
-        dtype, shape, reduce_op, process_set) gives its slice's args."""
-        part = self.part   # read first: a part started meanwhile must not claim this text
+        :mod:`tracer.op_lines_py`'s slots (KEY, ARGS, HX, HB, HE). ``key`` = (op, bytes, dtype,
+        shape, reduce_op, process_set) gives its slice's args."""
         op, nbytes, dtype, shape, reduce_op, ps = key
         args = dumps(dict(zip(TENSOR_ARGS, (op, nbytes, dtype, tuple(shape),
                                             getattr(reduce_op, "value", reduce_op), ps))))
         c = (key, args.decode()[:-1] + ",", self.tensor_head(name, "X"), self.tensor_head(name, "B"),
-             self.tensor_head(name, "E"), part)
+             self.tensor_head(name, "E"))
         if len(self._tensors) >= CACHE_MAX:
             self._tensors.clear()
         self._tensors[name] = c

@@ -11,10 +11,9 @@ submitted, on the recorder's clock) and ``stamp``, the recorder's (recorder, ste
 from __future__ import annotations
 
 # slots of a tensor's constant-text tuple: the key its args were made from, the args of its slice
-# (an open object, the step and the closing braces to follow), the heads of its X, B and E lines
-# on the tensor's own thread, up to the "ts" value (an X line reads HX TS e-3,"dur":D e-3,"args":ARGS)
-# and the trace file's part it was made in (its thread is named there)
-KEY, ARGS, HX, HB, HE, PART = range(6)
+# (an open object, the step and the closing braces to follow) and the heads of its X, B and E lines
+# on the tensor's own thread, up to the "ts" value: an X line reads HX TS e-3,"dur":D e-3,"args":ARGS
+KEY, ARGS, HX, HB, HE = range(5)
 
 
 def split_stamped(rec, ops):
@@ -113,17 +112,6 @@ class Stamper:
         if last is None or last[0] is not rec or last[1] != step:
             last = self.last = (rec, step)
         return last
-
-    def stamp_ops(self, ops, skip):
-        """Stamps the ops submitted now whose ``op_type`` is not in ``skip``; returns the stamp
-        or None. (The C build also notes each op's cached text on it, for its completion; this
-        twin's completions look it up.)"""
-        stamp = self()
-        if stamp is not None:
-            for op in ops:
-                if op.op_type not in skip:
-                    op.stamp = stamp
-        return stamp
 
     def settle(self):
         last = self.last

@@ -11,7 +11,6 @@ call on the recording thread runs with cold caches, and a span formatted there c
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import threading
 import time
@@ -87,17 +86,13 @@ class TimelineRecorder:
         self.finish_ops = None if self.nvtx else op_lines.Completions(
             self, lb._tensors, lb.tensor_text, self._open, self._open_lock,
             self._q if self._lines is None else self._lines, self._cap, self._drops, self.base_ns)
-        if self.finish_ops is not None:   # a new file part: texts noted on ops before are stale
-            lb.on_part = functools.partial(setattr, self.finish_ops, "part")
         if fast:
             # span and counter calls in C (they read ``enabled`` and ``step`` from here)
             spans = op_lines.Spans(self.__dict__, self._lines, self.base_ns,
-                                   vocab.COUNTER_QUEUE_DEPTH, vocab.COUNTER_BYTES_IN_FLIGHT,
-                                   self._ready_head)
+                                   vocab.COUNTER_QUEUE_DEPTH, vocab.COUNTER_BYTES_IN_FLIGHT)
             self.begin, self.end, self.span = spans.begin, spans.end, spans.span
             self.counter, self.counters = spans.counter, spans.counters
             self.queue_counters = spans.queue_counters
-            self.ready_requests = spans.ready_requests
         self.enabled = self._in_window(step)
 
     # ---- window of steps --------------------------------------------------------------------

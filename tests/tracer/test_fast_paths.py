@@ -139,9 +139,7 @@ def _events_of(rec):
         text, n = rec._lines.take()
         lines = _parse(text.decode())
         assert len(lines) == n
-    rest = []   # a string may hold several lines
-    for r in rec._q:
-        rest += _parse(r if r.__class__ is str else rec._lb.deferred(r))
+    rest = [json.loads(r if r.__class__ is str else rec._lb.deferred(r)) for r in rec._q]
     rec._q.clear()
     return lines + rest
 
@@ -436,84 +434,3 @@ def test_c_lines_take_a_burst_whole_and_start_again():
     assert n == 60_000 and len(text) == 60_000 * len(line) + 2 * 59_999
     lines.put(line, 1)
     assert lines.take() == (line.encode(), 1)
-
-
-class _SlotOp:
-    """An op as the runtime's (a slots class, with the ``text`` slot the C stamp fills)."""
-    __slots__ = ("name", "stamp", "op_type", "nbytes", "dtype", "shape", "reduce_op",
-                 "process_set", "submit_ns", "text")
-
-    def __init__(self, name, op_type=v.ALLREDUCE, shape=(4, 4), submit_ns=2_000):
-        self.name, self.op_type, self.nbytes, self.dtype = name, op_type, 64, "float32"
-        self.shape, self.reduce_op, self.process_set = shape, "Sum", 0
-        self.submit_ns, self.stamp, self.text = submit_ns, None, None
-
-
-@pytest.mark.parametrize("impl", IMPLS)
-def test_stamp_ops_stamps_all_but_control_ops(impl):
-    mod = _mod(impl)
-    rec = _Rec(step=6)
-    rec.finish_ops = None
-    stamp = mod.Stamper({"_recorder": rec})
-    ops = [_SlotOp("a"), _SlotOp("stop", op_type="SHUTDOWN"), _SlotOp("b")]
-    assert stamp.stamp_ops(ops, ("SHUTDOWN",)) == (rec, 6)
-    assert [op.stamp for op in ops] == [(rec, 6), None, (rec, 6)]
-    rec.enabled = False
-    later = [_SlotOp("c")]
-    assert stamp.stamp_ops(later, ()) is None and later[0].stamp is None
-
-
-@needs_c
-def test_c_stamp_notes_the_fitting_text_and_completions_read_it_in_its_part_only():
-    import functools
-    rec = _Rec(step=2)
-    comp, lb, _, q, _ = _completions(C, rec)
-    rec.finish_ops = comp
-    lb.on_part = functools.partial(setattr, comp, "part")
-    stamp = C.Stamper({"_recorder": rec})
-    first = _SlotOp("grad.w")
-    stamp.stamp_ops([first], ())
-    assert first.stamp == (rec, 2) and first.text is None   # nothing cached yet
-    comp([(first, None, None)], 9_000)                        # the completion makes it
-    again, reshaped = _SlotOp("grad.w"), _SlotOp("grad.w", shape=(16,))
-    stamp.stamp_ops([again, reshaped], ())
-    assert again.text is lb._tensors["grad.w"] and reshaped.text is None
-    # the completion writes from the noted text (proved with one made for another tensor) ...
-    again.text = lb.tensor_text("grad.other", again.text[P.KEY])
-    comp([(again, None, None)], 9_000)
-    assert _parse(q[-1])[0]["name"] == "grad.other"
-    # ... unless it is another file part's: then it looks the text up by name
-    lb.new_part("")
-    assert comp.part == 1 == lb.part and again.text[P.PART] == 0
-    comp([(again, None, None)], 9_000)
-    line = _parse(q[-1])[0]
-    assert line["name"] == "grad.w" and lb._tensors["grad.w"][P.PART] == 1
-    # and what it writes from a noted text is what the general path writes
-    fresh = _SlotOp("grad.w", submit_ns=3_000)
-    stamp.stamp_ops([fresh], ())
-    assert fresh.text is lb._tensors["grad.w"]
-    comp([(fresh, None, None)], 9_000)
-    text, _, _ = P.ends(rec, dict(lb._tensors), lb.tensor_text, {}, [fresh], 1_000, 9_000, "")
-    assert q[-1] == text
-
-
-@needs_c
-def test_c_ready_requests_write_the_lines_the_python_method_writes(tmp_path):
-    _needs_spans()
-    got = []
-    reqs = [Req(n, 1, 0) for n in NAMES] + [Req("x", 2, 0), Req("y", 2, 1)]
-    for use_c in (True, False):
-        rec = _recorder(tmp_path, use_c)
-        assert (type(rec.ready_requests).__name__ == "builtin_function_or_method") == use_c
-        rec._q.clear()
-        _events_of(rec)
-        rec.ready_requests(reqs, ts_ns=rec.base_ns + 5_000)
-        rec.ready_requests([])
-        rec.enabled = False
-        rec.ready_requests(reqs)
-        got.append(_events_of(rec))
-        rec.close()
-    assert got[0] == got[1]
-    assert [(e["args"]["rank"], e["args"]["process_set"], e["args"]["tensors"], e["ts"])
-            for e in got[0]] == [(1, 0, NAMES, 5.0), (2, 0, ["x"], 5.0), (2, 1, ["y"], 5.0)]
-    assert {e["args"]["step"] for e in got[0]} == {4}
