@@ -6,7 +6,9 @@ work, and each trace call then runs on cold caches: the probe (``recording_probe
 process: before each timed call it writes through a buffer larger than the last-level cache, then
 times the one call with ``perf_counter_ns``; the median of many such calls is printed, with the
 same call timed warm (back to back) beside it. A change to a call's footprint (the code and the
-objects it reaches) shows here in seconds, where the paired end-to-end measure needs an hour.
+objects it reaches) shows here in seconds, where the paired end-to-end measure needs an hour; but
+a lead, not a verdict: work moved to another call or thread is not timed here (bench/README.md,
+session 13).
 
     .venv/bin/python bench/cold_calls.py [--reps 300]
 """

@@ -10,7 +10,9 @@ in training, on caches the step has swept, which a loop benchmark cannot show (a
 ``activity`` is the making of a backend span; its entry and exit run in C, unwrapped).
 ``--writer`` wraps the writer thread's parts too (its flush, the chunk's formatting, the write,
 the begins of ops in flight): per step, though they run about once a second. ``bench/cold_calls.py``
-times the same calls one at a time on swept caches, in one process.
+times the same calls one at a time on swept caches, in one process. Neither times the user's
+thread: a change that moves work there must be judged by ``recording_worker.py``'s CPU per step
+(bench/README.md, session 13).
 
     mpiexec -n 2 .venv/bin/python bench/recording_probe.py --steps 300
 """
