@@ -6,6 +6,7 @@
  * JSON escaping stay in Python (made once per tensor name, cached in a dict this code reads).
  */
 #include "_buf.h"
+#include "_texts.h"
 #include <structmember.h>
 
 /* ``a - base`` as an f-string would show it. */
@@ -73,37 +74,56 @@ static PyObject *op_attr(PyObject *op, int i) {
 enum { KEY, ARGS, HX, HB, HE, NSLOTS };   /* tracer/op_lines_py.py's slots */
 #define NKEY 6
 
-/* The constant-text tuple of ``op`` (a new reference): the cached one when its key still matches
- * the op's (op_type, nbytes, dtype, shape, reduce_op, process_set), else ``make(name, key)``. */
-static PyObject *tensor_text(PyObject *cache, PyObject *make, PyObject *op, PyObject *name) {
-    PyObject *vals[NKEY] = {NULL};
-    PyObject *res = NULL;
+/* The op's key (op_type, nbytes, dtype, shape, reduce_op, process_set) into ``vals`` (new
+ * references; all NULL and -1 on error). */
+static int read_key(PyObject *op, PyObject **vals) {
     for (int i = 0; i < NKEY; i++)   /* A_OP_TYPE .. A_PROCESS_SET: the key, in order */
-        if (!(vals[i] = op_attr(op, A_OP_TYPE + i))) goto done;
+        if (!(vals[i] = op_attr(op, A_OP_TYPE + i))) {
+            for (int j = 0; j < i; j++) Py_CLEAR(vals[j]);
+            return -1;
+        }
+    return 0;
+}
+
+static void drop_key(PyObject **vals) {
+    for (int i = 0; i < NKEY; i++) Py_CLEAR(vals[i]);
+}
+
+/* The constant-text tuple of the tensor ``name`` whose key is ``vals`` (a new reference): the
+ * cached one when its key is still ``vals``, else ``make(name, key)``. */
+static PyObject *text_of(PyObject *cache, PyObject *make, PyObject *name, PyObject **vals) {
     /* held: a comparison may run Python code, and another thread may empty the cache then */
     PyObject *c = Py_XNewRef(PyDict_GetItemWithError(cache, name));
-    if (!c && PyErr_Occurred()) goto done;
+    if (!c && PyErr_Occurred()) return NULL;
     if (c && PyTuple_CheckExact(c) && PyTuple_GET_SIZE(c) == NSLOTS) {
         PyObject *key = PyTuple_GET_ITEM(c, KEY);
         int same = PyTuple_CheckExact(key) && PyTuple_GET_SIZE(key) == NKEY;
         for (int i = 0; same && i < NKEY; i++) {
             same = PyObject_RichCompareBool(PyTuple_GET_ITEM(key, i), vals[i], Py_EQ);
-            if (same < 0) { Py_DECREF(c); goto done; }
+            if (same < 0) { Py_DECREF(c); return NULL; }
         }
-        if (same) { res = c; goto done; }
+        if (same) return c;
     }
     Py_XDECREF(c);
     PyObject *key = PyTuple_New(NKEY);
-    if (!key) goto done;
-    for (int i = 0; i < NKEY; i++) { PyTuple_SET_ITEM(key, i, vals[i]); vals[i] = NULL; }
-    res = PyObject_CallFunctionObjArgs(make, name, key, NULL);
+    if (!key) return NULL;
+    for (int i = 0; i < NKEY; i++) PyTuple_SET_ITEM(key, i, Py_NewRef(vals[i]));
+    PyObject *res = PyObject_CallFunctionObjArgs(make, name, key, NULL);
     Py_DECREF(key);
     if (res && !(PyTuple_CheckExact(res) && PyTuple_GET_SIZE(res) == NSLOTS)) {
         PyErr_SetString(PyExc_TypeError, "tensor_text must return a tuple of 5");
         Py_CLEAR(res);
     }
-done:
-    for (int i = 0; i < NKEY; i++) Py_XDECREF(vals[i]);
+    return res;
+}
+
+/* The constant-text tuple of ``op`` (a new reference): the cached one when its key still matches
+ * the op's (op_type, nbytes, dtype, shape, reduce_op, process_set), else ``make(name, key)``. */
+static PyObject *tensor_text(PyObject *cache, PyObject *make, PyObject *op, PyObject *name) {
+    PyObject *vals[NKEY];
+    if (read_key(op, vals) < 0) return NULL;
+    PyObject *res = text_of(cache, make, name, vals);
+    drop_key(vals);
     return res;
 }
 
@@ -182,17 +202,28 @@ static int put_begin(Buf *b, PyObject *op, PyObject *c, PyObject *st, long long 
     return r ? -1 : 0;
 }
 
-/* The X line of ``op``, submitted and done (``td``, relative) with no line written before. */
-static int put_whole(Buf *b, PyObject *op, PyObject *c, PyObject *st, long long base,
-                     long long td, PyObject *extra) {
+/* The X line of ``op`` from its texts: its head ``hx`` and its args ``args`` (n bytes each). */
+static int put_x(Buf *b, PyObject *op, const char *hx, Py_ssize_t nhx, const char *args,
+                 Py_ssize_t nargs, PyObject *st, long long base, long long td, PyObject *extra) {
     PyObject *t = op_attr(op, A_SUBMIT_NS);
     if (!t) return -1;
     long long ts = PyLong_AsLongLong(t);
     Py_DECREF(t);
     if (ts == -1 && PyErr_Occurred()) return -1;
     ts -= base;
-    return sep(b) || put_obj(b, SLOT(c, HX)) || put_ll(b, ts) || PUT_LIT(b, "e-3,\"dur\":") ||
-           put_ll(b, td - ts) || PUT_LIT(b, "e-3,\"args\":") || put_tail(b, c, st, extra) ? -1 : 0;
+    return sep(b) || put(b, hx, nhx) || put_ll(b, ts) || PUT_LIT(b, "e-3,\"dur\":") ||
+           put_ll(b, td - ts) || PUT_LIT(b, "e-3,\"args\":") || put(b, args, nargs) ||
+           PUT_LIT(b, "\"step\":") || put_obj(b, PyTuple_GET_ITEM(st, 1)) ||
+           (extra && put_obj(b, extra)) || PUT_LIT(b, "}}") ? -1 : 0;
+}
+
+/* The X line of ``op``, submitted and done (``td``, relative) with no line written before. */
+static int put_whole(Buf *b, PyObject *op, PyObject *c, PyObject *st, long long base,
+                     long long td, PyObject *extra) {
+    Py_ssize_t nhx, nargs;
+    const char *hx = PyUnicode_AsUTF8AndSize(SLOT(c, HX), &nhx);
+    const char *args = hx ? PyUnicode_AsUTF8AndSize(SLOT(c, ARGS), &nargs) : NULL;
+    return args ? put_x(b, op, hx, nhx, args, nargs, st, base, td, extra) : -1;
 }
 
 /* The E line closing an op whose B is written. */
@@ -207,6 +238,8 @@ typedef struct {
     PyObject *rec, *cache, *make, *opened, *extra;
     long long base, td, count;
     Buf b;
+    TTable *tt;      /* the completions' table (NULL: the dict alone) */
+    PyObject *gen;   /* ... and the line builder's generation list */
 } Pass;
 
 /* ``fn`` on each op ``p->rec`` stamped (st: its stamp), the others collected: (text, count,
@@ -250,6 +283,28 @@ static int begin_op(Pass *p, PyObject *op, PyObject *st) {
     return r < 0 ? -1 : 0;
 }
 
+/* An op's X line through the completions' table (``p->tt``): its text found there, or through
+ * the dict and ``make`` and then kept there. */
+static int end_op_table(Pass *p, PyObject *op, PyObject *st, PyObject *name) {
+    PyObject *vals[NKEY], *c = NULL;
+    if (read_key(op, vals) < 0) return -1;
+    TText *s;
+    int r = texts_find(p->tt, p->gen, name, vals, &s);
+    if (r == 0) {
+        r = (c = text_of(p->cache, p->make, name, vals)) ? texts_put(p->tt, name, c, &s) : -1;
+    }
+    drop_key(vals);
+    if (r >= 0) {
+        r = s && s->hx_len >= 0
+                ? put_x(&p->b, op, s->text, s->hx_len, s->text + s->hx_len, s->args_len, st,
+                        p->base, p->td, p->extra)
+                : put_whole(&p->b, op, c ? c : s->c, st, p->base, p->td, p->extra);
+    }
+    Py_XDECREF(c);
+    if (r == 0) p->count++;
+    return r < 0 ? -1 : 0;
+}
+
 /* An op's lifecycle done at ``p->td``: its X line, or its E line when ``opened`` holds the op
  * (popped; its text, or anything else to look it up), the B being written. ``p->extra`` follows
  * the step in its args (NULL: nothing). */
@@ -257,7 +312,12 @@ static int end_op(Pass *p, PyObject *op, PyObject *st) {
     PyObject *name = op_attr(op, A_NAME), *c = NULL;
     if (!name) return -1;
     int r = -1;
-    PyObject *was = PyDict_GetItemWithError(p->opened, name);
+    PyObject *was = PyDict_GET_SIZE(p->opened) ? PyDict_GetItemWithError(p->opened, name) : NULL;
+    if (!was && p->tt && !PyErr_Occurred()) {
+        r = end_op_table(p, op, st, name);
+        Py_DECREF(name);
+        return r;
+    }
     if (was || !PyErr_Occurred()) {
         c = was && PyTuple_CheckExact(was) && PyTuple_GET_SIZE(was) == NSLOTS
                 ? Py_NewRef(was) : tensor_text(p->cache, p->make, op, name);
@@ -313,14 +373,16 @@ int stamp_add(PyObject *m);   /* tracer/_stamp.c: the runtime's stamp of a submi
 typedef struct {
     PyObject_HEAD
     PyObject *rec, *cache, *make, *opened, *lock, *q, *drops;
+    PyObject *gen;   /* the line builder's generation list, or NULL: no table */
     Py_ssize_t cap;
     long long base;
     char closed;
+    TTable tt;       /* its strings and tuples hold no reference back: not traversed */
 } Completions;
 
 /* The recorder holds its Completions and they hold it: a cycle the collector must see. */
 #define COMP_REFS(c) {&(c)->rec, &(c)->cache, &(c)->make, &(c)->opened, &(c)->lock, &(c)->q, \
-                      &(c)->drops}
+                      &(c)->drops, &(c)->gen}
 
 static int comp_traverse(Completions *c, visitproc visit, void *arg) {
     PyObject **refs[] = COMP_REFS(c);
@@ -331,6 +393,7 @@ static int comp_traverse(Completions *c, visitproc visit, void *arg) {
 static int comp_clear(Completions *c) {
     PyObject **refs[] = COMP_REFS(c);
     for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) Py_CLEAR(*refs[i]);
+    texts_free(&c->tt);
     return 0;
 }
 
@@ -341,20 +404,25 @@ static void comp_dealloc(Completions *c) {
 }
 
 static int comp_init(Completions *c, PyObject *args, PyObject *kw) {
-    PyObject *rec, *cache, *make, *opened, *lock, *q, *drops;
+    PyObject *rec, *cache, *make, *opened, *lock, *q, *drops, *gen = Py_None;
     Py_ssize_t cap;
     long long base;
     if (kw && PyDict_GET_SIZE(kw)) {
         PyErr_SetString(PyExc_TypeError, "Completions takes no keyword arguments");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "OO!OO!OOnOL", &rec, &PyDict_Type, &cache, &make,
-                          &PyDict_Type, &opened, &lock, &q, &cap, &drops, &base))
+    if (!PyArg_ParseTuple(args, "OO!OO!OOnOL|O", &rec, &PyDict_Type, &cache, &make,
+                          &PyDict_Type, &opened, &lock, &q, &cap, &drops, &base, &gen))
         return -1;
+    if (gen != Py_None && !(PyList_CheckExact(gen) && PyList_GET_SIZE(gen) == 1)) {
+        PyErr_SetString(PyExc_TypeError, "gen must be a list of one item, or None");
+        return -1;
+    }
     PyObject **slot[] = COMP_REFS(c);
-    PyObject *val[] = {rec, cache, make, opened, lock, q, drops};
+    PyObject *val[] = {rec, cache, make, opened, lock, q, drops, gen == Py_None ? NULL : gen};
     for (size_t i = 0; i < sizeof(val) / sizeof(val[0]); i++)
-        Py_XSETREF(*slot[i], Py_NewRef(val[i]));
+        Py_XSETREF(*slot[i], Py_XNewRef(val[i]));
+    texts_free(&c->tt);
     c->cap = cap;
     c->base = base;
     c->closed = 0;
@@ -408,7 +476,8 @@ static PyObject *comp_call(Completions *c, PyObject *args, PyObject *kw) {
     if (!got) { Py_DECREF(seq); return NULL; }
     Py_DECREF(got);
     Pass p = {.rec = c->rec, .cache = c->cache, .make = c->make, .opened = c->opened,
-              .extra = NULL, .base = c->base, .td = t_done - c->base};
+              .extra = NULL, .base = c->base, .td = t_done - c->base,
+              .tt = c->gen ? &c->tt : NULL, .gen = c->gen};
     int ok = 1;
     for (Py_ssize_t i = 0; ok && i < n; i++) {
         PyObject *item = PySequence_Fast_GET_ITEM(seq, i), *st = NULL;
@@ -461,7 +530,7 @@ static PyTypeObject CompletionsType = {
     .tp_name = "tracer._oplines.Completions",
     .tp_basicsize = sizeof(Completions),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "Completions(rec, cache, make, opened, lock, q, cap, drops, base): "
+    .tp_doc = "Completions(rec, cache, make, opened, lock, q, cap, drops, base, gen=None): "
               "completions(done, t_done) -> the items not written, or None",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)comp_init,

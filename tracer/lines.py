@@ -67,6 +67,7 @@ class LineBuilder:
     def __init__(self, pid: int):
         self.pid = pid
         self._tensors: dict = {}   # name -> constant text (tensor_text)
+        self._gen = [0]            # counts the times _tensors was emptied (C tables follow it)
         self._names: dict = {}     # name -> its JSON string (json_name), for READY lines
         self._heads: dict = {}
         self._tids: dict = {}        # tensor name -> its thread (never cleared: ids stay stable)
@@ -103,7 +104,7 @@ class LineBuilder:
         tensor threads they use. Other threads are named again as they are used (the text cache
         is emptied so that the next line of each tensor passes through :meth:`tensor_text`)."""
         self._named.clear()
-        self._tensors.clear()
+        self._forget_texts()
         tids = {int(t) for t in _TID.findall(carried)}
         out = []
         if tids:   # a copy: the recording threads may add names meanwhile
@@ -128,9 +129,13 @@ class LineBuilder:
         c = (key, args.decode()[:-1] + ",", self.tensor_head(name, "X"), self.tensor_head(name, "B"),
              self.tensor_head(name, "E"))
         if len(self._tensors) >= CACHE_MAX:
-            self._tensors.clear()
+            self._forget_texts()
         self._tensors[name] = c
         return c
+
+    def _forget_texts(self) -> None:
+        self._tensors.clear()
+        self._gen[0] += 1
 
     def json_name(self, name: str) -> str:
         """``name`` as a JSON string (cached)."""

@@ -127,9 +127,10 @@ class Completions:
     ``drops`` when ``q`` holds ``cap`` records), under ``lock`` (the writer's begins of ops in
     flight take it too); nothing is buffered once ``closed`` is set. It returns what it did not
     write, for the general path: every item when any has an error, else the items stamped by
-    another recorder (None when none)."""
+    another recorder (None when none). ``gen``, the line builder's count of emptied caches, is
+    what the C build's own table of texts follows; the dict alone serves here."""
 
-    def __init__(self, rec, cache, make, opened, lock, q, cap, drops, base):
+    def __init__(self, rec, cache, make, opened, lock, q, cap, drops, base, gen=None):
         self.rec, self.cache, self.make, self.opened = rec, cache, make, opened
         self.lock, self.q, self.cap, self.drops, self.base = lock, q, cap, drops, base
         self.closed = False

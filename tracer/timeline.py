@@ -85,7 +85,8 @@ class TimelineRecorder:
         # the ends of finished ops in one call
         self.finish_ops = None if self.nvtx else op_lines.Completions(
             self, lb._tensors, lb.tensor_text, self._open, self._open_lock,
-            self._q if self._lines is None else self._lines, self._cap, self._drops, self.base_ns)
+            self._q if self._lines is None else self._lines, self._cap, self._drops, self.base_ns,
+            lb._gen)
         if fast:
             # span and counter calls in C (they read ``enabled`` and ``step`` from here)
             spans = op_lines.Spans(self.__dict__, self._lines, self.base_ns,

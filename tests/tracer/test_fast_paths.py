@@ -27,13 +27,14 @@ def _parse(text):
     return json.loads("[" + text + "]") if text else []
 
 
-def _completions(mod, rec, q=None, cap=100, drops=None, opened=None):
+def _completions(mod, rec, q=None, cap=100, drops=None, opened=None, table=False):
     lb = L.LineBuilder(1)
     opened = {} if opened is None else opened
     q = deque() if q is None else q
     drops = itertools.count() if drops is None else drops
+    gen = (lb._gen,) if table else ()
     return mod.Completions(rec, lb._tensors, lb.tensor_text, opened, threading.Lock(), q, cap,
-                           drops, 1_000), lb, opened, q, drops
+                           drops, 1_000, *gen), lb, opened, q, drops
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -81,6 +82,38 @@ def test_completions_leave_errors_to_the_general_path_and_respect_close_and_cap(
     comp.closed = True
     q.clear()
     assert comp(done, 70) is None and not q
+
+
+@needs_c
+def test_c_completions_table_writes_what_the_dict_writes_through_every_change():
+    """The C table of texts (``gen`` given) against the twin, response by response: the same ops
+    again (new objects, equal keys), a tensor whose shape, bytes or reduce op changed, a name equal
+    to a kept one but another object, more names than the table's first size, a new file part
+    (its thread names made again) and a shape too long to compare inline."""
+    rec = object()
+    comp, lb, _, q, _ = _completions(C, rec, table=True)
+    twin, lt, _, qt, _ = _completions(P, rec)
+    many = [f"grad.{i}" for i in range(300)]
+
+    def ops(step, names, shape=(4, 4), nbytes=64, reduce_op="Sum"):
+        return [(Op("".join(list(n)), (rec, 2_000 + i, step), shape=tuple(list(shape)),
+                    nbytes=int(str(nbytes)), reduce_op=reduce_op), None, None)
+                for i, n in enumerate(names)]
+
+    responses = [ops(1, NAMES), ops(2, NAMES), ops(3, NAMES[:2], shape=(8, 2)),
+                 ops(4, NAMES[:2], nbytes=1 << 40), ops(5, NAMES, reduce_op="Max"),
+                 ops(6, many), ops(7, many[::-1]), "new part", ops(8, NAMES + many[:5]),
+                 ops(9, NAMES, shape=tuple(range(1, 10))), ops(10, NAMES, shape=tuple(range(1, 10))),
+                 ops(11, NAMES, shape=[4, 4])]
+    for resp in responses:
+        if resp == "new part":
+            for b in (lb, lt):
+                b.new_part("")
+            continue
+        assert comp(resp, 90_000) is None and twin(resp, 90_000) is None
+        assert q.pop() == qt.pop()
+        assert lb.take_threads() == lt.take_threads()
+    assert lb._tids == lt._tids and len(lb._tids) == len(NAMES) + len(many)
 
 
 @needs_c
