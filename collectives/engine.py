@@ -322,17 +322,17 @@ class Engine:
     def _complete(self, e, result=None, error=None):
         self._complete_many([(e, result, error)])
 
-    def _complete_many(self, done, times=None):
+    def _complete_many(self, done, note=None):
         """Finish ops, ``done`` = [(entry, result, error)]: their lifecycle ends go to the trace in
         one record, before any handle is released (so a finished op's end is always recorded;
-        releasing first measured no faster, bench/README.md session 7).
-        ``times`` = (t_response, t_dequeue) of the response they ran in, when recording."""
+        releasing first measured no faster, bench/README.md session 7), with the lines of the
+        response they ran in (``note``, the recorder's, when recording)."""
         with self._cond:
             done = [d for d in done if self._inflight.pop(d[0].name, None) is not None]
             for d in done:
                 self._bytes_in_flight -= d[0].nbytes
             trace.settle()
-        trace.ends(done, times)
+        trace.ends(done, note)
         for e, result, error in done:
             if "received_splits" in e.meta:
                 e.handle.received_splits = e.meta["received_splits"]

@@ -90,20 +90,24 @@ def dequeued(rec, entries) -> int:
     return _now()
 
 
-def ends(done, times=None) -> None:
-    """Ops finished, ``done`` = [(entry, result, error)], in a response that arrived and started
-    at ``times`` = (t_response, t_dequeue) (None: outside any response): the rest of their
-    lifecycles."""
+def ends(done, note=None) -> None:
+    """Ops finished, ``done`` = [(entry, result, error)], in the response the recorder's ``note``
+    holds open (None: outside any response): the rest of their lifecycles, after the response's
+    own lines (its span ends now)."""
     if not done or stamp.last is None:
         return
     rec = get_recorder()
     fast = rec.finish_ops
     if fast is not None:   # one call for the common case (no NVTX, no error)
-        done = fast(done, _now())
+        done = fast(done, _now(), note)
         if not done:
             return
+        t_resp = t_deq = None   # (their ops' NVTX phases only: not on this path)
+    else:
+        t_resp, t_deq = note.times if note is not None else (None, None)
+        if note is not None:
+            note.close()
     t = rec.now()
-    t_resp, t_deq = times if times is not None else (None, None)
     errors = set(map(_error_of, done))   # loops in C: a response holds up to ~100s of ops
     if len(errors) == 1:
         groups = ((errors.pop(), list(map(_op_of, done))),)

@@ -14,47 +14,47 @@ class Executor:
         self.config = config
         self.sets = sets
         self.buffers = fusion_buffers
-        self._complete_many = complete_many   # complete_many([(entry, result, error)], times)
-        self._times = None   # (t_response, t_dequeue) of the running response, when recording
+        self._complete_many = complete_many   # complete_many([(entry, result, error)], note)
+        self._note = None   # the recorder's note of the running response, when recording
 
     def complete(self, e, result=None, error=None) -> None:
-        self._complete_many([(e, result, error)], self._times)
+        self._complete_many([(e, result, error)], self._note)
 
     def complete_many(self, done) -> None:
-        self._complete_many(done, self._times)
+        self._complete_many(done, self._note)
 
     def run(self, resp: M.Response, entries: list, t_response: int | None = None) -> None:
         """Run one response; ``t_response`` is when it arrived (when recording)."""
         rec = get_recorder()
-        tok = None
-        if rec.enabled:
-            t_deq = trace.dequeued(rec, entries)
-            self._times = (t_response, t_deq)
+        comm = self.sets.get(resp.process_set)
+        note = rec.response_note if rec.enabled else None
+        if note is not None:
+            if rec.nvtx:
+                trace.dequeued(rec, entries)
             # a fused response is an allreduce: its bytes (summed by the coordinator) are this
-            # rank's too; the names list is the response's own (never changed after it arrived)
-            args = {V.ARG_RESPONSE: resp.id, V.ARG_TENSORS: resp.names,
-                    V.ARG_COUNT: len(resp.names),
-                    V.ARG_BYTES: resp.nbytes if len(entries) > 1 else entries[0].nbytes,
-                    V.ARG_DTYPE: resp.dtype, V.ARG_OP: resp.op_type, V.ARG_REDUCE_OP: resp.reduce_op,
-                    V.ARG_BACKEND: resp.backend, V.ARG_THRESHOLD: self.config.fusion_threshold,
-                    V.ARG_PROCESS_SET: resp.process_set, V.ARG_STEP: rec.step}
-            if t_response is not None:
-                # every tensor's negotiation ends when the response arrived and its QUEUE phase
-                # lasts until the span starts: written once here, not per tensor
-                args[V.ARG_QUEUE_NS] = t_deq - t_response
-            tok = rec.begin(V.TID_FUSION, V.FUSED_RESPONSE, V.CAT_FUSION, args, ts_ns=t_deq)
+            # rank's too; the names list is the response's own (never changed after it arrived).
+            # The note adds queue_ns: every tensor's negotiation ends when the response arrived
+            # and its QUEUE phase lasts until the span starts (written once here, not per tensor)
+            note.open({V.ARG_RESPONSE: resp.id, V.ARG_TENSORS: resp.names,
+                       V.ARG_COUNT: len(resp.names),
+                       V.ARG_BYTES: resp.nbytes if len(entries) > 1 else entries[0].nbytes,
+                       V.ARG_DTYPE: resp.dtype, V.ARG_OP: resp.op_type,
+                       V.ARG_REDUCE_OP: resp.reduce_op, V.ARG_BACKEND: resp.backend,
+                       V.ARG_THRESHOLD: self.config.fusion_threshold,
+                       V.ARG_PROCESS_SET: resp.process_set, V.ARG_STEP: rec.step},
+                      t_response, comm.size)
+            self._note = note
         try:
-            comm = self.sets.get(resp.process_set)
-            comm.response = resp.id
+            comm.response, comm.note = resp.id, note
             backend = get_backend(resp.backend, self.config)
-            getattr(self, "_" + resp.op_type.lower())(resp, entries, comm, backend, rec)
+            getattr(self, "_" + resp.op_type.lower())(resp, entries, comm, backend, note)
         finally:
-            self._times = None
-            if tok is not None:
-                rec.end(tok)
+            self._note = comm.note = None
+            if note is not None:
+                note.close()   # when no completion closed it (an error in the backend)
 
     # ---- allreduce (fused) -------------------------------------------------------------------
-    def _allreduce(self, resp, entries, comm, backend, rec):
+    def _allreduce(self, resp, entries, comm, backend, note):
         ad = entries[0].adapter
         op = ReduceOp(resp.reduce_op)
         src = None
@@ -71,15 +71,14 @@ class Executor:
         else:
             total = sum(e.meta["numel"] for e in entries)
             buf = self.buffers.get(ad, entries[0].device, resp.dtype, total)
-            tok = rec.begin(V.TID_FUSION, V.MEMCPY_IN_FUSION_BUFFER, V.CAT_MEMCPY,
-                            {V.ARG_RESPONSE: resp.id}) if rec.enabled else None
+            if note is not None:
+                note.mark(0)
             off = 0
             for e in entries:
                 ad.copy_(buf, off, ad.flat(e.tensor))
                 off += e.meta["numel"]
-            if tok is not None:
-                rec.end(tok)
-                rec.counter(V.COUNTER_FUSION_FILL, resp.nbytes)
+            if note is not None:
+                note.mark(1)   # with the fusion buffer's fill
             fused = True
         ad.scale_(buf, resp.prescale)
         if src is None:
@@ -92,8 +91,8 @@ class Executor:
         if not fused:
             self.complete(entries[0], ad.result(entries[0], buf))
             return
-        tok = rec.begin(V.TID_FUSION, V.MEMCPY_OUT_FUSION_BUFFER, V.CAT_MEMCPY,
-                        {V.ARG_RESPONSE: resp.id}) if rec.enabled else None
+        if note is not None:
+            note.mark(2)
         outs, off = [], 0
         for e in entries:
             n = e.meta["numel"]
@@ -101,8 +100,8 @@ class Executor:
             ad.copy_(out, 0, ad.slice(buf, off, n))
             off += n
             outs.append(out)
-        if tok is not None:
-            rec.end(tok)
+        if note is not None:
+            note.mark(3)
         self.complete_many([(e, ad.result(e, out), None) for e, out in zip(entries, outs)])
 
     def _output_flat(self, e, copy_input):
@@ -121,7 +120,7 @@ class Executor:
         return out
 
     # ---- other ops ---------------------------------------------------------------------------
-    def _allgather(self, resp, entries, comm, backend, rec):
+    def _allgather(self, resp, entries, comm, backend, note):
         e = entries[0]
         ad = e.adapter
         row = e.meta["row_numel"]
@@ -132,13 +131,13 @@ class Executor:
         e.meta["out_shape"] = (sum(dims),) + tuple(e.shape[1:])
         self.complete(e, ad.result(e, recv))
 
-    def _broadcast(self, resp, entries, comm, backend, rec):
+    def _broadcast(self, resp, entries, comm, backend, note):
         e = entries[0]
         buf = self._output_flat(e, copy_input=comm.rank == resp.root)
         backend.broadcast(buf, resp.root, comm)
         self.complete(e, e.adapter.result(e, buf))
 
-    def _alltoall(self, resp, entries, comm, backend, rec):
+    def _alltoall(self, resp, entries, comm, backend, note):
         e = entries[0]
         ad = e.adapter
         row = e.meta["row_numel"]
@@ -151,7 +150,7 @@ class Executor:
         e.meta["received_splits"] = recv_rows
         self.complete(e, ad.result(e, recv))
 
-    def _reducescatter(self, resp, entries, comm, backend, rec):
+    def _reducescatter(self, resp, entries, comm, backend, note):
         e = entries[0]
         ad = e.adapter
         op = ReduceOp(resp.reduce_op)
@@ -168,7 +167,7 @@ class Executor:
         e.meta["out_shape"] = (rows[comm.rank],) + tuple(e.shape[1:])
         self.complete(e, ad.result(e, recv))
 
-    def _barrier(self, resp, entries, comm, backend, rec):
+    def _barrier(self, resp, entries, comm, backend, note):
         backend.barrier(comm)
         for e in entries:
             self.complete(e, None)

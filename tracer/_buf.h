@@ -82,4 +82,7 @@ int put_c_rest(Buf *b, long long t, PyObject *value);
 int lines_span(PyObject *lines, PyObject *tid, PyObject *name, PyObject *cat, long long t0,
                long long t1, PyObject *args, PyObject *step);
 int lines_counter(PyObject *lines, PyObject *name, long long t, PyObject *value);
+/* tracer/_note.c: the lines of the response ``note`` has open, its span ending at ``t_end``
+ * (absolute): 1 written (or none open), 0 ``note`` is not a Note, -1 error */
+int note_complete(PyObject *note, long long t_end);
 #endif

@@ -362,9 +362,12 @@ static PyObject *s_acquire, *s_release, *s_append;
 int spans_add(PyObject *m);   /* tracer/_spans.c: the recorder's span calls */
 int lines_add(PyObject *m);   /* tracer/_lines.c: a recorder's lines, formatted where recorded */
 int stamp_add(PyObject *m);   /* tracer/_stamp.c: the runtime's stamp of a submitted op */
+int note_add(PyObject *m);    /* tracer/_note.c: a response's lines, noted and written at once */
 
-/* A recorder's lifecycle ends as one callable (its tables held): ``completions(done, t_done)``,
- * ``done`` = [(op, result, error)], writes the lifecycles of the ops it stamped (begin lines too
+/* A recorder's lifecycle ends as one callable (its tables held): ``completions(done, t_done,
+ * note=None)``, ``done`` = [(op, result, error)], first writes the lines of the response ``note``
+ * holds open (its span ends at ``t_done``; a Note of tracer/_note.c, else its ``close()``), then
+ * the lifecycles of the ops it stamped (begin lines too
  * where not written yet; each end carries its own op's step) as one record of the recorder's
  * buffer, under the lock the writer's begins of ops in flight take. What it does not write it
  * returns, for the general path: every item when any has an error, else the items stamped by
@@ -449,14 +452,23 @@ int buffer_record(PyObject *q, Py_ssize_t cap, PyObject *drops, PyObject *rec, l
 }
 
 static PyObject *comp_call(Completions *c, PyObject *args, PyObject *kw) {
-    PyObject *done, *rest = NULL;
+    PyObject *done, *rest = NULL, *note = Py_None;
     long long t_done;
     if (kw && PyDict_GET_SIZE(kw))
         return PyErr_Format(PyExc_TypeError, "completions take no keyword arguments");
-    if (!PyArg_ParseTuple(args, "OL", &done, &t_done)) return NULL;
+    if (!PyArg_ParseTuple(args, "OL|O", &done, &t_done, &note)) return NULL;
     /* made by __new__ alone, or cleared by the collector */
     if (!(c->rec && c->cache && c->make && c->opened && c->lock && c->q && c->drops))
         return PyErr_Format(PyExc_RuntimeError, "Completions not initialised");
+    if (note != Py_None) {   /* the response's own lines first: its span ends here */
+        int w = c->closed ? 1 : note_complete(note, t_done);
+        if (w == 0) {
+            PyObject *r = PyObject_CallMethod(note, "close", NULL);
+            w = r ? 1 : -1;
+            Py_XDECREF(r);
+        }
+        if (w < 0) return NULL;
+    }
     PyObject *seq = PySequence_Fast(done, "done must be a sequence");
     if (!seq) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
@@ -531,7 +543,8 @@ static PyTypeObject CompletionsType = {
     .tp_basicsize = sizeof(Completions),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Completions(rec, cache, make, opened, lock, q, cap, drops, base, gen=None): "
-              "completions(done, t_done) -> the items not written, or None",
+              "completions(done, t_done, note=None) -> the items not written, or None (the "
+              "response's note written first)",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)comp_init,
     .tp_dealloc = (destructor)comp_dealloc,
@@ -897,7 +910,7 @@ PyMODINIT_FUNC PyInit__oplines(void) {
     if (PyType_Ready(&CompletionsType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m && (PyModule_AddObjectRef(m, "Completions", (PyObject *)&CompletionsType) < 0 ||
-              spans_add(m) < 0 || stamp_add(m) < 0 || lines_add(m) < 0))
+              spans_add(m) < 0 || stamp_add(m) < 0 || lines_add(m) < 0 || note_add(m) < 0))
         Py_CLEAR(m);
     return m;
 }

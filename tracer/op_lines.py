@@ -12,6 +12,7 @@ begins, ends, ready, chunk = _py.begins, _py.ends, _py.ready, _py.chunk
 ready_held, Completions, Stamper = _py.ready_held, _py.Completions, _py.Stamper
 Spans = None   # begin/end/counter(s) in C; the twin is TimelineRecorder's own methods
 Lines = None   # lines formatted where recorded, in C; the twin leaves records to the writer
+Note = None    # a response's lines noted, written at once, in C; the twin: response_note
 IMPL = "python"
 if os.environ.get("RINGSCOPE_PURE_PYTHON", "") in ("", "0"):
     try:
@@ -21,7 +22,7 @@ if os.environ.get("RINGSCOPE_PURE_PYTHON", "") in ("", "0"):
     else:
         begins, ends, ready, chunk = _c.begins, _c.ends, _c.ready, _c.chunk
         ready_held, Completions, Spans = _c.ready_held, _c.Completions, _c.Spans
-        Stamper, Lines = _c.Stamper, _c.Lines
+        Stamper, Lines, Note = _c.Stamper, _c.Lines, _c.Note
         IMPL = "c"
 
 

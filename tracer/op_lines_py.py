@@ -121,8 +121,8 @@ class Stamper:
 
 class Completions:
     """A recorder's lifecycle ends as one callable (the C build's is one call per response, where
-    two Python frames cost more than the formatting): ``completions(done, t_done)``, ``done`` =
-    [(op, result, error)], writes the lifecycles of the ops ``rec`` stamped as :func:`ends` does,
+    two Python frames cost more than the formatting): ``completions(done, t_done, note=None)``,
+    ``done`` = [(op, result, error)], closes the response's ``note`` first, then writes the lifecycles of the ops ``rec`` stamped as :func:`ends` does,
     each end carrying its own op's step, and appends them to ``q`` as one record (or counts them on
     ``drops`` when ``q`` holds ``cap`` records), under ``lock`` (the writer's begins of ops in
     flight take it too); nothing is buffered once ``closed`` is set. It returns what it did not
@@ -135,7 +135,9 @@ class Completions:
         self.lock, self.q, self.cap, self.drops, self.base = lock, q, cap, drops, base
         self.closed = False
 
-    def __call__(self, done, t_done):
+    def __call__(self, done, t_done, note=None):
+        if note is not None and not self.closed:
+            note.close()
         if any(item[2] is not None for item in done):
             return list(done)
         out, rest = [], None

@@ -34,11 +34,18 @@ CONTRACT (the runtime codes against these calls; the tracer implements them):
                                                     #   both return the ops that another recorder
                                                     #   stamped (None if none); ops_end writes the
                                                     #   begin too of an op ops_begin did not get
-    rest = rec.finish_ops(done, t_done)             # when not None: ops_end for the ops of a
+    rest = rec.finish_ops(done, t_done, note=None)  # when not None: ops_end for the ops of a
                                                     #   response, done = [(op, result, error)], in
-                                                    #   one call; returns the items it left to
-                                                    #   ops_end (all when any has an error, else
-                                                    #   another recorder's) or None
+                                                    #   one call, after closing ``note`` (below);
+                                                    #   returns the items it left to ops_end (all
+                                                    #   when any has an error, else another
+                                                    #   recorder's) or None
+    note = rec.response_note                        # when enabled: a response's own lines
+    note.open(args, t_response, size)               #   it starts now (args: FUSED_RESPONSE's)
+    note.mark(i)                                    #   memcpy in begins/ends (0, 1), out (2, 3)
+    with note.span(name, nbytes, backend): ...      #   a backend phase
+    note.close()                                    #   it ends now (unless finish_ops closed it)
+    note.times                                      #   (t_response, t_dequeue) while open
     set_inflight(ops_by_name)                       # module-level: see OPS
     rec.ready_requests(reqs, ts_ns=None)            # READY ticks of requests (name, rank, process_set)
     rec.ready_held([(reqs, ts_ns), ...])            # ... of several arrivals (one call)
@@ -107,6 +114,20 @@ class NullRecorder:
     nvtx = False
     step = -1
     finish_ops = None   # no fast path: the runtime calls ops_end
+
+    @property
+    def response_note(self):
+        """The note of the running response (made on first use: its lines go through this
+        recorder's begin, end, span and counter; the runtime reads it only when enabled)."""
+        note = self.__dict__.get("_response_note")
+        if note is None:
+            from tracer.response_note import ResponseNote
+            note = self.__dict__["_response_note"] = ResponseNote(self)
+        return note
+
+    @response_note.setter
+    def response_note(self, note):
+        self.__dict__["_response_note"] = note
 
     def now(self) -> int:
         return _now()

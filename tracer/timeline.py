@@ -22,6 +22,7 @@ from tracer.op_lines_py import split_stamped
 from tracer.clock import wall_ns
 from tracer.config import TimelineSettings
 from tracer.format import dumps
+from tracer.response_note import ResponseNote
 from tracer.tracefile import TraceFile
 from tracer.writer import TimelineWriter
 
@@ -94,6 +95,12 @@ class TimelineRecorder:
             self.begin, self.end, self.span = spans.begin, spans.end, spans.span
             self.counter, self.counters = spans.counter, spans.counters
             self.queue_counters = spans.queue_counters
+        # a response's own lines: noted as it runs, written by its completion (C), else live
+        self.response_note = op_lines.Note(self._lines, (
+            vocab.FUSED_RESPONSE, vocab.MEMCPY_IN_FUSION_BUFFER, vocab.MEMCPY_OUT_FUSION_BUFFER,
+            vocab.COUNTER_FUSION_FILL, vocab.TID_FUSION, vocab.TID_BACKEND, vocab.CAT_FUSION,
+            vocab.CAT_MEMCPY, vocab.CAT_COMM), self.base_ns) \
+            if fast and op_lines.Note is not None else ResponseNote(self)
         self.enabled = self._in_window(step)
 
     # ---- window of steps --------------------------------------------------------------------

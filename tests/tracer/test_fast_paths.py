@@ -467,3 +467,62 @@ def test_c_lines_take_a_burst_whole_and_start_again():
     assert n == 60_000 and len(text) == 60_000 * len(line) + 2 * 59_999
     lines.put(line, 1)
     assert lines.take() == (line.encode(), 1)
+
+
+def test_c_note_writes_the_lines_its_twin_writes(tmp_path):
+    """A response's note (C: clock read into slots, lines written by the completion's call; the
+    twin: each line live) gives the same lines: its span with queue_ns, the memcpy spans inside
+    it, the fill counter, the backend's spans nested as entered; a span with no response open and
+    a second close write nothing; a response no completion closed is written by ``close``."""
+    _needs_spans()
+    got = []
+    for use_c in (True, False):
+        rec = _recorder(tmp_path, use_c)
+        note = rec.response_note
+        assert (type(note).__name__ == "Note") == use_c
+        rec._q.clear()
+        with note.span("OUTSIDE", 1, "ring"):
+            pass
+        args = {v.ARG_RESPONSE: 7, v.ARG_TENSORS: ["a", "b"], v.ARG_COUNT: 2, v.ARG_BYTES: 96,
+                v.ARG_DTYPE: "float32", v.ARG_OP: v.ALLREDUCE, v.ARG_REDUCE_OP: "Sum",
+                v.ARG_BACKEND: "ring", v.ARG_THRESHOLD: 1 << 20, v.ARG_PROCESS_SET: 0,
+                v.ARG_STEP: 4}
+        t_resp = rec.now()
+        note.open(dict(args), t_resp, 3)
+        assert note.times[0] == t_resp and note.times[1] >= t_resp
+        note.mark(0)
+        note.mark(1)
+        with note.span(v.RING_ALLREDUCE, 96, "ring"):
+            with note.span(v.RING_REDUCE_SCATTER, 96, "ring"):
+                pass
+            with note.span(v.RING_ALLGATHER, 96, "mpi"):
+                pass
+        note.mark(2)
+        note.mark(3)
+        assert rec.finish_ops([], rec.now(), note) is None
+        note.close()
+        assert note.times == (None, None)
+        note.open(dict(args, response=8, tensors=["c"], count=1), None, 3)
+        with pytest.raises(ValueError):
+            with note.span("MPI_ALLREDUCE", 8, "mpi"):
+                raise ValueError
+        note.close()
+        evs = _events_of(rec)
+        rec.close()
+        by = {(e["name"], e.get("args", {}).get("response")): e for e in evs}
+        assert len(by) == len(evs) == 9 and ("OUTSIDE", None) not in by
+        fused = by[(v.FUSED_RESPONSE, 7)]
+        assert fused["args"]["queue_ns"] >= 0 and "queue_ns" not in by[(v.FUSED_RESPONSE, 8)]["args"]
+        inside = [by[(n, 7)] for n in (v.MEMCPY_IN_FUSION_BUFFER, v.MEMCPY_OUT_FUSION_BUFFER)]
+        outer = by[(v.RING_ALLREDUCE, 7)]
+        inside += [by[(n, 7)] for n in (v.RING_REDUCE_SCATTER, v.RING_ALLGATHER)]
+        for e, host in zip(inside, [fused, fused, outer, outer]):
+            assert host["ts"] <= e["ts"] and e["ts"] + e["dur"] <= host["ts"] + host["dur"] + 1e-3
+        assert by[(v.RING_ALLGATHER, 7)]["args"] == {
+            "response": 7, "bytes": 96, "backend": "mpi", "size": 3, "process_set": 0, "step": 4}
+        for e in evs:
+            for k in ("ts", "dur"):
+                e.pop(k, None)
+            e.get("args", {}).pop("queue_ns", None)
+        got.append(sorted(json.dumps(e, sort_keys=True) for e in evs))
+    assert got[0] == got[1]
