@@ -26,17 +26,19 @@ typedef struct {
     PyObject *lines;   /* where the records go (tracer._oplines.Lines) */
     long long base;
     PyObject *depth_name, *bytes_name;   /* queue_counters' two counters */
+    PyObject *step_span;                 /* mark_step's (tid, name, cat), or NULL: not offered */
     long long depth, nbytes;             /* ... their values last written */
     int written;                         /* ... whether any were */
 } Spans;
 
-static PyObject *s_enabled, *s_step_key, *s_S, *s_X, *s_C;
+static PyObject *s_enabled, *s_step_key, *s_step_t0, *s_S, *s_X, *s_C;
 
 static int spans_traverse(Spans *s, visitproc visit, void *arg) {
     Py_VISIT(s->state);
     Py_VISIT(s->lines);
     Py_VISIT(s->depth_name);
     Py_VISIT(s->bytes_name);
+    Py_VISIT(s->step_span);
     return 0;
 }
 
@@ -45,6 +47,7 @@ static int spans_clear(Spans *s) {
     Py_CLEAR(s->lines);
     Py_CLEAR(s->depth_name);
     Py_CLEAR(s->bytes_name);
+    Py_CLEAR(s->step_span);
     return 0;
 }
 
@@ -55,15 +58,19 @@ static void spans_dealloc(Spans *s) {
 }
 
 static int spans_init(Spans *s, PyObject *args, PyObject *kw) {
-    PyObject *state, *lines, *depth_name, *bytes_name;
+    PyObject *state, *lines, *depth_name, *bytes_name, *step_span = NULL;
     long long base;
     if (kw && PyDict_GET_SIZE(kw)) {
         PyErr_SetString(PyExc_TypeError, "Spans takes no keyword arguments");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "O!OLUU", &PyDict_Type, &state, &lines, &base, &depth_name,
-                          &bytes_name))
+    if (!PyArg_ParseTuple(args, "O!OLUU|O!", &PyDict_Type, &state, &lines, &base, &depth_name,
+                          &bytes_name, &PyTuple_Type, &step_span))
         return -1;
+    if (step_span && PyTuple_GET_SIZE(step_span) != 3) {
+        PyErr_SetString(PyExc_TypeError, "step_span is (tid, name, cat)");
+        return -1;
+    }
     if (!lines_check(lines)) {
         PyErr_SetString(PyExc_TypeError, "Spans needs a tracer._oplines.Lines");
         return -1;
@@ -72,6 +79,7 @@ static int spans_init(Spans *s, PyObject *args, PyObject *kw) {
     Py_XSETREF(s->lines, Py_NewRef(lines));
     Py_XSETREF(s->depth_name, Py_NewRef(depth_name));
     Py_XSETREF(s->bytes_name, Py_NewRef(bytes_name));
+    Py_XSETREF(s->step_span, Py_XNewRef(step_span));
     s->base = base;
     s->written = 0;
     return 0;
@@ -269,6 +277,52 @@ static PyObject *spans_queue_counters(Spans *s, PyObject *const *args, Py_ssize_
     return r;
 }
 
+/* mark_step(step=None): the STEP span of the step ending now (when enabled and the step is known)
+ * and the next step, as the recorder's mark_step does for a recorder with no window of steps and
+ * no NVTX (the only one this is bound on): its "step" and "_step_t0" are set in its dict. */
+static PyObject *spans_mark_step(Spans *s, PyObject *const *args, Py_ssize_t nargs) {
+    if (unready(s)) return NULL;
+    if (!s->step_span) return PyErr_Format(PyExc_TypeError, "Spans made without step_span");
+    if (nargs > 1) return PyErr_Format(PyExc_TypeError, "mark_step takes at most 1 argument");
+    long long t = now_ns();
+    PyObject *prev = PyDict_GetItemWithError(s->state, s_step_key);
+    PyObject *t0 = prev ? PyDict_GetItemWithError(s->state, s_step_t0) : NULL;
+    if (!prev || !t0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_AttributeError, "recorder has no step");
+        return NULL;
+    }
+    Py_INCREF(prev);
+    long long pv = PyLong_AsLongLong(prev), t0v = PyLong_AsLongLong(t0);
+    int on = PyErr_Occurred() ? -1 : enabled(s);
+    PyObject *next = NULL, *tn = NULL, *r = NULL;
+    if (on > 0 && pv >= 0) {
+        PyObject *tid = PyTuple_GET_ITEM(s->step_span, 0), *name = PyTuple_GET_ITEM(s->step_span, 1),
+                 *cat = PyTuple_GET_ITEM(s->step_span, 2);
+        int w = lines_span(s->lines, tid, name, cat, t0v - s->base, t - s->base, Py_None, prev);
+        if (w < 0) goto done;
+        if (w == 0) {
+            PyObject *a = PyLong_FromLongLong(t0v - s->base), *b = PyLong_FromLongLong(t - s->base);
+            PyObject *rec = a && b ? PyTuple_Pack(9, s_X, name, cat, tid, a, b, prev, Py_None,
+                                                  Py_None) : NULL;
+            Py_XDECREF(a);
+            Py_XDECREF(b);
+            if (!(r = put_rec(s, rec))) goto done;
+            Py_CLEAR(r);
+        }
+    } else if (on < 0) {
+        goto done;
+    }
+    next = nargs && args[0] != Py_None ? PyNumber_Long(args[0]) : PyLong_FromLongLong(pv + 1);
+    if (next && (tn = PyLong_FromLongLong(t)) && PyDict_SetItem(s->state, s_step_key, next) == 0 &&
+        PyDict_SetItem(s->state, s_step_t0, tn) == 0)
+        r = Py_NewRef(Py_None);
+done:
+    Py_DECREF(prev);
+    Py_XDECREF(next);
+    Py_XDECREF(tn);
+    return r;
+}
+
 /* ---- span(tid, name, cat, args=None): the same as a context manager, no Python frame ---------- */
 
 /* ``with spans.span(...):`` begins at __enter__ and ends at __exit__, as begin() and end() do;
@@ -347,6 +401,8 @@ static PyMethodDef spans_methods[] = {
      "counters(((name, value), ...), ts_ns=None): several at one time"},
     {"queue_counters", (PyCFunction)(void (*)(void))spans_queue_counters, METH_FASTCALL,
      "queue_counters(depth, nbytes): both counters now, unless unchanged since last written"},
+    {"mark_step", (PyCFunction)(void (*)(void))spans_mark_step, METH_FASTCALL,
+     "mark_step(step=None): the STEP span ends now and the next step starts (no window, no NVTX)"},
     {"span", (PyCFunction)(void (*)(void))spans_span, METH_FASTCALL | METH_KEYWORDS,
      "span(tid, name, cat, args=None) -> a context manager: begin() at enter, end() at exit"},
     {NULL, NULL, 0, NULL}};
@@ -356,8 +412,8 @@ static PyTypeObject SpansType = {
     .tp_name = "tracer._oplines.Spans",
     .tp_basicsize = sizeof(Spans),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "Spans(recorder_dict, lines, base, depth_name, bytes_name): a recorder's begin, "
-              "end, counter, counters and queue_counters in C",
+    .tp_doc = "Spans(recorder_dict, lines, base, depth_name, bytes_name, step_span=None): a "
+              "recorder's begin, end, counter, counters, queue_counters and mark_step in C",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)spans_init,
     .tp_dealloc = (destructor)spans_dealloc,
@@ -378,7 +434,8 @@ static PyMethodDef clock_def = {"now_ns", clock_now, METH_NOARGS,
 /* Adds Spans and ``now_ns`` to the module (called by PyInit__oplines); -1 on error. */
 int spans_add(PyObject *m) {
     struct { PyObject **slot; const char *text; } names[] = {
-        {&s_enabled, "enabled"}, {&s_step_key, "step"}, {&s_S, "S"}, {&s_X, "X"}, {&s_C, "C"}};
+        {&s_enabled, "enabled"}, {&s_step_key, "step"}, {&s_step_t0, "_step_t0"}, {&s_S, "S"},
+        {&s_X, "X"}, {&s_C, "C"}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (!(*names[i].slot = PyUnicode_InternFromString(names[i].text))) return -1;
     if (PyType_Ready(&SpansType) < 0 || PyType_Ready(&SpanType) < 0) return -1;

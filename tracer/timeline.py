@@ -91,10 +91,13 @@ class TimelineRecorder:
         if fast:
             # span and counter calls in C (they read ``enabled`` and ``step`` from here)
             spans = op_lines.Spans(self.__dict__, self._lines, self.base_ns,
-                                   vocab.COUNTER_QUEUE_DEPTH, vocab.COUNTER_BYTES_IN_FLIGHT)
+                                   vocab.COUNTER_QUEUE_DEPTH, vocab.COUNTER_BYTES_IN_FLIGHT,
+                                   (vocab.TID_FRAMEWORK, vocab.STEP, vocab.CAT_FRAMEWORK))
             self.begin, self.end, self.span = spans.begin, spans.end, spans.span
             self.counter, self.counters = spans.counter, spans.counters
             self.queue_counters = spans.queue_counters
+            if self._window is None:   # (a window switches recording at steps: Python's job)
+                self.mark_step = spans.mark_step
         # a response's own lines: noted as it runs, written by its completion (C), else live
         self.response_note = op_lines.Note(self._lines, (
             vocab.FUSED_RESPONSE, vocab.MEMCPY_IN_FUSION_BUFFER, vocab.MEMCPY_OUT_FUSION_BUFFER,

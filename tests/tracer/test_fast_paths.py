@@ -526,3 +526,43 @@ def test_c_note_writes_the_lines_its_twin_writes(tmp_path):
             e.get("args", {}).pop("queue_ns", None)
         got.append(sorted(json.dumps(e, sort_keys=True) for e in evs))
     assert got[0] == got[1]
+
+
+def test_c_mark_step_writes_what_the_python_method_writes(tmp_path):
+    """``mark_step`` in C (bound when there is no window of steps): the STEP span of the step that
+    ends, the next step counted or set, nothing written while disabled or before the first step."""
+    _needs_spans()
+    got = []
+    for use_c in (True, False):
+        from tracer import op_lines
+        saved = op_lines.Spans
+        if not use_c:
+            op_lines.Spans = None
+        try:
+            rec = TimelineRecorder({"rank": 0, "size": 1}, TimelineSettings(flush_interval_s=60),
+                                   tmp_path / f"step{use_c}.json", step=-1)
+        finally:
+            op_lines.Spans = saved
+        assert (type(rec.mark_step).__name__ == "builtin_function_or_method") == use_c
+        rec._q.clear()
+        rec.mark_step()        # -1 -> 0: no span (no step before)
+        rec.mark_step()        # 0 -> 1
+        rec.mark_step(9.0)     # 1 -> 9
+        rec.enabled = False
+        rec.mark_step()        # 9 -> 10, not written
+        rec.enabled = True
+        rec.mark_step()        # 10 -> 11
+        assert rec.step == 11 and type(rec.step) is int
+        evs = _events_of(rec)
+        rec.close()
+        assert [(e["name"], e["tid"], e["args"]) for e in evs] == [
+            (v.STEP, v.TID_FRAMEWORK, {"step": s}) for s in (0, 1, 10)]
+        assert all(e["dur"] >= 0 for e in evs)
+        assert evs[0]["ts"] + evs[0]["dur"] <= evs[1]["ts"] + 1e-6   # (µs as decimals)
+        got.append([sorted(set(e) - {"ts", "dur"}) for e in evs])
+    assert got[0] == got[1]
+    window = TimelineRecorder({"rank": 0, "size": 1},
+                              TimelineSettings(flush_interval_s=60, steps_window=(2, 4)),
+                              tmp_path / "window.json", step=-1)
+    assert type(window.mark_step).__name__ == "method"
+    window.close()
