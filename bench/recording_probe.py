@@ -8,8 +8,8 @@ with the wrapper's own cost (measured on an empty function) taken off. The calls
 in training, on caches the step has swept, which a loop benchmark cannot show (a lifecycle costs
 0.26 µs per op in a loop and ~1.2 µs here). Outer calls include the inner ones they make (an
 ``activity`` is the making of a backend span; its entry and exit run in C, unwrapped, as do the
-executor's ``begin``/``end``/``counter``: together ~0.15 ms a step end to end, bench/README.md,
-session 14).
+executor's note calls, ``open``/``mark``; since session 15 a response's own lines are written in
+``engine_trace.ends``, with its ops' lifecycles).
 ``--writer`` wraps the writer thread's parts too (its flush, the chunk's formatting, the write,
 the begins of ops in flight): per step, though they run about once a second. ``bench/cold_calls.py``
 times the same calls one at a time on swept caches, in one process. Neither times the user's

@@ -10,16 +10,9 @@
  */
 #include "_buf.h"
 #include <structmember.h>
-#include <time.h>
 
 #define NOTE_SPANS 8   /* backend spans kept before the oldest finished ones are written */
 #define NOTE_DEPTH 4   /* nesting of backend spans */
-
-static long long now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 typedef struct {
     PyObject *name, *backend;
@@ -46,7 +39,7 @@ typedef struct {
 } Note;
 
 static PyObject *s_response, *s_bytes, *s_backend, *s_process_set, *s_step, *s_size, *s_queue_ns,
-    *s_X;
+    *s_X, *s_C;
 
 static void note_reset(Note *n) {
     Py_CLEAR(n->args);
@@ -178,7 +171,14 @@ static int note_write(Note *n, long long t_end) {
             PyObject *fill = PyDict_GetItemWithError(n->args, s_bytes);
             if (fill) {
                 int w = lines_counter(n->lines, n->vocab[V_FILL], b - n->base, fill);
-                ok = w < 0 ? -1 : 0;   /* a value the C formatter leaves: not a counter */
+                if (w == 0) {   /* a value the C formatter leaves to the writer: its record */
+                    PyObject *t = PyLong_FromLongLong(b - n->base);
+                    PyObject *rec = t ? PyTuple_Pack(4, s_C, n->vocab[V_FILL], t, fill) : NULL;
+                    w = rec ? lines_record(n->lines, rec) : -1;
+                    Py_XDECREF(t);
+                    Py_XDECREF(rec);
+                }
+                ok = w < 0 ? -1 : 0;
             } else if (PyErr_Occurred()) {
                 ok = -1;
             }
@@ -339,7 +339,7 @@ int note_add(PyObject *m) {
     struct { PyObject **slot; const char *text; } names[] = {
         {&s_response, "response"}, {&s_bytes, "bytes"}, {&s_backend, "backend"},
         {&s_process_set, "process_set"}, {&s_step, "step"}, {&s_size, "size"},
-        {&s_queue_ns, "queue_ns"}, {&s_X, "X"}};
+        {&s_queue_ns, "queue_ns"}, {&s_X, "X"}, {&s_C, "C"}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (!(*names[i].slot = PyUnicode_InternFromString(names[i].text))) return -1;
     if (PyType_Ready(&NoteType) < 0) return -1;

@@ -11,14 +11,6 @@
  * dict at each call, so nothing needs to be kept in sync.
  */
 #include "_buf.h"
-#include <time.h>
-
-/* time.perf_counter_ns() of CPython on Linux: CLOCK_MONOTONIC (a test checks the two agree). */
-static long long now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 typedef struct {
     PyObject_HEAD

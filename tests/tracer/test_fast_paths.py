@@ -507,10 +507,16 @@ def test_c_note_writes_the_lines_its_twin_writes(tmp_path):
             with note.span("MPI_ALLREDUCE", 8, "mpi"):
                 raise ValueError
         note.close()
+        note.open(dict(args, response=9, bytes=2.5), None, 3)   # not plain: the writer's records
+        note.mark(0)
+        note.mark(1)
+        note.close()
         evs = _events_of(rec)
         rec.close()
-        by = {(e["name"], e.get("args", {}).get("response")): e for e in evs}
-        assert len(by) == len(evs) == 9 and ("OUTSIDE", None) not in by
+        fills = [e["args"]["value"] for e in evs if e["name"] == v.COUNTER_FUSION_FILL]
+        assert sorted(fills) == [2.5, 96]
+        by = {(e["name"], e.get("args", {}).get("response")): e for e in evs if e["ph"] == "X"}
+        assert len(by) == len(evs) - 2 == 10 and ("OUTSIDE", None) not in by
         fused = by[(v.FUSED_RESPONSE, 7)]
         assert fused["args"]["queue_ns"] >= 0 and "queue_ns" not in by[(v.FUSED_RESPONSE, 8)]["args"]
         inside = [by[(n, 7)] for n in (v.MEMCPY_IN_FUSION_BUFFER, v.MEMCPY_OUT_FUSION_BUFFER)]
