@@ -238,9 +238,9 @@ static PyObject *note_span(Note *n, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3) return PyErr_Format(PyExc_TypeError, "span(name, nbytes, backend)");
     long long nb = PyLong_AsLongLong(args[1]);
     if (nb == -1 && PyErr_Occurred()) {
-        PyObject *i = PyNumber_Index(args[1]);   /* int(nbytes), as activity() wrote it */
-        if (!i) return NULL;
         PyErr_Clear();
+        PyObject *i = PyNumber_Long(args[1]);   /* int(nbytes), as activity() wrote it */
+        if (!i) return NULL;
         nb = PyLong_AsLongLong(i);
         Py_DECREF(i);
         if (nb == -1 && PyErr_Occurred()) return NULL;

@@ -495,7 +495,7 @@ def test_c_note_writes_the_lines_its_twin_writes(tmp_path):
         with note.span(v.RING_ALLREDUCE, 96, "ring"):
             with note.span(v.RING_REDUCE_SCATTER, 96, "ring"):
                 pass
-            with note.span(v.RING_ALLGATHER, 96, "mpi"):
+            with note.span(v.RING_ALLGATHER, 96.0, "mpi"):   # int(nbytes), as activity did
                 pass
         note.mark(2)
         note.mark(3)
