@@ -90,6 +90,11 @@ int put_c_rest(Buf *b, long long t, PyObject *value);
 int lines_span(PyObject *lines, PyObject *tid, PyObject *name, PyObject *cat, long long t0,
                long long t1, PyObject *args, PyObject *step);
 int lines_counter(PyObject *lines, PyObject *name, long long t, PyObject *value);
+/* ... the same, and a line with values the C formatter leaves to the writer goes as its record
+ * tuple ("X", name, cat, tid, t0, t1, step, args, None) / ("C", name, t, value): 0 or -1 */
+int lines_x(PyObject *lines, PyObject *tid, PyObject *name, PyObject *cat, long long t0,
+            long long t1, PyObject *args, PyObject *step);
+int lines_c(PyObject *lines, PyObject *name, long long t, PyObject *value);
 /* tracer/_note.c: the lines of the response ``note`` has open, its span ending at ``t_end``
  * (absolute): 1 written (or none open), 0 ``note`` is not a Note, -1 error */
 int note_complete(PyObject *note, long long t_end);

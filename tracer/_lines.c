@@ -211,6 +211,34 @@ int lines_counter(PyObject *self, PyObject *name, long long t, PyObject *value) 
     return line_end(l, mark, put_obj(&l->b, h) ? -1 : put_c_rest(&l->b, t, value));
 }
 
+/* A record tuple (consumed) to the lines: -1 on error (NULL ``rec``: its making failed). */
+static int put_record_of(PyObject *self, PyObject *rec) {
+    int r = rec ? lines_record(self, rec) : -1;
+    Py_XDECREF(rec);
+    return r < 0 ? -1 : 0;
+}
+
+int lines_x(PyObject *self, PyObject *tid, PyObject *name, PyObject *cat, long long t0,
+            long long t1, PyObject *args, PyObject *step) {
+    int w = lines_span(self, tid, name, cat, t0, t1, args, step);
+    if (w) return w < 0 ? -1 : 0;
+    PyObject *a = PyLong_FromLongLong(t0), *b = PyLong_FromLongLong(t1);
+    PyObject *rec = a && b ? PyTuple_Pack(9, s_ph_X, name, cat, tid, a, b, step,
+                                          args ? args : Py_None, Py_None) : NULL;
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return put_record_of(self, rec);
+}
+
+int lines_c(PyObject *self, PyObject *name, long long t, PyObject *value) {
+    int w = lines_counter(self, name, t, value);
+    if (w) return w < 0 ? -1 : 0;
+    PyObject *rel = PyLong_FromLongLong(t);
+    PyObject *rec = rel ? PyTuple_Pack(4, s_ph_C, name, rel, value) : NULL;
+    Py_XDECREF(rel);
+    return put_record_of(self, rec);
+}
+
 static PyObject *lines_put(Lines *l, PyObject *args) {
     PyObject *text;
     long long count;

@@ -38,8 +38,7 @@ typedef struct {
     long long pending_bytes;
 } Note;
 
-static PyObject *s_response, *s_bytes, *s_backend, *s_process_set, *s_step, *s_size, *s_queue_ns,
-    *s_X, *s_C;
+static PyObject *s_response, *s_bytes, *s_backend, *s_process_set, *s_step, *s_size, *s_queue_ns;
 
 static void note_reset(Note *n) {
     Py_CLEAR(n->args);
@@ -96,25 +95,15 @@ static int note_init(Note *n, PyObject *args, PyObject *kw) {
 /* An X line (its record when the args are not plain), times absolute; -1 on error. */
 static int put_span(Note *n, PyObject *tid, PyObject *name, PyObject *cat, long long t0,
                     long long t1, PyObject *args, PyObject *step) {
-    int w = lines_span(n->lines, tid, name, cat, t0 - n->base, t1 - n->base, args, step);
-    if (w) return w < 0 ? -1 : 0;
-    PyObject *a = PyLong_FromLongLong(t0 - n->base), *b = PyLong_FromLongLong(t1 - n->base);
-    PyObject *rec = a && b ? PyTuple_Pack(9, s_X, name, cat, tid, a, b, step, args, Py_None)
-                           : NULL;
-    Py_XDECREF(a);
-    Py_XDECREF(b);
-    int r = rec ? lines_record(n->lines, rec) : -1;
-    Py_XDECREF(rec);
-    return r < 0 ? -1 : 0;
+    return lines_x(n->lines, tid, name, cat, t0 - n->base, t1 - n->base, args, step);
 }
 
-/* A dict of the open response's ``keys`` (from its args). */
-static PyObject *args_of(Note *n, PyObject **keys, int nkeys) {
-    PyObject *d = PyDict_New();
-    for (int i = 0; d && i < nkeys; i++) {
-        PyObject *v = PyDict_GetItemWithError(n->args, keys[i]);
-        if ((!v && PyErr_Occurred()) || (v && PyDict_SetItem(d, keys[i], v) < 0)) Py_CLEAR(d);
-    }
+/* A new dict {"response": the open response's id}: the memcpy and backend spans' args start so. */
+static PyObject *response_args(Note *n) {
+    PyObject *id = PyDict_GetItemWithError(n->args, s_response), *d = NULL;
+    if (!id && !PyErr_Occurred())
+        PyErr_SetString(PyExc_KeyError, "the response's args: response");
+    if (id && (d = PyDict_New()) && PyDict_SetItem(d, s_response, id) < 0) Py_CLEAR(d);
     return d;
 }
 
@@ -129,7 +118,7 @@ static int write_spans(Note *n, PyObject *step) {
             n->spans[keep++] = *s;
             continue;
         }
-        PyObject *keys[] = {s_response}, *a = args_of(n, keys, 1), *nb = NULL;
+        PyObject *a = response_args(n), *nb = NULL;
         if (!a || !(nb = PyLong_FromLongLong(s->nbytes)) || PyDict_SetItem(a, s_bytes, nb) < 0)
             ok = -1;
         if (ok == 0 && (PyDict_SetItem(a, s_backend, s->backend) < 0 ||
@@ -163,25 +152,16 @@ static int note_write(Note *n, long long t_end) {
     for (int k = 0; ok == 0 && k < 2; k++) {   /* memcpy in, then out */
         long long a = n->marks[2 * k], b = n->marks[2 * k + 1];
         if (a < 0 || b < 0) continue;
-        PyObject *keys[] = {s_response}, *d = args_of(n, keys, 1);
+        PyObject *d = response_args(n);
         ok = d ? put_span(n, n->vocab[V_TID_FUSION], n->vocab[k ? V_MEM_OUT : V_MEM_IN],
                           n->vocab[V_CAT_MEMCPY], a, b, d, step) : -1;
         Py_XDECREF(d);
         if (ok == 0 && k == 0) {
             PyObject *fill = PyDict_GetItemWithError(n->args, s_bytes);
-            if (fill) {
-                int w = lines_counter(n->lines, n->vocab[V_FILL], b - n->base, fill);
-                if (w == 0) {   /* a value the C formatter leaves to the writer: its record */
-                    PyObject *t = PyLong_FromLongLong(b - n->base);
-                    PyObject *rec = t ? PyTuple_Pack(4, s_C, n->vocab[V_FILL], t, fill) : NULL;
-                    w = rec ? lines_record(n->lines, rec) : -1;
-                    Py_XDECREF(t);
-                    Py_XDECREF(rec);
-                }
-                ok = w < 0 ? -1 : 0;
-            } else if (PyErr_Occurred()) {
+            if (fill)
+                ok = lines_c(n->lines, n->vocab[V_FILL], b - n->base, fill);
+            else if (PyErr_Occurred())
                 ok = -1;
-            }
         }
     }
     if (ok == 0) {
@@ -339,7 +319,7 @@ int note_add(PyObject *m) {
     struct { PyObject **slot; const char *text; } names[] = {
         {&s_response, "response"}, {&s_bytes, "bytes"}, {&s_backend, "backend"},
         {&s_process_set, "process_set"}, {&s_step, "step"}, {&s_size, "size"},
-        {&s_queue_ns, "queue_ns"}, {&s_X, "X"}, {&s_C, "C"}};
+        {&s_queue_ns, "queue_ns"}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (!(*names[i].slot = PyUnicode_InternFromString(names[i].text))) return -1;
     if (PyType_Ready(&NoteType) < 0) return -1;

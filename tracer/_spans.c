@@ -23,7 +23,7 @@ typedef struct {
     int written;                         /* ... whether any were */
 } Spans;
 
-static PyObject *s_enabled, *s_step_key, *s_step_t0, *s_S, *s_X, *s_C;
+static PyObject *s_enabled, *s_step_key, *s_step_t0, *s_S, *s_X;
 
 static int spans_traverse(Spans *s, visitproc visit, void *arg) {
     Py_VISIT(s->state);
@@ -165,14 +165,13 @@ static PyObject *spans_end(Spans *s, PyObject *const *args, Py_ssize_t nargs, Py
              *step = PyTuple_GET_ITEM(tok, 5), *tensor = PyTuple_GET_ITEM(tok, 7);
     long long t0 = PyLong_AsLongLong(PyTuple_GET_ITEM(tok, 4));
     if (t0 == -1 && PyErr_Occurred()) return NULL;
-    if (extra == Py_None && tensor == Py_None) {   /* the common case: no record tuple */
-        int w = lines_span(s->lines, tid, name, cat, t0 - s->base, t1 - s->base, sargs, step);
-        if (w) return w < 0 ? NULL : Py_NewRef(Py_None);
-    }
+    if (extra == Py_None && tensor == Py_None)   /* the common case: its line at once */
+        return lines_x(s->lines, tid, name, cat, t0 - s->base, t1 - s->base, sargs, step) < 0
+                   ? NULL : Py_NewRef(Py_None);
     PyObject *rel0 = PyLong_FromLongLong(t0 - s->base), *rel1 = PyLong_FromLongLong(t1 - s->base);
     PyObject *rec = NULL;
     if (rel0 && rel1) {
-        if (tensor != Py_None && sargs == Py_None && extra == Py_None)
+        if (sargs == Py_None && extra == Py_None)   /* a span about one tensor */
             rec = PyTuple_Pack(8, s_S, name, cat, tid, tensor, rel0, rel1, step);
         else
             rec = PyTuple_Pack(9, s_X, name, cat, tid, rel0, rel1, step, sargs, extra);
@@ -185,12 +184,7 @@ static PyObject *spans_end(Spans *s, PyObject *const *args, Py_ssize_t nargs, Py
 /* A counter's line at ``t`` (relative), or its record ("C", name, t, value) buffered when the
  * value is not plain (a new reference to None, NULL on error). */
 static PyObject *put_counter(Spans *s, PyObject *name, long long t, PyObject *value) {
-    int w = lines_counter(s->lines, name, t, value);
-    if (w) return w < 0 ? NULL : Py_NewRef(Py_None);
-    PyObject *rel = PyLong_FromLongLong(t);
-    PyObject *r = rel ? put_rec(s, PyTuple_Pack(4, s_C, name, rel, value)) : NULL;
-    Py_XDECREF(rel);
-    return r;
+    return lines_c(s->lines, name, t, value) < 0 ? NULL : Py_NewRef(Py_None);
 }
 
 /* ``ts_ns`` (None: now) relative to the base, in *t; -1 on error. */
@@ -290,17 +284,8 @@ static PyObject *spans_mark_step(Spans *s, PyObject *const *args, Py_ssize_t nar
     if (on > 0 && pv >= 0) {
         PyObject *tid = PyTuple_GET_ITEM(s->step_span, 0), *name = PyTuple_GET_ITEM(s->step_span, 1),
                  *cat = PyTuple_GET_ITEM(s->step_span, 2);
-        int w = lines_span(s->lines, tid, name, cat, t0v - s->base, t - s->base, Py_None, prev);
-        if (w < 0) goto done;
-        if (w == 0) {
-            PyObject *a = PyLong_FromLongLong(t0v - s->base), *b = PyLong_FromLongLong(t - s->base);
-            PyObject *rec = a && b ? PyTuple_Pack(9, s_X, name, cat, tid, a, b, prev, Py_None,
-                                                  Py_None) : NULL;
-            Py_XDECREF(a);
-            Py_XDECREF(b);
-            if (!(r = put_rec(s, rec))) goto done;
-            Py_CLEAR(r);
-        }
+        if (lines_x(s->lines, tid, name, cat, t0v - s->base, t - s->base, Py_None, prev) < 0)
+            goto done;
     } else if (on < 0) {
         goto done;
     }
@@ -427,7 +412,7 @@ static PyMethodDef clock_def = {"now_ns", clock_now, METH_NOARGS,
 int spans_add(PyObject *m) {
     struct { PyObject **slot; const char *text; } names[] = {
         {&s_enabled, "enabled"}, {&s_step_key, "step"}, {&s_step_t0, "_step_t0"}, {&s_S, "S"},
-        {&s_X, "X"}, {&s_C, "C"}};
+        {&s_X, "X"}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (!(*names[i].slot = PyUnicode_InternFromString(names[i].text))) return -1;
     if (PyType_Ready(&SpansType) < 0 || PyType_Ready(&SpanType) < 0) return -1;

@@ -57,10 +57,6 @@ static TText *probe(TTable *t, PyObject *name, Py_hash_t h) {
     }
 }
 
-static int same(PyObject *a, PyObject *b) {
-    return a == b ? 1 : PyObject_RichCompareBool(a, b, Py_EQ);
-}
-
 /* Whether the op's key ``vals`` (op_type, nbytes, dtype, shape, reduce_op, process_set) is the
  * slot's: 1 yes, 0 no, -1 error. */
 static int key_matches(TText *s, PyObject **vals) {
@@ -88,7 +84,7 @@ static int key_matches(TText *s, PyObject **vals) {
             }
             if (inl) continue;
         }
-        int eq = same(s->key[i], v);
+        int eq = PyObject_RichCompareBool(s->key[i], v, Py_EQ);
         if (eq <= 0) return eq;
     }
     return 1;

@@ -125,10 +125,6 @@ class NullRecorder:
             note = self.__dict__["_response_note"] = ResponseNote(self)
         return note
 
-    @response_note.setter
-    def response_note(self, note):
-        self.__dict__["_response_note"] = note
-
     def now(self) -> int:
         return _now()
 
