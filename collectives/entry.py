@@ -24,6 +24,7 @@ class Entry:
     process_set: int = 0
     output: Any = None
     backend: str | None = None
+    priority: int = 0   # among ops ready in the same cycle, higher runs first
     # filled by the engine at enqueue
     group: str | None = None
     group_size: int = 0
@@ -35,3 +36,6 @@ class Entry:
     device: str = "cpu"
     meta: dict = field(default_factory=dict)
     stamp: Any = None   # the tracer's (recorder, step) when recorded (tracer.recorder, OPS)
+    # (name, op_type, nbytes, dtype, shape, reduce_op, process_set, priority): immutable, what the
+    # tracer keeps of a finished op (never the op or its tensor); may be reused step after step
+    trace_key: Any = None

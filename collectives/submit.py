@@ -22,6 +22,7 @@ def prepare(e, config, sets, rank) -> None:
     if ad is None:   # barrier / shutdown
         e.backend = e.backend or cpu_backend(config)
         e.dtype, e.shape, e.nbytes, e.device = "", (), 0, "cpu"
+        e.trace_key = trace_key(e)
         return
     check = getattr(ad, "check", None)
     if check is not None:
@@ -48,6 +49,13 @@ def prepare(e, config, sets, rank) -> None:
             e.op_type in (V.ALLREDUCE, V.BROADCAST):
         raise ValueError(f"{e.name!r}: output shape {tuple(ad.shape(e.output))} differs from "
                          f"the input's {e.shape}")
+    e.trace_key = trace_key(e)
+
+
+def trace_key(e) -> tuple:
+    """What the tracer keeps of a finished op (tracer contract, OPS)."""
+    return (e.name, e.op_type, e.nbytes, e.dtype, e.shape, e.reduce_op.value, e.process_set,
+            e.priority)
 
 
 def _prod(dims) -> int:

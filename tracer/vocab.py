@@ -164,6 +164,7 @@ ARG_BACKEND = "backend"        # ring, mpi, nccl, gloo
 ARG_THRESHOLD = "threshold"    # fusion threshold in bytes
 ARG_ROOT = "root"
 ARG_ERROR = "error"
+ARG_PRIORITY = "priority"      # an op's priority (int, higher runs first); a response's highest
 ARG_QUEUE_NS = "queue_ns"      # FUSED_RESPONSE: ns from the response's arrival to its start (format 2)
 
 # ---- run metadata keys (otherData.ringscope) ----------------------------------------------
