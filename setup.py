@@ -1,9 +1,8 @@
-"""Build hook for the one optional C extension (``tracer._oplines``); everything else is in
-pyproject.toml. Without a C compiler the build goes on and the tracer uses its pure-Python twin."""
+"""Build hook for the tracer's required C extension (``tracer._record``); everything else is in
+pyproject.toml."""
+from glob import glob
+
 from setuptools import Extension, setup
 
-SOURCES = ["tracer/_oplines.c", "tracer/_spans.c", "tracer/_stamp.c", "tracer/_lines.c",
-           "tracer/_texts.c", "tracer/_note.c"]
-setup(ext_modules=[Extension("tracer._oplines", SOURCES, optional=True,
-                             depends=["tracer/_buf.h", "tracer/_texts.h"],
-                             extra_compile_args=["-O2"])])
+setup(ext_modules=[Extension("tracer._record", sorted(glob("tracer/*.c")),
+                             depends=sorted(glob("tracer/*.h")), extra_compile_args=["-O2"])])

@@ -161,8 +161,6 @@ class Engine:
             t0 = rec.now() if rec.mark_cycles else 0
             did = False
             if new:
-                if rec.nvtx:   # NVTX needs the moment; the trace gets the begins later (OPS)
-                    trace.begins(new)
                 self._send_requests(new)
                 did = True
             if self._sends:
@@ -170,7 +168,7 @@ class Engine:
             did = (self._coordinate() if self._coord is not None else self._receive()) or did
             if did and rec.enabled:   # the counters only move when something happened
                 # plain reads (a cycle late is fine); written only when changed
-                rec.queue_counters(len(self._inflight), self._bytes_in_flight)
+                trace.queue_counters(rec, len(self._inflight), self._bytes_in_flight)
             if did:
                 idle_s = 20e-6
                 backoff.reset()
@@ -255,8 +253,7 @@ class Engine:
 
     def _execute(self, batch):
         rec = get_recorder()   # when the responses arrived (their ops' negotiations ended)
-        t_response = None if not rec.enabled else \
-            trace.responses(batch, self._inflight) if rec.nvtx else time.perf_counter_ns()
+        t_response = rec.now() if rec.enabled else None
         for resp in batch:
             entries = [self._inflight.get(n) for n in resp.names]
             if resp.op_type == M.ERROR:
@@ -324,17 +321,15 @@ class Engine:
     def _complete(self, e, result=None, error=None):
         self._complete_many([(e, result, error)])
 
-    def _complete_many(self, done, note=None):
-        """Finish ops, ``done`` = [(entry, result, error)]: their lifecycle ends go to the trace in
-        one record, before any handle is released (so a finished op's end is always recorded;
-        releasing first measured no faster, bench/README.md session 7), with the lines of the
-        response they ran in (``note``, the recorder's, when recording)."""
+    def _complete_many(self, done):
+        """Finish ops, ``done`` = [(entry, result, error)]: their lifecycles go to the trace before
+        any handle is released (so a finished op's end is always recorded)."""
         with self._cond:
             done = [d for d in done if self._inflight.pop(d[0].name, None) is not None]
             for d in done:
                 self._bytes_in_flight -= d[0].nbytes
             trace.settle()
-        trace.ends(done, note)
+        trace.ends(done)
         for e, result, error in done:
             if "received_splits" in e.meta:
                 e.handle.received_splits = e.meta["received_splits"]

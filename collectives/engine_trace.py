@@ -1,48 +1,45 @@
-"""What the engine tells the tracer about each op's lifecycle, in batches.
+"""What the engine tells the tracer, through the recorder contract (tracer/recorder.py).
 
-The user's thread only stamps a submitted op with (recorder, step). The engine writes each op's
-lifecycle when it completes, one recorder call per batch; the timeline's writer writes the begins
-of ops still in flight at each flush, from the in-flight mapping :func:`track` hands it. With NVTX
-the begins go out when the engine picks the ops up (its ranges need the moment). The times their
-response arrived and started are passed along for NVTX; the trace has them once, on the response
-(FUSED_RESPONSE's start and queue_ns). An op's end always goes to the recorder that stamped it (a
-timeline started or stopped in between changes nothing).
+The user's thread stamps submitted ops with (recorder, step) (:func:`stamp`, once per admitted
+batch). The engine hands the finished ops to the recorder that stamped them (:func:`ends`), and
+its mapping of ops in flight to the tracer (:func:`track`), whose writer writes the B lines of
+those still open at each flush. READY instants are noted as requests arrive and recorded once the
+pass's responses are sent (:class:`ReadyTicks`).
 """
 from __future__ import annotations
 
 import time
-from operator import itemgetter
 
-from collectives import messages as M
-from tracer import get_recorder, op_lines
+from tracer import get_recorder
 from tracer import recorder as R
 from tracer import vocab as V
 
-
-_op_of, _error_of = itemgetter(0), itemgetter(2)
 _now = time.perf_counter_ns   # the recorders' clock
+_last = None   # the recorder that stamped last, while ops it stamped may still be in flight
 
-# stamp(): (recorder, step) for the engine to note on ops submitted now (``op.stamp``; the
-# time is the op's ``submit_ns``), or None when nothing is recorded. The same tuple serves a whole
-# step (no allocation per op); C when built, since it runs once per op on the user's thread.
-# ``stamp.last`` is the last stamp given, None when no op in flight can carry a stamp whose
-# recorder still writes: completions then skip the tracer (no timeline, or after stop_timeline).
-stamp = op_lines.stamper()
 
-# settle(), under the engine's lock, where stamp() runs: once the timeline that stamped last is no
-# longer the current one, it was closed when it was replaced, and closed recorders write no ends,
-# so stamp.last is forgotten (until the next op is stamped).
-settle = stamp.settle
+def stamp():
+    """(recorder, step) for ops submitted now (``op.stamp``), or None when nothing records."""
+    global _last
+    rec = get_recorder()
+    if not rec.enabled:
+        return None
+    _last = rec
+    return (rec, rec.step)
+
+
+def settle() -> None:
+    """Under the engine's lock, where :func:`stamp` runs: once the recorder that stamped last is no
+    longer the current one, it was closed when replaced, and a closed recorder writes no ends, so
+    completions stop looking for stamps (until the next op is stamped)."""
+    global _last
+    if _last is not None and _last is not get_recorder():
+        _last = None
 
 
 def stamped() -> bool:
-    """Whether completions still look for stamped ops (see ``stamp.last``)."""
-    return stamp.last is not None
-
-
-def forget_stamps() -> None:
-    """For the bench's unrecorded steps: no op in flight carries a stamp (the caller knows)."""
-    stamp.last = None
+    """Whether completions still look for stamped ops."""
+    return _last is not None
 
 
 def track(inflight) -> None:
@@ -56,75 +53,42 @@ def untrack(inflight) -> None:
         R.set_inflight(None)
 
 
-def _stamp_owner(ops):
-    return ops[0].stamp[0]
-
-
-def begins(entries) -> None:
-    """The begins of newly picked-up ops now (for NVTX; the begin is the submission)."""
-    others = get_recorder().ops_begin(entries)
-    while others:   # stamped under another timeline (started or stopped since)
-        others = _stamp_owner(others).ops_begin(others)
-
-
-def responses(batch, inflight) -> int | None:
-    """A batch of responses arrived: returns the time, when their ops' negotiations ended (None
-    when nothing is recorded). The engine reads the clock itself unless NVTX needs this."""
-    rec = get_recorder()
-    if not rec.enabled:
-        return None
-    if rec.nvtx:
-        for resp in batch:
-            for name in resp.names:
-                e = inflight.get(name)
-                if e is not None:
-                    rec.tensor_phase(name, V.negotiate_name(e.op_type), V.QUEUE)
-    return _now()   # rec.now(), without its frame
-
-
-def dequeued(rec, entries) -> int:
-    """A response starts running: returns the time, when its ops' QUEUE slices end."""
-    if rec.nvtx:
-        for e in entries:
-            rec.tensor_phase(e.name, V.QUEUE)
-    return _now()
-
-
-def ends(done, note=None) -> None:
-    """Ops finished, ``done`` = [(entry, result, error)], in the response the recorder's ``note``
-    holds open (None: outside any response): the rest of their lifecycles, after the response's
-    own lines (its span ends now)."""
-    if not done or stamp.last is None:
+def ends(done) -> None:
+    """Ops finished, ``done`` = [(entry, result, error)]: their lifecycles, each to the recorder
+    that stamped it."""
+    if not done or _last is None:
         return
-    rec = get_recorder()
-    fast = rec.finish_ops
-    if fast is not None:   # one call for the common case (no NVTX, no error)
-        done = fast(done, _now(), note)
-        if not done:
-            return
-        t_resp = t_deq = None   # (their ops' NVTX phases only: not on this path)
-    else:
-        t_resp, t_deq = note.times if note is not None else (None, None)
-        if note is not None:
-            note.close()
-    t = rec.now()
-    errors = set(map(_error_of, done))   # loops in C: a response holds up to ~100s of ops
+    t = _now()
+    errors = {d[2] for d in done}
     if len(errors) == 1:
-        groups = ((errors.pop(), list(map(_op_of, done))),)
+        groups = ((errors.pop(), [d[0] for d in done]),)
     else:
         by_error: dict = {}
         for e, _, err in done:
             by_error.setdefault(err, []).append(e)
         groups = by_error.items()
     for error, ops in groups:
-        others = rec.ops_end(ops, t, error, t_resp, t_deq)
-        while others:
-            others = _stamp_owner(others).ops_end(others, t, error, t_resp, t_deq)
+        others = get_recorder().ops_done(ops, t, error)
+        while others:   # stamped under another timeline (started or stopped since)
+            others = others[0].stamp[0].ops_done(others, t, error)
+
+
+_written = [None, None, None]   # the recorder and queue counters last written
+
+
+def queue_counters(rec, depth: int, nbytes: int) -> None:
+    """Queue depth and bytes in flight as counters, when they changed since last written."""
+    if _written[0] is rec and _written[1] == depth and _written[2] == nbytes:
+        return
+    _written[:] = rec, depth, nbytes
+    t = _now()
+    rec.counter(V.COUNTER_QUEUE_DEPTH, depth, t)
+    rec.counter(V.COUNTER_BYTES_IN_FLIGHT, nbytes, t)
 
 
 class ReadyTicks:
-    """The coordinator's READY ticks of one pass, noted as the requests arrive and recorded once
-    the pass's responses are sent (the other ranks need not wait for the formatting). The engine
+    """The coordinator's READY instants of one pass, noted as the requests arrive and recorded
+    once the pass's responses are sent (the other ranks need not wait for them). The engine
     calls :meth:`record` only when ``held`` is not empty: it passes hundreds of times a step."""
 
     __slots__ = ("held",)
@@ -136,9 +100,21 @@ class ReadyTicks:
         """Requests that arrived together, now."""
         rec = get_recorder()
         if rec.enabled:
-            self.held.append((reqs, rec.now()))
+            self.held.append((reqs, _now()))
 
     def record(self) -> None:
-        """Record what was noted (a READY line per message of a rank, at its arrival)."""
+        """One READY per run of requests from one rank and process set (a message), at its
+        arrival, listing its tensors."""
         held, self.held = self.held, []
-        get_recorder().ready_held(held)
+        rec = get_recorder()
+        for reqs, t in held:
+            key, names = None, []
+            for r in reqs:
+                k = (r.rank, r.process_set)
+                if k != key:
+                    if names:
+                        rec.ready(names, key[0], key[1], t)
+                    key, names = k, []
+                names.append(r.name)
+            if names:
+                rec.ready(names, key[0], key[1], t)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from collectives import messages as M
-from collectives import engine_trace as trace
 from collectives.backends.base import get_backend
 from collectives.ops import ReduceOp, backend_op
 from tracer import get_recorder
@@ -14,47 +13,41 @@ class Executor:
         self.config = config
         self.sets = sets
         self.buffers = fusion_buffers
-        self._complete_many = complete_many   # complete_many([(entry, result, error)], note)
-        self._note = None   # the recorder's note of the running response, when recording
+        self._complete_many = complete_many   # complete_many([(entry, result, error)])
 
     def complete(self, e, result=None, error=None) -> None:
-        self._complete_many([(e, result, error)], self._note)
+        self._complete_many([(e, result, error)])
 
     def complete_many(self, done) -> None:
-        self._complete_many(done, self._note)
+        self._complete_many(done)
 
     def run(self, resp: M.Response, entries: list, t_response: int | None = None) -> None:
         """Run one response; ``t_response`` is when it arrived (when recording)."""
         rec = get_recorder()
         comm = self.sets.get(resp.process_set)
-        note = rec.response_note if rec.enabled else None
-        if note is not None:
-            if rec.nvtx:
-                trace.dequeued(rec, entries)
-            # a fused response is an allreduce: its bytes (summed by the coordinator) are this
-            # rank's too; the names list is the response's own (never changed after it arrived).
-            # The note adds queue_ns: every tensor's negotiation ends when the response arrived
-            # and its QUEUE phase lasts until the span starts (written once here, not per tensor)
-            note.open({V.ARG_RESPONSE: resp.id, V.ARG_TENSORS: resp.names,
-                       V.ARG_COUNT: len(resp.names),
-                       V.ARG_BYTES: resp.nbytes if len(entries) > 1 else entries[0].nbytes,
-                       V.ARG_DTYPE: resp.dtype, V.ARG_OP: resp.op_type,
-                       V.ARG_REDUCE_OP: resp.reduce_op, V.ARG_BACKEND: resp.backend,
-                       V.ARG_THRESHOLD: self.config.fusion_threshold,
-                       V.ARG_PROCESS_SET: resp.process_set, V.ARG_STEP: rec.step},
-                      t_response, comm.size)
-            self._note = note
-        try:
-            comm.response, comm.note = resp.id, note
-            backend = get_backend(resp.backend, self.config)
-            getattr(self, "_" + resp.op_type.lower())(resp, entries, comm, backend, note)
-        finally:
-            self._note = comm.note = None
-            if note is not None:
-                note.close()   # when no completion closed it (an error in the backend)
+        comm.response = resp.id
+        backend = get_backend(resp.backend, self.config)
+        run = getattr(self, "_" + resp.op_type.lower())
+        if not rec.enabled:
+            run(resp, entries, comm, backend, rec)
+            return
+        # a fused response is an allreduce: its bytes (summed by the coordinator) are this rank's
+        # too; the names list is the response's own (never changed after it arrived). queue_ns:
+        # every tensor's negotiation ends when the response arrived and its QUEUE phase lasts
+        # until the span starts (written once here, not per tensor)
+        args = {V.ARG_RESPONSE: resp.id, V.ARG_TENSORS: resp.names, V.ARG_COUNT: len(resp.names),
+                V.ARG_BYTES: resp.nbytes if len(entries) > 1 else entries[0].nbytes,
+                V.ARG_DTYPE: resp.dtype, V.ARG_OP: resp.op_type, V.ARG_REDUCE_OP: resp.reduce_op,
+                V.ARG_BACKEND: resp.backend, V.ARG_THRESHOLD: self.config.fusion_threshold,
+                V.ARG_PROCESS_SET: resp.process_set, V.ARG_STEP: rec.step}
+        if t_response is not None:
+            args[V.ARG_QUEUE_NS] = rec.now() - t_response
+        args[V.ARG_PRIORITY] = getattr(resp, "priority", 0)
+        with rec.span(V.TID_FUSION, V.FUSED_RESPONSE, V.CAT_FUSION, args):
+            run(resp, entries, comm, backend, rec)
 
     # ---- allreduce (fused) -------------------------------------------------------------------
-    def _allreduce(self, resp, entries, comm, backend, note):
+    def _allreduce(self, resp, entries, comm, backend, rec):
         ad = entries[0].adapter
         op = ReduceOp(resp.reduce_op)
         src = None
@@ -71,14 +64,16 @@ class Executor:
         else:
             total = sum(e.meta["numel"] for e in entries)
             buf = self.buffers.get(ad, entries[0].device, resp.dtype, total)
-            if note is not None:
-                note.mark(0)
+            t0 = rec.now() if rec.enabled else 0
             off = 0
             for e in entries:
                 ad.copy_(buf, off, ad.flat(e.tensor))
                 off += e.meta["numel"]
-            if note is not None:
-                note.mark(1)   # with the fusion buffer's fill
+            if rec.enabled:
+                t1 = rec.now()
+                rec.complete(V.TID_FUSION, V.MEMCPY_IN_FUSION_BUFFER, V.CAT_MEMCPY, t0, t1,
+                             {V.ARG_RESPONSE: resp.id})
+                rec.counter(V.COUNTER_FUSION_FILL, resp.nbytes, t1)
             fused = True
         ad.scale_(buf, resp.prescale)
         if src is None:
@@ -91,8 +86,7 @@ class Executor:
         if not fused:
             self.complete(entries[0], ad.result(entries[0], buf))
             return
-        if note is not None:
-            note.mark(2)
+        t0 = rec.now() if rec.enabled else 0
         outs, off = [], 0
         for e in entries:
             n = e.meta["numel"]
@@ -100,8 +94,9 @@ class Executor:
             ad.copy_(out, 0, ad.slice(buf, off, n))
             off += n
             outs.append(out)
-        if note is not None:
-            note.mark(3)
+        if rec.enabled:
+            rec.complete(V.TID_FUSION, V.MEMCPY_OUT_FUSION_BUFFER, V.CAT_MEMCPY, t0, rec.now(),
+                         {V.ARG_RESPONSE: resp.id})
         self.complete_many([(e, ad.result(e, out), None) for e, out in zip(entries, outs)])
 
     def _output_flat(self, e, copy_input):
@@ -120,7 +115,7 @@ class Executor:
         return out
 
     # ---- other ops ---------------------------------------------------------------------------
-    def _allgather(self, resp, entries, comm, backend, note):
+    def _allgather(self, resp, entries, comm, backend, rec):
         e = entries[0]
         ad = e.adapter
         row = e.meta["row_numel"]
@@ -131,13 +126,13 @@ class Executor:
         e.meta["out_shape"] = (sum(dims),) + tuple(e.shape[1:])
         self.complete(e, ad.result(e, recv))
 
-    def _broadcast(self, resp, entries, comm, backend, note):
+    def _broadcast(self, resp, entries, comm, backend, rec):
         e = entries[0]
         buf = self._output_flat(e, copy_input=comm.rank == resp.root)
         backend.broadcast(buf, resp.root, comm)
         self.complete(e, e.adapter.result(e, buf))
 
-    def _alltoall(self, resp, entries, comm, backend, note):
+    def _alltoall(self, resp, entries, comm, backend, rec):
         e = entries[0]
         ad = e.adapter
         row = e.meta["row_numel"]
@@ -150,7 +145,7 @@ class Executor:
         e.meta["received_splits"] = recv_rows
         self.complete(e, ad.result(e, recv))
 
-    def _reducescatter(self, resp, entries, comm, backend, note):
+    def _reducescatter(self, resp, entries, comm, backend, rec):
         e = entries[0]
         ad = e.adapter
         op = ReduceOp(resp.reduce_op)
@@ -167,7 +162,7 @@ class Executor:
         e.meta["out_shape"] = (rows[comm.rank],) + tuple(e.shape[1:])
         self.complete(e, ad.result(e, recv))
 
-    def _barrier(self, resp, entries, comm, backend, note):
+    def _barrier(self, resp, entries, comm, backend, rec):
         backend.barrier(comm)
         for e in entries:
             self.complete(e, None)

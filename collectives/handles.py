@@ -31,11 +31,12 @@ class Handle:
         """Block (without spinning) until done; return the result or raise CollectiveError."""
         if not self._event.is_set():
             rec = get_recorder()
-            tok = rec.begin(V.TID_FRAMEWORK, V.SYNCHRONIZE, V.CAT_FRAMEWORK,
-                            tensor=self.name) if rec.enabled else None
-            done = self._event.wait(timeout)
-            if tok is not None:
-                rec.end(tok)
+            if rec.enabled:
+                with rec.span(V.TID_FRAMEWORK, V.SYNCHRONIZE, V.CAT_FRAMEWORK,
+                              {V.ARG_TENSOR: self.name, V.ARG_STEP: rec.step}):
+                    done = self._event.wait(timeout)
+            else:
+                done = self._event.wait(timeout)
             if not done:
                 raise TimeoutError(f"collective {self.name!r} not finished after {timeout}s")
         if self._error is not None:

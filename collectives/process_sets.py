@@ -45,10 +45,9 @@ class ProcessSet:
 class CommInfo:
     """What a backend gets about one process set: ``set_id``, global ``ranks``, this process's
     ``rank``/``size`` within it, its mpi4py data communicator ``mpi`` (None for non-members), and the
-    ``response`` id of the collective being run and its trace ``note`` (set by the engine before
-    each call)."""
+    ``response`` id of the collective being run (set by the engine before each call)."""
 
-    __slots__ = ("set_id", "ranks", "rank", "size", "mpi", "response", "note", "backend_state")
+    __slots__ = ("set_id", "ranks", "rank", "size", "mpi", "response", "backend_state")
 
     def __init__(self, set_id, ranks, rank, mpi):
         self.set_id = set_id
@@ -57,7 +56,6 @@ class CommInfo:
         self.size = len(self.ranks)
         self.mpi = mpi
         self.response = -1
-        self.note = None   # the recorder's note of that response, when recording (backends' spans)
         self.backend_state = {}   # per-backend caches (e.g. an NCCL communicator), keyed by name
 
 

@@ -7,13 +7,12 @@ cd "$root"
 py="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$py" -m venv .venv
 stamp=".venv/.ringscope-installed"
-want="$(cat pyproject.toml setup.py tracer/_oplines.c tracer/_spans.c tracer/_stamp.c tracer/_lines.c tracer/_buf.h | sha1sum | cut -c1-12)"
+want="$(cat pyproject.toml setup.py tracer/*.c $(ls tracer/*.h 2>/dev/null) | sha1sum | cut -c1-12)"   # every C source
 if ! command -v cc >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
-  # a C compiler builds the tracer's formatter (tracer/_oplines.c); without one the tracer uses
-  # its slower pure-Python twin, so failing to get one is not fatal
+  # the tracer's C extension (tracer/_record.c) is required: it needs a C compiler
   sudo_=""; [ "$(id -u)" = 0 ] || sudo_="sudo"
   { $sudo_ apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq gcc libc6-dev; } \
-    >/dev/null 2>&1 || echo "ringscope: no C compiler; the tracer will format in pure Python" >&2
+    >/dev/null 2>&1 || echo "ringscope: could not install a C compiler; the tracer's build will fail" >&2
 fi
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   log=.venv/install.log

@@ -59,14 +59,13 @@ def _start(path_spec: str, source: str, mark_cycles: bool | None):
     from tracer import exit_hooks
     from tracer.config import check_writable, rank_path
     from tracer.nvtx_emitter import load_emitter
-    from tracer.timeline import TimelineRecorder
+    from tracer.timeline import open_recorder
     settings, meta = _state["settings"], _state["meta"]
     path = rank_path(path_spec, int(meta.get("rank") or 0), source)
     check_writable(path, source)
     try:
-        rec = TimelineRecorder(meta, settings, path,
-                               load_emitter(settings.nvtx, settings.nvtx_force),
-                               step=get_recorder().step, mark_cycles=mark_cycles)
+        rec = open_recorder(meta, settings, path, load_emitter(settings.nvtx, settings.nvtx_force),
+                            step=get_recorder().step, mark_cycles=mark_cycles)
     except OSError as e:
         raise TimelineConfigError(f"{source}: cannot write timeline file {path}: "
                                   f"{e.strerror or e}") from None

@@ -1,43 +1,31 @@
-"""The writer thread: drains the recorder's buffer of event lines and writes them.
+"""The writer thread: formats the recorder's records and writes them, one batch per flush.
 
-It wakes every ``flush_interval_s`` (at most 1 s), takes the lines the C build formatted where
-they were recorded (``formatted``, a :class:`tracer._oplines.Lines`: its bytes as they are), turns
-the buffered records (lines the recorder formatted, and spans, counters and waits left as tuples)
-into one chunk of bytes (:func:`tracer.op_lines.chunk`, C when built) and hands both to
-:class:`tracer.tracefile.TraceFile` in one ``pwritev``, with the begins of the runtime's ops still
-in flight after them (``pending``: an op's slice is otherwise written whole when it completes).
-Errors on disk never reach the training thread: the writer reports once on stderr and discards
-from then on.
+It wakes every ``flush_interval_s`` (at most 1 s), takes the records buffered so far (one swap of
+the recorder's buffer) and formats them into one chunk of JSON lines (:class:`tracer._record.
+Formatter`, C), followed by the B lines of the runtime's ops still in flight, and hands the chunk
+to :class:`tracer.tracefile.TraceFile` in one ``pwritev``. Only this thread makes text or touches
+the file, so lines never interleave. Errors on disk never reach the training thread: the writer
+reports once on stderr and discards from then on.
 """
 from __future__ import annotations
 
 import sys
 import threading
-from collections import deque
-from itertools import repeat, starmap
 
-from tracer import op_lines, vocab
-from tracer.format import dumps
+from tracer import recorder, vocab
 from tracer.tracefile import TraceFile
+
+_SEP = b",\n"
 
 
 class TimelineWriter:
     """Owns the file; everything it does happens on its own daemon thread."""
 
-    def __init__(self, queue: deque, tracefile: TraceFile, flush_interval_s: float, dropped,
-                 lines=None, pending=None, formatted=None):
-        self._q = queue
-        self._formatted = formatted
-        lb = lines or tracefile.lines
-        self._deferred = lb.deferred   # formats records left as tuples
-        self._threads = lb.take_threads   # metadata lines naming tensors' threads, new since
-        tracefile.on_new_part = lb.new_part
-        self._chunk_args = (lb._heads, lb._head, lb._names, lb.json_name, dumps, lb.deferred,
-                            vocab.CAT_COUNTER)
+    def __init__(self, core, tracefile: TraceFile, flush_interval_s: float):
+        self._core = core
+        self._lines = tracefile.lines
         self.file = tracefile
         self._interval = min(flush_interval_s, 1.0)
-        self._dropped = dropped            # callable: events the hot path dropped so far
-        self._pending = pending            # callable: lines of ops still in flight (begins), or ""
         self._last_dropped = 0
         self.broken: str | None = None
         self._requests: list = []          # (kind, payload, done Event)
@@ -67,13 +55,13 @@ class TimelineWriter:
         """Rewrite the file's metadata (non-blocking)."""
         self._request("meta", dict(meta), timeout=None)
 
-    def close(self, shutdown_args: dict | None = None, timeout: float = 10.0) -> bool:
+    def close(self, shutdown_args=None, timeout: float = 10.0) -> bool:
         """Write the SHUTDOWN instant, finish the file and stop the thread."""
         ok = self._request("close", shutdown_args, timeout)
         self._thread.join(timeout if ok else 0.1)
         return ok
 
-    def request_close(self, shutdown_args: dict | None = None) -> None:
+    def request_close(self, shutdown_args=None) -> None:
         """Like :meth:`close`, without waiting (safe to call from the training thread)."""
         self._request("close", shutdown_args, timeout=None)
 
@@ -89,7 +77,9 @@ class TimelineWriter:
         while True:
             self._wake.wait(self._interval)
             self._wake.clear()
-            reqs, self._requests[:] = list(self._requests), []
+            n = len(self._requests)   # requests appended meanwhile wait for the next round
+            reqs = self._requests[:n]
+            del self._requests[:n]
             self._drain()
             for kind, payload, done in reqs:
                 if kind == "meta":
@@ -99,8 +89,7 @@ class TimelineWriter:
                     self._closing = True
                 done.set()
             if self._closing:
-                # Requests that raced with the close still get answered.
-                for _, _, done in self._requests:
+                for _, _, done in self._requests:   # requests that raced with the close
                     done.set()
                 return
 
@@ -114,47 +103,30 @@ class TimelineWriter:
             print(f"ringscope: timeline writing stopped, {self.broken}", file=sys.stderr)
 
     def _drain(self) -> None:
-        q = self._q
-        pre = self._formatted.take() if self._formatted is not None else (b"", 0)
-        n = len(q)
-        # n pops in C (each one atomic; records appended meanwhile wait for the next flush)
-        out = list(starmap(q.popleft, repeat((), n)))
-        threads = self._threads()   # after the records: those name every thread they use
-        if threads:
-            out[:0] = threads
-        # after the records: an op finished since has its end queued for the next flush
-        begins = self._pending() if self._pending is not None else ""
-        if begins:
-            out.append(begins)
-        dropped = self._dropped()
-        if not out and not pre[1] and dropped == self._last_dropped:
-            return
+        """The records so far, then the B lines of ops in flight (an op finished since the take
+        has left the mapping, and its end is in the next take), then the drop counter."""
+        parts = [self._lines.take(self._core)]
+        src = recorder.inflight()
+        if src:
+            parts.append(self._lines.begins(self._core, list(src.values())))
+        dropped = self._core.events_dropped()
         if dropped != self._last_dropped:
             self._last_dropped = dropped
-            f = self.file
-            out.append(f.lines.counter(vocab.COUNTER_EVENTS_DROPPED, f.now_rel(), dropped))
-        if self.broken or self.file.closed:
+            parts.append((self._lines.counter(vocab.COUNTER_EVENTS_DROPPED, self.file.now_rel(),
+                                              dropped), 1))
+        parts = [p for p in parts if p[1]]
+        if not parts or self.broken or self.file.closed:
             return
-        self._guard(self._write, out, pre)
-
-    def _write(self, records, pre) -> None:
-        # One chunk of bytes, formatted in C when built (no per-line strings to join and encode),
-        # after the lines formatted already (``pre``); a size cap needs the lines one by one.
-        chunk, n = op_lines.chunk(records, *self._chunk_args)
-        if not self.file.write_chunk([pre[0], chunk], n + pre[1]):
-            deferred = self._deferred
-            first = pre[0].decode().split(",\n") if pre[1] else []   # no event holds a raw newline
-            self.file.write(first + [x if x.__class__ is str else deferred(x) for x in records])
+        self._guard(self.file.write, _SEP.join(p[0] for p in parts), sum(p[1] for p in parts))
 
     def _finish(self, shutdown_args) -> None:
-        """``shutdown_args``: a dict, or a callable giving one (called after the last begins)."""
+        """``shutdown_args``: a dict, or a callable giving one (called after the last lines)."""
         f = self.file
         if f.closed:
             return
         self._drain()
         args = dict(shutdown_args() if callable(shutdown_args) else shutdown_args)
-        args.update(events_written=f.lines_written, events_dropped=self._dropped(),
-                    events_capped=f.discarded)
-        line = f._instant(vocab.SHUTDOWN, args)
-        self._guard(lambda: f.write([line], force=True))
+        args.update(events_written=f.lines_written, events_dropped=self._core.events_dropped(),
+                    events_capped=f.discarded, open_async_at_close=len(self._lines.begun))
+        self._guard(f.write, f.instant(vocab.SHUTDOWN, args), 1, True)
         f.close()

@@ -5,8 +5,6 @@ See docs/ARCHITECTURE.md, "Engine extension points", for the contract.
 from __future__ import annotations
 
 import threading
-from contextlib import nullcontext
-
 from tracer import get_recorder
 from tracer import vocab as V
 
@@ -93,20 +91,12 @@ class Backend:
         pass
 
 
-_IDLE = nullcontext()   # what a span is when nothing records
-
-
 def activity(comm, name, nbytes, backend):
-    """``with activity(comm, "RING_ALLREDUCE", nbytes, "ring"):``: one X span, backend thread.
-    Inside the engine's response, the span goes to the recorder's note of it (``comm.note``: in C
-    the clock is read at entry and exit, and the line written with the response's); a backend
-    called on its own gets the recorder's ``span``."""
-    note = getattr(comm, "note", None)
-    if note is not None:
-        return note.span(name, nbytes, backend)
+    """``with activity(comm, "RING_ALLREDUCE", nbytes, "ring"):``: one X span on the backend
+    thread, in the response the engine runs (``comm.response``); a no-op when nothing records."""
     rec = get_recorder()
     if not rec.enabled:
-        return _IDLE
+        return rec.span(V.TID_BACKEND, name, V.CAT_COMM)   # a no-op: no args built
     return rec.span(V.TID_BACKEND, name, V.CAT_COMM, {
         V.ARG_RESPONSE: comm.response, V.ARG_BYTES: int(nbytes), V.ARG_BACKEND: backend,
         "size": comm.size, V.ARG_PROCESS_SET: comm.set_id, V.ARG_STEP: rec.step})

@@ -36,3 +36,14 @@ def load(path) -> dict:
 def events(path, ph=None, name=None) -> list[dict]:
     evs = load(path)["traceEvents"]
     return [e for e in evs if (ph is None or e["ph"] == ph) and (name is None or e["name"] == name)]
+
+
+class Op:
+    """The runtime's op as the tracer reads it (tracer/recorder.py, OPS)."""
+
+    def __init__(self, rec, name, submit_ns, step, nbytes=64, shape=(4, 4), priority=0):
+        from tracer import vocab as v
+        self.name = name
+        self.trace_key = (name, v.ALLREDUCE, nbytes, "float32", shape, "Sum", 0, priority)
+        self.submit_ns = submit_ns
+        self.stamp = (rec, step)

@@ -6,16 +6,9 @@ from __future__ import annotations
 import pytest
 
 import tracer
-from tests.tracer.conftest import events
+from tests.tracer.conftest import Op, events
 from tracer import recorder as R
 from tracer import vocab as v
-
-
-class Op:
-    def __init__(self, rec, name, submit_ns, step):
-        self.name, self.op_type, self.nbytes, self.dtype = name, v.ALLREDUCE, 64, "float32"
-        self.shape, self.reduce_op, self.process_set, self.submit_ns = (4, 4), "Sum", 0, submit_ns
-        self.stamp = (rec, step)
 
 
 @pytest.fixture
@@ -35,7 +28,7 @@ def _submit(rec, inflight, name, step=3):
 def _finish(rec, inflight, ops):
     for op in ops:
         del inflight[op.name]          # the runtime's order: out of the mapping, then the end
-    assert rec.ops_end(ops, rec.now()) is None
+    assert rec.ops_done(ops, rec.now()) is None
 
 
 def _slices(path):
@@ -52,7 +45,8 @@ def test_an_op_finished_between_flushes_is_written_whole_at_its_end(env, tmp_pat
     assert [(n, ph) for n, ph, _ in got] == [("grad.a", "X")]
     assert got[0][2] == pytest.approx((a.submit_ns - rec.base_ns) / 1e3)
     x = [e for e in events(rec.path) if e.get("cat") == v.CAT_TENSOR][0]
-    assert x["args"]["step"] == 3 and x["args"]["bytes"] == 64 and x["args"]["shape"] == [4, 4]
+    assert x["args"] == {"op": v.ALLREDUCE, "bytes": 64, "dtype": "float32", "shape": [4, 4],
+                         "reduce_op": "Sum", "process_set": 0, "priority": 0, "step": 3}
     names = {e["tid"]: e["args"]["name"] for e in events(rec.path) if e["name"] == "thread_name"}
     assert names[x["tid"]] == "grad.a"
 
@@ -100,3 +94,19 @@ def test_an_end_carries_the_step_its_op_was_submitted_in(env, tmp_path, inflight
     tracer.close()
     got = [(e["ph"], e["args"]["step"]) for e in events(rec.path) if e.get("cat") == v.CAT_TENSOR]
     assert got == [("X", 3)]
+
+
+def test_ops_of_another_recorder_are_handed_back(env, tmp_path):
+    """ops_done records the ops this recorder stamped and returns the others (for theirs)."""
+    env(RINGSCOPE_TIMELINE=str(tmp_path) + "/")
+    rec = tracer.configure({"rank": 0, "size": 1})
+    other = tracer.recorder.NullRecorder()
+    mine, theirs = Op(rec, "grad.mine", rec.now(), 0), Op(other, "grad.theirs", rec.now(), 0)
+    unstamped = Op(rec, "grad.unstamped", rec.now(), 0)
+    unstamped.stamp = None
+    assert rec.ops_done([mine, theirs, unstamped], rec.now(), "failed") == [theirs]
+    assert other.ops_done([theirs, mine], rec.now()) == [mine]
+    tracer.close()
+    got = [(e["name"], e["ph"], e["args"].get("error")) for e in events(rec.path)
+           if e.get("cat") == v.CAT_TENSOR]
+    assert got == [("grad.mine", "X", "failed")]

@@ -1,26 +1,28 @@
-"""The writer: valid JSON after every flush, crash repair, drops, windows, caps, DYNAMIC, nesting."""
+"""The writer: valid JSON after every flush, crash repair, drops, windows, caps, DYNAMIC, nesting,
+and no torn line when many threads record through flushes and rotation."""
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
 import tracer
-from tests.tracer.conftest import events, load
+from tests.tracer.conftest import Op, events, load
+from tests.tracer.readback import read_trace, repair_text
 from tracer import vocab as v
-from tracer.readback import read_trace, repair_text
 
 
 def _tensor_op(rec, name, nbytes=64):
-    rec.instant(v.TID_FRAMEWORK, v.SUBMIT, v.CAT_FRAMEWORK, {v.ARG_TENSOR: name})
-    rec.async_begin(name, name, {v.ARG_TENSOR: name, v.ARG_BYTES: nbytes})
-    rec.async_begin(name, v.negotiate_name(v.ALLREDUCE))
-    rec.async_end(name, v.negotiate_name(v.ALLREDUCE))
-    tok = rec.begin(v.TID_BACKEND, v.RING_ALLREDUCE, v.CAT_COMM, {v.ARG_BYTES: nbytes})
-    inner = rec.begin(v.TID_BACKEND, v.RING_REDUCE_SCATTER, v.CAT_COMM)
-    rec.end(inner)
-    rec.end(tok, {v.ARG_RESPONSE: 1})
-    rec.async_end(name, name)
+    """One op through the contract: submitted, run in a response with nested backend spans, done."""
+    op = Op(rec, name, rec.now(), rec.step, nbytes=nbytes) if rec.enabled else None
+    with rec.span(v.TID_FUSION, v.FUSED_RESPONSE, v.CAT_FUSION, {v.ARG_TENSORS: [name]}):
+        tok = rec.begin(v.TID_BACKEND, v.RING_ALLREDUCE, v.CAT_COMM, {v.ARG_BYTES: nbytes})
+        inner = rec.begin(v.TID_BACKEND, v.RING_REDUCE_SCATTER, v.CAT_COMM)
+        rec.end(inner)
+        rec.end(tok, {v.ARG_RESPONSE: 1})
+    if op is not None:
+        op.stamp[0].ops_done([op], rec.now())
 
 
 def test_valid_json_after_every_flush(env, tmp_path):
@@ -39,6 +41,7 @@ def test_valid_json_after_every_flush(env, tmp_path):
     tracer.close()
     shut = events(rec.path, name=v.SHUTDOWN)
     assert len(shut) == 1 and shut[0]["args"]["events_written"] == seen - 12  # 12 metadata events
+    assert shut[0]["args"]["events_dropped"] == 0
 
 
 def test_meta_keys_and_run_meta_update(env, tmp_path):
@@ -86,22 +89,10 @@ def test_nested_spans_nest_exactly_and_carry_step(env, tmp_path):
     for o, i in zip(outer, inner):
         assert o["ts"] <= i["ts"] and i["ts"] + i["dur"] <= o["ts"] + o["dur"] + 1e-9
         assert o["args"][v.ARG_STEP] == 1 and o["args"][v.ARG_RESPONSE] == 1
-    for e in xs + events(rec.path, ph="b"):
+    for e in xs:
         assert round(e["ts"], 3) == e["ts"]        # µs with at most 3 decimals
     steps = [e for e in xs if e["name"] == v.STEP]
     assert [e["args"]["step"] for e in steps] == [0]
-
-
-def test_async_events_use_process_scoped_id(env, tmp_path):
-    env(RINGSCOPE_TIMELINE=str(tmp_path) + "/")
-    rec = tracer.configure({"rank": 0})
-    _tensor_op(rec, "allreduce.w")
-    tracer.close()
-    bs = events(rec.path, ph="b")
-    assert [e["name"] for e in bs] == ["allreduce.w", "NEGOTIATE_ALLREDUCE"]
-    assert all(e["cat"] == "tensor" and e["id2"] == {"local": "allreduce.w"} and "id" not in e
-               for e in bs)
-    assert v.async_id(bs[0]) == "allreduce.w" and v.async_id({"id": "x"}) == "x"
 
 
 def test_truncated_file_repairs_up_to_last_complete_line(env, tmp_path):
@@ -136,10 +127,10 @@ def test_full_buffer_drops_and_counts(env, tmp_path):
         RINGSCOPE_TIMELINE_FLUSH_S=1.0)
     rec = tracer.configure({"rank": 0})
     for i in range(1000):                      # far faster than the writer's first wake-up (1 s)
-        rec.instant(v.TID_FRAMEWORK, v.SUBMIT, v.CAT_FRAMEWORK, {"i": i})
+        rec.instant(v.TID_FRAMEWORK, v.STALL, v.CAT_FRAMEWORK, {"i": i})
     assert rec.events_dropped() == 990
     tracer.close()
-    assert len(events(rec.path, name=v.SUBMIT)) == 10
+    assert len(events(rec.path, name=v.STALL)) == 10
     assert events(rec.path, name=v.SHUTDOWN)[0]["args"]["events_dropped"] == 990
     counters = events(rec.path, ph="C", name=v.COUNTER_EVENTS_DROPPED)
     assert counters and counters[-1]["args"]["value"] == 990
@@ -157,8 +148,8 @@ def test_window_of_steps_records_only_inside(env, tmp_path):
     assert doc["otherData"]["ringscope"]["steps_window"] == [3, 5]
     data = [e for e in doc["traceEvents"] if e["ph"] != "M" and e["name"] != v.SHUTDOWN]
     assert {e["args"]["step"] for e in data} == {3, 4}
-    assert sorted(e["name"] for e in data if e["ph"] == "b" and e["cat"] == "tensor"
-                  and e["name"].startswith("allreduce")) == ["allreduce.s3", "allreduce.s4"]
+    assert sorted(e["name"] for e in data if e["ph"] == "X" and e["cat"] == "tensor") == \
+        ["allreduce.s3", "allreduce.s4"]
     assert [e["args"]["step"] for e in data if e["name"] == v.STEP] == [3, 4]
     assert len([e for e in doc["traceEvents"] if e["name"] == v.SHUTDOWN]) == 1
 
@@ -204,12 +195,9 @@ def test_every_rotated_part_names_the_tensor_threads_it_uses(env, tmp_path):
     env(RINGSCOPE_TIMELINE=str(tmp_path) + "/", RINGSCOPE_TIMELINE_MAX_MB=0.02,
         RINGSCOPE_TIMELINE_CAP_MODE="rotate", RINGSCOPE_TIMELINE_KEEP_PARTS=3)
     rec = tracer.configure({"rank": 0})
-    neg, info = v.negotiate_name(v.ALLREDUCE), (v.ALLREDUCE, 8, "float32", (2,), "Sum", 0)
     for i in range(300):
         t0 = rec.now()
-        names = [f"grad.{i % 7}", f"grad.once{i}"]
-        rec.tensors_begin([(n, neg, t0, 3, info) for n in names])
-        rec.tensors_end([(n, neg, t0 + 1, t0 + 2, t0 + 3, None) for n in names])
+        rec.ops_done([Op(rec, n, t0, 3) for n in (f"grad.{i % 7}", f"grad.once{i}")], t0 + 3)
         if i % 50 == 0:
             rec.flush()
     tracer.close()
@@ -228,11 +216,10 @@ def test_every_rotated_part_names_the_tensor_threads_it_uses(env, tmp_path):
 def test_dynamic_start_stop_records_only_inside_window(env, tmp_path):
     env(RINGSCOPE_TIMELINE="DYNAMIC")
     rec0 = tracer.configure({"rank": 1, "size": 2})
-    rec0.async_begin("allreduce.before", "allreduce.before")          # before: not recorded
+    _tensor_op(rec0, "allreduce.before")                              # before: not recorded
     tracer.mark_step()
     rec = tracer.start_timeline(str(tmp_path) + "/", mark_cycles=True)
     assert rec is tracer.get_recorder() and rec.mark_cycles and rec.step == 0
-    rec.async_end("allreduce.before", "allreduce.before")             # its begin is not in the file
     _tensor_op(rec, "allreduce.inside")
     tracer.stop_timeline()
     after = tracer.get_recorder()
@@ -242,8 +229,6 @@ def test_dynamic_start_stop_records_only_inside_window(env, tmp_path):
     names = {e["name"] for e in load(path)["traceEvents"]}
     assert "allreduce.inside" in names
     assert not {"allreduce.before", "allreduce.after"} & names
-    shut = events(path, name=v.SHUTDOWN)[0]["args"]
-    assert shut["unmatched_async_ends"] == 1
     # a second window goes to a fresh file
     rec2 = tracer.start_timeline(str(tmp_path / "second.json"))
     _tensor_op(rec2, "allreduce.again")
@@ -252,65 +237,68 @@ def test_dynamic_start_stop_records_only_inside_window(env, tmp_path):
         "traceEvents"]}
 
 
-def test_tensor_spans_and_lifecycle_reach_the_file(env, tmp_path):
-    """The runtime's fast paths: a span about one tensor (formatted later by the writer) and a
-    lifecycle in two calls (begin at submission, the rest at completion)."""
+def test_an_op_stamped_by_a_stopped_timeline_is_not_written_anywhere(env, tmp_path):
     env(RINGSCOPE_TIMELINE=str(tmp_path) + "/")
-    rec = tracer.configure({"rank": 2, "size": 4})
-    tracer.mark_step(7)
-    neg = v.negotiate_name(v.ALLREDUCE)
-    t0 = rec.now()
-    rec.tensor_begin("grad.w", neg, t0, 6, (v.ALLREDUCE, 64, "float32", (16,), "Sum", 0))
-    tok = rec.begin(v.TID_FRAMEWORK, v.SYNCHRONIZE, v.CAT_FRAMEWORK, tensor="grad.w")
-    rec.tensor_end("grad.w", neg, t0 + 1000, t0 + 2000, t0 + 3000)
-    rec.end(tok)
-    rec.tensor_end("grad.never_begun", neg, None, None, t0 + 4000)
+    first = tracer.configure({"rank": 0, "size": 1})
+    op = Op(first, "grad.old", first.now(), 0)
+    second = tracer.start_timeline(str(tmp_path / "second.json"))
+    assert first.closed and second.ops_done([op], second.now()) == [op]
+    assert first.ops_done([op], second.now()) is None      # closed: writes nothing
     tracer.close()
-    evs = events(rec.path)
-    sync = [e for e in evs if e["name"] == v.SYNCHRONIZE]
-    assert len(sync) == 1 and sync[0]["args"] == {"tensor": "grad.w", "step": 7}
-    assert sync[0]["pid"] == 2 and sync[0]["tid"] == v.TID_FRAMEWORK and sync[0]["dur"] >= 0
-    life = [(e["name"], e["ph"]) for e in evs if e.get("cat") == v.CAT_TENSOR]
-    assert life == [("grad.w", "B"), ("grad.w", "E")]   # the phases between are the response's
-    outer = [e for e in evs if e["name"] == "grad.w" and e["ph"] == "B"][0]
-    assert outer["args"] == {"op": v.ALLREDUCE, "bytes": 64, "dtype": "float32", "shape": [16],
-                             "reduce_op": "Sum", "process_set": 0, "step": 6}
-    shut = [e for e in evs if e["name"] == v.SHUTDOWN][0]["args"]
-    assert shut["unmatched_async_ends"] == 1 and shut["open_async_at_close"] == 0
+    for path in (first.path, second.path):
+        assert not [e for e in events(path) if e.get("cat") == v.CAT_TENSOR]
 
 
-def test_lifecycles_in_batches(env, tmp_path):
-    """tensors_begin / tensors_end: many lifecycles in one record each way; an end without its begin
-    is counted, not written."""
-    env(RINGSCOPE_TIMELINE=str(tmp_path) + "/")
+def test_many_threads_through_flushes_and_rotation_never_tear_a_line(env, tmp_path):
+    """Issue #27's writer race: 8 threads record spans, instants, counters and ops while the writer
+    flushes and rotates; every part is strict JSON after every flush, and every event recorded is
+    in some part exactly once (none dropped, none torn)."""
+    env(RINGSCOPE_TIMELINE=str(tmp_path) + "/", RINGSCOPE_TIMELINE_MAX_MB=0.25,
+        RINGSCOPE_TIMELINE_CAP_MODE="rotate", RINGSCOPE_TIMELINE_KEEP_PARTS=1000,
+        RINGSCOPE_TIMELINE_FLUSH_S=0.01)
     rec = tracer.configure({"rank": 0, "size": 1})
-    neg, t0 = v.negotiate_name(v.ALLREDUCE), rec.now()
-    names = [f"grad.{i}" for i in range(5)]
-    info = (v.ALLREDUCE, 8, "float32", (2,), "Sum", 0)
-    rec.tensors_begin([(n, neg, t0 + i, 3, info) for i, n in enumerate(names)])
-    rec.tensors_end([(n, neg, t0 + 10, t0 + 20, t0 + 30, None) for n in names + ["grad.other"]])
-    tracer.close()
-    evs = [e for e in events(rec.path) if e.get("cat") == v.CAT_TENSOR]
-    assert len(evs) == 2 * len(names)
-    threads = {e["tid"]: e["args"]["name"] for e in events(rec.path) if e["name"] == "thread_name"}
-    for i, n in enumerate(names):
-        life = [e for e in evs if e["name"] == n]
-        assert [e["ph"] for e in life] == ["B", "E"] and {threads[e["tid"]] for e in life} == {n}
-        assert life[1]["ts"] - life[0]["ts"] == pytest.approx((30 - i) / 1e3)
-    shut = [e for e in events(rec.path) if e["name"] == v.SHUTDOWN][0]["args"]
-    # events after the head: the lifecycles and the metadata naming their threads (two each)
-    assert shut["unmatched_async_ends"] == 1 and shut["events_written"] == 4 * len(names)
+    per_thread, threads, stop = 1500, 8, threading.Event()
 
+    def work(k):
+        for i in range(per_thread):
+            tag = f"t{k}.{i}"
+            with rec.span(v.TID_BACKEND, v.RING_ALLREDUCE, v.CAT_COMM, {"tag": tag}):
+                rec.instant(v.TID_NEGOTIATION, v.STALL, v.CAT_NEGOTIATION, {"tag": tag})
+            rec.counter(f"c{k}", i)
+            rec.ops_done([Op(rec, f"grad.{k}.{i % 50}", rec.now(), i)], rec.now())
+            if i % 10 == 0:
+                rec.ready([tag, tag + "\n\"x\""], k, 0, rec.now())
 
-def test_dropped_lifecycle_batches_count_their_events_and_take_their_ends(env, tmp_path):
-    env(RINGSCOPE_TIMELINE=str(tmp_path) + "/", RINGSCOPE_TIMELINE_BUFFER_EVENTS=1,
-        RINGSCOPE_TIMELINE_FLUSH_S=1)
-    rec = tracer.configure({"rank": 0})
-    neg, t0, info = v.negotiate_name(v.ALLREDUCE), rec.now(), (v.ALLREDUCE, 8, "float32", (2,), "Sum", 0)
-    rec.tensors_begin([("a", neg, t0, 0, info)])                       # fills the buffer
-    rec.tensors_begin([(n, neg, t0, 0, info) for n in ("b", "c", "d")])  # dropped: 3 events
-    rec.tensors_end([(n, neg, t0 + 1, t0 + 2, t0 + 3, None) for n in ("b", "c", "d")])
-    assert rec.events_dropped() == 3 and rec.unmatched_ends == 3
+    def check_while_running():
+        while not stop.is_set():
+            rec.flush()
+            for p in sorted(tmp_path.iterdir()):
+                json.loads(p.read_text())   # strict: a torn line fails here
+
+    checker = threading.Thread(target=check_while_running)
+    workers = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+    checker.start()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    stop.set()
+    checker.join()
     tracer.close()
-    names = {e["name"] for e in events(rec.path) if e.get("cat") == v.CAT_TENSOR}
-    assert names == {"a"}
+    evs, parts = [], sorted(tmp_path.iterdir())
+    for p in parts:
+        evs += json.loads(p.read_text())["traceEvents"]
+    assert len(parts) > 3
+    tags = [e["args"]["tag"] for e in evs if e["name"] in (v.RING_ALLREDUCE, v.STALL)]
+    want = {f"t{k}.{i}" for k in range(threads) for i in range(per_thread)}
+    assert len(tags) == 2 * len(want) and set(tags) == want
+    counters = [(e["name"], e["args"]["value"]) for e in evs if e["ph"] == "C"]
+    assert sorted(counters) == sorted((f"c{k}", i) for k in range(threads) for i in range(per_thread))
+    ops = [e for e in evs if e.get("cat") == v.CAT_TENSOR]
+    assert len(ops) == threads * per_thread and {e["ph"] for e in ops} == {"X"}
+    assert len([e for e in evs if e["name"] == v.READY]) == threads * per_thread // 10
+    shut = [e for e in evs if e["name"] == v.SHUTDOWN][0]["args"]
+    assert shut["events_dropped"] == 0 and shut["events_capped"] == 0
+    # every line after the parts' heads (cap notes and tensor threads' names included) but SHUTDOWN
+    assert shut["events_written"] == len(
+        [e for e in evs if e["ph"] != "M" or e["tid"] >= v.TID_TENSOR_BASE]) - 1
