@@ -17,8 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import tracer_overhead as to  # noqa: E402
 from bench.launch import emit  # noqa: E402
 
-EVENTS_PER_CALL = {"begin+end (one X event)": 1, "async_begin+async_end (2 events)": 2,
-                   "tensor_begin+tensor_end (2 events)": 2}
+EVENTS_PER_CALL = {"begin+end (one X event)": 1}
 
 
 def main() -> int:

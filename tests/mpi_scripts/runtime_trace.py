@@ -18,63 +18,54 @@ from tests.mpi_util import write_results  # noqa: E402
 
 
 class ListRecorder(NullRecorder):
+    """Keeps every contract call (tracer/recorder.py) as a tuple (ph, tid, name, cat, args, t0, t1)."""
+
     enabled = True
     mark_cycles = True
 
     def __init__(self):
         self.events = []
-        self.open = {}
 
-    def begin(self, tid, name, cat, args=None, tensor=None, ts_ns=None):
-        tok = object()
-        if tensor is not None:
-            args = {V.ARG_TENSOR: tensor, V.ARG_STEP: self.step}
-        self.open[tok] = (tid, name, cat, dict(args or {}), self.now() if ts_ns is None else ts_ns)
-        return tok
+    def begin(self, tid, name, cat, args=None, ts_ns=None):
+        return (tid, name, cat, dict(args or {}), self.now() if ts_ns is None else ts_ns)
 
-    def end(self, token, extra_args=None):
-        tid, name, cat, args, t0 = self.open.pop(token)
-        self.events.append(("X", tid, name, cat, args, t0, self.now()))
+    def end(self, token, args=None):
+        tid, name, cat, a, t0 = token
+        self.events.append(("X", tid, name, cat, {**a, **(args or {})}, t0, self.now()))
 
-    def complete(self, tid, name, cat, start_ns, end_ns, args=None):
-        self.events.append(("X", tid, name, cat, dict(args or {}), start_ns, end_ns))
+    def span(self, tid, name, cat, args=None):
+        rec = self
+
+        class _Span:
+            def __enter__(self):
+                self.tok = rec.begin(tid, name, cat, args)
+
+            def __exit__(self, *exc):
+                rec.end(self.tok)
+        return _Span()
+
+    def complete(self, tid, name, cat, t0_ns, t1_ns, args=None):
+        self.events.append(("X", tid, name, cat, dict(args or {}), t0_ns, t1_ns))
 
     def instant(self, tid, name, cat, args=None, ts_ns=None):
         self.events.append(("i", tid, name, cat, dict(args or {}), ts_ns or self.now(), None))
 
-    def async_begin(self, id, name, args=None, ts_ns=None):
-        self.events.append(("b", id, name, V.CAT_TENSOR, dict(args or {}), ts_ns or self.now(), None))
-
-    def async_end(self, id, name, args=None, ts_ns=None):
-        self.events.append(("e", id, name, V.CAT_TENSOR, dict(args or {}), ts_ns or self.now(), None))
-
-    def tensors_begin(self, items):
-        for item in items:
-            self.tensor_begin(*item)
-
-    def tensors_end(self, items):
-        for item in items:
-            self.tensor_end(*item)
-
-    def ready_many(self, ticks, ts_ns=None):
-        for name, rank, ps in ticks:
-            self.ready(name, rank, ps, ts_ns)
-
-    def ready(self, name, rank, process_set=0, ts_ns=None):
+    def ready(self, names, rank, process_set, ts_ns=None):
         self.instant(V.TID_NEGOTIATION, V.READY, V.CAT_NEGOTIATION,
-                     {V.ARG_TENSOR: name, V.ARG_RANK: rank, V.ARG_PROCESS_SET: process_set}, ts_ns)
+                     {V.ARG_TENSORS: list(names), V.ARG_RANK: rank,
+                      V.ARG_PROCESS_SET: process_set}, ts_ns)
 
-    def tensor_begin(self, name, negotiate, ts_ns, step, info):
-        keys = (V.ARG_OP, V.ARG_BYTES, V.ARG_DTYPE, V.ARG_SHAPE, V.ARG_REDUCE_OP, V.ARG_PROCESS_SET)
-        self.async_begin(name, name, dict(zip(keys, info), tensor=name, step=step), ts_ns)
-        self.async_begin(name, negotiate, None, ts_ns)
-
-    def tensor_end(self, name, negotiate, t_response, t_dequeue, t_done, error=None):
-        self.async_end(name, negotiate, None, t_response or t_done)
-        if t_response is not None:
-            self.async_begin(name, V.QUEUE, None, t_response)
-            self.async_end(name, V.QUEUE, None, t_dequeue or t_done)
-        self.async_end(name, name, {V.ARG_ERROR: error} if error else None, t_done)
+    def ops_done(self, ops, t_done_ns, error=None):
+        mine = [op for op in ops if op.stamp is not None and op.stamp[0] is self]
+        for op in mine:
+            keys = (V.ARG_OP, V.ARG_BYTES, V.ARG_DTYPE, V.ARG_SHAPE, V.ARG_REDUCE_OP,
+                    V.ARG_PROCESS_SET, V.ARG_PRIORITY)
+            args = dict(zip(keys, op.trace_key[1:]), step=op.stamp[1])
+            if error:
+                args[V.ARG_ERROR] = error
+            self.events.append(("op", None, op.trace_key[0], V.CAT_TENSOR, args, op.submit_ns,
+                                t_done_ns))
+        return [op for op in ops if op.stamp is not None and op.stamp[0] is not self] or None
 
     def counter(self, name, value, ts_ns=None):
         self.events.append(("C", None, name, V.CAT_COUNTER, {"value": value}, ts_ns or self.now(),
@@ -106,18 +97,14 @@ def main():
         tensors = ["t.small.0", "t.small.4", "t.big", "t.gather"]
         problems = []
         for t in tensors:
-            b = [e[2] for e in ev if e[0] == "b" and e[1] == t]
-            en = [e[2] for e in ev if e[0] == "e" and e[1] == t]
+            life = [e for e in ev if e[0] == "op" and e[2] == t]
             op = "ALLGATHER" if t == "t.gather" else "ALLREDUCE"
-            want = [t, "NEGOTIATE_" + op, V.QUEUE]
-            if b != want or sorted(en) != sorted(want):
-                problems.append(f"{t}: begins {b} ends {en}")
-            sub = [e for e in ev if e[0] == "b" and e[1] == t and e[2] == t]
-            if len(sub) != 1 or sub[0][4].get(V.ARG_STEP) != 3:
-                problems.append(f"{t}: submission (outer begin) {sub}")
-        outer = [e for e in ev if e[0] == "b" and e[1] == "t.big" and e[2] == "t.big"][0][4]
-        for k in (V.ARG_TENSOR, V.ARG_OP, V.ARG_BYTES, V.ARG_DTYPE, V.ARG_SHAPE, V.ARG_REDUCE_OP,
-                  V.ARG_PROCESS_SET, V.ARG_STEP):
+            if len(life) != 1 or life[0][4].get(V.ARG_STEP) != 3 or life[0][4][V.ARG_OP] != op \
+                    or not life[0][5] <= life[0][6]:
+                problems.append(f"{t}: lifecycle {life}")
+        outer = [e for e in ev if e[0] == "op" and e[2] == "t.big"][0][4]
+        for k in (V.ARG_OP, V.ARG_BYTES, V.ARG_DTYPE, V.ARG_SHAPE, V.ARG_REDUCE_OP,
+                  V.ARG_PROCESS_SET, V.ARG_PRIORITY, V.ARG_STEP):
             if k not in outer:
                 problems.append(f"outer slice lacks {k}")
         if outer.get(V.ARG_BYTES) != 800_000 or list(outer.get(V.ARG_SHAPE, ())) != [200_000]:
@@ -126,7 +113,8 @@ def main():
         if len(big) != 1 or big[0][4][V.ARG_BACKEND] != "ring":
             problems.append(f"FUSED_RESPONSE for t.big: {big}")
         for k in (V.ARG_RESPONSE, V.ARG_TENSORS, V.ARG_COUNT, V.ARG_BYTES, V.ARG_DTYPE, V.ARG_OP,
-                  V.ARG_REDUCE_OP, V.ARG_BACKEND, V.ARG_THRESHOLD, V.ARG_PROCESS_SET, V.ARG_STEP):
+                  V.ARG_REDUCE_OP, V.ARG_BACKEND, V.ARG_THRESHOLD, V.ARG_PROCESS_SET, V.ARG_STEP,
+                  V.ARG_QUEUE_NS, V.ARG_PRIORITY):
             if fused and k not in fused[0][4]:
                 problems.append(f"FUSED_RESPONSE lacks {k}")
         backend = [e for e in names("X", V.TID_BACKEND)]
@@ -152,8 +140,8 @@ def main():
             problems.append("no CYCLE spans with mark_cycles on")
         if not any(e[2] == V.SYNCHRONIZE for e in names("X", V.TID_FRAMEWORK)):
             problems.append("no SYNCHRONIZE span")
-        ready = [(e[4][V.ARG_TENSOR], e[4][V.ARG_RANK]) for e in names("i", V.TID_NEGOTIATION)
-                 if e[2] == V.READY]
+        ready = [(t, e[4][V.ARG_RANK]) for e in names("i", V.TID_NEGOTIATION)
+                 if e[2] == V.READY for t in e[4][V.ARG_TENSORS]]
         if r == 0:
             want = {(t, q) for t in tensors for q in range(size)}
             if not want <= set(ready):

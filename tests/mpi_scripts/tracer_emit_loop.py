@@ -36,11 +36,8 @@ def main():
     while time.monotonic() < t_end:
         name = f"allreduce.t{i % 16}"
         rec.instant(v.TID_FRAMEWORK, v.SUBMIT, v.CAT_FRAMEWORK, {"tensor": name, "wall_ns": clock.wall_ns()})
-        rec.async_begin(name, name, {"tensor": name, "bytes": 64})
-        tok = rec.begin(v.TID_BACKEND, v.RING_ALLREDUCE, v.CAT_COMM, {"bytes": 64})
-        time.sleep(0.001)
-        rec.end(tok)
-        rec.async_end(name, name)
+        with rec.span(v.TID_BACKEND, v.RING_ALLREDUCE, v.CAT_COMM, {"tensor": name, "bytes": 64}):
+            time.sleep(0.001)
         i += 1
         if i % 50 == 0:
             tracer.mark_step()

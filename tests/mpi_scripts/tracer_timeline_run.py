@@ -7,7 +7,7 @@ Modes (argv[1]):
 TRACER_TEST_SKEW="R:US" skews rank R's wall clock by US microseconds (RINGSCOPE_TEST_CLOCK_SKEW_US,
 set here before tracer is imported because the launcher gives every rank the same environment).
 With RINGSCOPE_NVTX_ALWAYS=1, "steps" also writes $RESULTS_DIR/nvtx-<rank>.json: the NVTX calls the
-runtime made (the emitter's log), to check the live ranges of each tensor's phases.
+runtime made (the emitter's log), to check that its spans are NVTX ranges too.
 """
 import json
 import os

@@ -10,7 +10,7 @@ import time
 from tests.mpi_util import SCRIPTS, mpi_env
 from tracer import clock
 from tracer import vocab as v
-from tracer.readback import read_trace
+from tests.tracer.readback import read_trace
 
 SCRIPT = SCRIPTS / "tracer_emit_loop.py"
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import tracer
+from tests.tracer.conftest import Op
 from tests.tracer.perfetto_util import (chromium_missing_reason, perfetto_import_stats,
                                          perfetto_query)
 from tracer import vocab as v
@@ -34,60 +35,61 @@ def _busy(us):
 def _record_realistic(rec):
     """Many tensors in flight at once, fused responses with nested phases, counters, open ops."""
     names = [f"allreduce.layer{i}.weight" for i in range(6)]
+    inflight: dict = {}
+    tracer.recorder.set_inflight(inflight)
     for step in range(3):
         tracer.mark_step()
-        for n in names:
-            rec.instant(v.TID_FRAMEWORK, v.SUBMIT, v.CAT_FRAMEWORK, {v.ARG_TENSOR: n})
-            rec.async_begin(n, n, {v.ARG_TENSOR: n, v.ARG_BYTES: 4096, v.ARG_OP: v.ALLREDUCE})
-            rec.async_begin(n, v.negotiate_name(v.ALLREDUCE))
+        ops = [Op(rec, n, rec.now(), rec.step, nbytes=4096) for n in names]
+        for op in ops:
+            inflight[op.name] = op
             _busy(20)
         for r in range(4):
-            for n in names:
-                rec.instant(v.TID_NEGOTIATION, v.READY, v.CAT_NEGOTIATION, {v.ARG_TENSOR: n, v.ARG_RANK: r})
-        for n in names:
-            rec.async_end(n, v.negotiate_name(v.ALLREDUCE))
-            rec.async_begin(n, v.QUEUE)
-        cyc = rec.begin(v.TID_CYCLES, v.CYCLE, v.CAT_CYCLE, {v.ARG_CYCLE: step})
-        for half in (names[:3], names[3:]):
-            for n in half:
-                rec.async_end(n, v.QUEUE)
-            fr = rec.begin(v.TID_FUSION, v.FUSED_RESPONSE, v.CAT_FUSION,
-                           {v.ARG_TENSORS: half, v.ARG_COUNT: 3, v.ARG_BYTES: 3 * 4096})
-            for phase in (v.MEMCPY_IN_FUSION_BUFFER,):
-                t = rec.begin(v.TID_FUSION, phase, v.CAT_MEMCPY)
-                _busy(10)
-                rec.end(t)
-            ring = rec.begin(v.TID_BACKEND, v.RING_ALLREDUCE, v.CAT_COMM, {v.ARG_BYTES: 3 * 4096})
-            for sub in (v.RING_REDUCE_SCATTER, v.RING_ALLGATHER):
-                t = rec.begin(v.TID_BACKEND, sub, v.CAT_COMM)
-                _busy(15)
-                rec.end(t)
-            rec.end(ring)
-            t = rec.begin(v.TID_FUSION, v.MEMCPY_OUT_FUSION_BUFFER, v.CAT_MEMCPY)
-            _busy(10)
-            rec.end(t)
-            rec.end(fr, {v.ARG_RESPONSE: step})
-            rec.counter(v.COUNTER_FUSION_FILL, 3 * 4096)
-            for n in half:
-                rec.async_end(n, n)
-            rec.counter(v.COUNTER_QUEUE_DEPTH, 3)
-        rec.end(cyc)
+            rec.ready(names, r, 0, rec.now())
+        if step == 1:
+            assert rec.flush()    # in flight at a flush: B now, E at the end
+        with rec.span(v.TID_CYCLES, v.CYCLE, v.CAT_CYCLE, {v.ARG_CYCLE: step}):
+            for half in (ops[:3], ops[3:]):
+                with rec.span(v.TID_FUSION, v.FUSED_RESPONSE, v.CAT_FUSION,
+                              {v.ARG_TENSORS: [op.name for op in half], v.ARG_COUNT: 3,
+                               v.ARG_BYTES: 3 * 4096, v.ARG_RESPONSE: step}):
+                    t0 = rec.now()
+                    _busy(10)
+                    rec.complete(v.TID_FUSION, v.MEMCPY_IN_FUSION_BUFFER, v.CAT_MEMCPY, t0,
+                                 rec.now())
+                    rec.counter(v.COUNTER_FUSION_FILL, 3 * 4096)
+                    with rec.span(v.TID_BACKEND, v.RING_ALLREDUCE, v.CAT_COMM,
+                                  {v.ARG_BYTES: 3 * 4096}):
+                        for sub in (v.RING_REDUCE_SCATTER, v.RING_ALLGATHER):
+                            with rec.span(v.TID_BACKEND, sub, v.CAT_COMM):
+                                _busy(15)
+                    t0 = rec.now()
+                    _busy(10)
+                    rec.complete(v.TID_FUSION, v.MEMCPY_OUT_FUSION_BUFFER, v.CAT_MEMCPY, t0,
+                                 rec.now())
+                    for op in half:
+                        del inflight[op.name]
+                    rec.ops_done(half, rec.now())
+                rec.counter(v.COUNTER_QUEUE_DEPTH, 3)
         sync = rec.begin(v.TID_FRAMEWORK, v.SYNCHRONIZE, v.CAT_FRAMEWORK)
         _busy(30)
         # SYNCHRONIZE ends on another thread (the engine's), as in the runtime
         th = threading.Thread(target=rec.end, args=(sync,))
         th.start()
         th.join()
-    rec.async_begin("allreduce.never_done", "allreduce.never_done", {v.ARG_BYTES: 8})  # open at close
+    inflight["allreduce.never_done"] = Op(rec, "allreduce.never_done", rec.now(), 3)  # open at close
     tracer.mark_step()
+    return inflight
 
 
 def test_perfetto_loads_a_rank_trace_without_errors(env, tmp_path):
     env(RINGSCOPE_TIMELINE=str(tmp_path) + "/", RINGSCOPE_TIMELINE_MARK_CYCLES=1)
     rec = tracer.configure({"rank": 0, "size": 4, "host": "node0"})
     rec.set_clock_offset(0, 0)
-    _record_realistic(rec)
-    tracer.close()
+    try:
+        _record_realistic(rec)
+        tracer.close()
+    finally:
+        tracer.recorder.set_inflight(None)
     bad, text = perfetto_import_stats(rec.path, ARTIFACTS / "tracer_perfetto_rank0.png")
     assert bad == [], f"Perfetto import problems: {bad}"
     assert "json" in text    # the info page did describe a loaded JSON trace
@@ -119,15 +121,6 @@ def test_perfetto_reads_exact_nanosecond_times(env, tmp_path):
     assert counter == ["2000001", "3"]
 
 
-class _Op:
-    """The runtime's op, as the tracer reads it (tracer.recorder's OPS contract)."""
-
-    def __init__(self, rec, name, submit_ns, step):
-        self.name, self.op_type, self.nbytes, self.dtype = name, v.ALLREDUCE, 4096, "float32"
-        self.shape, self.reduce_op, self.process_set, self.submit_ns = (1024,), "Sum", 0, submit_ns
-        self.stamp = (rec, step)
-
-
 def test_perfetto_shows_each_tensor_on_its_own_named_thread(env, tmp_path):
     """The runtime's lifecycles (X when written whole, B then E when in flight at a flush, a B left
     open): no import problem, one thread per tensor named after it, every slice on its tensor's."""
@@ -139,14 +132,14 @@ def test_perfetto_shows_each_tensor_on_its_own_named_thread(env, tmp_path):
         names = [f"allreduce.layer{i}.weight" for i in range(4)]
         b = rec.base_ns
         for step in range(3):
-            ops = [_Op(rec, n, b + 1_000_000 * step + 10_000 * i, step) for i, n in enumerate(names)]
+            ops = [Op(rec, n, b + 1_000_000 * step + 10_000 * i, step) for i, n in enumerate(names)]
             inflight.update((op.name, op) for op in ops)
             if step == 1:
                 assert rec.flush()              # in flight at a flush: B lines now, E lines later
             for op in ops:
                 del inflight[op.name]
-            rec.ops_end(ops, b + 1_000_000 * step + 500_000)
-        inflight["allreduce.hung"] = _Op(rec, "allreduce.hung", b + 4_000_000, 3)
+            rec.ops_done(ops, b + 1_000_000 * step + 500_000)
+        inflight["allreduce.hung"] = Op(rec, "allreduce.hung", b + 4_000_000, 3)
         tracer.close()
     finally:
         tracer.recorder.set_inflight(None)
