@@ -1,6 +1,6 @@
 """The recorder contract (v2): the whole surface the runtime calls, declared here.
 
-    rec = tracer.get_recorder()     # process-wide; a NullRecorder (enabled False, every call a no-op)
+    rec = tracer.get_recorder()     # process-wide; a NullRecorder (enabled False, calls no-ops)
                                     # until a timeline is configured; fetch it per cycle/op, never
                                     # cache it across start_timeline/stop_timeline
     rec.enabled                     # bool: callers skip building args when False

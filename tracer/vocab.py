@@ -34,7 +34,6 @@ its QUEUE phase [FUSED_RESPONSE start - queue_ns, FUSED_RESPONSE start] (the vie
 per tensor). Format 2 wrote each lifecycle as an async ``b``/``e`` pair on the framework thread,
 with ``"id2": {"local": <tensor>}`` (read with :func:`async_id`, which also accepts a plain
 ``id``); format 1 also nested NEGOTIATE_<OP> and QUEUE async slices in it. Readers accept all three.
-Generic async slices (``async_begin``/``async_end``) are still ``b``/``e`` with ``id2.local``.
 """
 
 VERSION_KEY = "ringscope"  # key of the run metadata inside "otherData"
@@ -46,7 +45,7 @@ TID_NEGOTIATION = 2
 TID_FUSION = 3
 TID_BACKEND = 4
 TID_CYCLES = 5
-TID_TENSOR_BASE = 1000   # + k: the k-th tensor's lifecycles (LineBuilder.tensor_tid)
+TID_TENSOR_BASE = 1000   # + k: the k-th tensor's lifecycles (numbered by the writer)
 THREAD_NAMES = {
     TID_FRAMEWORK: "framework",
     TID_NEGOTIATION: "negotiation",

@@ -18,7 +18,7 @@ from tests.mpi_util import write_results  # noqa: E402
 
 
 class ListRecorder(NullRecorder):
-    """Keeps every contract call (tracer/recorder.py) as a tuple (ph, tid, name, cat, args, t0, t1)."""
+    """Keeps every contract call (tracer/recorder.py): (ph, tid, name, cat, args, t0, t1)."""
 
     enabled = True
     mark_cycles = True

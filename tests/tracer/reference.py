@@ -23,7 +23,8 @@ def _args(args, extra, step) -> str:
 
 
 def x_line(pid, tid, name, cat, t0, t1, step, args=None, extra=None) -> str:
-    return f'{_head(name, cat, "X", pid, tid)}{t0}e-3,"dur":{t1 - t0}e-3,"args":{_args(args, extra, step)}}}'
+    return (f'{_head(name, cat, "X", pid, tid)}{t0}e-3,"dur":{t1 - t0}e-3,'
+            f'"args":{_args(args, extra, step)}}}')
 
 
 def i_line(pid, tid, name, cat, t, step, args=None) -> str:
@@ -41,7 +42,8 @@ def ready_line(pid, names, rank, process_set, t, step) -> str:
 
 
 def thread_lines(pid, tid, name) -> list[str]:
-    return [f'{{"name":"thread_name","ph":"M","pid":{pid},"tid":{tid},"args":{{"name":{jv(name)}}}}}',
+    return [f'{{"name":"thread_name","ph":"M","pid":{pid},"tid":{tid},'
+            f'"args":{{"name":{jv(name)}}}}}',
             f'{{"name":"thread_sort_index","ph":"M","pid":{pid},"tid":{tid},'
             f'"args":{{"sort_index":{tid}}}}}']
 

@@ -50,7 +50,8 @@ def test_c_lines_equal_the_reference(env, tmp_path):
             elif kind == 1:
                 a = _args(rnd)
                 rec.instant(v.TID_NEGOTIATION, v.STALL, v.CAT_NEGOTIATION, a, ts_ns=b + t)
-                want.append(ref.i_line(pid, v.TID_NEGOTIATION, v.STALL, v.CAT_NEGOTIATION, t, step, a))
+                want.append(ref.i_line(pid, v.TID_NEGOTIATION, v.STALL, v.CAT_NEGOTIATION, t, step,
+                                       a))
             elif kind == 2:
                 val = rnd.choice([3, 0, -5, 2.5, 10**15])
                 rec.counter(v.COUNTER_QUEUE_DEPTH, val, ts_ns=b + t)

@@ -29,7 +29,8 @@ def test_spans_are_nvtx_ranges_over_the_same_calls(env, tmp_path):
     tracer.mark_step()
     spans = [(v.TID_FUSION, v.FUSED_RESPONSE, v.CAT_FUSION), (v.TID_BACKEND, v.RING_ALLREDUCE,
              v.CAT_COMM), (v.TID_BACKEND, v.RING_REDUCE_SCATTER, v.CAT_COMM),
-             (v.TID_FRAMEWORK, v.SYNCHRONIZE, v.CAT_FRAMEWORK), (v.TID_CYCLES, v.CYCLE, v.CAT_CYCLE)]
+             (v.TID_FRAMEWORK, v.SYNCHRONIZE, v.CAT_FRAMEWORK),
+             (v.TID_CYCLES, v.CYCLE, v.CAT_CYCLE)]
     toks = [rec.begin(tid, name, cat, {v.ARG_BYTES: 8192}) for tid, name, cat in spans[:3]]
     th = threading.Thread(target=lambda: [rec.end(tok) for tok in reversed(toks)])
     th.start()

@@ -293,7 +293,8 @@ def test_many_threads_through_flushes_and_rotation_never_tear_a_line(env, tmp_pa
     want = {f"t{k}.{i}" for k in range(threads) for i in range(per_thread)}
     assert len(tags) == 2 * len(want) and set(tags) == want
     counters = [(e["name"], e["args"]["value"]) for e in evs if e["ph"] == "C"]
-    assert sorted(counters) == sorted((f"c{k}", i) for k in range(threads) for i in range(per_thread))
+    assert sorted(counters) == sorted((f"c{k}", i) for k in range(threads)
+                                      for i in range(per_thread))
     ops = [e for e in evs if e.get("cat") == v.CAT_TENSOR]
     assert len(ops) == threads * per_thread and {e["ph"] for e in ops} == {"X"}
     assert len([e for e in evs if e["name"] == v.READY]) == threads * per_thread // 10
