@@ -149,7 +149,9 @@ static void core_dealloc(Core *c) {
 
 static PyObject *core_now(Core *c, PyObject *Py_UNUSED(a)) { return PyLong_FromLongLong(now_ns()); }
 
-/* A span: open from begin()/__enter__ to end()/__exit__; also the token of begin/end. */
+/* A span: open from begin()/__enter__ to end()/__exit__; also the token of begin/end. Not tracked
+ * by the collector (it references its recorder, names and args; nothing references it back), so
+ * the spans of a step add nothing to the collector's counts. */
 typedef struct {
     PyObject_HEAD
     Core *core;
@@ -160,7 +162,7 @@ typedef struct {
 
 static PyObject *span_new(Core *c, PyObject *tid, PyObject *name, PyObject *cat, PyObject *args,
                           PyObject *ts) {
-    Span *s = PyObject_GC_New(Span, &SpanType);
+    Span *s = PyObject_New(Span, &SpanType);
     if (!s) return NULL;
     s->core = (Core *)Py_NewRef(c);
     s->name = Py_NewRef(name);
@@ -174,28 +176,15 @@ static PyObject *span_new(Core *c, PyObject *tid, PyObject *name, PyObject *cat,
         return NULL;
     }
     s->open = ts != NULL;
-    PyObject_GC_Track(s);
     return (PyObject *)s;
 }
 
-static int span_traverse(Span *s, visitproc visit, void *arg) {
-    Py_VISIT(s->core);
-    Py_VISIT(s->args);
-    return 0;
-}
-
-static int span_clear(Span *s) {
-    Py_CLEAR(s->core);
-    Py_CLEAR(s->name);
-    Py_CLEAR(s->cat);
-    Py_CLEAR(s->args);
-    return 0;
-}
-
 static void span_dealloc(Span *s) {
-    PyObject_GC_UnTrack(s);
-    span_clear(s);
-    PyObject_GC_Del(s);
+    Py_XDECREF(s->core);
+    Py_XDECREF(s->name);
+    Py_XDECREF(s->cat);
+    Py_XDECREF(s->args);
+    PyObject_Free(s);
 }
 
 static void span_close(Span *s, PyObject *end_args) {
@@ -227,11 +216,9 @@ static PyTypeObject SpanType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "tracer._record.Span",
     .tp_basicsize = sizeof(Span),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "an X span of a recorder: a context manager, and the token of begin/end",
     .tp_dealloc = (destructor)span_dealloc,
-    .tp_traverse = (traverseproc)span_traverse,
-    .tp_clear = (inquiry)span_clear,
     .tp_methods = span_methods,
 };
 
