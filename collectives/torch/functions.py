@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -171,6 +172,8 @@ def _create_state(optimizer, model) -> None:
     """One ``step()`` on zero gradients (sparse ones for SparseAdam and sparse embeddings). The
     parameters are put back afterwards: weight decay would move them even with zero gradients,
     away from what ``broadcast_parameters`` made equal."""
+    if isinstance(optimizer, torch.optim.LBFGS):   # its step needs a closure: the root's state
+        return                                      # (or none) is what every rank gets
     sparse = {id(p) for m in (model.modules() if model is not None else ())
               if isinstance(m, torch.nn.Embedding) and m.sparse for p in m.parameters()}
     params = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
@@ -179,8 +182,13 @@ def _create_state(optimizer, model) -> None:
         if isinstance(optimizer, torch.optim.SparseAdam) or id(p) in sparse:
             p.grad = p.grad.to_sparse()
     saved = [p.detach().clone() for p in params]
-    # a DistributedOptimizer steps locally: an allreduce here would need every rank to step
-    getattr(optimizer, "_local_step", optimizer.step)()
+    try:
+        # a DistributedOptimizer steps locally: an allreduce here would need every rank to step
+        getattr(optimizer, "_local_step", optimizer.step)()
+    except Exception as exc:   # raising on this rank alone would leave the others waiting
+        warnings.warn(f"broadcast_optimizer_state: {type(optimizer).__name__} could not create "
+                      f"its state with a zero-gradient step ({exc}); it takes the root's "
+                      "state as it is", stacklevel=3)
     with torch.no_grad():
         for p, value in zip(params, saved):
             p.copy_(value)

@@ -404,11 +404,11 @@ def check_reducescatter_gradient():
     Average, times the pre/post scale factors."""
     n, r = hvd.size(), hvd.rank()
     rows = 2 * n
-    counts, starts = _rows(rows, n)
+    counts, _ = _rows(rows, n)
     for op, k in ((hvd.Sum, n), (hvd.Average, 1)):
         for grouped in (False, True):
             x = torch.zeros(rows, 2, requires_grad=True)
-            kw = dict(op=op, prescale_factor=0.5, postscale_factor=3.0)
+            kw = {"op": op, "prescale_factor": 0.5, "postscale_factor": 3.0}
             y = hvd.grouped_reducescatter([x], **kw)[0] if grouped else hvd.reducescatter(x, **kw)
             (y * (r + 1)).sum().backward()
             want = torch.cat([torch.full((counts[s], 2), (s + 1) * k * 1.5) for s in range(n)])
