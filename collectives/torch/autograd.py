@@ -69,7 +69,8 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
 def _averaged(grads, process_set) -> list:
     """The gradients averaged over the set, as one grouped allreduce."""
     return ops.synchronize(ops._grouped_async([g.contiguous() for g in grads], None, None,
-                                              ops.Average, 1.0, 1.0, process_set))
+                                              ops.Average, prescale_factor=1.0,
+                                              postscale_factor=1.0, process_set=process_set))
 
 
 def _first_dims(dim0: int, process_set) -> list[int]:
