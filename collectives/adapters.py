@@ -91,6 +91,8 @@ class NumpyAdapter(TensorAdapter):
             return
         if _is_int(buf.dtype):
             buf[...] = np.trunc(buf * np.float64(factor)).astype(buf.dtype, copy=False)
+        elif buf.dtype == np.float16:   # in float32, as Horovod does on the CPU: no fp16 factor
+            np.multiply(buf, np.float32(factor), out=buf, casting="unsafe")
         else:
             np.multiply(buf, buf.dtype.type(factor), out=buf)
 

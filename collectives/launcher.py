@@ -1,6 +1,9 @@
-"""``python -m collectives.launcher -np N [options] script.py [args]``: run a script on N ranks.
+"""``python -m collectives.launcher -np N [options] COMMAND [args]``: run a command on N ranks.
 
-Runs through the mpiexec that sits next to this interpreter (the mpich wheel's), with the
+COMMAND is what ``horovodrun`` takes: ``python train.py`` (any ``python``/``python3.X`` name means the
+interpreter running this launcher, which has ringscope installed), ``python -m module`` or just
+``-m module``, a path to an interpreter, an executable, or a bare ``train.py`` (run with this
+interpreter). Runs through the mpiexec that sits next to this interpreter (the mpich wheel's), with the
 RINGSCOPE_* environment the options ask for. Exits with mpiexec's status, which is non-zero when any
 rank fails (a failing rank aborts the job, so the others never hang).
 """
@@ -8,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -32,9 +36,14 @@ def parse(argv):
     p.add_argument("--fusion-threshold-mb", type=float, help="fusion threshold in MiB (0 disables)")
     p.add_argument("--cycle-time-ms", type=float, help="longest a cycle waits to gather work")
     p.add_argument("--backend", choices=("ring", "mpi", "nccl", "gloo"), help="collective backend")
-    p.add_argument("script", help="python script to run")
-    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
-    ns = p.parse_args(argv)
+    p.add_argument("command", nargs=argparse.REMAINDER,
+                   help="what to run: script.py [args], python script.py [args], -m module [args], "
+                        "or any executable [args]")
+    opts, command = _split_options(p, list(argv))
+    ns = p.parse_args(opts)
+    ns.command = command
+    if not command:
+        p.error("the command to run is missing (e.g. python train.py)")
     if ns.np < 1:
         p.error("-np must be at least 1")
     for opt in ("fusion_threshold_mb", "cycle_time_ms"):
@@ -42,6 +51,52 @@ def parse(argv):
         if val is not None and val < 0:
             p.error(f"--{opt.replace('_', '-')} must be >= 0")
     return ns
+
+
+def _split_options(parser, argv):
+    """``(launcher options, command)``: the command starts at the first word that is not one of
+    the launcher's options or its value, or at ``-m`` (so ``-m mod --lr 3`` keeps ``--lr`` for the
+    module rather than argparse rejecting it)."""
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "-m" or not word.startswith("-"):
+            break
+        action = parser._option_string_actions.get(word.split("=", 1)[0])
+        if action is None:   # not ours: argparse names it as unrecognized
+            return argv, []
+        i += 1 if action.nargs == 0 or "=" in word else 2
+    return argv[:i], argv[i:]
+
+
+_PYTHON_NAME = re.compile(r"python(\d+(\.\d+)*)?$")
+
+
+class CommandError(ValueError):
+    """The command line names nothing that can run."""
+
+
+def command_line(words: list[str]) -> list[str]:
+    """The per-rank argv for the user's command words (see the module docstring)."""
+    first, rest = words[0], words[1:]
+    if first == "-m":
+        if not rest:
+            raise CommandError("-m: the module name is missing")
+        return [sys.executable, "-m", *rest]
+    if os.sep not in first and _PYTHON_NAME.match(first):
+        if rest and not rest[0].startswith("-") and not Path(rest[0]).is_file():
+            raise CommandError(f"{rest[0]}: no such script")
+        return [sys.executable, *rest]
+    path = Path(first)
+    if path.is_file():
+        if path.suffix == ".py" or not os.access(path, os.X_OK):
+            return [sys.executable, first, *rest]
+        return [first, *rest]
+    if path.suffix == ".py":
+        raise CommandError(f"{first}: no such script")
+    if os.sep not in first and shutil.which(first):
+        return [first, *rest]
+    raise CommandError(f"{first}: no such script or command")
 
 
 def checkout_env(extra: dict | None = None, environ=None) -> dict:
@@ -75,7 +130,8 @@ def run_job(cmd, env: dict, timeout: float, cwd=None) -> tuple[int | None, str]:
 
 
 def build(ns, environ=None):
-    """(command, environment) for the parsed options."""
+    """(command, environment) for the parsed options; :class:`CommandError` when the command
+    names nothing that can run."""
     env = checkout_env(environ=environ)
     if ns.timeline:
         # keep a trailing "/": it is what marks a not-yet-existing directory (one file per rank)
@@ -92,20 +148,21 @@ def build(ns, environ=None):
     cmd = [mpiexec_path() or "mpiexec", "-n", str(ns.np)]
     if ns.hosts:
         cmd += ["-hosts", ns.hosts]
-    cmd += [sys.executable, ns.script, *ns.args]
+    cmd += command_line(ns.command)
     return cmd, env
 
 
 def main(argv=None) -> int:
     ns = parse(sys.argv[1:] if argv is None else argv)
-    if not Path(ns.script).is_file():
-        print(f"ringscope run: {ns.script}: no such script", file=sys.stderr)
-        return 2
     if mpiexec_path() is None:
         print("ringscope run: mpiexec not found (install the runtime extra: mpi4py + mpich)",
               file=sys.stderr)
         return 2
-    cmd, env = build(ns)
+    try:
+        cmd, env = build(ns)
+    except CommandError as exc:
+        print(f"ringscope run: {exc}", file=sys.stderr)
+        return 2
     try:
         proc = subprocess.run(cmd, env=env)
     except KeyboardInterrupt:

@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import collectives as _core
 from collectives import process_sets as _ps
+from collectives.handles import CollectiveError as HorovodInternalError  # noqa: F401
 from collectives.torch.autograd import (allgather, allreduce, alltoall, broadcast,  # noqa: F401
-                                        grouped_allreduce, reducescatter)
+                                        grouped_allgather, grouped_allreduce,
+                                        grouped_reducescatter, reducescatter)
 from collectives.torch.compression import Compression  # noqa: F401
 from collectives.torch.functions import (allgather_object, broadcast_object,  # noqa: F401
                                          broadcast_optimizer_state, broadcast_parameters)
 from collectives.torch.mpi_ops import (Adasum, Average, Handle, Max, Min, Product,  # noqa: F401
                                        Sum, allgather_async, allreduce_, allreduce_async,
                                        allreduce_async_, alltoall_async, barrier, broadcast_,
-                                       broadcast_async, broadcast_async_, grouped_allreduce_,
-                                       grouped_allreduce_async, grouped_allreduce_async_, join,
-                                       poll, reducescatter_async, synchronize)
+                                       broadcast_async, broadcast_async_, grouped_allgather_async,
+                                       grouped_allreduce_, grouped_allreduce_async,
+                                       grouped_allreduce_async_, grouped_reducescatter_async, join,
+                                       poll, reducescatter_async, sparse_allreduce_async,
+                                       synchronize)
 from collectives.torch.optimizer import DistributedOptimizer  # noqa: F401
 from collectives.torch.setup import init, shutdown  # noqa: F401
 from collectives.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
@@ -101,9 +105,40 @@ def mpi_enabled() -> bool:
     return True
 
 
+def mpi_threads_supported() -> bool:
+    """Whether MPI runs with MPI_THREAD_MULTIPLE (ringscope asks for it at init)."""
+    if not is_initialized():
+        raise ValueError("collectives.torch has not been initialized; call init() first")
+    from mpi4py import MPI
+    return MPI.Query_thread() == MPI.THREAD_MULTIPLE
+
+
 def gloo_built() -> bool:
     import torch.distributed as dist
     return dist.is_available() and dist.is_gloo_available()
+
+
+def gloo_enabled() -> bool:
+    """Whether gloo carries the tensors in this run (RINGSCOPE_BACKEND=gloo); the controller is
+    always MPI."""
+    from collectives.engine import get_engine
+    return is_initialized() and get_engine().config.backend == "gloo"
+
+
+def ccl_built() -> bool:
+    """ringscope has no oneCCL backend."""
+    return False
+
+
+def ddl_built() -> bool:
+    """ringscope has no IBM DDL backend."""
+    return False
+
+
+def rocm_built() -> bool:
+    """Whether torch was built for ROCm (its GPU tensors then go through RCCL as ``nccl``)."""
+    import torch
+    return torch.version.hip is not None
 
 
 def nccl_built() -> bool:

@@ -1,9 +1,10 @@
 """The synchronous, autograd-aware collectives: ``allreduce``, ``grouped_allreduce``, ``allgather``,
-``broadcast``, ``alltoall`` and ``reducescatter``.
+``grouped_allgather``, ``broadcast``, ``alltoall``, ``reducescatter`` and ``grouped_reducescatter``.
 
-Backward passes treat the objective as the sum of every rank's loss, so the gradient of an allreduce
-is the same allreduce of the gradient; of an allgather, each rank's slice of the summed gradient; of a
-broadcast, the summed gradient on the root and zeros elsewhere.
+The backward passes are Horovod's: the gradient of an allreduce is the same allreduce of the
+gradient; of an allgather, this rank's slice of the *averaged* gradient; of a broadcast, the averaged
+gradient on the root and zeros elsewhere; of a reducescatter, the allgathered gradient, times the set
+size for Sum (Average is left unscaled) and times the scale factors.
 """
 from __future__ import annotations
 
@@ -65,6 +66,13 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
     return [compression.decompress(o, p[1]) for o, p in zip(outs, pairs)]
 
 
+def _averaged(grads, process_set) -> list:
+    """The gradients averaged over the set, as one grouped allreduce."""
+    return ops.synchronize(ops._grouped_async([g.contiguous() for g in grads], None, None,
+                                              ops.Average, prescale_factor=1.0,
+                                              postscale_factor=1.0, process_set=process_set))
+
+
 def _first_dims(dim0: int, process_set) -> list[int]:
     got = ops.synchronize(ops.allgather_async(torch.tensor([dim0], dtype=torch.int64),
                                               process_set=process_set))
@@ -83,11 +91,10 @@ class _Allgather(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        summed = ops.synchronize(ops._allreduce_async(grad_output.contiguous(), None, None, ops.Sum,
-                                                      1.0, 1.0, ctx.process_set))
+        averaged = _averaged([grad_output], ctx.process_set)[0]
         dims = _first_dims(ctx.dim0, ctx.process_set)
         offset = sum(dims[:_set_rank(ctx.process_set)])
-        return summed.narrow(0, offset, ctx.dim0), None, None
+        return averaged.narrow(0, offset, ctx.dim0), None, None
 
 
 def allgather(tensor, name=None, process_set=None):
@@ -105,15 +112,15 @@ class _Broadcast(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        summed = ops.synchronize(ops._allreduce_async(grad_output.contiguous(), None, None, ops.Sum,
-                                                      1.0, 1.0, ctx.process_set))
-        if ops.pset(ctx.process_set).rank() != ctx.root_rank:
-            summed = torch.zeros_like(summed)
-        return summed, None, None, None
+        averaged = _averaged([grad_output], ctx.process_set)[0]
+        if not ops.is_root(ctx.root_rank, ctx.process_set):
+            averaged = torch.zeros_like(averaged)
+        return averaged, None, None, None
 
 
 def broadcast(tensor, root_rank, name=None, process_set=None):
-    """Return ``root_rank``'s ``tensor`` on every rank (input unchanged). Differentiable."""
+    """Return ``root_rank``'s ``tensor`` (a global rank) on every rank of the set (input
+    unchanged). Differentiable."""
     return _Broadcast.apply(tensor, root_rank, name, process_set)
 
 
@@ -142,20 +149,24 @@ def alltoall(tensor, splits=None, name=None, process_set=None):
     return out if splits is None else (out, received)
 
 
+def _reducescatter_grad_scale(op, process_set, prescale_factor, postscale_factor) -> float:
+    scale = prescale_factor * postscale_factor
+    return scale * ops.pset(process_set).size() if op == ops.Sum else scale
+
+
 class _Reducescatter(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):
-        ctx.args = (op, process_set, prescale_factor * postscale_factor)
+        ctx.process_set = process_set
+        ctx.scale = _reducescatter_grad_scale(op, process_set, prescale_factor, postscale_factor)
         return ops.synchronize(ops.reducescatter_async(tensor, name, op, process_set,
                                                        prescale_factor, postscale_factor))
 
     @staticmethod
     def backward(ctx, grad_output):
-        op, pset, scale = ctx.args
-        grad = ops.synchronize(ops.allgather_async(grad_output.contiguous(), None, pset))
-        if op == ops.Average:
-            scale /= ops.pset(pset).size()
-        return grad * scale, None, None, None, None, None
+        grad = ops.synchronize(ops.allgather_async((grad_output * ctx.scale).contiguous(), None,
+                                                   ctx.process_set))
+        return grad, None, None, None, None, None
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=None, process_set=None,
@@ -168,3 +179,55 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=None, proc
     out = _Reducescatter.apply(compressed, name, op, process_set, prescale_factor,
                                postscale_factor)
     return compression.decompress(out, cctx)
+
+
+class _GroupedAllgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, process_set, *tensors):
+        ctx.dims, ctx.process_set = [t.shape[0] for t in tensors], process_set
+        return tuple(ops.synchronize(ops.grouped_allgather_async(tensors, name, process_set)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        averaged = _averaged(grads, ctx.process_set)
+        dims = ops.synchronize(ops.grouped_allgather_async(
+            [torch.tensor([d], dtype=torch.int64) for d in ctx.dims], process_set=ctx.process_set))
+        r = _set_rank(ctx.process_set)
+        return (None, None, *[g.narrow(0, int(d[:r].sum()), n)
+                              for g, d, n in zip(averaged, dims, ctx.dims)])
+
+
+def grouped_allgather(tensors, name=None, process_set=None):
+    """Allgather each tensor of a list (submitted together); returns a list. Differentiable."""
+    tensors = list(tensors)
+    if any(t.dim() == 0 for t in tensors):
+        raise ValueError("grouped_allgather needs tensors with at least one dimension")
+    return list(_GroupedAllgather.apply(name, process_set, *tensors))
+
+
+class _GroupedReducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, process_set, prescale_factor, postscale_factor, *tensors):
+        ctx.process_set = process_set
+        ctx.scale = _reducescatter_grad_scale(op, process_set, prescale_factor, postscale_factor)
+        return tuple(ops.synchronize(ops.grouped_reducescatter_async(
+            tensors, name, op, process_set, prescale_factor, postscale_factor)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        gathered = ops.synchronize(ops.grouped_allgather_async(
+            [(g * ctx.scale).contiguous() for g in grads], process_set=ctx.process_set))
+        return (None, None, None, None, None, *gathered)
+
+
+def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=None,
+                          process_set=None, prescale_factor=1.0, postscale_factor=1.0):
+    """Reducescatter each tensor of a list (submitted together); returns a list of this rank's
+    slices. Differentiable."""
+    op = ops.resolve_op(op)
+    if op not in (ops.Average, ops.Sum):
+        raise ValueError("grouped_reducescatter supports op=Average or op=Sum")
+    pairs = [compression.compress(t) for t in tensors]
+    outs = _GroupedReducescatter.apply(name, op, process_set, prescale_factor, postscale_factor,
+                                       *[c for c, _ in pairs])
+    return [compression.decompress(o, ctx) for o, (_, ctx) in zip(outs, pairs)]

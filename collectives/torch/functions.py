@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -131,15 +132,18 @@ def _slots(obj, out: list) -> list:
     return out
 
 
-def broadcast_optimizer_state(optimizer, root_rank: int = 0, process_set=None) -> None:
+def broadcast_optimizer_state(optimizer, root_rank: int = 0, model=None, process_set=None) -> None:
     """Make every rank's optimizer state (hyper-parameters, per-parameter state, step counts)
     equal to ``root_rank``'s.
 
     Works for every ``torch.optim`` optimizer: the root's ``state_dict()`` structure travels as a
     pickled skeleton, its tensors travel as in-place tensor broadcasts, and the other ranks load the
-    result. State that the root has not created yet (lazily built on the first ``step()``) is absent
-    everywhere afterwards, and is then created identically on every rank by the first step.
+    result. As in Horovod, an optimizer without state yet (state is built lazily by the first
+    ``step()``) first takes one step on zero gradients, so that its state exists; ``model`` names
+    the sparse embeddings whose zero gradients must be sparse for that step.
     """
+    if not optimizer.state_dict()["state"]:
+        _create_state(optimizer, model)
     is_root = ops.is_root(root_rank, process_set)
     tensors: list = []
     skeleton = _split(optimizer.state_dict(), tensors, "optimizer") if is_root else None
@@ -162,6 +166,32 @@ def broadcast_optimizer_state(optimizer, root_rank: int = 0, process_set=None) -
             t.copy_(flat.reshape(t.shape))
     if not is_root:
         optimizer.load_state_dict(_fill(skeleton, tensors))
+
+
+def _create_state(optimizer, model) -> None:
+    """One ``step()`` on zero gradients (sparse ones for SparseAdam and sparse embeddings). The
+    parameters are put back afterwards: weight decay would move them even with zero gradients,
+    away from what ``broadcast_parameters`` made equal."""
+    if isinstance(optimizer, torch.optim.LBFGS):   # its step needs a closure: the root's state
+        return                                      # (or none) is what every rank gets
+    sparse = {id(p) for m in (model.modules() if model is not None else ())
+              if isinstance(m, torch.nn.Embedding) and m.sparse for p in m.parameters()}
+    params = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
+    for p in params:
+        p.grad = torch.zeros_like(p)
+        if isinstance(optimizer, torch.optim.SparseAdam) or id(p) in sparse:
+            p.grad = p.grad.to_sparse()
+    saved = [p.detach().clone() for p in params]
+    try:
+        # a DistributedOptimizer steps locally: an allreduce here would need every rank to step
+        getattr(optimizer, "_local_step", optimizer.step)()
+    except Exception as exc:   # raising on this rank alone would leave the others waiting
+        warnings.warn(f"broadcast_optimizer_state: {type(optimizer).__name__} could not create "
+                      f"its state with a zero-gradient step ({exc}); it takes the root's "
+                      "state as it is", stacklevel=3)
+    with torch.no_grad():
+        for p, value in zip(params, saved):
+            p.copy_(value)
 
 
 def _param_device(optimizer) -> torch.device:

@@ -43,6 +43,11 @@ class Handle:
     def __repr__(self):
         return f"<collectives.torch handle {self.id}{' done' if self._done else ''}>"
 
+    def __call__(self):
+        """Same as :func:`synchronize` (Horovod's ``sparse_allreduce_async`` hands back a
+        callable)."""
+        return synchronize(self)
+
 
 def poll(handle: Handle) -> bool:
     """True when the op behind ``handle`` has finished (never blocks)."""
@@ -80,8 +85,17 @@ def pset(process_set):
 
 
 def is_root(root_rank: int, process_set=None) -> bool:
-    """Whether this process is ``root_rank`` (a rank within the process set) of a broadcast."""
-    return pset(process_set).rank() == root_rank
+    """Whether this process is ``root_rank`` (a global rank, as in Horovod) of a broadcast."""
+    return _ps.TABLE.get(0).rank == root_rank
+
+
+def set_root(root_rank: int, process_set=None) -> int:
+    """The position within the process set of ``root_rank``, which Horovod gives as a global
+    rank; a root outside the set is a ValueError."""
+    ranks = _ps.TABLE.get(_ps.set_id_of(process_set)).ranks
+    if root_rank not in ranks:
+        raise ValueError(f"root_rank {root_rank} is not a member of the process set {ranks}")
+    return ranks.index(root_rank)
 
 
 _noname_counts: dict = {}
@@ -228,14 +242,16 @@ def allgather_async(tensor, name=None, process_set=None) -> Handle:
 
 
 def _broadcast_async(tensor, output, root_rank, name, process_set):
+    root = set_root(int(root_rank), process_set)
     hid = next(_handle_ids)
-    e = _entry(V.BROADCAST, _name("broadcast", name, process_set), tensor, output,
-               root=int(root_rank), process_set=process_set)
+    e = _entry(V.BROADCAST, _name("broadcast", name, process_set), tensor, output, root=root,
+               process_set=process_set)
     return Handle(hid, _enqueue(e), _finisher(tensor, output), e)
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=None) -> Handle:
-    """Start sending ``root_rank``'s tensor to every rank; the input is not modified."""
+    """Start sending ``root_rank``'s tensor to every rank of the set; the input is not modified.
+    ``root_rank`` is a global rank, as in Horovod, also within a process set."""
     return _broadcast_async(tensor, None, root_rank, name, process_set)
 
 
@@ -247,6 +263,60 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=None) -> Handle:
 def broadcast_(tensor, root_rank, name=None, process_set=None):
     """Overwrite ``tensor`` with ``root_rank``'s value and return it."""
     return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+
+
+def _group_async(op_type, prefix, tensors, name, process_set, **kw) -> Handle:
+    """Entries submitted together, one handle; :func:`synchronize` returns the list of outputs.
+    (The engine fuses grouped allreduces only: these run one response each.)"""
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError(f"grouped_{prefix} needs at least one tensor")
+    if any(t.dim() == 0 for t in tensors):
+        raise ValueError(f"grouped_{prefix} needs tensors with at least one dimension")
+    hid = next(_handle_ids)
+    base = _name(f"grouped_{prefix}", name, process_set)
+    entries = [_entry(op_type, f"{base}_{i}", t, process_set=process_set, **kw)
+               for i, t in enumerate(tensors)]
+    finishers = [_finisher(t, None) for t in tensors]
+    handles = list(_engine_obj().enqueue_group(entries, group=None))
+    return Handle(hid, handles, lambda rs: [f(r) for f, r in zip(finishers, rs)], entries)
+
+
+def grouped_allgather_async(tensors, name=None, process_set=None) -> Handle:
+    """Start an allgather of each tensor of a list, submitted together."""
+    return _group_async(V.ALLGATHER, "allgather", tensors, name, process_set)
+
+
+def grouped_reducescatter_async(tensors, name=None, op=None, process_set=None,
+                                prescale_factor=1.0, postscale_factor=1.0) -> Handle:
+    """Start a reducescatter of each tensor of a list, submitted together."""
+    op = resolve_op(op)
+    return _group_async(V.REDUCESCATTER, "reducescatter", tensors, name, process_set,
+                        reduce_op=op, prescale=float(prescale_factor),
+                        postscale=float(postscale_factor))
+
+
+def sparse_allreduce_async(tensor, name, op, process_set=None) -> Handle:
+    """Reduce a sparse COO tensor as Horovod does: allgather its indices and values (duplicates
+    stay as they are, as in any uncoalesced tensor), dividing the values by the set size for
+    Average. The handle's result (``synchronize(h)`` or ``h()``) is the sparse sum."""
+    op = resolve_op(op)
+    if op not in (Sum, Average):
+        raise ValueError("sparse_allreduce_async supports op=Average or op=Sum")
+    name = _name("sparse_allreduce", name, process_set)
+    sp = tensor.coalesce() if not tensor.is_coalesced() else tensor
+    # allgather concatenates dim 0: one row per nonzero, so the indices go transposed
+    parts = _group_async(V.ALLGATHER, "allgather", [sp.indices().t().contiguous(), sp.values()],
+                         name, process_set)
+    n = pset(process_set).size()
+
+    def finish(raw):
+        indices, values = parts._finish(raw)
+        if op == Average:
+            values = values / n
+        return torch.sparse_coo_tensor(indices.t(), values, tensor.shape, check_invariants=True)
+
+    return Handle(parts.id, parts._inner, finish, parts._keep)
 
 
 def alltoall_async(tensor, splits=None, name=None, process_set=None) -> Handle:

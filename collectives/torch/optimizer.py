@@ -2,7 +2,8 @@
 
 A post-accumulate-grad hook on every parameter starts an async allreduce as soon as that gradient is
 ready, so communication overlaps the rest of the backward pass; ``step()`` waits for them all and then
-runs the wrapped optimizer's update.
+runs the wrapped optimizer's update. Sparse gradients are allgathered (indices and values) unless
+``sparse_as_dense``; on a rank outside its ``process_set`` the optimizer is a plain local one.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.backward_passes_per_step = int(backward_passes_per_step)
         self.gradient_predivide_factor = float(gradient_predivide_factor)
         self.process_set = process_set
+        self._included = process_set is None or process_set.included()
         self._parameter_names = self._name_parameters(named_parameters)
         self._requires_update = [p for g in self.param_groups for p in g["params"]
                                  if p.requires_grad]
@@ -83,6 +85,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     # ---- hooks -------------------------------------------------------------------------------
     def _register_hooks(self):
+        if not self._included:   # outside the set: nothing to reduce, a local optimizer
+            return
         for p in self._requires_update:
             self._hook_handles.append(p.register_post_accumulate_grad_hook(self._on_grad_ready))
 
@@ -110,15 +114,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return 1.0, 1.0
 
     def _dense_grad(self, p):
+        """The dense tensor to reduce for ``p`` (a sparse gradient goes densified only with
+        ``sparse_as_dense``; the result is written back sparse)."""
         if p.grad is None:
             # another rank may have a gradient for it this step: take part with zeros
             p.grad = torch.zeros_like(p)
-        if p.grad.is_sparse:
-            if not self.sparse_as_dense:
-                raise ValueError(f"{self._parameter_names[p]}: sparse gradients are not supported; "
-                                 "pass sparse_as_dense=True to DistributedOptimizer")
-            p.grad = p.grad.to_dense()
-        return p.grad
+        return p.grad.to_dense() if p.grad.is_sparse else p.grad
 
     def _allreduce_group_async(self, group):
         pairs = [self._compression.compress(self._dense_grad(p)) for p in group]
@@ -132,6 +133,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._group_ready.pop(group, None)
 
     def _allreduce_grad_async(self, p):
+        if p.grad is not None and p.grad.is_sparse and not self.sparse_as_dense:
+            return ops.sparse_allreduce_async(p.grad, self._parameter_names[p], self.op,
+                                              self.process_set), None
         compressed, ctx = self._compression.compress(self._dense_grad(p))
         pre, post = self._scales()
         handle = ops.allreduce_async_(compressed, name=self._parameter_names[p], op=self.op,
@@ -143,6 +147,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def synchronize(self):
         """Wait for every gradient's allreduce (starting any that have not started) and write
         the averaged gradients into ``p.grad``. (Each wait is a SYNCHRONIZE span in the trace.)"""
+        if not self._included:
+            self._synchronized = True
+            return
         try:
             for p in self._requires_update:
                 if p not in self._handles or self._handles[p][0] is None:
@@ -156,15 +163,27 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     output = ops.synchronize(handle[0])[handle[1]]
                 else:
                     output = ops.synchronize(handle)
-                if output.data_ptr() != p.grad.data_ptr():
-                    with torch.no_grad():
-                        p.grad.copy_(self._compression.decompress(output, ctx))
+                self._write_grad(p, output, ctx)
         finally:
             self._handles.clear()
             self._group_ready.clear()
             for p in self._requires_update:
                 self._delay[p] = self.backward_passes_per_step
         self._synchronized = True
+
+    def _write_grad(self, p, output, ctx):
+        with torch.no_grad():
+            if p.grad.is_sparse:   # sparse_allreduce's result, or a densified one made sparse
+                out = output if output.is_sparse else \
+                    self._compression.decompress(output, ctx).to_sparse()
+                p.grad.zero_()
+                p.grad.add_(out)
+            elif output.data_ptr() != p.grad.data_ptr():
+                p.grad.copy_(self._compression.decompress(output, ctx))
+
+    def _local_step(self, closure=None):
+        """The wrapped optimizer's own step: no synchronization."""
+        return super(self.__class__, self).step(closure)
 
     @contextlib.contextmanager
     def skip_synchronize(self):
@@ -178,10 +197,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def step(self, closure=None):
         if self._should_synchronize:
             if self._synchronized:
-                # reducing already-reduced gradients again would be wasted (or, for op=Sum, wrong)
-                warnings.warn("optimizer.step() called after optimizer.synchronize() outside "
-                              "optimizer.skip_synchronize(); the gradients are used as already "
-                              "reduced, wrap step() in skip_synchronize() to silence this")
+                # reducing already-reduced gradients again would be wasted (or, for op=Sum, wrong);
+                # the first sentence is Horovod's, which users and tests match on
+                warnings.warn("optimizer.step() called without optimizer.skip_synchronize() "
+                              "context after optimizer.synchronize(). The gradients are used as "
+                              "they are, already reduced; call step() inside "
+                              "optimizer.skip_synchronize() after synchronize() to avoid this "
+                              "warning.")
             else:
                 self.synchronize()
         self._synchronized = False

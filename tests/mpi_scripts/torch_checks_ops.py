@@ -212,11 +212,11 @@ def check_autograd_allgather_broadcast():
     total = torch.arange(y.numel(), dtype=torch.float32).reshape(y.shape) * \
         sum(s + 1 for s in range(n))
     start = sum(s + 1 for s in range(r))
-    if not torch.allclose(x.grad, total[start:start + r + 1]):
+    if not torch.allclose(x.grad, total[start:start + r + 1] / n):   # Horovod averages
         return f"allgather grad {x.grad}"
     b = torch.ones(3, requires_grad=True)
     (hvd.broadcast(b, 0, name="grad.bc") * (r + 1)).sum().backward()
-    want = torch.full((3,), float(sum(s + 1 for s in range(n)))) if r == 0 else torch.zeros(3)
+    want = torch.full((3,), sum(s + 1 for s in range(n)) / n) if r == 0 else torch.zeros(3)
     return None if torch.allclose(b.grad, want) else f"broadcast grad {b.grad}"
 
 
@@ -334,3 +334,154 @@ def check_shape_mismatch_raises_on_every_rank():
 
 
 CHECKS += [check_shape_mismatch_raises_on_every_rank]
+
+
+# ---- Horovod drop-in: names and semantics its own test suite relies on ----------------------
+
+def check_horovod_build_queries():
+    import os
+    gloo = os.environ.get("RINGSCOPE_BACKEND") == "gloo"
+    got = (hvd.ccl_built(), hvd.ddl_built(), hvd.rocm_built(), hvd.gloo_enabled(),
+           hvd.mpi_threads_supported())
+    want = (False, False, False, gloo, True)
+    if got != want:
+        return f"ccl/ddl/rocm built, gloo enabled, mpi threads: {got} != {want}"
+    try:
+        hvd.allreduce(torch.ones(2 + hvd.rank()), name="internal.error")
+    except hvd.HorovodInternalError as exc:
+        return None if isinstance(exc, RuntimeError) else "HorovodInternalError not a RuntimeError"
+    return "a shape mismatch did not raise HorovodInternalError"
+
+
+def check_grouped_allgather():
+    n, r = hvd.size(), hvd.rank()
+    dtypes = [torch.float32, torch.int64, torch.float16]
+    mine = [torch.full((r + 1 + i, 2), r * 10 + i, dtype=d) for i, d in enumerate(dtypes)]
+    want = [torch.cat([torch.full((s + 1 + i, 2), s * 10 + i, dtype=d) for s in range(n)])
+            for i, d in enumerate(dtypes)]
+    for how, got in (("sync", hvd.grouped_allgather(mine, name="gag")),
+                     ("async", hvd.synchronize(hvd.grouped_allgather_async(mine)))):
+        if len(got) != 3 or not all(torch.equal(g, w) for g, w in zip(got, want)):
+            return f"{how}: {[tuple(g.shape) for g in got]}"
+    xs = [torch.ones(r + 1, 2, requires_grad=True), torch.ones(3, requires_grad=True)]
+    ys = hvd.grouped_allgather(xs, name="gag.grad")
+    sum((y * (r + 1) * torch.arange(y.shape[0]).reshape(-1, *[1] * (y.dim() - 1))).sum()
+        for y in ys).backward()
+    mean_c = sum(s + 1 for s in range(n)) / n       # Horovod averages the gradient
+    start = [sum(s + 1 for s in range(r)), 3 * r]
+    for x, st in zip(xs, start):
+        rows = torch.arange(st, st + x.shape[0], dtype=torch.float32)
+        want_g = (rows * mean_c).reshape(-1, *[1] * (x.dim() - 1)).expand_as(x)
+        if not torch.allclose(x.grad, want_g):
+            return f"grouped_allgather grad {x.grad} != {want_g}"
+    return None
+
+
+def _rows(total, n):
+    counts = [total // n + (1 if i < total % n else 0) for i in range(n)]
+    return counts, [sum(counts[:i]) for i in range(n)]
+
+
+def check_grouped_reducescatter():
+    n, r = hvd.size(), hvd.rank()
+    shapes = [(2 * n + 1, 3), (n,)]
+    xs = [[torch.arange(torch.Size(sh).numel(), dtype=torch.float64).reshape(sh) * (s + 1)
+           for sh in shapes] for s in range(n)]
+    for op, div in ((hvd.Sum, 1), (hvd.Average, n)):
+        for how in ("sync", "async"):
+            got = hvd.grouped_reducescatter(xs[r], op=op) if how == "sync" else \
+                hvd.synchronize(hvd.grouped_reducescatter_async(xs[r], op=op))
+            for i, g in enumerate(got):
+                counts, starts = _rows(shapes[i][0], n)
+                full = sum(x[i] for x in xs) / div
+                if not torch.allclose(g, full[starts[r]:starts[r] + counts[r]]):
+                    return f"{op} {how} tensor {i}: {g} vs {full}"
+    return None
+
+
+def check_reducescatter_gradient():
+    """Horovod's backward: allgather of the gradient, times the set size for Sum, unscaled for
+    Average, times the pre/post scale factors."""
+    n, r = hvd.size(), hvd.rank()
+    rows = 2 * n
+    counts, _ = _rows(rows, n)
+    for op, k in ((hvd.Sum, n), (hvd.Average, 1)):
+        for grouped in (False, True):
+            x = torch.zeros(rows, 2, requires_grad=True)
+            kw = {"op": op, "prescale_factor": 0.5, "postscale_factor": 3.0}
+            y = hvd.grouped_reducescatter([x], **kw)[0] if grouped else hvd.reducescatter(x, **kw)
+            (y * (r + 1)).sum().backward()
+            want = torch.cat([torch.full((counts[s], 2), (s + 1) * k * 1.5) for s in range(n)])
+            if not torch.allclose(x.grad, want):
+                return f"{op} grouped={grouped}: grad {x.grad[:, 0].tolist()} != " \
+                       f"{want[:, 0].tolist()}"
+    return None
+
+
+def check_fp16_scale_in_fp32():
+    """Horovod scales float16 on the CPU in float32: (x.float() * float32(f)).half(), exactly."""
+    import numpy as np
+    n, bad = hvd.size(), []
+    for dim in (1, 2, 3):
+        torch.manual_seed(1234)
+        np.random.seed(1234)
+        f = np.random.uniform()
+        x = torch.FloatTensor(*([17] * dim)).random_(-100, 100).half()
+        f32 = torch.tensor(f, dtype=torch.float64).float()
+        pre = hvd.allreduce(x, op=hvd.Sum, prescale_factor=f)
+        want_pre = (x.float() * f32).half().float() * n
+        post = hvd.allreduce(x, op=hvd.Sum, postscale_factor=f)
+        want_post = ((x.float() * n) * f32).half().float()
+        if not torch.equal(pre.float(), want_pre):
+            bad.append(f"prescale dim {dim}: {(pre.float() - want_pre).abs().max()}")
+        if not torch.equal(post.float(), want_post):
+            bad.append(f"postscale dim {dim}: {(post.float() - want_post).abs().max()}")
+    return "; ".join(bad) or None
+
+
+def check_root_rank_is_global_in_process_set():
+    n, r = hvd.size(), hvd.rank()
+    odds = hvd.add_process_set([s for s in range(n) if s % 2])
+    root = max(odds.ranks)          # a global rank: n - 1 (its position in the set is not)
+    bad = None
+    if odds.included():
+        got = hvd.broadcast(torch.tensor([float(r)]), root, name="ps.root", process_set=odds)
+        if got.item() != root:
+            bad = f"broadcast from global rank {root} in {odds.ranks} gave {got.item()}"
+        obj = hvd.broadcast_object(f"from {r}", root, process_set=odds)
+        if obj != f"from {root}":
+            bad = f"broadcast_object from global rank {root} gave {obj!r}"
+        x = torch.ones(2, requires_grad=True)
+        hvd.broadcast(x, root, name="ps.root.grad", process_set=odds).sum().backward()
+        if x.grad.tolist() != ([1.0, 1.0] if r == root else [0.0, 0.0]):
+            bad = f"broadcast grad in a set {x.grad.tolist()}"
+        try:
+            hvd.broadcast(torch.ones(1), 0, process_set=odds)
+            bad = "root_rank 0, outside the set, was accepted"
+        except ValueError as exc:
+            if "not a member" not in str(exc):
+                bad = f"unclear error: {exc}"
+    hvd.barrier()
+    hvd.remove_process_set(odds)
+    return bad
+
+
+def check_sparse_allreduce_async():
+    n, r = hvd.size(), hvd.rank()
+
+    def sparse(s):
+        idx = torch.tensor([[s % 4, (s + 1) % 4], [0, 2]])
+        return torch.sparse_coo_tensor(idx, torch.tensor([s + 1.0, 2.0 * s]), (4, 3),
+                                       check_invariants=True)
+    total = sum(sparse(s).to_dense() for s in range(n))
+    for op, div in ((hvd.Sum, 1), (hvd.Average, n)):
+        h = hvd.sparse_allreduce_async(sparse(r), name=f"sp.{op}", op=op)
+        got = h()                   # Horovod's handle is a callable
+        if not got.is_sparse or not torch.allclose(got.to_dense(), total / div):
+            return f"{op}: {got}"
+    return None
+
+
+CHECKS += [check_horovod_build_queries, check_grouped_allgather, check_grouped_reducescatter,
+           check_reducescatter_gradient, check_fp16_scale_in_fp32,
+           check_root_rank_is_global_in_process_set, check_sparse_allreduce_async]

@@ -260,3 +260,85 @@ def check_join_with_uneven_batches():
 
 
 CHECKS += [check_join_with_uneven_batches]
+
+
+def check_outside_process_set_is_local_optimizer():
+    """Horovod: on a rank outside ``process_set`` the DistributedOptimizer is a plain optimizer."""
+    n, r = hvd.size(), hvd.rank()
+    evens = hvd.add_process_set([s for s in range(n) if s % 2 == 0])
+    m, local = model(), model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1),
+                                   named_parameters=m.named_parameters(), process_set=evens)
+    local_opt = torch.optim.SGD(local.parameters(), lr=0.1)
+    x, y = batch(r, 0)
+    for mm, o in ((m, opt), (local, local_opt)):
+        o.zero_grad()
+        nn.functional.mse_loss(mm(x), y).backward()
+        o.step()
+    bad = None
+    if not evens.included() and not torch.equal(flat(m), flat(local)):
+        bad = "outside the set: not the same as a local optimizer"
+    if evens.included():
+        ref = hvd.broadcast(flat(m), 0, name="outside.cmp", process_set=evens)
+        if not torch.equal(ref, flat(m)):
+            bad = "inside the set: parameters differ between its members"
+        elif evens.size() > 1 and torch.equal(flat(m), flat(local)):
+            bad = "inside the set: gradients were not averaged"
+    hvd.barrier()
+    hvd.remove_process_set(evens)
+    return bad
+
+
+def _embedding_training(sparse_as_dense, steps=2):
+    n, r = hvd.size(), hvd.rank()
+    torch.manual_seed(3)
+    emb = nn.Embedding(10, 3, sparse=True)
+    ref = nn.Embedding(10, 3, sparse=True)
+    ref.load_state_dict(emb.state_dict())
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(emb.parameters(), lr=0.5),
+                                   named_parameters=emb.named_parameters(),
+                                   sparse_as_dense=sparse_as_dense)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.5)
+    idx = [torch.tensor([(s + k) % 10 for k in range(3)] + [s % 10]) for s in range(n)]
+    for step in range(steps):
+        opt.zero_grad()
+        emb(idx[r] + step).pow(2).sum().backward()
+        opt.step()
+        ref_opt.zero_grad()
+        (sum(ref(i + step).pow(2).sum() for i in idx) / n).backward()   # the averaged loss
+        ref_opt.step()
+    if not emb.weight.grad.is_sparse:
+        return f"sparse_as_dense={sparse_as_dense}: the gradient is no longer sparse"
+    if not torch.allclose(emb.weight, ref.weight, atol=1e-6):
+        return f"sparse_as_dense={sparse_as_dense}: max diff " \
+               f"{(emb.weight - ref.weight).abs().max().item():.3g}"
+    return None
+
+
+def check_sparse_gradients():
+    """Sparse embedding gradients: allgathered (or densified with sparse_as_dense), equal to one
+    process training on the averaged loss."""
+    return _embedding_training(False) or _embedding_training(True)
+
+
+def check_step_after_synchronize_warns_as_horovod():
+    m = model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1),
+                                   named_parameters=m.named_parameters())
+    x, y = batch(hvd.rank(), 0)
+    opt.zero_grad()
+    nn.functional.mse_loss(m(x), y).backward()
+    opt.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        opt.step()
+    texts = [str(w.message) for w in caught]
+    want = ("optimizer.step() called without optimizer.skip_synchronize() context after "
+            "optimizer.synchronize().")
+    if len(texts) != 1 or not texts[0].startswith(want):
+        return f"warnings {texts}"
+    return same_everywhere(m, "warned")
+
+
+CHECKS += [check_outside_process_set_is_local_optimizer, check_sparse_gradients,
+           check_step_after_synchronize_warns_as_horovod]

@@ -83,8 +83,31 @@ def check_broadcast_state_adagrad():
 
 
 def check_broadcast_state_root_has_none_yet():
-    """Lazily created state: rank 0 has not stepped, the others have; all end up stateless."""
-    return _check("Adam", 0)
+    """Lazily created state: rank 0 has not stepped, the others have; as in Horovod, rank 0 creates
+    its state with one step on zero gradients, and every rank gets it."""
+    return _check("Adam", 0) or _created_state(OPTIMIZERS["AdamW"], distributed=False)
+
+
+def _created_state(make, distributed):
+    m = net(seed=0)
+    before = torch.cat([p.detach().reshape(-1) for p in m.parameters()])
+    opt = make(m.parameters(), 0.01)
+    if distributed:
+        opt = hvd.DistributedOptimizer(opt, named_parameters=m.named_parameters())
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    if not torch.equal(before, torch.cat([p.detach().reshape(-1) for p in m.parameters()])):
+        return "creating the state moved the parameters (weight decay on a zero gradient)"
+    steps = [int(st["step"]) for st in opt.state_dict()["state"].values()]
+    if steps != [1] * len(list(m.parameters())):
+        return f"a fresh optimizer's state after broadcast: steps {steps}"
+    if any(p.grad is None or p.grad.count_nonzero() for p in m.parameters()):
+        return "a fresh optimizer's parameters lack zero gradients after broadcast"
+    return None
+
+
+def check_broadcast_state_fresh_distributed_optimizer():
+    """A fresh DistributedOptimizer steps locally (no allreduce) to create its state."""
+    return _created_state(OPTIMIZERS["AdamW"], distributed=True)
 
 
 def check_broadcast_state_distributed_optimizer():
@@ -115,4 +138,4 @@ def check_broadcast_parameters_forms():
 CHECKS = [check_broadcast_state_sgd, check_broadcast_state_adam, check_broadcast_state_adamw,
           check_broadcast_state_rmsprop, check_broadcast_state_adagrad,
           check_broadcast_state_root_has_none_yet, check_broadcast_state_distributed_optimizer,
-          check_broadcast_parameters_forms]
+          check_broadcast_parameters_forms, check_broadcast_state_fresh_distributed_optimizer]

@@ -8,7 +8,7 @@ CHECKS = [
     "check_broadcast_state_sgd", "check_broadcast_state_adam", "check_broadcast_state_adamw",
     "check_broadcast_state_rmsprop", "check_broadcast_state_adagrad",
     "check_broadcast_state_root_has_none_yet", "check_broadcast_state_distributed_optimizer",
-    "check_broadcast_parameters_forms",
+    "check_broadcast_parameters_forms", "check_broadcast_state_fresh_distributed_optimizer",
 ]
 
 

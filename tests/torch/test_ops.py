@@ -11,6 +11,10 @@ CHECKS = [
     "check_autograd_allreduce", "check_autograd_allgather_broadcast", "check_fp16_compression",
     "check_adasum_not_supported", "check_objects_barrier_join", "check_process_sets",
     "check_start_stop_timeline", "check_shape_mismatch_raises_on_every_rank",
+    # Horovod drop-in: its names and semantics
+    "check_horovod_build_queries", "check_grouped_allgather", "check_grouped_reducescatter",
+    "check_reducescatter_gradient", "check_fp16_scale_in_fp32",
+    "check_root_rank_is_global_in_process_set", "check_sparse_allreduce_async",
 ]
 
 

@@ -11,6 +11,8 @@ CHECKS = [
     "check_synchronize_then_skip_synchronize", "check_zero_grad_before_step_is_refused",
     "check_groups_match_combined_batch", "check_too_many_backward_passes_refused",
     "check_sync_batch_norm_matches_combined_batch", "check_join_with_uneven_batches",
+    "check_outside_process_set_is_local_optimizer", "check_sparse_gradients",
+    "check_step_after_synchronize_warns_as_horovod",
 ]
 
 
