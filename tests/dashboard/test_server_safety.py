@@ -56,6 +56,21 @@ def peak_rss_mb(pid: int) -> float:
     return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) / 1024
 
 
+def overview_of(srv, run_id: str) -> str:
+    """The overview page's body for ``run_id``, asked of the server as the browser's callback asks."""
+    import json
+    import urllib.request
+
+    payload = {"output": "overview-body.children", "outputs": {"id": "overview-body", "property": "children"},
+               "inputs": [{"id": "tabs", "property": "value", "value": "overview"},
+                          {"id": "run-a", "property": "value", "value": run_id}],
+               "changedPropIds": ["run-a.value"]}
+    req = urllib.request.Request(srv.url + "_dash-update-component", data=json.dumps(payload).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return resp.read().decode()
+
+
 def banner_says(page, text: str):
     page.wait_for_function("(t) => document.querySelector('#banner').innerText.includes(t)", arg=text,
                            timeout=60_000)
@@ -123,6 +138,9 @@ def test_uploads_are_evicted_with_their_folders_and_removed_at_exit(root, tmp_pa
         options = " ".join(page.locator("[role=option]").all_inner_texts())
         assert "up3.json.gz" in options and "up2.json.gz" in options and "up0.json.gz" not in options
         page.screenshot(path=str(artifacts / "uploads-evicted.png"))
+        # a browser still showing an evicted run (run2: up0) is told so rather than left stale
+        body = overview_of(srv, "run2")
+        assert "up0.json.gz (run2) was unloaded to make room for newer runs" in body
     finally:
         context.close()
         srv.stop()

@@ -50,7 +50,7 @@ def save_upload(contents: str, filename: str, upload_dir: Path, max_bytes: int,
             target = folder / name
             target.write_bytes(raw)
             return target
-        target = folder / (name[:-3] if name.endswith(".gz") else name)
+        target = folder / name.removesuffix(".gz")
         cap = max_expanded if max_expanded is not None else EXPANSION_FACTOR * max_bytes
         with open(target, "wb") as out:
             expand_gzip(raw, out, cap, name)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import shutil
 import threading
-from collections import OrderedDict
 import warnings
+from collections import OrderedDict
 from functools import cached_property
 from pathlib import Path
 
