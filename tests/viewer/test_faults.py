@@ -110,7 +110,7 @@ def test_a_stall_shutdown_wait_is_measured_to_the_failure_not_to_the_trace_end(r
     assert STALL_S * 0.95 <= waited <= STALL_S * 1.25 and "until the stall shutdown failed it" in msg, msg
 
 
-def test_the_dashboard_names_the_rank_that_died(runs, page, artifacts, tmp_path):
+def test_the_dashboard_names_the_rank_that_died(runs, page, artifacts, tmp_path):  # noqa: F811
     port = free_port()
     srv = Server(["-m", "viewer.cli", "view", str(runs["died"].source), "--port", str(port)], port,
                  tmp_path / "log")

@@ -106,11 +106,12 @@ def incomplete_tensors(tables, size: int | None = None):
         done = set(g.loc[g["done_ns"].notna(), "rank"].tolist())
         # a result on any rank means the collective ran, so every rank took part
         first = int(g["submit_ns"].min())
-        missing = [] if done else sorted(r for r in (everyone & judged) - submitted if cut_at.get(r, first) >= first)
+        missing = [] if done else sorted(r for r in (everyone & judged) - submitted
+                                         if cut_at.get(r, first) >= first)
         unfinished = sorted((submitted & loaded) - done)
         if not missing and not unfinished:
             continue
-        failed = g["error"].notna() if "error" in g else g["submit_ns"].isna()
+        failed = g["error"].notna()
         failed_end = g.loc[failed, "end_ns"].max() if "end_ns" in g and failed.any() else None
         until = end if failed_end is None or pd.isna(failed_end) else int(failed_end)
         rows.append({"tensor": tensor, "step": int(g["step"].max()), "occurrence": int(g["occurrence"].min()),

@@ -65,12 +65,14 @@ def serve(runs=(), host: str = "127.0.0.1", port: int = 8050, root=None, max_upl
     """Start the dashboard and block until interrupted (used by ``ringscope view`` and the demo).
 
     ``limits``: ``max_expanded_mb``, ``max_runs``, ``max_memory_mb`` (see :func:`make_app`)."""
+    import contextlib
     import signal
 
     check_port(host, port)
     app = make_app(runs, root, max_upload_mb, tables, label, nsys, **limits)
     # SIGTERM ends the process through SystemExit, so atexit removes the uploads' folder
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    with contextlib.suppress(ValueError):   # not the main thread: atexit still covers a normal exit
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print(f"ringscope dashboard on http://{host}:{port}/  (Ctrl+C to stop)", flush=True)
     if host not in ("127.0.0.1", "localhost", "::1"):
         print(f"ringscope view: listening on {host}: anyone who can reach this port can read these traces",
