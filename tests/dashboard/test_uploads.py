@@ -85,7 +85,9 @@ def _uploaded(registry, tmp_path, n):
     return registry.add_path(path, label=f"up{n}", owned_dir=path.parent)
 
 
-def test_registry_evicts_least_recently_used_uploads_and_removes_their_folders(tmp_path):
+def test_registry_evicts_least_recently_used_uploads_and_removes_their_folders(tmp_path, monkeypatch):
+    cache = tmp_path.parent / (tmp_path.name + "-cache")
+    monkeypatch.setenv("RINGSCOPE_CACHE_DIR", str(cache))
     reg = Registry(max_runs=2)
     pinned = reg.add_path(SAMPLES / "healthy", pin=True)
     a, b = _uploaded(reg, tmp_path, 1), _uploaded(reg, tmp_path, 2)
@@ -96,6 +98,10 @@ def test_registry_evicts_least_recently_used_uploads_and_removes_their_folders(t
     assert reg.get(pinned.id) is pinned   # startup runs stay
     assert [o["value"] for o in reg.options()] == [pinned.id, a.id, c.id]
     assert len(list(tmp_path.iterdir())) == 2
+    # an upload is parsed once: no parse cache beside it nor in the cache directory
+    assert [p.name for p in a.owned_dir.iterdir()] == ["up1.json"]
+    assert [p.name for p in cache.iterdir() if p.name.startswith("up")] == []
+    assert any(p.name.startswith("rank-00000.json.gz") for p in cache.iterdir())   # the pinned run's
 
 
 def test_registry_evicts_by_table_bytes(tmp_path):

@@ -35,13 +35,14 @@ def load_tables(path) -> tuple[RunTables, list[str]]:
     return tables_of(run), notes
 
 
-def load_run(path):
-    """Load one run through the façade; returns (run, warnings as one-liners); raises LoadError."""
+def load_run(path, cache: bool = True):
+    """Load one run through the façade; returns (run, warnings as one-liners); raises LoadError.
+    ``cache=False``: no parse cache is read or written (an upload is parsed once, then let go)."""
     path = Path(path)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            run = _load(path)
+            run = _load(path, cache)
         except Exception as exc:  # any failure becomes a banner, never a dead app
             msg = " ".join(str(exc).split()) or type(exc).__name__
             if str(path.name) not in msg:
@@ -53,13 +54,13 @@ def load_run(path):
     return run, notes
 
 
-def _load(path):
+def _load(path, cache: bool):
     try:
         from viewer import Run
     except ImportError:  # the façade may not exist yet in a partial checkout: use the loader itself
         from viewer.loader import load_run
-        return load_run(path)
-    return Run.load(path)
+        return load_run(path, use_cache=cache)
+    return Run.load(path, cache=cache)
 
 
 class RunView:
@@ -193,14 +194,15 @@ class Registry:
             return view
 
     def add_path(self, path, label=None, pin=False, owned_dir=None) -> RunView:
-        """Load ``path`` (raises LoadError) and register it; a path already loaded is reused."""
+        """Load ``path`` (raises LoadError) and register it; a path already loaded is reused. A run in
+        its own ``owned_dir`` (an upload) leaves no parse cache anywhere."""
         path = Path(path).resolve()
         with self._lock:
             for view in self._runs.values():
                 if view.path == path:
                     self._runs.move_to_end(view.id)
                     return view
-        run, notes = load_run(path)
+        run, notes = load_run(path, cache=owned_dir is None)
         return self.add_tables(tables_of(run), label or path.name, path, notes, run, pin, owned_dir)
 
     def get(self, run_id):
