@@ -68,8 +68,9 @@ def incomplete_tensors(tables, size: int | None = None):
         DataFrame with ``COLUMNS``, one row per (tensor, step/occurrence). ``kind`` is "missing" when some
         ranks never submitted it (``missing_ranks``: from each rank's own trace where loaded, else from the
         coordinator's readiness ticks) or "unfinished" when all submitted but some never got the result
-        (``unfinished_ranks``). A rank whose trace was cut (not closed) before the first submit is not
-        counted missing: what it did then was never written. ``failed``: some rank's op ended with an
+        (``unfinished_ranks``). A rank whose trace was cut (not closed) is counted missing only where
+        its record shows it went past the tensor (see :func:`_went_past`): the rest of what it did was
+        never written. ``failed``: some rank's op ended with an
         error (a stall shutdown); ``waited_ns`` then runs from the first submit to the latest such end
         (the ops' ``end_ns``), else to the trace end.
     """
@@ -90,7 +91,7 @@ def incomplete_tensors(tables, size: int | None = None):
     judged |= loaded
     everyone = set(range(size)) if size else judged
     ends = rank_ends(tables)
-    cut_at = {r: t for r, t, c in zip(ends["rank"], ends["last_ns"], ends["closed"]) if not c}
+    went_past = _went_past(keyed, set(ends.loc[~ends["closed"], "rank"].tolist()))
     # only groups where some rank lacks a result can be incomplete: find them vectorised first
     agg = keyed.assign(has_done=keyed["done_ns"].notna()).groupby(["tensor", "key"]).agg(
         n=("rank", "nunique"), done=("has_done", "sum"))
@@ -107,7 +108,7 @@ def incomplete_tensors(tables, size: int | None = None):
         # a result on any rank means the collective ran, so every rank took part
         first = int(g["submit_ns"].min())
         missing = [] if done else sorted(r for r in (everyone & judged) - submitted
-                                         if cut_at.get(r, first) >= first)
+                                         if went_past(r, tensor, key, g))
         unfinished = sorted((submitted & loaded) - done)
         if not missing and not unfinished:
             continue
@@ -120,6 +121,39 @@ def incomplete_tensors(tables, size: int | None = None):
                      "waited_ns": max(until - first, 0), "failed": bool(failed.any())})
     out = pd.DataFrame(rows, columns=COLUMNS)
     return out.sort_values(["kind", "first_submit_ns"], ignore_index=True)
+
+
+def _went_past(keyed, cut: set):
+    """``f(rank, tensor, key, group)``: whether ``rank`` may be counted missing that tensor.
+
+    A rank whose trace was cut may only have lost its submit with the unwritten tail. It went past the
+    tensor when, after the tensor's first submit, its record holds an op that the first submitter did
+    not submit before it (a skipped collective: it moved on). A rank that merely lags behind holds only
+    ops the others had already submitted."""
+    if not cut:
+        return lambda *_: True
+    import numpy as np
+
+    ranks = {}   # rank -> (submit times sorted, their (tensor, key) in that order)
+    for r, g in keyed.sort_values("submit_ns", kind="stable").groupby("rank"):
+        ranks[int(r)] = (g["submit_ns"].to_numpy(), list(zip(g["tensor"].tolist(), g["key"].tolist())))
+    order = {}   # rank -> {(tensor, key): position in its submit order}
+
+    def past(rank, tensor, key, group) -> bool:
+        if rank not in cut:
+            return True
+        if rank not in ranks:
+            return False
+        first = group.loc[group["submit_ns"].idxmin()]
+        lead = int(first["rank"])
+        if lead not in order:
+            order[lead] = {k: i for i, k in enumerate(ranks[lead][1])}
+        seq = order[lead]
+        x = seq.get((tensor, key), -1)
+        times, keys = ranks[rank]
+        tail = keys[int(np.searchsorted(times, int(first["submit_ns"]), side="right")):]
+        return any(seq.get(k, x + 1) > x for k in tail)
+    return past
 
 
 def hangs_by_rank(hang_df):
