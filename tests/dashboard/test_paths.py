@@ -35,3 +35,29 @@ def test_outside_paths_are_refused(root, rel, why):
 
 def test_list_runs_finds_trace_dirs_and_skips_symlinks(root):
     assert list_runs(root) == ["runs/a"]
+
+
+def test_a_run_directory_holding_a_symlink_to_an_outside_trace_is_refused(root, tmp_path):
+    (root / "runs" / "a" / "rank1.json").symlink_to(tmp_path / "outside" / "secret.json")
+    with pytest.raises(PathRefused, match="runs/a/rank1.json: a symlink leads outside"):
+        resolve_under(root, "runs/a")
+    with pytest.raises(PathRefused, match="symlink"):
+        resolve_under(root, "inner")   # the same directory through an inside link
+
+
+def test_a_parse_cache_leading_outside_is_refused(root, tmp_path):
+    (root / "runs" / "a" / ".ringscope-cache").symlink_to(tmp_path / "outside", target_is_directory=True)
+    with pytest.raises(PathRefused, match=r"runs/a/\.ringscope-cache: a symlink"):
+        resolve_under(root, "runs/a/rank0.json")
+    (root / "runs" / "a" / ".ringscope-cache").unlink()
+    entry = root / "runs" / "a" / ".ringscope-cache" / "rank0.json-abc"
+    entry.mkdir(parents=True)
+    (entry / "events.parquet").symlink_to(tmp_path / "outside" / "secret.json")
+    with pytest.raises(PathRefused, match="events.parquet: a symlink"):
+        resolve_under(root, "runs/a")
+
+
+def test_a_symlink_loop_is_refused(root):
+    (root / "loop").symlink_to(root / "loop")
+    with pytest.raises(PathRefused, match="loop"):
+        resolve_under(root, "loop")

@@ -50,3 +50,12 @@ def test_bad_nsys_export_is_one_line_exit_2(tmp_path):
     r = run_view(str(SAMPLES / "healthy"), "--nsys", str(bad), "--port", str(free_port()))
     assert r.returncode == 2 and "report.sqlite" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_limits_must_be_positive(tmp_path):
+    from tests.dashboard.conftest import SAMPLES
+
+    for opt in ("--max-expanded-mb", "--max-runs", "--max-memory-mb"):
+        r = run_view(str(SAMPLES / "healthy"), opt, "0")
+        assert r.returncode == 2 and f"{opt} must be > 0" in r.stderr and "Traceback" not in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1

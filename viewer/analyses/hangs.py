@@ -1,8 +1,61 @@
-"""Hangs: tensors some ranks submitted and others never submitted or never completed."""
+"""Hangs: tensors some ranks submitted and others never submitted or never completed; and which rank's
+trace stopped first when a rank died."""
 from __future__ import annotations
 
 COLUMNS = ["tensor", "step", "occurrence", "kind", "submitted_ranks", "missing_ranks", "unfinished_ranks",
-           "first_submit_ns", "waited_ns"]
+           "first_submit_ns", "waited_ns", "failed"]
+# A trace cut by a kill loses what its writer had not flushed yet (at most one flush period, 0.5 s by
+# default). Traces that stop within this of each other were cut together; a rank whose trace stops this
+# much before all the others stopped first.
+STOP_GAP_NS = 1_000_000_000
+
+
+def rank_ends(tables):
+    """Per loaded rank: where its trace stops and whether it was closed cleanly.
+
+    Returns DataFrame ``rank, last_ns, closed`` ordered by ``last_ns``. ``last_ns`` is the end of the
+    rank's last event (the ranks table's ``last_ts_ns`` where the loader gives it); ``closed`` comes
+    from the ranks table's ``closed``, else from ``not truncated``.
+    """
+    import pandas as pd
+
+    ranks = tables.ranks
+    if not len(ranks):
+        return pd.DataFrame({"rank": [], "last_ns": [], "closed": []})
+    if "last_ts_ns" in ranks and ranks["last_ts_ns"].notna().all():
+        last = dict(zip(ranks["rank"].tolist(), ranks["last_ts_ns"].astype("int64").tolist()))
+    else:
+        ev = tables.events
+        last = (ev["t_ns"] + ev["dur_ns"]).groupby(ev["rank"]).max().astype("int64").to_dict()
+    closed = ranks["closed"] if "closed" in ranks else ~ranks["truncated"].astype(bool)
+    out = pd.DataFrame({"rank": ranks["rank"].astype("int64"), "closed": closed.astype(bool).to_numpy()})
+    out["last_ns"] = out["rank"].map(last)
+    out = out.dropna(subset=["last_ns"]).astype({"last_ns": "int64"})
+    return out[["rank", "last_ns", "closed"]].sort_values(["last_ns", "rank"], ignore_index=True)
+
+
+def stopped_first(ends, gap_ns: int = STOP_GAP_NS):
+    """The rank whose trace stopped first because the process died, or None.
+
+    It is the rank whose last event is the earliest, whose trace was not closed, and which stopped at
+    least ``gap_ns`` before every other rank (or before ranks that all closed cleanly). Returns a dict
+    ``rank, last_ns, lead_ns`` (how long before the next rank's trace it stopped)."""
+    if len(ends) < 2:
+        return None
+    first, rest = ends.iloc[0], ends.iloc[1:]
+    lead = int(rest["last_ns"].min() - first["last_ns"])
+    if bool(first["closed"]) or not (lead >= gap_ns or (lead > 0 and rest["closed"].all())):
+        return None
+    return {"rank": int(first["rank"]), "last_ns": int(first["last_ns"]), "lead_ns": lead}
+
+
+def cut_together(ends, gap_ns: int = STOP_GAP_NS):
+    """``(first_ns, last_ns)`` when every trace was cut (none closed) within ``gap_ns`` of the others:
+    the whole job was killed at once, as mpiexec does to every rank when one dies; else None."""
+    if len(ends) < 2 or ends["closed"].any():
+        return None
+    lo, hi = int(ends["last_ns"].min()), int(ends["last_ns"].max())
+    return (lo, hi) if hi - lo < gap_ns else None
 
 
 def incomplete_tensors(tables, size: int | None = None):
@@ -15,7 +68,11 @@ def incomplete_tensors(tables, size: int | None = None):
         DataFrame with ``COLUMNS``, one row per (tensor, step/occurrence). ``kind`` is "missing" when some
         ranks never submitted it (``missing_ranks``: from each rank's own trace where loaded, else from the
         coordinator's readiness ticks) or "unfinished" when all submitted but some never got the result
-        (``unfinished_ranks``). ``waited_ns`` = trace end − first submit.
+        (``unfinished_ranks``). A rank whose trace was cut (not closed) is counted missing only where
+        its record shows it went past the tensor (see :func:`_went_past`): the rest of what it did was
+        never written. ``failed``: some rank's op ended with an
+        error (a stall shutdown); ``waited_ns`` then runs from the first submit to the latest such end
+        (the ops' ``end_ns``), else to the trace end.
     """
     import pandas as pd
 
@@ -33,6 +90,8 @@ def incomplete_tensors(tables, size: int | None = None):
     judged = (set(range(size)) if size else set()) if len(rd) else set(loaded)
     judged |= loaded
     everyone = set(range(size)) if size else judged
+    ends = rank_ends(tables)
+    went_past = _went_past(keyed, set(ends.loc[~ends["closed"], "rank"].tolist()))
     # only groups where some rank lacks a result can be incomplete: find them vectorised first
     agg = keyed.assign(has_done=keyed["done_ns"].notna()).groupby(["tensor", "key"]).agg(
         n=("rank", "nunique"), done=("has_done", "sum"))
@@ -47,17 +106,54 @@ def incomplete_tensors(tables, size: int | None = None):
         submitted = set(g["rank"].tolist()) | ready_by.get((tensor, key), set())
         done = set(g.loc[g["done_ns"].notna(), "rank"].tolist())
         # a result on any rank means the collective ran, so every rank took part
-        missing = [] if done else sorted((everyone & judged) - submitted)
+        first = int(g["submit_ns"].min())
+        missing = [] if done else sorted(r for r in (everyone & judged) - submitted
+                                         if went_past(r, tensor, key, g))
         unfinished = sorted((submitted & loaded) - done)
         if not missing and not unfinished:
             continue
-        first = int(g["submit_ns"].min())
+        failed = g["error"].notna()
+        failed_end = g.loc[failed, "end_ns"].max() if "end_ns" in g and failed.any() else None
+        until = end if failed_end is None or pd.isna(failed_end) else int(failed_end)
         rows.append({"tensor": tensor, "step": int(g["step"].max()), "occurrence": int(g["occurrence"].min()),
                      "kind": "missing" if missing else "unfinished", "submitted_ranks": sorted(submitted),
                      "missing_ranks": missing, "unfinished_ranks": unfinished, "first_submit_ns": first,
-                     "waited_ns": max(end - first, 0)})
+                     "waited_ns": max(until - first, 0), "failed": bool(failed.any())})
     out = pd.DataFrame(rows, columns=COLUMNS)
     return out.sort_values(["kind", "first_submit_ns"], ignore_index=True)
+
+
+def _went_past(keyed, cut: set):
+    """``f(rank, tensor, key, group)``: whether ``rank`` may be counted missing that tensor.
+
+    A rank whose trace was cut may only have lost its submit with the unwritten tail. It went past the
+    tensor when, after the tensor's first submit, its record holds an op that the first submitter did
+    not submit before it (a skipped collective: it moved on). A rank that merely lags behind holds only
+    ops the others had already submitted."""
+    if not cut:
+        return lambda *_: True
+    import numpy as np
+
+    ranks = {}   # rank -> (submit times sorted, their (tensor, key) in that order)
+    for r, g in keyed.sort_values("submit_ns", kind="stable").groupby("rank"):
+        ranks[int(r)] = (g["submit_ns"].to_numpy(), list(zip(g["tensor"].tolist(), g["key"].tolist())))
+    order = {}   # rank -> {(tensor, key): position in its submit order}
+
+    def past(rank, tensor, key, group) -> bool:
+        if rank not in cut:
+            return True
+        if rank not in ranks:
+            return False
+        first = group.loc[group["submit_ns"].idxmin()]
+        lead = int(first["rank"])
+        if lead not in order:
+            order[lead] = {k: i for i, k in enumerate(ranks[lead][1])}
+        seq = order[lead]
+        x = seq.get((tensor, key), -1)
+        times, keys = ranks[rank]
+        tail = keys[int(np.searchsorted(times, int(first["submit_ns"]), side="right")):]
+        return any(seq.get(k, x + 1) > x for k in tail)
+    return past
 
 
 def hangs_by_rank(hang_df):

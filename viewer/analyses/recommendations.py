@@ -114,10 +114,17 @@ def breakdown_findings(bd_rank):
     return out
 
 
-def hang_findings(by_rank, hang_df, truncated_ranks):
-    """Missing ranks (a hang) and truncated traces."""
+def hang_findings(by_rank, hang_df, truncated_ranks, ends=None):
+    """A rank that died (its trace stopped first), missing ranks (a hang), and cut traces.
+
+    ``ends``: :func:`viewer.analyses.hangs.rank_ends` (where each trace stops, closed or not)."""
+    from viewer.analyses import hangs
+
     out = []
-    if by_rank is not None and len(by_rank):
+    dead = hangs.stopped_first(ends) if ends is not None else None
+    if dead is not None:
+        out.append(_row("rank_died", "high", 100, _died_message(dead, ends, hang_df)))
+    if by_rank is not None and len(by_rank) and (dead is None or int(by_rank.iloc[0]["rank"]) != dead["rank"]):
         missing = hang_df[hang_df["kind"] == "missing"]
         root = by_rank.iloc[0]  # the earliest tensor someone never submitted
         step = f" (step {int(root['first_step'])})" if root["first_step"] >= 0 else ""
@@ -125,19 +132,51 @@ def hang_findings(by_rank, hang_df, truncated_ranks):
         waiting = ", ".join(map(str, root["waiting_ranks"])) or "the others"
         msg = (f"rank {int(root['rank'])} never submitted {root['names'][0]}{step}"
                + (f" and {int(root['tensors']) - 1} more" if root["tensors"] > 1 else "")
-               + f"; rank(s) {waiting} waited {fmt_ns(first['waited_ns'])} for it")
+               + f"; rank(s) {waiting} waited {fmt_ns(first['waited_ns'])} for it" + _failed(first))
         later = by_rank.iloc[1:]
         if len(later):
             msg += (f"; after that rank(s) {', '.join(str(int(r)) for r in later['rank'])} never submitted "
                     f"{int(later['tensors'].max())} tensor(s) that rank {int(root['rank'])} went on to submit "
                     "(it ran ahead)")
-        out.append(_row("hang", "high", 100, msg + f": check rank {int(root['rank'])}'s control flow (a "
+        out.append(_row("hang", "high", 95, msg + f": check rank {int(root['rank'])}'s control flow (a "
                         "skipped collective, a different model branch or an exception)"))
-    if truncated_ranks:
+    together = hangs.cut_together(ends) if ends is not None else None
+    if together is not None:
+        lo, hi = together
+        out.append(_row("truncated", "medium", 40,
+                        f"all {len(ends)} traces stop unclosed within {fmt_ns(hi - lo)} of each other "
+                        f"({fmt_ns(lo)} to {fmt_ns(hi)} into the run): the whole job was killed at once, as "
+                        "mpiexec does to every rank when one dies; each rank lost what it had not yet "
+                        "written, so these traces cannot tell which rank failed first (the launcher's output "
+                        "names the process) and incomplete tensors at the very end are not a hang"))
+    elif truncated_ranks and dead is None:
         out.append(_row("truncated", "medium", 40,
                         f"trace(s) of rank(s) {', '.join(map(str, truncated_ranks))} stopped mid-run (not "
                         "closed): the process crashed or was killed; the analyses cover what was recorded"))
     return out
+
+
+def _failed(row) -> str:
+    return ", until the stall shutdown failed it" if bool(row.get("failed", False)) else ""
+
+
+def _died_message(dead, ends, hang_df) -> str:
+    r = dead["rank"]
+    others = ends[ends["rank"] != r]
+    msg = (f"rank {r} stopped first: its trace ends {fmt_ns(dead['last_ns'])} into the run, "
+           f"{fmt_ns(dead['lead_ns'])} before any other rank's, and was not closed (the process was killed "
+           "or crashed)")
+    waits = hang_df[[r not in s for s in hang_df["submitted_ranks"]]] if len(hang_df) else hang_df
+    if len(waits):
+        first = waits.sort_values("first_submit_ns").iloc[0]
+        step = f" (step {int(first['step'])})" if first["step"] >= 0 else ""
+        more = f" and {len(waits) - 1} more" if len(waits) > 1 else ""
+        waiting = ", ".join(map(str, first["submitted_ranks"]))
+        msg += (f"; rank(s) {waiting} waited {fmt_ns(first['waited_ns'])} for it on {first['tensor']}{step}"
+                f"{more}{_failed(first)}")
+    else:
+        msg += f"; rank(s) {', '.join(map(str, others['rank']))} went on without it"
+    return msg + f": find why rank {r}'s process ended (out of memory, a signal, its own log)"
 
 
 def findings(run, peak_busbw_gbps=None):
@@ -157,7 +196,8 @@ def findings(run, peak_busbw_gbps=None):
     step_ns = float(bd_rank["step_ns"].median()) if len(bd_rank) else None
     hang_df = run.hangs()
     rows = []
-    rows += hang_findings(hangs.hangs_by_rank(hang_df), hang_df, run.meta.get("truncated_ranks") or [])
+    rows += hang_findings(hangs.hangs_by_rank(hang_df), hang_df, run.meta.get("truncated_ranks") or [],
+                          hangs.rank_ends(run.tables))
     rows += straggler_findings(run.stragglers(), step_ns, run.size)
     fill = run.fusion()
     fill = fill[fill["op"] == "ALLREDUCE"]  # broadcasts and the like are not fused

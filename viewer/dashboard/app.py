@@ -1,6 +1,9 @@
 """Wire the Dash app: layout plus the three callback groups, around one run registry."""
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +19,39 @@ class AppContext:
     root: Path
     upload_dir: Path
     max_upload_bytes: int
+    max_expanded_bytes: int
 
 
-def create_app(registry: Registry, root, max_upload_mb: float = 64.0, startup_notes=()):
-    """A Dash app over ``registry``; the picker is confined to ``root``."""
+UPLOADS_PREFIX = "ringscope-uploads-"
+
+
+def upload_root() -> Path:
+    """A fresh temp folder for this server's uploads, removed at exit; folders left by servers that
+    died without exiting (their pid is gone) are removed now."""
+    tmp = Path(tempfile.gettempdir())
+    for old in tmp.glob(UPLOADS_PREFIX + "*"):
+        pid = old.name[len(UPLOADS_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    path = Path(tempfile.mkdtemp(prefix=f"{UPLOADS_PREFIX}{os.getpid()}-"))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:   # someone else's process
+        return True
+    return True
+
+
+def create_app(registry: Registry, root, max_upload_mb: float = 64.0, startup_notes=(),
+               max_expanded_mb: float | None = None):
+    """A Dash app over ``registry``; the picker is confined to ``root``. A gzip upload may expand to
+    ``max_expanded_mb`` (default: 4x the upload limit)."""
     import dash
 
     from viewer.dashboard import callbacks_inputs, callbacks_pages, callbacks_timeline
@@ -28,8 +60,10 @@ def create_app(registry: Registry, root, max_upload_mb: float = 64.0, startup_no
     from viewer.dashboard.paths import list_runs
 
     root = Path(root).resolve()
-    ctx = AppContext(registry, root, Path(tempfile.mkdtemp(prefix="ringscope-uploads-")),
-                     int(max_upload_mb * 1e6))
+    from viewer.dashboard.callbacks_inputs import EXPANSION_FACTOR
+
+    expanded = max_expanded_mb if max_expanded_mb is not None else EXPANSION_FACTOR * max_upload_mb
+    ctx = AppContext(registry, root, upload_root(), int(max_upload_mb * 1e6), int(expanded * 1e6))
     app = dash.Dash(__name__, title="ringscope", assets_folder=str(ASSETS), update_title=None)
     # base64 inflates uploads by 4/3: up to ~1.5x the limit the callback answers with a banner naming
     # the file; far beyond it the request itself is refused before it is read

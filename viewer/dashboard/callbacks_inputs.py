@@ -4,7 +4,9 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import shutil
 import tempfile
+import zlib
 from pathlib import Path
 
 from dash import Input, Output, State, ctx as dash_ctx, no_update
@@ -24,8 +26,12 @@ def safe_name(filename: str) -> str:
     return base[:120]
 
 
-def save_upload(contents: str, filename: str, upload_dir: Path, max_bytes: int) -> Path:
-    """Decode a dcc.Upload data URL into its own fresh directory; LoadError when too big or bad."""
+def save_upload(contents: str, filename: str, upload_dir: Path, max_bytes: int,
+                max_expanded: int | None = None) -> Path:
+    """Decode a dcc.Upload data URL into its own fresh directory; LoadError when too big or bad.
+
+    A gzip upload is expanded here, streamed to disk, and refused once it passes ``max_expanded``
+    bytes (default 4x ``max_bytes``): the loader then reads a plain file whose size is known."""
     name = safe_name(filename)
     if not is_trace_file(name):
         raise LoadError(f"{name}: not a trace file (expected .json, .json.gz, .trace or .trace.gz)")
@@ -38,36 +44,89 @@ def save_upload(contents: str, filename: str, upload_dir: Path, max_bytes: int) 
         raise LoadError(f"{name}: the upload could not be decoded") from None
     if len(raw) > max_bytes:
         raise LoadError(f"{name}: larger than the upload limit of {max_bytes / 1e6:g} MB")
-    target = Path(tempfile.mkdtemp(prefix="upload-", dir=upload_dir)) / name
-    target.write_bytes(raw)
-    return target
+    folder = Path(tempfile.mkdtemp(prefix="upload-", dir=upload_dir))
+    try:
+        if raw[:2] != GZIP_MAGIC:
+            target = folder / name
+            target.write_bytes(raw)
+            return target
+        target = folder / name.removesuffix(".gz")
+        cap = max_expanded if max_expanded is not None else EXPANSION_FACTOR * max_bytes
+        with open(target, "wb") as out:
+            expand_gzip(raw, out, cap, name)
+        return target
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+EXPANSION_FACTOR = 4   # default cap on an expanded gzip upload, as a multiple of the upload limit
+_CHUNK = 1 << 20
+
+
+def expand_gzip(raw: bytes, out, cap: int, name: str) -> int:
+    """Write the gunzipped ``raw`` (every member) to ``out`` a chunk at a time; returns the size.
+    LoadError when it passes ``cap`` bytes or is not gzip; a cut-off stream keeps what it gave."""
+    total, data = 0, raw
+    while data:
+        z = zlib.decompressobj(wbits=31)
+        try:
+            chunk = z.decompress(data, _CHUNK)
+            while True:
+                total += len(chunk)
+                if total > cap:
+                    raise LoadError(f"{name}: expands beyond {cap / 1e6:g} MB, the limit for a "
+                                    "decompressed upload (ringscope view --max-expanded-mb)")
+                out.write(chunk)
+                if z.eof:
+                    break
+                rest = z.unconsumed_tail
+                chunk = z.decompress(rest, _CHUNK)
+                if not chunk and not rest:
+                    break   # the input ended inside a member
+        except zlib.error as exc:
+            if total == 0:
+                raise LoadError(f"{name}: not a readable gzip file ({exc})") from None
+            break   # garbage after a member: keep what was expanded; the loader reports the cut
+        if not z.eof:
+            break   # cut off inside a member: the loader reports the truncated trace
+        data = z.unused_data
+    return total
 
 
 def register(app, ctx):
     @app.callback(Output("banner", "children"), Output("banner", "className"),
                   Output("run-a", "options"), Output("run-b", "options"), Output("run-a", "value"),
+                  Output("run-b", "value"),
                   Input("picker-open", "n_clicks"), Input("picker-path", "n_submit"),
                   Input("picker-list", "value"), Input("upload", "contents"),
-                  State("picker-path", "value"), State("upload", "filename"), prevent_initial_call=True)
-    def bring_in(_clicks, _submit, listed, contents, typed, filename):
+                  State("picker-path", "value"), State("upload", "filename"), State("run-b", "value"),
+                  prevent_initial_call=True)
+    def bring_in(_clicks, _submit, listed, contents, typed, filename, run_b):
         trigger = dash_ctx.triggered_id
+        owned = None
         try:
             if trigger == "upload":
                 if not contents:
                     raise PreventUpdate
-                path = save_upload(contents, filename, ctx.upload_dir, ctx.max_upload_bytes)
-                label = safe_name(filename)
+                path = save_upload(contents, filename, ctx.upload_dir, ctx.max_upload_bytes,
+                                   ctx.max_expanded_bytes)
+                owned, label = path.parent, safe_name(filename)
             else:
                 rel = listed if trigger == "picker-list" else typed
                 if not rel:
                     raise PreventUpdate
                 path = resolve_under(ctx.root, rel)
                 label = Path(rel).name if rel != "." else Path(ctx.root).name
-            view = ctx.registry.add_path(path, label=label).warm()
+            view = ctx.registry.add_path(path, label=label, owned_dir=owned).warm()
         except (PathRefused, LoadError) as exc:
+            if owned is not None:
+                shutil.rmtree(owned, ignore_errors=True)
             children, cls = banner("error", [f"Could not open: {exc}"])
-            return children, cls, no_update, no_update, no_update
+            return children, cls, no_update, no_update, no_update, no_update
         kind = "warning" if view.notes else "ok"
         children, cls = banner(kind, [f"Loaded {view.label} as {view.id}"] + view.notes)
         options = ctx.registry.options()
-        return children, cls, options, options, view.id
+        held = {o["value"] for o in options}
+        return children, cls, options, options, view.id, (no_update if run_b in held or run_b is None else None)

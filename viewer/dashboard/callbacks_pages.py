@@ -42,6 +42,9 @@ def headline_cards(view, peak=None):
 def register(app, ctx):
     @app.callback(Output("overview-body", "children"), Input("tabs", "value"), Input("run-a", "value"))
     def overview(tab, run_id):
+        if tab == "overview" and run_id and ctx.registry.get(run_id) is None and run_id in ctx.registry.evicted:
+            return html.P(f"{ctx.registry.evicted[run_id]} ({run_id}) was unloaded to make room for newer "
+                          "runs: open or upload it again.", className="muted", id="evicted-hint")
         view = _view(ctx, tab, "overview", run_id)
         return [html.H2(f"Run {view.label}"), headline_cards(view),
                 dcc.Graph(id="ov-steps", figure=fig_overview.step_time_figure(view.step_spans),

@@ -1,5 +1,5 @@
 """Paths the in-app picker may open: only inside the trace root, never through ``..``, an absolute
-path, or a symlink that leads outside."""
+path, or a symlink that leads outside (the path itself, or any file the loader would read in it)."""
 from __future__ import annotations
 
 import os
@@ -26,10 +26,46 @@ def resolve_under(root, rel: str) -> Path:
     target = root.joinpath(*parts)
     if not os.path.lexists(target):
         raise PathRefused(f"{rel}: no such file or directory under the trace root")
-    real = target.resolve()
-    if real != root and root not in real.parents:
+    real = _real(target)
+    if real is None:
+        raise PathRefused(f"{rel}: a symlink loop; refused")
+    if not _inside(root, real):
         raise PathRefused(f"{rel}: a symlink leads outside the trace root; refused")
+    _check_reads(root, real, rel)
     return real
+
+
+def _real(path: Path):
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        return None
+
+
+def _inside(root: Path, real) -> bool:
+    return real is not None and (real == root or root in real.parents)
+
+
+def _check_reads(root: Path, real: Path, rel: str) -> None:
+    """Refuse when a file the loader would read for ``real`` resolves outside ``root``: every trace
+    file directly inside a run directory (the loader follows links), and the parse cache beside them."""
+    from viewer.cache import CACHE_DIRNAME
+
+    folder = real if real.is_dir() else real.parent
+    where = rel.rstrip("/") if real.is_dir() else rel.rsplit("/", 1)[0] if "/" in rel else "."
+    entries = [e for e in folder.iterdir() if is_trace_file(e.name)] if real.is_dir() else []
+    cache = folder / CACHE_DIRNAME
+    if os.path.lexists(cache):
+        entries.append(cache)
+        if _inside(root, _real(cache)) and cache.is_dir():
+            for sub in cache.iterdir():
+                entries.append(sub)
+                if sub.is_dir():
+                    entries.extend(sub.iterdir())
+    for entry in entries:
+        if not _inside(root, _real(entry)):
+            name = entry.relative_to(folder).as_posix()
+            raise PathRefused(f"{where}/{name}: a symlink leads outside the trace root; refused")
 
 
 def is_trace_file(name: str) -> bool:

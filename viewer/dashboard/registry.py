@@ -1,9 +1,12 @@
 """The runs the dashboard holds: loaded once through ``viewer.Run.load``, with their derived views
-cached. Browsers only ever see run ids."""
+cached. Browsers only ever see run ids. Runs brought in while serving are bounded (count and table
+bytes, least recently used first out); an upload's folder goes with its run."""
 from __future__ import annotations
 
+import shutil
 import threading
 import warnings
+from collections import OrderedDict
 from functools import cached_property
 from pathlib import Path
 
@@ -32,13 +35,14 @@ def load_tables(path) -> tuple[RunTables, list[str]]:
     return tables_of(run), notes
 
 
-def load_run(path):
-    """Load one run through the façade; returns (run, warnings as one-liners); raises LoadError."""
+def load_run(path, cache: bool = True):
+    """Load one run through the façade; returns (run, warnings as one-liners); raises LoadError.
+    ``cache=False``: no parse cache is read or written (an upload is parsed once, then let go)."""
     path = Path(path)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            run = _load(path)
+            run = _load(path, cache)
         except Exception as exc:  # any failure becomes a banner, never a dead app
             msg = " ".join(str(exc).split()) or type(exc).__name__
             if str(path.name) not in msg:
@@ -50,13 +54,13 @@ def load_run(path):
     return run, notes
 
 
-def _load(path):
+def _load(path, cache: bool):
     try:
         from viewer import Run
     except ImportError:  # the façade may not exist yet in a partial checkout: use the loader itself
         from viewer.loader import load_run
-        return load_run(path)
-    return Run.load(path)
+        return load_run(path, use_cache=cache)
+    return Run.load(path, cache=cache)
 
 
 class RunView:
@@ -66,6 +70,9 @@ class RunView:
         self.id, self.label, self.tables, self.path, self.notes = run_id, label, tables, path, list(notes)
         self._run = run
         self._headline = None
+        self.pinned = False   # given at startup: never evicted
+        self.owned_dir = None  # an upload's own folder, removed with the run
+        self.nbytes = table_bytes(tables)
 
     @property
     def run(self):
@@ -151,35 +158,77 @@ class RunView:
         return self
 
 
+def table_bytes(tables: RunTables) -> int:
+    """Memory held by a run's tables (the derived views come on top)."""
+    total = 0
+    for name in ("events", "tensor_ops", "fused_ops", "readiness", "cycles", "ranks"):
+        df = getattr(tables, name, None)
+        if df is not None:
+            total += int(df.memory_usage(index=True, deep=True).sum())
+    return total
+
+
 class Registry:
-    """Thread-safe map of run id -> RunView."""
+    """Thread-safe map of run id -> RunView, least recently used last out.
 
-    def __init__(self):
-        self._runs: dict[str, RunView] = {}
+    Runs added with ``pin=True`` (the ones given at startup) stay and do not count; the others are
+    evicted, oldest use first, while more than ``max_runs`` of them are held or their tables pass
+    ``max_bytes``; the run just added always stays."""
+
+    def __init__(self, max_runs: int = 8, max_bytes: int = 2 << 30):
+        self._runs: OrderedDict[str, RunView] = OrderedDict()
         self._lock = threading.Lock()
+        self._next = 1
+        self.max_runs, self.max_bytes = max_runs, max_bytes
+        self.evicted: dict[str, str] = {}   # run id -> label, to say what happened to a gone run
 
-    def add_tables(self, tables: RunTables, label: str, path=None, notes=(), run=None) -> RunView:
+    def add_tables(self, tables: RunTables, label: str, path=None, notes=(), run=None, pin=False,
+                   owned_dir=None) -> RunView:
         with self._lock:
-            run_id = f"run{len(self._runs) + 1}"
+            run_id = f"run{self._next}"
+            self._next += 1
             view = RunView(run_id, label, tables, path, notes, run)
+            view.pinned, view.owned_dir = pin, owned_dir
             self._runs[run_id] = view
+            self._evict(keep=run_id)
             return view
 
-    def add_path(self, path, label=None) -> RunView:
-        """Load ``path`` (raises LoadError) and register it; a path already loaded is reused."""
+    def add_path(self, path, label=None, pin=False, owned_dir=None) -> RunView:
+        """Load ``path`` (raises LoadError) and register it; a path already loaded is reused. A run in
+        its own ``owned_dir`` (an upload) leaves no parse cache anywhere."""
         path = Path(path).resolve()
         with self._lock:
             for view in self._runs.values():
                 if view.path == path:
+                    self._runs.move_to_end(view.id)
                     return view
-        run, notes = load_run(path)
-        return self.add_tables(tables_of(run), label or path.name, path, notes, run)
+        run, notes = load_run(path, cache=owned_dir is None)
+        return self.add_tables(tables_of(run), label or path.name, path, notes, run, pin, owned_dir)
 
     def get(self, run_id):
-        return self._runs.get(run_id)
+        with self._lock:
+            view = self._runs.get(run_id)
+            if view is not None:
+                self._runs.move_to_end(run_id)
+            return view
+
+    def _evict(self, keep: str) -> None:
+        def over():
+            loose = [v for v in self._runs.values() if not v.pinned]
+            return len(loose) > self.max_runs or sum(v.nbytes for v in loose) > self.max_bytes
+
+        for run_id in [k for k, v in self._runs.items() if not v.pinned and k != keep]:
+            if not over():
+                break
+            view = self._runs.pop(run_id)
+            self.evicted[run_id] = view.label
+            if view.owned_dir is not None:
+                shutil.rmtree(view.owned_dir, ignore_errors=True)
 
     def options(self) -> list[dict]:
-        return [{"label": f"{v.label} ({v.id})", "value": v.id} for v in self._runs.values()]
+        with self._lock:
+            views = sorted(self._runs.values(), key=lambda v: int(v.id[3:]))
+        return [{"label": f"{v.label} ({v.id})", "value": v.id} for v in views]
 
     def __len__(self):
         return len(self._runs)

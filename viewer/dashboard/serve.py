@@ -13,30 +13,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--root", help="trace root the in-app picker may open from (default: the first run's parent)")
     p.add_argument("--max-upload-mb", type=float, default=64.0, help="largest trace the upload accepts")
+    p.add_argument("--max-expanded-mb", type=float,
+                   help="largest size a gzip upload may expand to (default: 4x --max-upload-mb)")
+    p.add_argument("--max-runs", type=int, default=8,
+                   help="runs opened or uploaded while serving that stay loaded (oldest use goes first)")
+    p.add_argument("--max-memory-mb", type=float, default=2048.0,
+                   help="table memory those runs may hold together before the oldest is unloaded")
     p.add_argument("--nsys", action="append", default=[], metavar="[RANK=]FILE.sqlite",
                    help="Nsight Systems SQLite export(s) to overlay on the first run as GPU lanes")
     return p
 
 
-def make_app(runs=(), root=None, max_upload_mb: float = 64.0, tables=None, label: str = "run", nsys=()):
+def make_app(runs=(), root=None, max_upload_mb: float = 64.0, tables=None, label: str = "run", nsys=(),
+             max_expanded_mb=None, max_runs: int = 8, max_memory_mb: float = 2048.0):
     """Load ``runs`` (raises LoadError) or take ready ``tables``; return the Dash app.
 
-    ``nsys``: Nsight exports overlaid on the first run (GPU lanes on the timeline)."""
+    ``nsys``: Nsight exports overlaid on the first run (GPU lanes on the timeline). The runs given
+    here stay loaded; ``max_runs`` and ``max_memory_mb`` bound those opened or uploaded later."""
     from viewer.dashboard.app import create_app
     from viewer.dashboard.registry import Registry
 
-    registry = Registry()
+    registry = Registry(max_runs, int(max_memory_mb * 1e6))
     if tables is not None:
-        registry.add_tables(tables, label).warm()
+        registry.add_tables(tables, label, pin=True).warm()
     for i, r in enumerate(runs):
-        view = registry.add_path(r)
+        view = registry.add_path(r, pin=True)
         if i == 0 and nsys:
             from viewer.dashboard.nsys_overlay import attach
             attach(view, nsys)
         view.warm()
     if root is None:
         root = Path(runs[0]).resolve().parent if runs else Path.cwd()
-    return create_app(registry, root, max_upload_mb)
+    return create_app(registry, root, max_upload_mb, max_expanded_mb=max_expanded_mb)
 
 
 def check_port(host: str, port: int) -> None:
@@ -53,10 +61,18 @@ def check_port(host: str, port: int) -> None:
 
 
 def serve(runs=(), host: str = "127.0.0.1", port: int = 8050, root=None, max_upload_mb: float = 64.0,
-          tables=None, label: str = "run", nsys=()) -> None:
-    """Start the dashboard and block until interrupted (used by ``ringscope view`` and the demo)."""
+          tables=None, label: str = "run", nsys=(), **limits) -> None:
+    """Start the dashboard and block until interrupted (used by ``ringscope view`` and the demo).
+
+    ``limits``: ``max_expanded_mb``, ``max_runs``, ``max_memory_mb`` (see :func:`make_app`)."""
+    import contextlib
+    import signal
+
     check_port(host, port)
-    app = make_app(runs, root, max_upload_mb, tables, label, nsys)
+    app = make_app(runs, root, max_upload_mb, tables, label, nsys, **limits)
+    # SIGTERM ends the process through SystemExit, so atexit removes the uploads' folder
+    with contextlib.suppress(ValueError):   # not the main thread: atexit still covers a normal exit
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print(f"ringscope dashboard on http://{host}:{port}/  (Ctrl+C to stop)", flush=True)
     if host not in ("127.0.0.1", "localhost", "::1"):
         print(f"ringscope view: listening on {host}: anyone who can reach this port can read these traces",
@@ -81,7 +97,12 @@ def main(argv=None) -> int:
         if args.nsys and not args.runs:
             print("ringscope view: --nsys needs a RUN_DIR to overlay on", file=sys.stderr)
             return 2
-        serve(args.runs, args.host, args.port, args.root, args.max_upload_mb, nsys=args.nsys)
+        for opt in ("max_upload_mb", "max_expanded_mb", "max_runs", "max_memory_mb"):
+            if getattr(args, opt) is not None and getattr(args, opt) <= 0:
+                print(f"ringscope view: --{opt.replace('_', '-')} must be > 0", file=sys.stderr)
+                return 2
+        serve(args.runs, args.host, args.port, args.root, args.max_upload_mb, nsys=args.nsys,
+              max_expanded_mb=args.max_expanded_mb, max_runs=args.max_runs, max_memory_mb=args.max_memory_mb)
     except LoadError as exc:
         print(f"ringscope view: {exc}", file=sys.stderr)
         return 2
