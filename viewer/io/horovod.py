@@ -109,8 +109,9 @@ def _unusable(ev: dict):
     """Why an event cannot be used (a field of the wrong type), or None."""
     import math
 
-    if ev.get("ph").__class__ is not str or ev.get("name", "").__class__ is not str:
-        return "event without a string 'ph' and 'name'"
+    ph = ev.get("ph")
+    if ph.__class__ is not str or ev.get("name", None if ph in ("B", "X", "i") else "").__class__ is not str:
+        return "event without a string 'ph' and 'name'"   # an E needs no name
     for k in ("ts", "dur"):
         v = ev.get(k, 0 if k == "dur" or ev.get("ph") == "M" else None)
         if v.__class__ not in (int, float) or not math.isfinite(v) or abs(v) > 1e15:
