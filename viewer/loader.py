@@ -125,7 +125,7 @@ def check_ranks(entries) -> None:
     """Refuse two files of one rank (its rotation parts aside): ``entries`` = (rank, part, file)."""
     seen: dict = {}
     for r, part, f in entries:
-        if r in seen and (part is None or part in seen[r][1]):
+        if r in seen and (part is None or part in seen[r][1] or None in seen[r][1]):
             raise TraceError(f, f"rank {r} also comes from {seen[r][0]} "
                              "(a run holds one trace per rank, plus its rotation parts)")
         seen.setdefault(r, (f, set()))[1].add(part)
