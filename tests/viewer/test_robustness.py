@@ -124,3 +124,34 @@ def test_cli_bad_input_exit_2_no_traceback(tmp_path, cmd):
         assert "Traceback" not in p.stderr
         lines = p.stderr.strip().splitlines()
         assert len(lines) == 1 and str(target) in lines[0]
+
+
+def test_multi_member_gzip_is_read_to_the_end(tmp_path):
+    src = ROOT / "sample_traces" / "healthy" / "rank-00001.json.gz"
+    data = gzip.decompress(src.read_bytes())
+    k = len(data) // 3
+    multi = tmp_path / "multi.json.gz"
+    multi.write_bytes(gzip.compress(data[:k]) + gzip.compress(data[k:2 * k]) + gzip.compress(data[2 * k:]))
+    a, (b, ws) = Run.load(src, cache=False), _load_warn(multi)
+    assert ws == [] and len(a.events) == len(b.events) and b.ranks["closed"].all()
+
+
+def test_gzip_bomb_stops_at_the_cap(tmp_path, monkeypatch):
+    monkeypatch.setenv("RINGSCOPE_MAX_TRACE_BYTES", str(4 << 20))
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b" " * (1 << 20)) * 64)   # 64 MiB expanded from 64 KiB
+    with pytest.raises(TraceError) as ei:
+        load_run(bomb, use_cache=False)
+    assert str(bomb) in str(ei.value) and "RINGSCOPE_MAX_TRACE_BYTES" in str(ei.value)
+
+
+def test_ranks_say_where_each_trace_stopped():
+    """A killed or hung rank's trace is not closed; last_ts_ns is the end of its last event on the
+    common axis, so the rank that stopped first can be found."""
+    run = Run.load(ROOT / "sample_traces" / "hang", cache=False)
+    ev = run.events
+    ends = (ev["t_ns"] + ev["dur_ns"]).groupby(ev["rank"]).max()
+    assert not run.ranks["closed"].any() and run.ranks["truncated"].all()
+    assert run.ranks.set_index("rank")["last_ts_ns"].to_dict() == ends.to_dict()
+    healthy = Run.load(ROOT / "sample_traces" / "healthy", cache=False)
+    assert healthy.ranks["closed"].all() and not healthy.ranks["truncated"].any()
