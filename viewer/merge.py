@@ -96,8 +96,9 @@ def _rank_events(src: RankSource):
             if ph == "M" and not (src.format == "ringscope" and ev.get("name") in _THREAD_META
                                   and ev.get("tid") not in V.THREAD_NAMES):
                 continue  # rewritten by _metadata; the rank's own extra threads (tensors) keep their names
-            if not isinstance(ph, str) or ph != "M" and not _time(ts) or not _time(ev.get("dur", 0)) \
-                    or not isinstance(ev.get("tid", 0), (int, str)):
+            dur = ev.get("dur", 0)
+            if ph.__class__ is not str or ts.__class__ not in _NUM and (ph != "M" or ts is not None) \
+                    or dur.__class__ not in _NUM or ev.get("tid", 0).__class__ not in (int, str):
                 reader.skip(None, "'ph', 'ts', 'dur' or 'tid' missing or of the wrong type")
                 continue
             if src.format == "ringscope":
@@ -110,10 +111,7 @@ def _rank_events(src: RankSource):
     return out, reader
 
 
-def _time(v) -> bool:
-    import math
-
-    return v.__class__ in (int, float) and math.isfinite(v) and abs(v) <= 1e15
+_NUM = (int, float)   # orjson yields no NaN or infinity, and no integer beyond 64 bits
 
 
 def _relane(events: list) -> set:

@@ -36,7 +36,7 @@ def schema():
 
 def read(path):
     """``(reader, columns)``: the :class:`TraceReader` (header, closed, stop_offset, skipped) and the
-    file's events as :class:`viewer.io.columns.Columns` (metadata rows removed)."""
+    file's events as :class:`viewer.io.columns.Columns` (metadata rows included)."""
     from viewer.io.columns import Columns
 
     reader = TraceReader(path)
@@ -50,10 +50,11 @@ def read(path):
     table = _arrow(reader, start, end) if _clean(reader.data, start, end) else None
     if table is None:
         table = _salvage(reader, start, end)
-    cols = Columns(_checked(reader, table, start, end))
+    flat, n_events = _checked(reader, table, start, end)
+    cols = Columns(flat)
     cols.shutdown = _shutdown_args(reader.data, start, end)
     reader.data = b""
-    if not cols.n:
+    if not n_events:
         raise TraceError(path, "no trace events" + (f" ({len(reader.skipped)} damaged line(s) skipped)"
                                                     if reader.skipped else ""))
     return reader, cols
@@ -201,8 +202,8 @@ def _what(v) -> str:
 
 
 def _checked(reader, table, start: int, end: int):
-    """The table without metadata rows, rows lacking ph/name, or times out of range (each of those
-    recorded), flattened (``args.step``, ...)."""
+    """``(table, events)``: the table flattened (``args.step``, ...) without rows lacking ph, name or
+    ts or with times out of range (each recorded), and how many non-metadata events it holds."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -215,7 +216,8 @@ def _checked(reader, table, start: int, end: int):
     bad_t = pc.or_(bad_t, pc.or_(pc.is_nan(pc.fill_null(ts, 0.0)), pc.is_nan(pc.fill_null(dur, 0.0))))
     bad = pc.or_(pc.or_(pc.is_null(ph), pc.is_null(name)), pc.or_(pc.is_null(ts), bad_t))
     bad = pc.and_(bad, pc.invert(meta))
-    if pc.any(bad).as_py():
+    n_bad = pc.sum(bad).as_py() or 0
+    if n_bad:
         rows = np.flatnonzero(np.asarray(bad.to_numpy(zero_copy_only=False)))
         at = _row_offsets(reader.data, start, end)
         for r in rows[:1000].tolist():
@@ -223,8 +225,8 @@ def _checked(reader, table, start: int, end: int):
                         "time out of range")
         if len(rows) > 1000:
             reader.skip(start, "more such events", len(rows) - 1000)
-    keep = pc.invert(pc.or_(meta, bad))
-    return flat.filter(keep) if not pc.all(keep).as_py() else flat
+    # metadata rows stay (the builder selects rows by phase): filtering copies every column
+    return (flat.filter(pc.invert(bad)) if n_bad else flat), flat.num_rows - n_bad - (pc.sum(meta).as_py() or 0)
 
 
 def _row_offsets(data, start: int, end: int):
