@@ -43,7 +43,7 @@ def read(path):
     meta = reader.other(V.VERSION_KEY)
     version = meta.get("format_version")
     if isinstance(version, int) and version < 3:
-        raise TraceError(path, f"trace format {version} is no longer read (format 3 since ringscope 0.1; "
+        raise TraceError(path, f"trace format {version} is no longer read (this ringscope reads format 3: "
                                "record the run again)")
     start, end = reader._start, reader.events_end()
     end = _cut_tail(reader, start, end)
@@ -74,8 +74,8 @@ def _cut_tail(reader, start: int, end: int) -> int:
             return end
     except Exception:  # noqa: BLE001 - any parse failure means the line was cut
         pass
-    reader.stop_offset = nl + 1
-    return nl + 1 if nl >= start else start
+    reader.stop_offset = max(nl + 1, start)
+    return reader.stop_offset
 
 
 def _clean(data, start: int, end: int) -> bool:
@@ -204,10 +204,9 @@ def _what(v) -> str:
 def _checked(reader, table, start: int, end: int):
     """``(table, events)``: the table flattened (``args.step``, ...) without rows lacking ph, name or
     ts or with times out of range (each recorded), and how many non-metadata events it holds."""
-    import pyarrow as pa
     import pyarrow.compute as pc
 
-    flat = table.flatten().flatten() if table.num_rows else _empty_flat()
+    flat = table.flatten().flatten()
     ph, name = flat.column("ph"), flat.column("name")
     meta = pc.fill_null(pc.equal(ph, "M"), False)
     ts, dur = flat.column("ts"), flat.column("dur")
@@ -237,12 +236,6 @@ def _row_offsets(data, start: int, end: int):
     stops = np.r_[nl, len(arr)]
     s = starts[stops > starts]
     return s[~np.isin(arr[np.minimum(s, len(arr) - 1)], (32, 44, 9, 13))] + start
-
-
-def _empty_flat():
-    import pyarrow as pa
-
-    return pa.Table.from_pylist([], schema=schema()).flatten().flatten()
 
 
 def _shutdown_args(buf, start: int, end: int) -> dict | None:
