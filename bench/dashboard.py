@@ -59,6 +59,6 @@ def run(quick: bool) -> dict:
         "detail": f"incl. the server's first timeline index; {med['timeline_callback_bytes']:,.0f} "
                   f"B for {med['timeline_bars']:,.0f} bars"}
     metrics["dashboard.bytes_sent"] = {"value": med["total_bytes"], "detail": "no target (information)"}
-    notes.append("the run is viewer.dashboard.synthetic.make_run(1M) built as tables: loading a "
-                 "trace file is not included (see the analyzer group for parse speed)")
+    notes.append("the run is sample_traces/straggler replicated to 1M events (bench/tracegen), loaded "
+                 "before the server comes up: loading is not included (see the analyzer group)")
     return {"rows": rows, "metrics": metrics, "notes": notes, "raw": raw, "columns": cols}

@@ -1,7 +1,7 @@
 """Time to first view of a 1M-event run in the dashboard, in headless Chromium, and bytes sent.
 
-Serves a synthetic but realistic run (``viewer.dashboard.synthetic.make_run``: 4 ranks, STEP and
-SYNCHRONIZE spans, per-tensor lifecycles, fused responses with memcpy and ring phases) on 127.0.0.1,
+Serves a real run (sample_traces/straggler, 4 ranks) replicated in time by ``bench/tracegen`` to the
+event count, loaded before the server comes up, on 127.0.0.1,
 opens it in /usr/bin/chromium through playwright, and prints (does not assert):
 
 - server: seconds to build the tables and come up (not part of the view);
@@ -34,9 +34,12 @@ def _free_port() -> int:
 
 
 def _start(events: int, port: int):
-    code = ("from viewer.dashboard.serve import serve\n"
-            "from viewer.dashboard.synthetic import make_run\n"
-            f"serve(port={port}, tables=make_run({events}), label='synthetic-{events}')\n")
+    code = ("import gzip, tempfile\nfrom pathlib import Path\nfrom bench import tracegen\nfrom viewer import Run\n"
+            "from viewer.dashboard.serve import serve\nsrc = Path(tempfile.mkdtemp())\n"
+            "for f in sorted(Path('sample_traces/straggler').glob('rank-*.json.gz')):\n"
+            "    (src / f.name[:-3]).write_bytes(gzip.decompress(f.read_bytes()))\n"
+            f"tracegen.build(src, src / 'run', 4, {events} // 4)\n"
+            f"serve(port={port}, tables=Run.load(src / 'run', cache=False).tables, label='straggler-{events}')\n")
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     t = time.perf_counter()

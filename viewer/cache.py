@@ -11,9 +11,9 @@ import os
 import shutil
 from pathlib import Path
 
-from viewer.jsonstream import file_signature
+from viewer.io.chrome_json import file_signature
 
-CACHE_VERSION = 6  # 6: format-3 traces (a thread per tensor); 5: format 2 (phases rebuilt from the responses)
+CACHE_VERSION = 7  # 7: format 3 only; tensor_ops.end_ns, ranks.closed/last_ts_ns/events_skipped
 CACHE_DIRNAME = ".ringscope-cache"  # matches .gitignore
 _TABLES = ("events", "tensor_ops", "fused_ops", "readiness", "cycles")
 

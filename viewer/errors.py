@@ -30,6 +30,28 @@ def warn_truncated(path, offset: int, size: int, n_events: int) -> None:
     warnings.warn(TruncatedTraceWarning(msg), stacklevel=3)
 
 
+def describe_skipped(skipped: list, limit: int = 3) -> str:
+    """``3 damaged line(s), 4 event(s) lost: line 102 (why), ...`` for a file's skipped lines."""
+    events = sum(s["events"] for s in skipped)
+    where = "; ".join((f"line {s['line']} " if s.get("line") else "") + f"({s['reason']})"
+                      for s in skipped[:limit])
+    more = f"; {len(skipped) - limit} more" if len(skipped) > limit else ""
+    return f"{len(skipped)} damaged line(s), {events} event(s) lost: {where}{more}"
+
+
+def warn_damage(path, meta: dict, closed: bool) -> None:
+    """The warnings for one loaded file: cut or unfinished (:func:`warn_truncated`), and the damaged
+    lines skipped in the middle (``meta``: the file's ``_stop_offset``, ``_size``, ``_n_events``,
+    ``_skipped``, ``_damage``, as the loader and its cache keep them)."""
+    skipped, damage = meta.get("_skipped") or [], meta.get("_damage")
+    if damage:
+        warnings.warn(TruncatedTraceWarning(f"{path}: {damage}; the rest of the file is lost"), stacklevel=3)
+    elif not closed:
+        warn_truncated(path, meta.get("_stop_offset", 0), meta.get("_size", 0), meta.get("_n_events", 0))
+    if skipped:
+        warnings.warn(TruncatedTraceWarning(f"{path}: {describe_skipped(skipped)}"), stacklevel=3)
+
+
 def show_warnings_on_stderr() -> None:
     """Print viewer warnings as plain one-liners (for the CLI), each message once."""
     def _show(message, category, filename, lineno, file=None, line=None):

@@ -6,13 +6,13 @@ from pathlib import Path
 from viewer import cache as _cache
 from viewer import frames
 from viewer import memory
-from viewer.errors import TraceError
+from viewer.errors import TraceError, warn_damage
 from viewer.schema import RunTables
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".trace", ".trace.gz")
 _TIME_COLUMNS = {
     "events": ("t_ns",),
-    "tensor_ops": ("submit_ns", "negotiated_ns", "start_ns", "done_ns"),
+    "tensor_ops": ("submit_ns", "negotiated_ns", "start_ns", "done_ns", "end_ns"),
     "fused_ops": ("start_ns", "end_ns"),
     "readiness": ("ready_ns",),
     "cycles": ("start_ns", "end_ns"),
@@ -83,19 +83,15 @@ def parse_one(path: Path, use_cache: bool = True, cache_dir=None) -> dict:
     if use_cache:
         hit = _cache.load(path, cache_dir)
         if hit is not None:
-            if hit["rank_info"].get("truncated"):
-                from viewer.errors import warn_truncated
-                warn_truncated(path, hit["meta"].get("_stop_offset", 0),
-                               hit["meta"].get("_size", path.stat().st_size),
-                               len(hit["events"]))
+            warn_damage(path, hit["meta"], bool(hit["rank_info"].get("closed")))
             return hit
     fmt = detect_format(path)
     if fmt == "merged":
         raise TraceError(path, "a merged trace (ringscope merge output): load the per-rank traces instead")
     if fmt == "horovod":
-        from viewer.load_horovod import parse_file
+        from viewer.io.horovod import parse_file
     else:
-        from viewer.load_ringscope import parse_file
+        from viewer.tables_ringscope import parse_file
     parsed = parse_file(path)
     if use_cache:
         _cache.store(path, parsed, cache_dir)
@@ -125,16 +121,19 @@ def load_run(paths, use_cache: bool = True, cache_dir=None, progress=None) -> Ru
     return tables
 
 
+def check_ranks(entries) -> None:
+    """Refuse two files of one rank (its rotation parts aside): ``entries`` = (rank, part, file)."""
+    seen: dict = {}
+    for r, part, f in entries:
+        if r in seen and (part is None or part in seen[r][1] or None in seen[r][1]):
+            raise TraceError(f, f"rank {r} also comes from {seen[r][0]} "
+                             "(a run holds one trace per rank, plus its rotation parts)")
+        seen.setdefault(r, (f, set()))[1].add(part)
+
+
 def assemble(parsed: list[dict]) -> RunTables:
     """Shift each file's local times onto the common axis and concatenate the tables."""
-    seen = {}
-    for p in parsed:
-        r = p["rank_info"]["rank"]
-        part = p["meta"].get("part")
-        if r in seen and (part is None or part in seen[r][1]):
-            raise TraceError(p["rank_info"]["file"], f"rank {r} also comes from {seen[r][0]} "
-                             "(a run holds one trace per rank, plus its rotation parts)")
-        seen.setdefault(r, (p["rank_info"]["file"], set()))[1].add(part)
+    check_ranks((p["rank_info"]["rank"], p["meta"].get("part"), p["rank_info"]["file"]) for p in parsed)
     bases = []
     for p in parsed:
         ri = p["rank_info"]
@@ -154,6 +153,10 @@ def assemble(parsed: list[dict]) -> RunTables:
             dfs.append(df)
         out[t] = _concat_events(dfs) if t == "events" else frames.concat(t, dfs)
         del dfs
+    for p, base in zip(parsed, bases):
+        ri = p["rank_info"]
+        if ri.get("last_ts_ns") is not None and base is not None and origin is not None:
+            ri["last_ts_ns"] += base - origin
     ranks = frames.build("ranks", {k: [p["rank_info"].get(k) for p in parsed]
                                    for k in frames.TABLES["ranks"]})
     ranks = ranks.sort_values("rank", ignore_index=True)
@@ -200,11 +203,14 @@ def _run_meta(parsed, origin, bases) -> dict:
         "size": max(sizes) if sizes else len(parsed),
         "ranks_loaded": [p["rank_info"]["rank"] for p in by_rank],
         "fusion_threshold": first.get("fusion_threshold"),
-        "cycle_time_ms": first.get("cycle_time_ms"),
-        "backend": first.get("backend") or by_rank[0]["rank_info"].get("backend") if by_rank else None,
+        "cycle_time_ms": first.get("cycle_time_ms") if isinstance(first.get("cycle_time_ms"), (int, float))
+        and not isinstance(first.get("cycle_time_ms"), bool) else None,
+        "backend": by_rank[0]["rank_info"].get("backend") if by_rank else None,
         "files": [p["rank_info"]["file"] for p in by_rank],
         "format": by_rank[0]["rank_info"]["format"] if by_rank else None,
         "truncated_ranks": [p["rank_info"]["rank"] for p in by_rank if p["rank_info"].get("truncated")],
+        "skipped": [{"file": p["rank_info"]["file"], "rank": p["rank_info"]["rank"], **s}
+                    for p in by_rank for s in p["meta"].get("_skipped") or []],
         "end_ns": max(last) if last else 0,
     })
     return meta

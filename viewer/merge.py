@@ -29,6 +29,7 @@ class RankSource:
     format: str
     shift_ns: int          # add to the rank's local ns (ts * 1000) to get ns since the origin
     host: str | None = None
+    legacy: bool = False   # a Horovod timeline from before 0.20.1: never closed, so no news if unclosed
 
 
 @dataclass
@@ -39,56 +40,78 @@ class MergePlan:
 
 def plan_merge(paths) -> MergePlan:
     """Work out each rank's clock shift from its recorded base and clock offset (headers only)."""
-    from viewer.jsonstream import TraceReader
-    from viewer.loader import detect_format, find_traces
+    from viewer.io.chrome_json import TraceReader
+    from viewer.loader import check_ranks, detect_format, find_traces
 
     files = find_traces(paths) if isinstance(paths, (str, Path)) else [f for p in paths for f in find_traces(p)]
-    entries = []
+    entries, parts = [], []
     for f in files:
         fmt = detect_format(f)
         if fmt == "merged":
             from viewer.errors import TraceError
             raise TraceError(f, "already a merged trace: merge the per-rank traces instead")
         reader = TraceReader(f)
-        meta = (reader.header.get("otherData") or {}).get(V.VERSION_KEY) or {}
-        base = meta.get("base_epoch_ns")
+        meta = reader.other(V.VERSION_KEY)
+        base = _int(meta.get("base_epoch_ns"))
         if fmt == "horovod":
             base = None
             for chunk in reader.chunks():
                 for ev in chunk[:5]:
-                    us = (ev.get("args") or {}).get("start_time_since_epoch_in_micros")
-                    if us is not None:
-                        base = int(us) * 1000
+                    us = (ev.get("args") if isinstance(ev.get("args"), dict) else {}).get(
+                        "start_time_since_epoch_in_micros")
+                    if _int(us) is not None:
+                        base = us * 1000
                 break
-        abs0 = None if base is None else int(base) - int(meta.get("clock_offset_ns") or 0)
-        entries.append((int(meta.get("rank", len(entries))), str(f), fmt, abs0, meta.get("host")))
+        abs0 = None if base is None else base - (_int(meta.get("clock_offset_ns")) or 0)
+        rank = _int(meta.get("rank"))
+        entries.append((len(entries) if rank is None else rank, str(f), fmt, abs0,
+                        meta.get("host") if isinstance(meta.get("host"), str) else None))
+        parts.append(_int(meta.get("part")))
         del reader
+    check_ranks((e[0], part, e[1]) for e, part in zip(entries, parts))
     known = [a for _, _, _, a, _ in entries if a is not None]
     origin = min(known) if known else None
-    ranks = [RankSource(r, f, fmt, 0 if a is None or origin is None else a - origin, host)
+    ranks = [RankSource(r, f, fmt, 0 if a is None or origin is None else a - origin, host,
+                        legacy=fmt == "horovod" and a is None)
              for r, f, fmt, a, host in entries]
     return MergePlan(origin, sorted(ranks, key=lambda s: s.rank))
 
 
+def _int(v):
+    """An integer header value, else None (a damaged header is unknown, not a crash)."""
+    return v if v.__class__ is int and abs(v) < 1 << 62 else None
+
+
 def _rank_events(src: RankSource):
-    from viewer.jsonstream import TraceReader
+    """The rank's events on the merged clock (events whose time is not a number are left out and
+    counted, as the reader counts damaged lines: ``reader.skipped``)."""
+    from viewer.io.chrome_json import TraceReader
 
     shift_us = src.shift_ns / 1000.0
     reader = TraceReader(src.file)
     out = []
     for chunk in reader.chunks():
         for ev in chunk:
-            if ev.get("ph") == "M" and not (src.format == "ringscope" and ev.get("name") in _THREAD_META
-                                            and ev.get("tid") not in V.THREAD_NAMES):
+            ph, ts = ev.get("ph"), ev.get("ts")
+            if ph == "M" and not (src.format == "ringscope" and ev.get("name") in _THREAD_META
+                                  and ev.get("tid") not in V.THREAD_NAMES):
                 continue  # rewritten by _metadata; the rank's own extra threads (tensors) keep their names
+            dur = ev.get("dur", 0)
+            if ph.__class__ is not str or ts.__class__ not in _NUM and (ph != "M" or ts is not None) \
+                    or dur.__class__ not in _NUM or ev.get("tid", 0).__class__ not in (int, str):
+                reader.skip(None, "'ph', 'ts', 'dur' or 'tid' missing or of the wrong type")
+                continue
             if src.format == "ringscope":
                 ev["pid"] = src.rank
                 if "id" in ev:  # a plain id is global in Perfetto: keep ranks apart
                     ev["id"] = f"{src.rank}/{ev['id']}"
-            if "ts" in ev:
-                ev["ts"] = round(ev["ts"] + shift_us, 3)
+            if ts is not None:
+                ev["ts"] = round(ts + shift_us, 3)
             out.append(ev)
-    return out
+    return out, reader
+
+
+_NUM = (int, float)   # orjson yields no NaN or infinity, and no integer beyond 64 bits
 
 
 def _relane(events: list) -> set:
@@ -168,7 +191,7 @@ def write_merged(plan: MergePlan, out, extra_events=None) -> dict:
     header = {MERGED_KEY: {"origin_epoch_ns": plan.origin_epoch_ns,
                            "ranks": [{"rank": s.rank, "file": s.file, "shift_ns": s.shift_ns} for s in plan.ranks]}}
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    n_events, lanes_all = 0, set()
+    n_events, lanes_all, skipped = 0, set(), 0
     with open(out, "wb") as fh:
         fh.write(b'{"displayTimeUnit": "ms", "otherData": ' + dumps(header) + b',\n"traceEvents": [\n')
         first = True
@@ -181,7 +204,10 @@ def write_merged(plan: MergePlan, out, extra_events=None) -> dict:
 
         # one rank at a time, so memory holds one rank's events, not the whole run's
         for src in plan.ranks:
-            events = _rank_events(src) + extra_by_pid.pop(src.rank, [])
+            events, reader = _rank_events(src)
+            events += extra_by_pid.pop(src.rank, [])
+            _report(src.file, reader, src.legacy)
+            skipped += sum(x["events"] for x in reader.skipped)
             lanes = _relane(events)
             tids = {(e.get("pid"), e.get("tid")) for e in events
                     if "tid" in e and e.get("pid") in ours and isinstance(e.get("pid"), int)}
@@ -196,7 +222,15 @@ def write_merged(plan: MergePlan, out, extra_events=None) -> dict:
         put(rest)
         n_events += len(rest)
         fh.write(b"\n]}\n")
-    return {"events": n_events, "ranks": len(plan.ranks), "overlap_lanes": len(lanes_all)}
+    return {"events": n_events, "ranks": len(plan.ranks), "overlap_lanes": len(lanes_all), "skipped": skipped}
+
+
+def _report(path, reader, legacy: bool) -> None:
+    from viewer.errors import warn_damage
+
+    warn_damage(path, {"_stop_offset": reader.stop_offset, "_size": reader.size, "_n_events": reader.n_events,
+                       "_skipped": reader.skipped, "_damage": reader.damage},
+                not reader.dropped and (reader.closed or legacy))
 
 
 def merge_run(paths, out, extra_events=None) -> dict:

@@ -41,9 +41,10 @@ TENSOR_OPS = {
     "submit_ns": "int64",      # t_ns when the framework submitted it (negotiation start)
     "negotiated_ns": "Int64",  # response received (NA if never: a hang)
     "start_ns": "Int64",       # its fused response started executing (end of QUEUE)
-    "done_ns": "Int64",        # result ready (end of the async lifecycle)
+    "done_ns": "Int64",        # result ready (NA if it failed or never ended)
+    "end_ns": "Int64",         # the op ended, with its result or its error (NA while still in flight)
     "wait_ns": "Int64",        # framework time blocked in synchronize for it (NA if not waited on)
-    "error": "string",         # the op's error (e.g. a stall shutdown); done_ns is then NA
+    "error": "string",         # the op's error (e.g. a stall shutdown); done_ns is then NA, end_ns not
 }
 
 # One row per executed response (a fused op) per rank.
@@ -97,8 +98,11 @@ RANKS = {
     "clock_offset_uncertainty_ns": "Int64",
     "file": "string",
     "format": "string",         # ringscope | horovod-legacy | horovod-modern | nsys
-    "truncated": "bool",
-    "events_dropped": "Int64",
+    "truncated": "bool",        # not closed cleanly: cut, killed, or ended without its SHUTDOWN record
+    "events_dropped": "Int64",  # events the tracer itself dropped (its SHUTDOWN record)
+    "closed": "bool",           # the trace was closed cleanly (complete JSON and SHUTDOWN record)
+    "last_ts_ns": "Int64",      # end of its last event (common axis): where a killed rank stopped
+    "events_skipped": "Int64",  # events lost to damaged lines the loader skipped (meta["skipped"])
 }
 
 TABLES = {

@@ -79,6 +79,9 @@ def run_facts(run) -> dict:
         "events": int(len(ev)), "tensor_ops": int(len(ops)), "fused_ops": int(len(run.fused_ops)),
         "truncated_ranks": list(m.get("truncated_ranks") or []),
         "clock_offsets_ns": {int(r): _clean(o) for r, o in zip(run.ranks["rank"], run.ranks["clock_offset_ns"])},
+        "events_skipped": sum(s["events"] for s in m.get("skipped") or []),
+        "skipped": list(m.get("skipped") or [])[:100],
+        "last_event_ns": {int(r): _clean(t) for r, t in zip(run.ranks["rank"], run.ranks["last_ts_ns"])},
     }
 
 
@@ -105,4 +108,6 @@ def build_summary(run, top: int = 10, tables: dict | None = None) -> dict:
 
 
 def _clean_dict(d: dict) -> dict:
-    return {k: (_clean_dict(v) if isinstance(v, dict) else _clean(v)) for k, v in d.items()}
+    return {k: (_clean_dict(v) if isinstance(v, dict) else
+                [_clean_dict(x) for x in v] if isinstance(v, list) and v and isinstance(v[0], dict) else _clean(v))
+            for k, v in d.items()}

@@ -34,6 +34,12 @@ def print_summary(data: dict, tables: dict, top: int = 10, console=None) -> None
         facts.add_row("fusion threshold", fmt_bytes(run["fusion_threshold"]))
     if run["truncated_ranks"]:
         facts.add_row("truncated traces", ", ".join(map(str, run["truncated_ranks"])), style="yellow")
+    if run["skipped"]:
+        from viewer.errors import describe_skipped
+
+        for f in dict.fromkeys(s["file"] for s in run["skipped"]):
+            facts.add_row("damaged lines skipped", f"{f}: " + describe_skipped(
+                [s for s in run["skipped"] if s["file"] == f]), style="yellow")
     con.print(facts)
 
     fnd = Table(title="Findings", title_justify="left")

@@ -1,288 +1,389 @@
-"""Turn the columns gathered by :mod:`viewer.load_ringscope` into the schema's per-rank tables."""
+"""One rank's tables from its trace's event columns (:mod:`viewer.io.ringscope`), vectorised.
+
+A tensor op is (format 3) an X, or a B/E pair, with ``cat`` "tensor" on the tensor's own thread; the
+begins and ends of one thread alternate, so the k-th B pairs with the k-th E. Its negotiation and
+QUEUE phases are rebuilt from the response it ran in (:mod:`viewer.phases`). Rows are selected and
+joined as numpy index arrays over string codes (:mod:`viewer.io.columns`); strings are built once,
+for the output columns.
+"""
 from __future__ import annotations
 
-import bisect
+import numpy as np
 
 from tracer import vocab as V
-from viewer import frames
+from viewer import frames, phases
+from viewer.io.columns import (coalesce, constant, cumcount, dense, int_na, lookup, lut, ns, strings,
+                               with_default)
 
 
-def _ns(us) -> int:
-    return int(round(us * 1000))
+class _Rows:
+    """Row indices (into the file's events) of one kind, with the columns read once."""
+
+    def __init__(self, cols):
+        self.cols = cols
+        self.ph, phv = cols.codes("ph")
+        self.name, self.names = cols.codes("name")
+        self.ts = cols.floats("ts", 0.0)
+        self.dur = cols.floats("dur", 0.0)
+        self.is_x = lut(phv, lambda v: v == "X")[self.ph]
+        cat, cats = cols.codes("cat")
+        # a lifecycle on its tensor's thread (X, or B/E), not a span
+        self.own = lut(cats, lambda v: v == V.CAT_TENSOR)[cat] & lut(phv, lambda v: v in ("X", "B", "E"))[self.ph]
+        self.plain = np.flatnonzero(lut(phv, lambda v: v in ("X", "i", "I", "n"))[self.ph] & ~self.own)
+        self.counters = np.flatnonzero(lut(phv, lambda v: v == "C")[self.ph])
+        self.is_end = lut(phv, lambda v: v == "E")[self.ph]
+        self.step, self.step_ok = cols.ints("args.step", -1)
+        self.resp, self.resp_ok = cols.ints("args.response", -1)
+        self.ends = self.ts + np.where(self.is_x, self.dur, 0.0)
+        self.last_ts = float(self.ends.max()) if cols.n else 0.0
+
+    def named(self, rows, *names):
+        """The rows among ``rows`` whose name is one of ``names``."""
+        wanted = set(names)
+        return rows[lut(self.names, lambda v: v in wanted)[self.name[rows]]]
 
 
-def _opt_ns(us):
-    return None if us is None else _ns(us)
+def build(cols, rank: int) -> dict:
+    """``{events, tensor_ops, fused_ops, readiness, cycles}`` of one rank (local times), plus
+    ``_last_ts_us`` (its last event's end) and ``_shutdown`` (the SHUTDOWN record's args, or {})."""
+    r = _Rows(cols)
+    ops = _lifecycles(r)
+    x = r.plain[r.is_x[r.plain]]
+    fused = r.named(x, V.FUSED_RESPONSE)
+    phases.attach(r, ops, fused)
+    return {"events": _events(r, ops, rank), "fused_ops": _fused(r, x, fused, rank),
+            "tensor_ops": _tensor_ops(r, ops, fused, r.named(x, V.SYNCHRONIZE), rank),
+            "readiness": _readiness(r), "cycles": _cycles(r, r.named(x, V.CYCLE), rank),
+            "_last_ts_us": r.last_ts, "_shutdown": _shutdown(r)}
 
 
-def _int(v, default=None):
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return default
+def _lifecycles(r):
+    """The tensor ops, one entry per begin in file order: ``{b, e (-1 if none), closed, end_ts, aid,
+    k, resp, resp_ok}``; ``aid`` codes the tensor (the event's name) into ``r.aid_values``."""
+    own = np.flatnonzero(r.own)
+    r.aid, r.aid_values = r.name, r.names
+    x = own[r.is_x[own]]
+    be = own[~r.is_x[own]]
+    tid, _ = r.cols.ints("tid", 0)
+    pairs = _pair(r, be, dense(tid[be]))
+    done = _op_rows(r, x, x)
+    order = np.argsort(np.concatenate([done["b"], pairs["b"]]), kind="stable")
+    ops = {c: np.concatenate([done[c], pairs[c]])[order] for c in pairs}
+    ops["k"] = cumcount(ops["aid"])  # the k-th op of this tensor
+    ob, oe = ops["b"], ops["e"]
+    end_ok = (oe >= 0) & r.resp_ok[np.maximum(oe, 0)]
+    ops["resp_ok"] = r.resp_ok[ob] | end_ok
+    ops["resp"] = np.where(r.resp_ok[ob], r.resp[ob], np.where(end_ok, r.resp[np.maximum(oe, 0)], -1))
+    return ops
 
 
-def build_tables(p, rank: int) -> dict:
-    """``{events, tensor_ops, fused_ops, readiness, cycles}`` DataFrames for one rank (local times)."""
-    import numpy as np
+def _pair(r, rows, group):
+    """Begins among ``rows`` with the end of the same ``group`` (the k-th begin with the k-th end)."""
+    is_end = r.is_end[rows]
+    k = cumcount(group * 2 + is_end)
+    bi, ei = np.flatnonzero(~is_end), np.flatnonzero(is_end)
+    span = int(k.max()) + 1 if len(k) else 1
+    m = lookup(group[ei] * span + k[ei], group[bi] * span + k[bi])
+    b = rows[bi]
+    e = np.where(m >= 0, rows[ei[np.maximum(m, 0)]] if len(ei) else -1, -1)
+    return _op_rows(r, b, e)
 
-    _match_responses(p)
-    _add_async_rows(p)
-    c = p.cols
-    ts = np.asarray(c.pop("ts"), dtype="float64")
-    dur = np.asarray(c.pop("dur"), dtype="float64")
-    c["t_ns"] = np.rint(ts * 1000).astype("int64")
-    c["dur_ns"] = np.rint(dur * 1000).astype("int64")
-    c["rank"] = np.full(len(ts), rank, dtype="int32")
-    c["depth"] = _depths(c["thread"], c["t_ns"], c["dur_ns"], c["ph"], c.get("_depth"))
-    c.pop("_depth", None)
-    events = frames.build("events", c)
-    events = events.sort_values("t_ns", kind="stable", ignore_index=True)
-    return {
-        "events": events,
-        "tensor_ops": _tensor_ops(p, rank),
-        "fused_ops": _fused_ops(p, rank),
-        "readiness": _readiness(p),
-        "cycles": frames.build("cycles", {
-            "rank": [rank] * len(p.cycles), "cycle": [cy for cy, _, _ in p.cycles],
-            "start_ns": [_ns(t) for _, t, _ in p.cycles],
-            "end_ns": [_ns(t + d) for _, t, d in p.cycles]}),
+
+def _op_rows(r, b, e):
+    closed = e >= 0
+    return {"b": b, "e": e, "closed": closed, "end_ts": np.where(closed, r.ends[np.maximum(e, 0)], r.last_ts),
+            "aid": r.aid[b]}
+
+
+def _events(r, ops, rank):
+    """Spans and instants as written, each tensor op as one X row on the "tensor" thread with its
+    rebuilt NEGOTIATE_<OP>/QUEUE rows nested in it, and counters."""
+    cols = r.cols
+    p, c, ob = r.plain, r.counters, ops["b"]
+    n_p, n_o, n_c = len(p), len(ob), len(c)
+    tid, tid_ok = cols.ints("tid", 0)
+    tids, tid_code = np.unique(tid[p], return_inverse=True)
+    thread_p = (np.where(tid_ok[p], tid_code.reshape(-1), -1).astype(np.int32),
+                [V.THREAD_NAMES.get(t, str(t)) for t in tids.tolist()])
+    is_x = r.is_x[p]
+    span_dur = np.where(is_x, ns(r.dur[p]), 0)
+    si, s_name, s_t, s_dur = phases.rebuilt_rows(r, ops, _codes_at(cols, "args.op", ob))
+    n_n = len(si)
+    t_ns = np.concatenate([ns(r.ts[p]), ns(r.ts[ob]), s_t, ns(r.ts[c])])
+    order = np.argsort(t_ns, kind="stable")
+    depth = np.concatenate([_depths(thread_p[0], ns(r.ts[p]), span_dur, ~is_x),
+                            np.zeros(n_o, dtype="int32"), np.ones(n_n, dtype="int32"),
+                            np.zeros(n_c, dtype="int32")])
+    name, names = r.name, r.names
+    cat, cats = cols.codes("cat")
+    tensor = cols.codes("args.tensor")
+    bytes_, bytes_ok = cols.ints("args.bytes", 0)
+    value = cols.floats("args.value")
+    events = {
+        "rank": np.full(len(t_ns), rank, dtype="int32"),
+        "thread": strings([thread_p, constant(n_o + n_n, "tensor"), constant(n_c, "counter")], order),
+        "name": strings([(name[p], names), (name[ob], names), s_name, (name[c], names)], order),
+        "cat": strings([(cat[p], cats), with_default(cat[ob], cats, V.CAT_TENSOR),
+                        with_default(cat[ob[si]], cats, V.CAT_TENSOR),
+                        with_default(cat[c], cats, V.CAT_COUNTER)], order),
+        "ph": strings([(np.where(is_x, 0, 1).astype(np.int32), ["X", "i"]), constant(n_o + n_n, "X"),
+                       constant(n_c, "C")], order),
+        "t_ns": t_ns[order],
+        "dur_ns": np.concatenate([span_dur, ns(ops["end_ts"] - r.ts[ob]), s_dur,
+                                  np.zeros(n_c, dtype="int64")])[order],
+        "tensor": strings([(tensor[0][p], tensor[1]), (ops["aid"], r.aid_values), (ops["aid"][si], r.aid_values),
+                           (np.full(n_c, -1, dtype=np.int32), [])], order),
+        "step": np.concatenate([r.step[p], r.step[ob], r.step[ob[si]], np.full(n_c, -1)])[order],
+        "response": np.concatenate([r.resp[p], ops["resp"], ops["resp"][si], np.full(n_c, -1)])[order],
+        "bytes": int_na(np.concatenate([bytes_[p], bytes_[ob], np.zeros(n_n + n_c, dtype="int64")])[order],
+                        np.concatenate([bytes_ok[p], bytes_ok[ob], np.zeros(n_n + n_c, dtype=bool)])[order]),
+        "value": np.concatenate([np.full(n_p + n_o + n_n, np.nan), value[c]])[order],
+        "depth": depth[order],
     }
+    import pandas as pd
+
+    return pd.DataFrame(events, copy=False)  # a block per column: the merge of ranks pops them one by one
 
 
-def _add_async_rows(p) -> None:
-    """Per-tensor async lifecycles become X rows on the "tensor" thread (open ones end at the last event)."""
-    c = p.cols
-    n0 = len(c["name"])
-    depth = [None] * n0
-    for op in p.ops:
-        end = op.get("done", p.last_ts)
-        p.row("tensor", op["name"], op["cat"] or V.CAT_TENSOR, "X", op["submit"], end - op["submit"],
-              op["args"])
-        c["tensor"][-1] = op["tensor"]
-        depth.append(0)
-        for name, (t0, t1, _a) in op["parts"].items():
-            p.row("tensor", name, op["cat"] or V.CAT_TENSOR, "X", t0, (p.last_ts if t1 is None else t1) - t0,
-                  op["args"])
-            c["tensor"][-1] = op["tensor"]
-            c["bytes"][-1] = None
-            depth.append(1)
-        for name, t0, t1 in _rebuilt_parts(p, op):
-            p.row("tensor", name, op["cat"] or V.CAT_TENSOR, "X", t0 / 1000, (t1 - t0) / 1000, op["args"])
-            c["tensor"][-1] = op["tensor"]
-            c["bytes"][-1] = None
-            depth.append(1)
-    c["_depth"] = depth
+def _codes_at(cols, name, rows):
+    codes, values = cols.codes(name)
+    return codes[rows], values
 
 
-def _match_responses(p) -> None:
-    """Set ``op["fused"]`` (index into ``p.fused``, or None) to the response each tensor op ran in: the
-    first FUSED_RESPONSE listing its tensor that starts within [submit, done] (done = the end of its
-    lifecycle; no upper bound while it never ended). Steps are not used: they repeat and may be -1."""
-    by_tensor: dict = {}
-    for i, (ts, _dur, a) in enumerate(p.fused):
-        for t in a.get(V.ARG_TENSORS) or []:
-            if isinstance(t, str):
-                by_tensor.setdefault(t, []).append((_ns(ts), i))
-    for lst in by_tensor.values():
-        lst.sort()
-    for op in p.ops:
-        op["fused"] = None
-        lst = by_tensor.get(op["tensor"])
-        if not lst:
-            continue
-        j = bisect.bisect_left(lst, (_ns(op["submit"]), -1))
-        if j < len(lst) and (op.get("done") is None or lst[j][0] <= _ns(op["done"])):
-            op["fused"] = lst[j][1]
-
-
-def _response_phases(p, op):
-    """(negotiated_ns, start_ns) of a format-2 op (no nested phase slices) from the response it ran
-    in: start = the response's FUSED_RESPONSE start, negotiated = start - its queue_ns. None where
-    unknown (no response, no queue_ns, or a format-1 op, whose phases are its own slices)."""
-    if op["parts"]:
-        return None, None
-    if op["fused"] is None:
-        # failed before any response: its negotiation lasted until the failure (as format 1 wrote it)
-        failed = op["args"].get(V.ARG_ERROR) and op.get("done") is not None
-        return (_ns(op["done"]) if failed else None), None
-    ts, _dur, a = p.fused[op["fused"]]
-    start = _ns(ts)
-    q = _int(a.get(V.ARG_QUEUE_NS))
-    return (None if q is None else start - q), start
-
-
-def _rebuilt_parts(p, op):
-    """The nested NEGOTIATE_<OP> and QUEUE slices format 1 wrote, rebuilt for a format-2 op:
-    ``[(name, t0_ns, t1_ns)]`` (the negotiation when its end is known, the QUEUE when its start
-    is known too)."""
-    neg, start = _response_phases(p, op)
-    if neg is None:
-        return []
-    out = []
-    opname = op["args"].get(V.ARG_OP)
-    if isinstance(opname, str):
-        out.append((V.negotiate_name(opname), _ns(op["submit"]), neg))
-    if start is not None:
-        out.append((V.QUEUE, neg, start))
-    return out
-
-
-def _depths(threads, ts, dur, phs, fixed):
-    """Nesting depth of each span on its thread (instants/counters: depth of the enclosing span)."""
-    import numpy as np
-
-    ts = np.asarray(ts)
-    dur = np.asarray(dur)
+def _depths(thread, ts, dur, inst):
+    """Nesting depth of each span and instant on its thread (an instant: that of its enclosing span)."""
     n = len(ts)
-    out = [0] * n
-    inst = np.asarray([ph != "X" for ph in phs], dtype=bool)
-    todo = np.ones(n, dtype=bool)
-    if fixed is not None:
-        for i, f in enumerate(fixed):
-            if f is not None:
-                out[i] = f
-                todo[i] = False
-    todo &= np.asarray([ph != "C" for ph in phs], dtype=bool)  # counters sit at depth 0
-    sel = np.flatnonzero(todo)
-    order = sel[np.lexsort((inst[sel], -dur[sel], ts[sel]))]  # equal start: longer first, instants inside
+    out = np.zeros(n, dtype="int32")
+    order = np.lexsort((inst, -dur, ts))  # equal start: longer first, instants inside
     ends = (ts + dur).tolist()
-    tsl = ts.tolist()
-    instl = inst.tolist()
+    tsl, instl, thr = ts.tolist(), inst.tolist(), thread.tolist()
     stacks: dict = {}
+    depth = [0] * n
     for i in order.tolist():
-        st = stacks.get(threads[i])
+        st = stacks.get(thr[i])
         if st is None:
-            st = stacks[threads[i]] = []
+            st = stacks[thr[i]] = []
         t = tsl[i]
         while st and st[-1] <= t:
             st.pop()
-        out[i] = len(st)
+        depth[i] = len(st)
         if not instl[i]:
             st.append(ends[i])
-    return np.asarray(out, dtype="int32")
-
-
-def _tensor_ops(p, rank):
-    cols = {k: [] for k in ("tensor", "step", "op", "dtype", "bytes", "process_set", "response",
-                            "submit_ns", "negotiated_ns", "start_ns", "done_ns", "wait_ns", "error")}
-    for op in p.ops:
-        a = op["args"]
-        neg = next((v for k, v in op["parts"].items() if k.startswith(V.NEGOTIATE_PREFIX)), None)
-        q = op["parts"].get(V.QUEUE)
-        step = _int(a.get(V.ARG_STEP), -1)
-        opname = a.get(V.ARG_OP)
-        if opname is None and neg is not None:
-            opname = next(k for k in op["parts"] if k.startswith(V.NEGOTIATE_PREFIX))[len(V.NEGOTIATE_PREFIX):]
-        cols["tensor"].append(op["tensor"])
-        cols["step"].append(step)
-        cols["op"].append(opname)
-        cols["dtype"].append(a.get(V.ARG_DTYPE))
-        cols["bytes"].append(_int(a.get(V.ARG_BYTES)))
-        cols["process_set"].append(_int(a.get(V.ARG_PROCESS_SET), 0))
-        ran_in = p.fused[op["fused"]][2] if op["fused"] is not None else {}
-        cols["response"].append(_int(a.get(V.ARG_RESPONSE), _int(ran_in.get(V.ARG_RESPONSE), -1)))
-        cols["submit_ns"].append(_ns(op["submit"]))
-        neg2, start2 = _response_phases(p, op)
-        cols["negotiated_ns"].append(_opt_ns(neg[1]) if neg else neg2)
-        cols["start_ns"].append(_opt_ns(q[1]) if q else start2)
-        err = a.get(V.ARG_ERROR)
-        cols["done_ns"].append(None if err else _opt_ns(op.get("done")))
-        cols["wait_ns"].append(None)
-        cols["error"].append(str(err) if err else None)
-    cols["rank"] = [rank] * len(cols["tensor"])
-    df = frames.build("tensor_ops", cols)
-    if len(df):
-        df["occurrence"] = df.groupby("tensor").cumcount().astype("int64")
-    if p.syncs and len(df):
-        _attach_waits(df, p.syncs)
-    return df
-
-
-def _attach_waits(df, syncs):
-    """Framework SYNCHRONIZE time per tensor op: by (tensor, step), else the latest op of that tensor
-    submitted before the wait began."""
-    import pandas as pd
-
-    key, by_tensor = {}, {}
-    submits = df["submit_ns"].tolist()
-    for i, (t, s) in enumerate(zip(df["tensor"].tolist(), df["step"].tolist())):
-        key.setdefault((t, s), i)
-        by_tensor.setdefault(t, []).append((submits[i], i))
-    for lst in by_tensor.values():
-        lst.sort()
-    waits = [None] * len(df)
-    for ts, dur, tens, step in syncs:
-        names = [tens] if isinstance(tens, str) else list(tens or [])
-        for name in names:
-            i = key.get((name, step)) if step >= 0 else None
-            if i is None:
-                lst = by_tensor.get(name, [])
-                j = bisect.bisect_right(lst, (_ns(ts), len(submits))) - 1
-                i = lst[j][1] if j >= 0 else None
-            if i is not None:
-                waits[i] = (waits[i] or 0) + _ns(dur)
-    df["wait_ns"] = pd.array(waits, dtype="Int64")
-
-
-def _fused_ops(p, rank):
-    by_resp_mem, by_resp_act = {}, {}
-    for m in p.memcpy:
-        by_resp_mem.setdefault(m[3], []).append(m)
-    for a in p.activity:
-        by_resp_act.setdefault(a[3], []).append(a)
-    act_sorted = sorted(p.activity, key=lambda a: a[1])
-    act_starts = [a[1] for a in act_sorted]
-    mem_sorted = sorted(p.memcpy, key=lambda m: m[1])
-    mem_starts = [m[1] for m in mem_sorted]
-    rows = {k: [] for k in ("response", "step", "op", "backend", "activity", "dtype", "count", "bytes",
-                            "threshold", "start_ns", "end_ns", "memcpy_in_ns", "memcpy_out_ns",
-                            "comm_ns", "size", "tensors")}
-    for ts, dur, a in p.fused:
-        rid = _int(a.get(V.ARG_RESPONSE), -1)
-        mems = by_resp_mem.get(rid) if rid >= 0 else None
-        if mems is None:
-            mems = _within(mem_sorted, mem_starts, ts, ts + dur)
-        acts = by_resp_act.get(rid) if rid >= 0 else None
-        if acts is None:
-            acts = _within(act_sorted, act_starts, ts, ts + dur)
-        act = acts[0] if acts else None
-        tensors = list(a.get(V.ARG_TENSORS) or [])
-        rows["response"].append(rid)
-        rows["step"].append(_int(a.get(V.ARG_STEP), -1))
-        rows["op"].append(a.get(V.ARG_OP))
-        rows["backend"].append(a.get(V.ARG_BACKEND) or (act[4].get(V.ARG_BACKEND) if act else None))
-        rows["activity"].append(act[0] if act else None)
-        rows["dtype"].append(a.get(V.ARG_DTYPE))
-        rows["count"].append(_int(a.get(V.ARG_COUNT), len(tensors)))
-        rows["bytes"].append(_int(a.get(V.ARG_BYTES), 0))
-        rows["threshold"].append(_int(a.get(V.ARG_THRESHOLD)))
-        rows["start_ns"].append(_ns(ts))
-        rows["end_ns"].append(_ns(ts + dur))
-        rows["memcpy_in_ns"].append(sum(_ns(m[2]) for m in mems if m[0] == V.MEMCPY_IN_FUSION_BUFFER))
-        rows["memcpy_out_ns"].append(sum(_ns(m[2]) for m in mems if m[0] == V.MEMCPY_OUT_FUSION_BUFFER))
-        rows["comm_ns"].append(_ns(act[2]) if act else 0)
-        rows["size"].append(_int(act[4].get("size"), _int(a.get("size"), 0)) if act else _int(a.get("size"), 0))
-        rows["tensors"].append(tensors)
-    rows["rank"] = [rank] * len(rows["response"])
-    return frames.build("fused_ops", rows)
-
-
-def _within(items, starts, t0, t1):
-    lo = bisect.bisect_left(starts, t0)
-    out = []
-    for it in items[lo:]:
-        if it[1] > t1:
-            break
-        out.append(it)
+    out[:] = depth
     return out
 
 
-def _readiness(p):
-    df = frames.build("readiness", {
-        "tensor": [r[0] for r in p.ready], "step": [r[1] for r in p.ready],
-        "occurrence": [0] * len(p.ready), "rank": [r[2] for r in p.ready],
-        "ready_ns": [_ns(r[3]) for r in p.ready], "source": ["ringscope"] * len(p.ready)})
-    if len(df):
-        df["occurrence"] = df.groupby(["tensor", "rank"]).cumcount().astype("int64")
+def _fused(r, x, fused, rank):
+    cols = r.cols
+    mem = r.named(x, V.MEMCPY_IN_FUSION_BUFFER, V.MEMCPY_OUT_FUSION_BUFFER)
+    act = r.named(x, *V.COMM_ACTIVITIES)
+    resp = r.resp[fused]
+    mem_in, mem_out = {}, {}
+    is_in = lut(r.names, lambda v: v == V.MEMCPY_IN_FUSION_BUFFER)[r.name[mem]].tolist()
+    for into, rid, d in zip(is_in, r.resp[mem].tolist(), ns(r.dur[mem]).tolist()):
+        into = mem_in if into else mem_out
+        into[rid] = into.get(rid, 0) + d
+    first_act = {}
+    for i, rid in zip(act.tolist(), r.resp[act].tolist()):
+        first_act.setdefault(rid, i)
+    a_rows = [first_act.get(rid, -1) for rid in resp.tolist()]
+    size_a = cols.floats("args.size")
+    backend_codes, backends = cols.codes("args.backend")
+    f_size = np.nan_to_num(size_a[fused], nan=0.0)
+    tensors = [list(t) if t is not None else [] for t in cols.pylist("args.tensors", fused)]
+    count, count_ok = cols.ints("args.count", 0)
+    bytes_, _ = cols.ints("args.bytes", 0)
+    thr, thr_ok = cols.ints("args.threshold", 0)
+    op, ops = cols.codes("args.op")
+    dt, dts = cols.codes("args.dtype")
+    rows = {"activity": [], "comm_ns": [], "size": [], "backend": []}
+    dur_ns = dict(zip(act.tolist(), ns(r.dur[act]).tolist()))
+    for j, (i, a) in enumerate(zip(fused.tolist(), a_rows)):
+        b = backends[backend_codes[i]] if backend_codes[i] >= 0 else None
+        if a < 0:
+            rows["activity"].append(None)
+            rows["comm_ns"].append(0)
+            rows["size"].append(int(f_size[j]))
+            rows["backend"].append(b)
+            continue
+        rows["activity"].append(r.names[r.name[a]])
+        rows["comm_ns"].append(dur_ns[a])
+        rows["size"].append(int(f_size[j] if np.isnan(size_a[a]) else size_a[a]))
+        rows["backend"].append(b if b is not None else (backends[backend_codes[a]] if backend_codes[a] >= 0
+                                                        else None))
+    return frames.build("fused_ops", {
+        "rank": np.full(len(fused), rank, dtype="int32"), "response": resp,
+        "step": r.step[fused], "op": [ops[c] if c >= 0 else None for c in op[fused].tolist()],
+        "backend": rows["backend"], "activity": rows["activity"],
+        "dtype": [dts[c] if c >= 0 else None for c in dt[fused].tolist()],
+        "count": np.where(count_ok[fused], count[fused], [len(t) for t in tensors]).astype("int64"),
+        "bytes": bytes_[fused], "threshold": int_na(thr[fused], thr_ok[fused]),
+        "start_ns": ns(r.ts[fused]), "end_ns": ns(r.ts[fused] + r.dur[fused]),
+        "memcpy_in_ns": [mem_in.get(rid, 0) for rid in resp.tolist()],
+        "memcpy_out_ns": [mem_out.get(rid, 0) for rid in resp.tolist()],
+        "comm_ns": rows["comm_ns"], "size": rows["size"], "tensors": tensors})
+
+
+def _tensor_ops(r, ops, fused, syncs, rank):
+    if not len(ops["b"]):
+        return frames.empty("tensor_ops")
+    cols = r.cols
+    ob, oe, n = ops["b"], ops["e"], len(ops["b"])
+    step = r.step[ob]
+    m = ops["fused"]  # else the response it ran in
+    resp = np.where(ops["resp_ok"], ops["resp"], np.where(m >= 0, r.resp[fused][np.maximum(m, 0)], -1)
+                    if len(fused) else -1)
+    err_codes, errs = cols.codes("args.error")
+    err = coalesce((np.where(oe >= 0, err_codes[np.maximum(oe, 0)], -1), errs), (err_codes[ob], errs))
+    bytes_, bytes_ok = cols.ints("args.bytes", 0)
+    ps, _ = cols.ints("args.process_set", 0)
+    dtype, op = cols.codes("args.dtype"), cols.codes("args.op")
+    end = ns(ops["end_ts"])
+    df = frames.build("tensor_ops", {
+        "rank": np.full(n, rank, dtype="int32"), "tensor": strings([(ops["aid"], r.aid_values)]),
+        "step": step, "occurrence": ops["k"], "op": strings([(op[0][ob], op[1])]),
+        "dtype": strings([(dtype[0][ob], dtype[1])]),
+        "bytes": int_na(bytes_[ob], bytes_ok[ob]), "process_set": ps[ob].astype("int32"), "response": resp,
+        "submit_ns": ns(r.ts[ob]),
+        "negotiated_ns": int_na(ops["neg_ns"], ops["neg_ok"]),
+        "start_ns": int_na(ops["start_ns"], ops["start_ok"]),
+        "done_ns": int_na(end, ops["closed"] & (err[0] < 0)),
+        "end_ns": int_na(end, ops["closed"]),
+        "wait_ns": int_na(np.zeros(n, dtype="int64"), np.zeros(n, dtype=bool)), "error": strings([err])})
+    if len(syncs):
+        df["wait_ns"] = _waits(r, ops, step, syncs)
     return df
+
+
+def _waits(r, ops, step, syncs):
+    """Framework SYNCHRONIZE time per tensor op: by (tensor, step), else the latest op of that tensor
+    submitted before the wait began."""
+    import bisect
+
+    cols = r.cols
+    code_of = {v: i for i, v in enumerate(r.aid_values)}
+    t_codes, t_vals = cols.codes("args.tensor")
+    q_aid, q_step, q_ts, q_dur = [], [], [], []
+    s_step = r.step[syncs].tolist()
+    s_ts, s_dur = ns(r.ts[syncs]).tolist(), ns(r.dur[syncs]).tolist()
+    no_tensor = [j for j, c in enumerate(t_codes[syncs].tolist()) if c < 0]
+    lists = dict(zip(no_tensor, cols.pylist("args.tensors", syncs[no_tensor]))) if no_tensor else {}
+    for j, c in enumerate(t_codes[syncs].tolist()):
+        names = [t_vals[c]] if c >= 0 else list(lists.get(j) or [])
+        for name in names:
+            q_aid.append(code_of.get(name, -1))
+            q_step.append(s_step[j])
+            q_ts.append(s_ts[j])
+            q_dur.append(s_dur[j])
+    aid = ops["aid"].astype("int64")
+    n = len(aid)
+    q_aid, q_step = np.asarray(q_aid, dtype="int64"), np.asarray(q_step, dtype="int64")
+    keys = dense(np.concatenate([step, q_step]))  # small step ids, so (tensor, step) fits one int64
+    width = int(keys.max(initial=0)) + 1
+    hit = lookup(aid * width + keys[:n], np.where(q_step >= 0, q_aid * width + keys[n:], -1))
+    hit = np.where((q_step >= 0) & (q_aid >= 0), hit, -1)
+    miss = [j for j in np.flatnonzero(hit < 0).tolist() if q_aid[j] >= 0]
+    if miss:  # the latest op of that tensor submitted at or before the wait
+        submit = ns(r.ts[ops["b"]]).tolist()
+        by_aid: dict = {}
+        for i, a in enumerate(aid.tolist()):
+            by_aid.setdefault(a, []).append((submit[i], i))
+        for lst in by_aid.values():
+            lst.sort()
+        for j in miss:
+            lst = by_aid.get(int(q_aid[j]), [])
+            k = bisect.bisect_right(lst, (q_ts[j], n)) - 1
+            if k >= 0:
+                hit[j] = lst[k][1]
+    ok = hit >= 0
+    waits = np.zeros(n, dtype="int64")
+    np.add.at(waits, hit[ok], np.asarray(q_dur, dtype="int64")[ok])
+    has = np.zeros(n, dtype=bool)
+    has[hit[ok]] = True
+    return int_na(waits, has)
+
+
+def _readiness(r):
+    """One row per tensor of each READY: ``args.tensor``, else each of ``args.tensors``."""
+    ready = r.named(r.plain, V.READY)
+    cols = r.cols
+    t_codes, t_vals = cols.codes("args.tensor")
+    single = t_codes[ready] >= 0
+    batched = ready[~single]
+    l_codes, l_vals, l_parent = cols.list_items("args.tensors", batched)
+    keep = l_codes >= 0
+    src = np.concatenate([ready[single], batched[l_parent[keep]]])  # the READY event of each row
+    order = np.argsort(src, kind="stable")                           # file order, list order
+    src = src[order]
+    index = {v: i for i, v in enumerate(t_vals)}   # one code per name, whichever field held it
+    l_map = np.array([index.setdefault(v, len(index)) for v in l_vals] + [-1], dtype=np.int32)
+    codes = np.concatenate([t_codes[ready[single]], l_map[l_codes[keep]]])[order].astype(np.int32)
+    rk, _ = cols.ints("args.rank", -1)
+    occ = cumcount(dense(codes) * (len(src) + 1) + dense(rk[src])) if len(src) else np.zeros(0, "int64")
+    return frames.build("readiness", {
+        "tensor": strings([(codes, list(index))]), "step": r.step[src], "occurrence": occ,
+        "rank": rk[src], "ready_ns": ns(r.ts[src]), "source": ["ringscope"] * len(src)})
+
+
+def _cycles(r, cyc, rank):
+    cycle, _ = r.cols.ints("args.cycle", -1)
+    return frames.build("cycles", {"rank": np.full(len(cyc), rank, dtype="int32"), "cycle": cycle[cyc],
+                                   "start_ns": ns(r.ts[cyc]), "end_ns": ns(r.ts[cyc] + r.dur[cyc])})
+
+
+def _shutdown(r) -> dict:
+    """Clock offsets and drop count from the last SHUTDOWN record ({} when the run did not close)."""
+    if not len(r.named(r.plain, V.SHUTDOWN)) or r.cols.shutdown is None:
+        return {}
+    return dict(r.cols.shutdown)
+
+
+_INT_META = ("rank", "size", "local_rank", "local_size", "cross_rank", "cross_size", "pid", "fusion_threshold",
+             "base_epoch_ns", "clock_offset_ns", "clock_offset_uncertainty_ns", "part", "format_version")
+
+
+def _int_or(v, default):
+    return v if v.__class__ is int else default
+
+
+def parse_file(path, warn: bool = True) -> dict:
+    """Per-rank tables of one ringscope trace: ``{table: DataFrame, "rank_info": dict, "meta": dict}``.
+
+    Times are local (ns since this rank's ts == 0); ``meta`` is the file's ``otherData.ringscope``.
+    """
+    from viewer.errors import warn_damage
+    from viewer.io.ringscope import read
+
+    reader, cols = read(path)
+    meta = dict(reader.other(V.VERSION_KEY))
+    rank = _int_or(meta.get("rank"), None)
+    if rank is None:
+        pid, ok = cols.ints("pid", 0)
+        rank = int(pid[ok][0]) if ok.any() and 0 <= pid[ok][0] < 1 << 31 else 0
+    out = build(cols, rank)
+    del cols
+    sd = out.pop("_shutdown")
+    closed = reader.closed and not reader.dropped and (bool(sd) or not meta)
+    last_us = out.pop("_last_ts_us")
+    info = {
+        "rank": rank, "host": meta.get("host") if isinstance(meta.get("host"), str) else None,
+        "pid": _int_or(meta.get("pid"), None), "local_rank": _int_or(meta.get("local_rank"), None),
+        "size": _int_or(meta.get("size"), None), "backend": meta.get("backend")
+        if isinstance(meta.get("backend"), str) else None,
+        "base_epoch_ns": _int_or(meta.get("base_epoch_ns"), None),
+        "clock_offset_ns": _int_or(meta.get("clock_offset_ns", sd.get("clock_offset_ns")), None),
+        "clock_offset_uncertainty_ns": _int_or(meta.get("clock_offset_uncertainty_ns",
+                                                        sd.get("clock_offset_uncertainty_ns")), None),
+        "file": str(path), "format": "ringscope", "truncated": not closed,
+        "events_dropped": _int_or(sd.get("events_dropped"), None),
+        "closed": closed, "events_skipped": sum(s["events"] for s in reader.skipped),
+        "last_ts_ns": int(round(last_us * 1000)),
+    }
+    meta.update(_stop_offset=reader.stop_offset, _size=reader.size, _n_events=len(out["events"]),
+                _last_local_ns=info["last_ts_ns"], _skipped=reader.skipped, _damage=reader.damage)
+    for k in _INT_META:
+        if k in meta and meta[k] is not None and meta[k].__class__ is not int:
+            meta[k] = None   # a damaged header value is unknown, not a crash later
+    if warn:
+        warn_damage(path, meta, closed)
+    return {**out, "rank_info": info, "meta": meta}

@@ -34,6 +34,22 @@ def sample_run(name: str):
     return None
 
 
+def replicated_run(out: Path, ranks: int, events_per_rank: int, name: str = "straggler"):
+    """A big real run: sample_traces/<name> (rank 3 is the planted straggler) replicated in time by
+    bench/tracegen to ``ranks`` x ``events_per_rank`` events, loaded; returns its tables."""
+    import gzip
+
+    from bench import tracegen
+    from viewer import Run
+
+    src = out / "src"
+    src.mkdir(parents=True, exist_ok=True)
+    for f in sorted((SAMPLES / name).glob("rank-*.json.gz")):
+        (src / f.name[:-3]).write_bytes(gzip.decompress(f.read_bytes()))
+    tracegen.build(src, out / "run", ranks, events_per_rank)
+    return Run.load(out / "run", cache=False).tables
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -72,15 +88,9 @@ class Server:
 
 
 def launch_argv(main_run, second_run, root, port: int) -> list:
-    """``ringscope view MAIN SECOND`` (upload limit 1 MB); with no main run, serve the synthetic one."""
+    """``ringscope view MAIN SECOND`` (upload limit 1 MB)."""
     runs = [str(p) for p in (main_run, second_run) if p is not None]
-    if main_run is not None:
-        return ["-m", "viewer.cli", "view", *runs, "--port", str(port), "--root", str(root),
-                "--max-upload-mb", "1"]
-    return ["-c", "from viewer.dashboard.serve import serve\n"
-                  "from viewer.dashboard.synthetic import make_run\n"
-                  f"serve({runs!r}, port={port}, root={str(root)!r}, max_upload_mb=1,"
-                  " tables=make_run(60_000, slow_rank=3), label='synthetic-straggler')\n"]
+    return ["-m", "viewer.cli", "view", *runs, "--port", str(port), "--root", str(root), "--max-upload-mb", "1"]
 
 
 @pytest.fixture(scope="session")

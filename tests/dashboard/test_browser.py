@@ -1,7 +1,7 @@
 """The dashboard in real headless Chromium (Debian's /usr/bin/chromium driven by playwright).
 
-The main run is sample_traces/straggler (a real 4-rank run, the last rank slowed) when it exists,
-else the synthetic straggler run (also rank 3 slowed); the second run is sample_traces/healthy, else
+The main run is sample_traces/straggler (a real 4-rank run, the last rank slowed); the second run is
+sample_traces/healthy, else
 the real Horovod 0.28.1 timeline from ../shared. The picker's root is ../shared (sample_traces/ when
 ../shared is absent).
 """
@@ -56,7 +56,7 @@ def lanes(page) -> set:
 def test_every_page_renders_without_console_errors(server, page, artifacts):
     page.goto(server.url)
     page.wait_for_selector(PAGE_READY["overview"], timeout=60_000)
-    assert page.inner_text("#card-straggler .card-value") == "rank 3"  # planted in sample and synthetic runs
+    assert page.inner_text("#card-straggler .card-value") == "rank 3"  # planted in the sample run
     for value, _label in PAGES:
         open_tab(page, value)
         page.wait_for_timeout(500)

@@ -1,16 +1,16 @@
 """Figure builders are plain functions from tables to plotly figures: checked without a browser."""
 import pytest
 
-from tests.dashboard.conftest import horovod_file
+from tests.dashboard.conftest import SAMPLES, horovod_file
 from viewer.dashboard import derive, fig_comm, fig_compare, fig_fusion, fig_negotiation
 from viewer.dashboard.fig_timeline import timeline_figure
 from viewer.dashboard.registry import Registry
-from viewer.dashboard.synthetic import make_run
 
 
 @pytest.fixture(scope="module")
-def synthetic():
-    return Registry().add_tables(make_run(40_000, ranks=4, slow_rank=3), "synthetic")
+def straggler():
+    """The real 4-rank sample run with rank 3 slowed."""
+    return Registry().add_path(SAMPLES / "straggler")
 
 
 @pytest.fixture(scope="module")
@@ -18,8 +18,8 @@ def legacy():
     return Registry().add_path(horovod_file("legacy_nccl_fused_7ranks.json"))
 
 
-def test_heatmap_has_a_row_per_rank_and_marks_the_straggler(synthetic):
-    matrix = derive.lateness_matrix(synthetic.late)
+def test_heatmap_has_a_row_per_rank_and_marks_the_straggler(straggler):
+    matrix = derive.lateness_matrix(straggler.late)
     fig = fig_negotiation.lateness_heatmap(matrix)
     hm = fig.data[0]
     assert list(hm.y) == [0, 1, 2, 3]
@@ -44,24 +44,23 @@ def test_real_horovod_timeline_names_rank_7_as_straggler(legacy):
     assert legacy.headline()["straggler_rank"] == 7
 
 
-def test_fusion_histograms_mark_the_threshold(synthetic):
-    fus, thr = synthetic.fusion, derive.fusion_threshold(synthetic.tables)
+def test_fusion_histograms_mark_the_threshold(straggler):
+    fus, thr = straggler.fusion, derive.fusion_threshold(straggler.tables)
     fill = fig_fusion.fill_histogram(fus, thr)
-    assert thr == 64 << 20
+    assert thr == straggler.tables.meta["fusion_threshold"] == 128 << 20
     assert any(s.x0 == 1.0 for s in fill.layout.shapes)  # the threshold line
     assert sum(fill.data[0].y) == len(fus)
     counts = fig_fusion.count_histogram(fus, thr)
-    assert list(counts.data[0].x) == [8] and "64.0 MiB" in counts.layout.title.text
+    assert list(counts.data[0].x) == sorted(fus["count"].unique()) and "128.0 MiB" in counts.layout.title.text
     memcpy = fig_fusion.memcpy_share_histogram(fus)
     assert sum(memcpy.data[0].y) == len(fus)
 
 
-def test_busbw_figure_has_fit_and_peak(synthetic):
-    comm = synthetic.comm
+def test_busbw_figure_has_fit_and_peak(straggler):
+    comm = straggler.comm
     fits = derive.alpha_beta(comm)
     alpha_us, beta = fits["ring ALLREDUCE"]
-    assert alpha_us == pytest.approx(80, rel=0.05)      # planted: 80 us latency
-    assert beta == pytest.approx(2.0 / 1.5, rel=0.05)   # planted: 1.5 s/GB per byte -> 1.33 GB/s
+    assert alpha_us > 0 and beta > 0                   # a latency and a time per byte from the real run
     fig = fig_comm.busbw_figure(comm, fits, 3.0, peak_given=True)
     names = [t.name for t in fig.data]
     assert any(n.startswith("ring ALLREDUCE fit") for n in names)
@@ -69,29 +68,32 @@ def test_busbw_figure_has_fit_and_peak(synthetic):
     assert len(fig.data[0].x) <= fig_comm.MAX_POINTS
     table = derive.nccl_table(comm)
     assert list(table.columns[:4]) == ["size", "count", "type", "op"]
-    assert (table["busbw"] / table["algbw"]).round(3).eq(1.5).all()  # 2(n-1)/n for 4 ranks
+    ratio = (table["busbw"] / table["algbw"]).round(3)
+    assert ratio[table["op"] == "ALLREDUCE"].eq(1.5).all()  # 2(n-1)/n for 4 ranks
+    assert ratio[table["op"] == "BROADCAST"].eq(1.0).all()
 
 
-def test_timeline_figure_lanes_and_phases(synthetic):
-    view = synthetic.timeline.window(ranks=[1])
+def test_timeline_figure_lanes_and_phases(straggler):
+    view = straggler.timeline.window(ranks=[1])
     fig = timeline_figure(view)
     assert {t.name for t in fig.data} >= {"NEGOTIATE", "COMM", "SYNCHRONIZE"}
     ys = {y for t in fig.data for y in t.y}
     assert ys and all(y.startswith("r1 ") for y in ys)
 
 
-def test_compare_figures_show_both_runs(synthetic, legacy):
-    fig = fig_compare.straggler_compare(synthetic.stragglers, legacy.stragglers, "A", "B")
+def test_compare_figures_show_both_runs(straggler, legacy):
+    fig = fig_compare.straggler_compare(straggler.stragglers, legacy.stragglers, "A", "B")
     assert [t.name for t in fig.data] == ["A", "B"]
-    fig = fig_compare.bandwidth_compare(synthetic.comm, legacy.comm, "A", "B")
+    fig = fig_compare.bandwidth_compare(straggler.comm, legacy.comm, "A", "B")
     assert [t.name for t in fig.data] == ["A (ALLREDUCE)", "B (ALLREDUCE)"]
 
 
-def test_headline_numbers_of_the_synthetic_run(synthetic):
-    h = synthetic.headline()
-    assert h["step_ms"] == pytest.approx(120, rel=0.01)
+def test_headline_numbers_of_the_straggler_run(straggler):
+    h = straggler.headline()
+    steps = straggler.tables.events.query("name == 'STEP'")
+    assert h["step_ms"] == pytest.approx(steps["dur_ns"].median() / 1e6, rel=0.25)
     assert 0 < h["exposed_pct"] < 100
-    assert h["straggler_rank"] == 3 and h["straggler_share"] > 0.9
+    assert h["straggler_rank"] == 3 and h["straggler_share"] > 0.8
     assert 0 < h["busbw_eff"] <= 1
 
 

@@ -1,6 +1,6 @@
 """Nsight GPU lanes on the timeline: ``ringscope view RUN --nsys ...`` in headless Chromium.
 
-The exports are viewer.nsys.fixture's synthetic SQLite files (the nsys schema, no real GPU here),
+The exports are tests.nsys.fixture's synthetic SQLite files (the nsys schema, no real GPU here),
 built from the real sample_traces/healthy run.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ def overlaid(tmp_path_factory):
     src = sorted((SAMPLES / "healthy").glob("rank-*.json.gz"))
     if not src:
         pytest.skip("sample_traces/healthy is absent")
-    from viewer.nsys import fixture
+    from tests.nsys import fixture
 
     run = tmp_path_factory.mktemp("healthy_plain")
     for f in src:  # the fixture builder reads plain JSON

@@ -1,5 +1,5 @@
 """One real 2-rank ringscope run (mpiexec, the runtime, the tracer) per test session, and synthetic
-Nsight exports built from its traces by :mod:`viewer.nsys.fixture`."""
+Nsight exports built from its traces by :mod:`tests.nsys.fixture`."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -40,7 +40,7 @@ def run(run_dir):
 @pytest.fixture(scope="session")
 def per_rank(trace_files, tmp_path_factory):
     """(truth, directory) of one synthetic export per rank, each with its own clock error."""
-    from viewer.nsys import fixture
+    from tests.nsys import fixture
 
     d = tmp_path_factory.mktemp("nsys_per_rank")
     return fixture.build(trace_files, d), d
@@ -49,7 +49,7 @@ def per_rank(trace_files, tmp_path_factory):
 @pytest.fixture(scope="session")
 def combined(trace_files, tmp_path_factory):
     """(truth, path) of one synthetic export holding both ranks' processes."""
-    from viewer.nsys import fixture
+    from tests.nsys import fixture
 
     p = tmp_path_factory.mktemp("nsys_combined") / "report.sqlite"
     return fixture.build(trace_files, p, combined=True, clock_error_ns=-2_718_281), p

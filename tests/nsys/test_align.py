@@ -66,7 +66,7 @@ def test_too_few_matches_falls_back_with_a_warning(run, per_rank):
 
 
 def test_mapping_by_pid_when_no_rank_mark(run, trace_files, tmp_path):
-    from viewer.nsys import fixture
+    from tests.nsys import fixture
 
     truth = fixture.build(trace_files, tmp_path, mark_rank=False)
     ov = attach_nsys(run.tables, sorted(truth.files.values()))
@@ -75,7 +75,7 @@ def test_mapping_by_pid_when_no_rank_mark(run, trace_files, tmp_path):
 
 
 def test_explicit_rank_mapping(run, trace_files, tmp_path):
-    from viewer.nsys import fixture
+    from tests.nsys import fixture
 
     truth = fixture.build(trace_files, tmp_path, mark_rank=False)
     ov = attach_nsys(run.tables, [f"0={truth.files[0]}", f"1={truth.files[1]}"])

@@ -98,3 +98,21 @@ def test_nvtx_table_without_needed_columns(tmp_path):
     with pytest.raises(NsysError) as e:
         read_report(p)
     _one_line(e.value, p, "NVTX_EVENTS lacks column", "eventType")
+
+
+def test_wrong_typed_values_are_one_line(tmp_path, per_rank):
+    """A text where nsys writes integers (a damaged or hand-edited export): one line, no traceback."""
+    import shutil
+    from pathlib import Path
+
+    _truth, directory = per_rank
+    src = sorted(Path(directory).glob("*.sqlite"))[0]
+    bad = tmp_path / "bad.sqlite"
+    shutil.copy(src, bad)
+    con = sqlite3.connect(bad)
+    con.execute("update PROCESSES set pid = 'not-a-pid'")
+    con.commit()
+    con.close()
+    with pytest.raises(NsysError) as ei:
+        read_report(bad)
+    _one_line(ei.value, bad, "unexpected value")

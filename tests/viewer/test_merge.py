@@ -108,7 +108,7 @@ def test_merged_real_run_opens_cleanly_in_perfetto(tmp_path):
 
 def test_tensor_threads_keep_their_names(tmp_path):
     """Format 3: each tensor's thread keeps its name in the merged trace (overlap lanes stay clear)."""
-    tracegen.write_run(tmp_path / "run", size=2, steps=2, late_rank=1, fmt=3)
+    tracegen.write_run(tmp_path / "run", size=2, steps=2, late_rank=1)
     out = tmp_path / "m.json"
     merge_run(tmp_path / "run", out)
     evs = json.loads(out.read_text())["traceEvents"]

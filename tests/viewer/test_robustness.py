@@ -64,11 +64,10 @@ def test_gzip_and_truncated_gzip(tmp_path):
     assert len(ws) == 1 and 0 < len(run.tensor_ops) < len(a.tensor_ops)
 
 
-@pytest.mark.parametrize("fmt,late", [(2, None), (3, 0)], ids=["fmt2", "fmt3"])
-def test_ringscope_trace_cut_mid_event(tmp_path, fmt, late):
-    """Ops complete before the cut load, the one cut off stays open (format 3: rank 1 waits for a late
-    rank 0, so its ops are B/E lines)."""
-    paths = tracegen.write_run(tmp_path / "run", size=2, steps=4, fmt=fmt, late_rank=late)
+def test_ringscope_trace_cut_mid_event(tmp_path):
+    """Ops complete before the cut load, the one cut off stays open (rank 1 waits for a late rank 0, so
+    its ops are B/E lines)."""
+    paths = tracegen.write_run(tmp_path / "run", size=2, steps=4, late_rank=0)
     data = paths[1].read_bytes()
     paths[1].write_bytes(data[: len(data) // 2 + 7])
     run, ws = _load_warn(tmp_path / "run")
@@ -83,7 +82,11 @@ def test_ringscope_trace_cut_mid_event(tmp_path, fmt, late):
     (b"hello world\n", "not JSON"),
     (b"\x00\x01\x02binary\xff" * 50, "binary data"),
     (b'{"foo": 1}', "wrong shape"),
-    (b"[1, 2, 3]", "wrong shape"),
+    (b"[1, 2, 3]", "no trace events"),
+    (b"[]", "no trace events"),
+    (b'{"traceEvents": []}', "no trace events"),
+    (b"{}", "no trace events"),
+    (b"[null]", "no trace events"),
     (b'{"traceEvents": 5}', "wrong shape"),
 ])
 def test_bad_input_one_line_error(tmp_path, content, problem):
@@ -121,3 +124,34 @@ def test_cli_bad_input_exit_2_no_traceback(tmp_path, cmd):
         assert "Traceback" not in p.stderr
         lines = p.stderr.strip().splitlines()
         assert len(lines) == 1 and str(target) in lines[0]
+
+
+def test_multi_member_gzip_is_read_to_the_end(tmp_path):
+    src = ROOT / "sample_traces" / "healthy" / "rank-00001.json.gz"
+    data = gzip.decompress(src.read_bytes())
+    k = len(data) // 3
+    multi = tmp_path / "multi.json.gz"
+    multi.write_bytes(gzip.compress(data[:k]) + gzip.compress(data[k:2 * k]) + gzip.compress(data[2 * k:]))
+    a, (b, ws) = Run.load(src, cache=False), _load_warn(multi)
+    assert ws == [] and len(a.events) == len(b.events) and b.ranks["closed"].all()
+
+
+def test_gzip_bomb_stops_at_the_cap(tmp_path, monkeypatch):
+    monkeypatch.setenv("RINGSCOPE_MAX_TRACE_BYTES", str(4 << 20))
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b" " * (1 << 20)) * 64)   # 64 MiB expanded from 64 KiB
+    with pytest.raises(TraceError) as ei:
+        load_run(bomb, use_cache=False)
+    assert str(bomb) in str(ei.value) and "RINGSCOPE_MAX_TRACE_BYTES" in str(ei.value)
+
+
+def test_ranks_say_where_each_trace_stopped():
+    """A killed or hung rank's trace is not closed; last_ts_ns is the end of its last event on the
+    common axis, so the rank that stopped first can be found."""
+    run = Run.load(ROOT / "sample_traces" / "hang", cache=False)
+    ev = run.events
+    ends = (ev["t_ns"] + ev["dur_ns"]).groupby(ev["rank"]).max()
+    assert not run.ranks["closed"].any() and run.ranks["truncated"].all()
+    assert run.ranks.set_index("rank")["last_ts_ns"].to_dict() == ends.to_dict()
+    healthy = Run.load(ROOT / "sample_traces" / "healthy", cache=False)
+    assert healthy.ranks["closed"].all() and not healthy.ranks["truncated"].any()

@@ -1,14 +1,9 @@
-"""Hand-written ringscope traces in the documented per-rank format, for LOADER unit tests only.
+"""Hand-written ringscope traces in the documented per-rank format (format 3), for LOADER unit tests only.
 
-They follow tracer/vocab.py and the "Tracer contract" of docs/ARCHITECTURE.md: object form, one event
-per line, ts/dur in µs relative to the rank's base, per-tensor lifecycles. Analyses are tested
-on real runs (sample_traces/) and real Horovod timelines, not on these.
-
-``fmt`` picks the format version (see tracer/vocab.py): 3 writes each tensor op on its tensor's own
-thread, as one X (a B, and an E when it ended, for ops over 3 ms, as if in flight at a flush); 2 as an
-async b/e slice on the framework thread; both with the phases on the response (FUSED_RESPONSE's
-``queue_ns``); 1 also writes the nested NEGOTIATE_<OP> and QUEUE slices per tensor. All describe the
-same run at the same times.
+They follow tracer/vocab.py and docs/TRACE_FORMAT.md: object form, one event per line, ts/dur in µs
+relative to the rank's base, each tensor op on its tensor's own thread (one X, or B/E), the phases on
+the response (FUSED_RESPONSE's ``queue_ns``). Analyses are tested on real runs (sample_traces/) and real
+Horovod timelines, not on these. ``write_rank(fmt=...)`` only stamps another version in the header.
 """
 from __future__ import annotations
 
@@ -20,31 +15,9 @@ from tracer import vocab as V
 BASE_EPOCH_NS = 1_790_000_000_000_000_000
 
 
-def _lifecycle(ev, rank, name, op, args, submit, negotiated, start, done, step, fmt, error=None):
-    """One tensor op's lines (``negotiated``/``start``/``done`` None: that never happened)."""
-    if fmt >= 3:
-        _own_thread(ev, rank, name, args, submit, done, step, error)
-        return
-
-    def line(ph, ts, phase=name, a=None):
-        ev.append({"ph": ph, "name": phase, "cat": V.CAT_TENSOR, "id2": {"local": name}, "pid": rank, "tid": 1,
-                   "ts": ts, "args": a or {"step": step}})
-    line("b", submit, a=args)
-    if fmt == 1:
-        line("b", submit, V.negotiate_name(op))
-        if negotiated is not None:
-            line("e", negotiated, V.negotiate_name(op))
-            line("b", negotiated, V.QUEUE)
-            if start is not None:
-                line("e", start, V.QUEUE)
-        elif done is not None:  # failed before its response: the negotiation ends with the op
-            line("e", done, V.negotiate_name(op))
-    if done is not None:
-        line("e", done, a={"step": step, **({"error": error} if error else {})})
-
-
-def _own_thread(ev, rank, name, args, submit, done, step, error):
-    """Format 3: the op on its tensor's thread (the tid is set by :func:`tensor_threads`)."""
+def _lifecycle(ev, rank, name, args, submit, done, step, error=None):
+    """One tensor op on its tensor's thread (the tid is set by :func:`tensor_threads`): one X, or a B
+    and (when it ended: ``done`` not None) an E for ops over 3 ms, as if in flight at a flush."""
     a = {k: v for k, v in args.items() if k != V.ARG_TENSOR}
     err = {V.ARG_ERROR: error} if error else {}
     line = {"ph": "X", "name": name, "cat": V.CAT_TENSOR, "pid": rank, "ts": submit}
@@ -76,19 +49,17 @@ def tensor_threads(events, names=True):
     return out
 
 
-def _broadcasts(ev, rank, tensors, t, fmt, resp):
+def _broadcasts(ev, rank, tensors, t, resp):
     """Initial broadcasts of every tensor (step -1, one response each, like the runtime's at init);
     returns (time after them, next response id)."""
     for name, nbytes in tensors:
         a = {"tensor": name, "op": V.BROADCAST, "bytes": nbytes, "dtype": "float32", "shape": [nbytes // 4],
              "reduce_op": "Sum", "process_set": 0, "step": -1}
         sub, neg, start, end = t + 2.0 * rank, t + 40.0, t + 52.5, t + 90.0
-        _lifecycle(ev, rank, name, V.BROADCAST, a, sub, neg, start, end, -1, fmt)
+        _lifecycle(ev, rank, name, a, sub, end, -1)
         fa = {"response": resp, "tensors": [name], "count": 1, "bytes": nbytes, "dtype": "float32",
               "op": V.BROADCAST, "reduce_op": "Sum", "backend": "ring", "threshold": 8 << 20, "process_set": 0,
-              "step": -1, "root": 0}
-        if fmt >= 2:
-            fa[V.ARG_QUEUE_NS] = round((start - neg) * 1000)
+              "step": -1, "root": 0, V.ARG_QUEUE_NS: round((start - neg) * 1000)}
         ev.append({"ph": "X", "name": V.FUSED_RESPONSE, "cat": V.CAT_FUSION, "pid": rank, "tid": 3, "ts": start,
                    "dur": end - start - 5.0, "args": fa})
         ev.append({"ph": "X", "name": V.MPI_BCAST, "cat": V.CAT_COMM, "pid": rank, "tid": 4, "ts": start + 1.0,
@@ -98,7 +69,7 @@ def _broadcasts(ev, rank, tensors, t, fmt, resp):
 
 
 def rank_events(rank, size, steps=3, tensors=(("grad.a", 4096), ("grad.b", 1 << 20)), late_rank=None,
-                late_us=5000.0, threshold=8 << 20, skip=None, fmt=V.FORMAT_VERSION, broadcasts=False,
+                late_us=5000.0, threshold=8 << 20, skip=None, broadcasts=False,
                 unknown_steps=False):
     """Events of one rank. ``skip=(rank, tensor, step)``: that rank never submits that tensor then, and
     the others wait for it forever. ``broadcasts``: the run starts with a step -1 broadcast of every
@@ -107,7 +78,7 @@ def rank_events(rank, size, steps=3, tensors=(("grad.a", 4096), ("grad.b", 1 << 
     t = 100.0
     resp = 0
     if broadcasts:
-        t, resp = _broadcasts(ev, rank, tensors, t, fmt, resp)
+        t, resp = _broadcasts(ev, rank, tensors, t, resp)
     for step_no in range(steps):
         step = -1 if unknown_steps else step_no
         step_start = t
@@ -119,12 +90,10 @@ def rank_events(rank, size, steps=3, tensors=(("grad.a", 4096), ("grad.b", 1 << 
             ts = t + delay + 10.0 * rank
             submits[name] = ts
             op_args[name] = {"tensor": name, "op": "ALLREDUCE", "bytes": nbytes, "dtype": "float32",
-                 "shape": [nbytes // 4], "reduce_op": "Sum", "process_set": 0, "step": step}
-            ev.append({"ph": "i", "name": V.SUBMIT, "cat": V.CAT_FRAMEWORK, "pid": rank, "tid": 1, "ts": ts,
-                       "s": "t", "args": {"tensor": name, "step": step}})
+                             "shape": [nbytes // 4], "reduce_op": "Sum", "process_set": 0, "step": step}
         if skip and skip[2] == step_no:
             for name, ts in submits.items():
-                _lifecycle(ev, rank, name, V.ALLREDUCE, op_args[name], ts, None, None, None, step, fmt)
+                _lifecycle(ev, rank, name, op_args[name], ts, None, step)
             break  # the job hangs here: nobody completes this step
         ready = t + (late_us if late_rank is not None else 0.0) + 10.0 * (size - 1) + 50.0
         if rank == 0:
@@ -140,9 +109,7 @@ def rank_events(rank, size, steps=3, tensors=(("grad.a", 4096), ("grad.b", 1 << 
         end = start + comm + 40.0
         fa = {"response": resp, "tensors": names, "count": len(names), "bytes": total, "dtype": "float32",
               "op": "ALLREDUCE", "reduce_op": "Sum", "backend": "ring", "threshold": threshold,
-              "process_set": 0, "step": step}
-        if fmt >= 2:
-            fa[V.ARG_QUEUE_NS] = round((start - ready) * 1000)
+              "process_set": 0, "step": step, V.ARG_QUEUE_NS: round((start - ready) * 1000)}
         ev.append({"ph": "X", "name": V.FUSED_RESPONSE, "cat": V.CAT_FUSION, "pid": rank, "tid": 3, "ts": start,
                    "dur": end - start, "args": fa})
         ev.append({"ph": "X", "name": V.MEMCPY_IN_FUSION_BUFFER, "cat": V.CAT_MEMCPY, "pid": rank, "tid": 3,
@@ -153,7 +120,7 @@ def rank_events(rank, size, steps=3, tensors=(("grad.a", 4096), ("grad.b", 1 << 
         ev.append({"ph": "X", "name": V.MEMCPY_OUT_FUSION_BUFFER, "cat": V.CAT_MEMCPY, "pid": rank, "tid": 3,
                    "ts": start + 20.0 + comm, "dur": 20.0, "args": {"response": resp}})
         for name in names:
-            _lifecycle(ev, rank, name, V.ALLREDUCE, op_args[name], submits[name], ready, start, end, step, fmt)
+            _lifecycle(ev, rank, name, op_args[name], submits[name], end, step)
         sync0 = max(submits.values()) + 5.0
         ev.append({"ph": "X", "name": V.SYNCHRONIZE, "cat": V.CAT_FRAMEWORK, "pid": rank, "tid": 1, "ts": sync0,
                    "dur": end - sync0, "args": {"tensors": names, "step": step}})
@@ -194,17 +161,16 @@ def write_rank(path, rank, size, events, offset_ns=0, close=True, gz=False, shut
     return p
 
 
-def write_run(directory, size=4, steps=3, late_rank=None, skip=None, offsets=None, gz=False,
-              fmt=V.FORMAT_VERSION, **kw):
+def write_run(directory, size=4, steps=3, late_rank=None, skip=None, offsets=None, gz=False, **kw):
     """A run directory with one trace per rank; returns the paths."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     paths = []
     for r in range(size):
         off = (offsets or {}).get(r, 0)
-        ev = rank_events(r, size, steps=steps, late_rank=late_rank, skip=skip, fmt=fmt, **kw)
+        ev = rank_events(r, size, steps=steps, late_rank=late_rank, skip=skip, **kw)
         # a rank's local clock reads ``off`` later than rank 0's: shift its local ts so that true
         # instants stay equal once the offset is applied
         paths.append(write_rank(d / (f"rank-{r}.json" + (".gz" if gz else "")), r, size, ev, offset_ns=off,
-                                gz=gz, fmt=fmt))
+                                gz=gz))
     return paths

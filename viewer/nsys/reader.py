@@ -186,6 +186,11 @@ def read_report(path) -> NsysReport:
                      if p is not None}
     except sqlite3.DatabaseError as exc:
         raise NsysError(path, f"unreadable nsys export: {exc}") from None
+    except NsysError:
+        raise
+    except (TypeError, ValueError, OverflowError) as exc:   # a value of the wrong type in a column
+        raise NsysError(path, f"unexpected value in the export ({type(exc).__name__}: "
+                              f"{' '.join(str(exc).split())[:120]})") from None
     finally:
         con.close()
     if version is not None and not str(version).startswith("3."):

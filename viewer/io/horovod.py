@@ -11,8 +11,8 @@ import re
 
 from tracer import vocab as V
 from viewer import frames
-from viewer.errors import TraceError, warn_truncated
-from viewer.jsonstream import TraceReader
+from viewer.errors import TraceError, warn_damage
+from viewer.io.chrome_json import TraceReader
 
 _COMM = re.compile(r"^(MPI|NCCL|GLOO|CCL|DDL|ADASUM)_")
 _DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1,
@@ -57,8 +57,12 @@ class _State:
         self.epoch_us = None
         self.last_ts = 0
 
-    def feed(self, events):
+    def feed(self, events, bad: dict):
         for ev in events:
+            why = _unusable(ev)
+            if why:
+                bad[why] = bad.get(why, 0) + 1
+                continue
             ph = ev.get("ph")
             pid = ev.get("pid")
             ts = ev.get("ts", 0)
@@ -101,19 +105,50 @@ class _State:
             st.clear()
 
 
+def _unusable(ev: dict):
+    """Why an event cannot be used (a field of the wrong type), or None."""
+    import math
+
+    ph = ev.get("ph")
+    if ph.__class__ is not str or ev.get("name", None if ph in ("B", "X", "i") else "").__class__ is not str:
+        return "event without a string 'ph' and 'name'"   # an E needs no name
+    for k in ("ts", "dur"):
+        v = ev.get(k, 0 if k == "dur" or ev.get("ph") == "M" else None)
+        if v.__class__ not in (int, float) or not math.isfinite(v) or abs(v) > 1e15:
+            return f"'{k}' is not a time in µs"
+    pid, args = ev.get("pid"), ev.get("args")
+    if pid is not None and pid.__class__ not in (int, str):
+        return "'pid' is not an integer"
+    if args is not None and args.__class__ is not dict:
+        return "'args' is not an object"
+    if args:
+        epoch = args.get("start_time_since_epoch_in_micros")
+        if epoch is not None and (epoch.__class__ is not int or abs(epoch) > 1 << 60):
+            return "'start_time_since_epoch_in_micros' is not an integer"
+        if any(args.get(k) is not None and args.get(k).__class__ is not str for k in ("name", "dtype")):
+            return "'args.name' or 'args.dtype' is not a string"
+        shape = args.get("shape")
+        if shape is not None and not (shape.__class__ is str or shape.__class__ is list
+                                      and all(x.__class__ is int and 0 <= x < 1 << 40 for x in shape)):
+            return "'args.shape' is not a shape"
+    return None
+
+
 def parse_file(path, warn: bool = True) -> dict:
     """Per-file tables of one Horovod timeline (as rank 0's view), local times in ns."""
     reader = TraceReader(path)
     s = _State()
+    bad: dict = {}
     for chunk in reader.chunks():
-        s.feed(chunk)
+        s.feed(chunk, bad)
     s.close_open()
+    for why, n in bad.items():  # the reader knows no line here: one entry per reason
+        reader.skipped.append({"line": None, "byte": None, "reason": why, "events": n})
     fmt = "horovod-modern" if s.epoch_us is not None else "horovod-legacy"
-    if reader.dropped or (fmt == "horovod-modern" and not reader.closed):
-        if warn:
-            warn_truncated(path, reader.stop_offset, reader.size, reader.n_events)
-    if not reader.n_events:
-        raise TraceError(path, "no trace events")
+    if not (s.spans or s.ticks or s.cycle_starts):
+        raise TraceError(path, "no trace events" + (f" ({sum(x['events'] for x in reader.skipped)} unusable "
+                                                    "event(s) skipped)" if reader.skipped else ""))
+    closed = not reader.dropped and (fmt == "horovod-legacy" or reader.closed)
     t0 = 0 if fmt == "horovod-modern" else _first_ts(s)
     out = _tables(s, t0)
     ranks_seen = sorted({r for _, r, _, _ in s.ticks})
@@ -123,12 +158,17 @@ def parse_file(path, warn: bool = True) -> dict:
         "rank": 0, "host": None, "pid": None, "local_rank": None, "size": size, "backend": _backend(s),
         "base_epoch_ns": None if s.epoch_us is None else int(s.epoch_us) * 1000,
         "clock_offset_ns": 0, "clock_offset_uncertainty_ns": None, "file": str(path), "format": fmt,
-        "truncated": bool(reader.dropped), "events_dropped": None,
+        "truncated": not closed, "events_dropped": None, "closed": closed,
+        "events_skipped": sum(x["events"] for x in reader.skipped),
+        "last_ts_ns": int(round((s.last_ts - t0) * 1000)),
     }
     out["meta"] = {"size": size, "backend": out["rank_info"]["backend"], "ranks_seen": ranks_seen,
-                   "format": fmt, "_stop_offset": reader.stop_offset,
-                   "_last_local_ns": int(round((s.last_ts - t0) * 1000)),
+                   "format": fmt, "_stop_offset": reader.stop_offset, "_size": reader.size,
+                   "_n_events": reader.n_events, "_skipped": reader.skipped, "_damage": reader.damage,
+                   "_last_local_ns": out["rank_info"]["last_ts_ns"],
                    "time_base": "epoch" if s.epoch_us is not None else "first event (legacy, no epoch)"}
+    if warn:
+        warn_damage(path, out["meta"], closed)
     return out
 
 
@@ -229,6 +269,7 @@ def _tensor_ops_df(ops, ns):
         "negotiated_ns": [None if o["negotiated"] is None else ns(o["negotiated"]) for o in ops],
         "start_ns": [None if o.get("op_ts") is None else ns(o["op_ts"]) for o in ops],
         "done_ns": [None if o.get("done") is None else ns(o["done"]) for o in ops],
+        "end_ns": [None if o.get("done") is None else ns(o["done"]) for o in ops],
         "wait_ns": [None] * len(ops)})
 
 

@@ -1,7 +1,7 @@
-"""Per-tensor phases taken from the responses, for the fast path (as :mod:`viewer.tables_ringscope`).
+"""Per-tensor phases taken from the responses, for :mod:`viewer.tables_ringscope`.
 
-Format 2 writes a tensor op as its outer async slice only; the negotiation and QUEUE phases are
-rebuilt from the FUSED_RESPONSE the op ran in (its start, minus its ``queue_ns``). The op's response
+A trace writes a tensor op as one slice; its negotiation and QUEUE phases are rebuilt from the
+FUSED_RESPONSE the op ran in (its start, minus its ``queue_ns``). The op's response
 is the first FUSED_RESPONSE listing its tensor that starts within [submit, done] (no upper bound
 while the op never ended), found for all ops at once by a sorted search over (tensor, start).
 """
@@ -10,19 +10,15 @@ from __future__ import annotations
 import numpy as np
 
 from tracer import vocab as V
-from viewer.fast_columns import ns
+from viewer.io.columns import ns
 
 
-def attach(r, outer, parts, fused) -> None:
-    """Add to ``outer`` (one entry per lifecycle): ``fused`` (position in ``fused`` of the response it
-    ran in, -1 if none) and, for format-2 lifecycles (no nested phase slices), ``neg_ns``/``neg_ok``
-    and ``start_ns``/``start_ok`` from that response (not ok elsewhere)."""
-    n = len(outer["b"])
-    match = _match(r, outer, fused)
-    has_part = np.zeros(n, dtype=bool)
-    po = parts["outer"]
-    has_part[po[po >= 0]] = True
-    start_ok = ~has_part & (match >= 0)
+def attach(r, ops, fused) -> None:
+    """Add to ``ops`` (one entry per tensor op): ``fused`` (position in ``fused`` of the response it
+    ran in, -1 if none), ``neg_ns``/``neg_ok`` and ``start_ns``/``start_ok`` from that response."""
+    n = len(ops["b"])
+    match = _match(r, ops, fused)
+    start_ok = match >= 0
     start = np.zeros(n, dtype="int64")
     neg_ok = np.zeros(n, dtype=bool)
     if len(fused):
@@ -33,18 +29,18 @@ def attach(r, outer, parts, fused) -> None:
         neg = np.where(neg_ok, start - q[fused][m], 0)
     else:
         neg = np.zeros(n, dtype="int64")
-    # failed before any response: the negotiation lasted until the failure (as format 1 wrote it)
-    oe = outer["e"]
+    # failed before any response: the negotiation lasted until the failure
+    oe = ops["e"]
     err = r.cols.codes("args." + V.ARG_ERROR)[0]
     failed = (oe >= 0) & (err[np.maximum(oe, 0)] >= 0) if len(err) else np.zeros(n, dtype=bool)
-    cut = ~has_part & (match < 0) & outer["closed"] & failed
-    neg = np.where(cut, ns(outer["end_ts"]), neg)
+    cut = (match < 0) & ops["closed"] & failed
+    neg = np.where(cut, ns(ops["end_ts"]), neg)
     neg_ok = neg_ok | cut
-    outer.update(fused=match, neg_ns=neg, neg_ok=neg_ok, start_ns=start, start_ok=start_ok)
+    ops.update(fused=match, neg_ns=neg, neg_ok=neg_ok, start_ns=start, start_ok=start_ok)
 
 
-def _match(r, outer, fused) -> np.ndarray:
-    n = len(outer["b"])
+def _match(r, ops, fused) -> np.ndarray:
+    n = len(ops["b"])
     out = np.full(n, -1, dtype="int64")
     if not n or not len(fused):
         return out
@@ -54,9 +50,9 @@ def _match(r, outer, fused) -> np.ndarray:
     if not len(aid):
         return out
     f_start = ns(r.ts[fused])[pos]
-    o_aid = outer["aid"].astype("int64")
+    o_aid = ops["aid"].astype("int64")
     # times replaced by their rank among all times, so (tensor, time) fits one int64 key
-    times, rank = np.unique(np.concatenate([f_start, ns(r.ts[outer["b"]])]), return_inverse=True)
+    times, rank = np.unique(np.concatenate([f_start, ns(r.ts[ops["b"]])]), return_inverse=True)
     rank = rank.reshape(-1)
     width = len(times) + 1
     key = aid * width + rank[:len(aid)]
@@ -64,21 +60,20 @@ def _match(r, outer, fused) -> np.ndarray:
     j = np.searchsorted(key[order], o_aid * width + rank[len(aid):], side="left")
     hit = order[np.minimum(j, len(order) - 1)]
     ok = (j < len(order)) & (aid[hit] == o_aid)
-    ok &= ~outer["closed"] | (f_start[hit] <= ns(outer["end_ts"]))
+    ok &= ~ops["closed"] | (f_start[hit] <= ns(ops["end_ts"]))
     return np.where(ok, pos[hit], -1)
 
 
-def rebuilt_rows(r, outer, op):
-    """The NEGOTIATE_<OP> and QUEUE slices format 1 wrote per tensor, rebuilt for format-2 lifecycles
-    (the negotiation where its end is known, the QUEUE where its start is known too):
-    ``(idx, (name codes, names), t_ns, dur_ns)``, ``idx`` indexing ``outer``; ``op`` is the
-    lifecycles' op as ``(codes, values)`` (no NEGOTIATE row where null)."""
-    sel = np.flatnonzero(outer["neg_ok"] & outer["start_ok"])
+def rebuilt_rows(r, ops, op):
+    """The NEGOTIATE_<OP> and QUEUE slices of each op, rebuilt (the negotiation where its end is
+    known, the QUEUE where its start is known too): ``(idx, (name codes, names), t_ns, dur_ns)``,
+    ``idx`` indexing ``ops``; ``op`` is the ops' op as ``(codes, values)`` (no NEGOTIATE row where null)."""
+    sel = np.flatnonzero(ops["neg_ok"] & ops["start_ok"])
     op_codes, op_values = op
-    negs = np.flatnonzero(outer["neg_ok"])
+    negs = np.flatnonzero(ops["neg_ok"])
     sel_n = negs[op_codes[negs] >= 0]
-    submit = ns(r.ts[outer["b"]])
-    neg, start = outer["neg_ns"], outer["start_ns"]
+    submit = ns(r.ts[ops["b"]])
+    neg, start = ops["neg_ns"], ops["start_ns"]
     idx = np.concatenate([sel_n, sel])
     names = ([V.negotiate_name(v) for v in op_values] + [V.QUEUE])
     codes = np.concatenate([op_codes[sel_n], np.full(len(sel), len(op_values))]).astype(np.int32)

@@ -1,4 +1,4 @@
-"""numpy access to one trace's Arrow-parsed event columns, and pandas columns built back from them.
+"""numpy access to one trace's event columns (Arrow), and pandas columns built back from them.
 
 String columns are read as dictionary codes (int32 per row, -1 = null) plus the distinct strings they
 index, so selecting, comparing and grouping rows works on small integers, and strings are materialised
@@ -16,7 +16,7 @@ class Columns:
         self._t = table
         self.n = table.num_rows
         self._memo = {}
-        self.shutdown = None   # the SHUTDOWN event's args, read apart (see viewer.fast_ringscope)
+        self.shutdown = None   # the SHUTDOWN event's args, read apart (see viewer.io.ringscope)
 
     def has(self, name: str) -> bool:
         """The column was read."""

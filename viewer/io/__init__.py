@@ -1,0 +1,3 @@
+"""Readers, one module per input: Chrome-trace JSON files (:mod:`chrome_json`), ringscope traces
+(:mod:`ringscope`, into Arrow columns: :mod:`columns`) and Horovod timelines (:mod:`horovod`).
+Nsight SQLite exports are read by :mod:`viewer.nsys.reader`."""

@@ -1,0 +1,302 @@
+"""Chrome-trace JSON files (object or array form, plain or gzip): bytes, header and event lines.
+
+The bytes are read whole (gzip streamed, every member, up to :func:`max_trace_bytes`). Events are
+parsed a few MiB at a time, cut at line ends. A line that is not valid JSON, or holds something other
+than event objects, is skipped and recorded in ``skipped`` (line, byte, why, events lost), and reading
+goes on; only an incomplete last line counts as the file being cut (``stop_offset``).
+"""
+from __future__ import annotations
+
+import os
+import re
+import zlib
+from pathlib import Path
+
+from viewer.errors import TraceError
+
+try:
+    import orjson as _json
+
+    _loads = _json.loads
+    _JSONError = _json.JSONDecodeError
+except ImportError:  # pragma: no cover - orjson is in the viewer extra
+    import json as _json
+
+    _loads = _json.loads
+    _JSONError = ValueError
+
+CHUNK_BYTES = 4 << 20
+DEFAULT_MAX_TRACE_BYTES = 8 << 30
+_SEP = b" \t\r\n,"
+_NON_SPACE = re.compile(rb"\S")
+_BAD_JSON = (_JSONError, RecursionError, ValueError)
+
+
+def loads(data):
+    """Parse JSON bytes/str with orjson when present."""
+    return _loads(data)
+
+
+def max_trace_bytes() -> int:
+    """The most bytes one trace may hold once decompressed: ``$RINGSCOPE_MAX_TRACE_BYTES`` (default 8 GiB)."""
+    try:
+        return max(1, int(os.environ.get("RINGSCOPE_MAX_TRACE_BYTES", DEFAULT_MAX_TRACE_BYTES)))
+    except ValueError:
+        return DEFAULT_MAX_TRACE_BYTES
+
+
+def _too_big(p, cap):
+    return TraceError(p, f"larger than {cap} bytes once decompressed (the RINGSCOPE_MAX_TRACE_BYTES limit)")
+
+
+def read_bytes(path, cap: int | None = None) -> tuple[bytearray, str | None]:
+    """``(data, damage)``: the file's bytes (gunzipped, every member, streamed so that a bomb stops at
+    ``cap``) and, when the gzip stream is cut or corrupt, why the decompressed data ends early."""
+    p = Path(path)
+    cap = max_trace_bytes() if cap is None else cap
+    if not p.exists():
+        raise TraceError(p, "no such file")
+    if p.is_dir():
+        raise TraceError(p, "is a directory, not a trace file")
+    try:
+        with open(p, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            head = fh.read(2)
+            if head != b"\x1f\x8b":
+                if size > cap:
+                    raise _too_big(p, cap)
+                raw = bytearray(size)
+                raw[:len(head)] = head
+                n = fh.readinto(memoryview(raw)[len(head):])
+                del raw[len(head) + n:]
+                return raw, None
+            fh.seek(0)
+            return _gunzip(p, fh, cap)
+    except OSError as exc:
+        raise TraceError(p, f"cannot read: {exc.strerror or exc}") from None
+
+
+def _gunzip(p, fh, cap):
+    out = bytearray()
+    dec = zlib.decompressobj(wbits=31)
+    step = 1 << 20
+    damage = None
+    pos = 0
+    while True:
+        chunk = fh.read(step)
+        if not chunk:
+            if not dec.eof and (out or pos):
+                damage = f"gzip stream cut at compressed byte {pos}"
+            break
+        while chunk:
+            try:
+                piece = dec.decompress(chunk, step)
+            except zlib.error as exc:
+                if not out:
+                    raise TraceError(p, f"corrupt gzip data ({exc})") from None
+                return out, f"corrupt gzip data near compressed byte {pos} ({exc})"
+            out += piece
+            if len(out) > cap:
+                raise _too_big(p, cap)
+            if dec.eof:  # the next member (a concatenated .gz), unless the rest is padding
+                chunk = dec.unused_data
+                if not chunk.strip(b"\x00"):
+                    chunk = b""
+                    continue
+                dec = zlib.decompressobj(wbits=31)
+            else:
+                chunk = dec.unconsumed_tail
+        pos = fh.tell()
+    return out, damage
+
+
+class TraceReader:
+    """The header and event lines of one Chrome-trace file.
+
+    Attributes: ``form`` ("object"|"array"), ``header`` (top-level keys other than traceEvents),
+    ``closed`` (the JSON was complete), ``stop_offset`` (where reading stopped, ``size`` unless the
+    last line was cut), ``skipped`` (``[{"line", "byte", "reason", "events"}]``), ``n_events``.
+    """
+
+    def __init__(self, path):
+        self.path = str(path)
+        self.data, self.damage = read_bytes(path)
+        self.size = len(self.data)
+        self.header: dict = {}
+        self.closed = False
+        self.stop_offset = self.size
+        self.n_events = 0
+        self.skipped: list = []
+        self.form, self._start = self._find_events_start()
+
+    @property
+    def dropped(self) -> bool:
+        """The file stopped in the middle of an event (or its gzip stream broke off)."""
+        return self.stop_offset < self.size or self.damage is not None
+
+    # ---- header ---------------------------------------------------------------------------
+    def _fail(self, problem: str):
+        raise TraceError(self.path, problem)
+
+    def _find_events_start(self):
+        data = self.data
+        m = _NON_SPACE.search(data)
+        if m is None:
+            self._fail("empty file" if not self.damage else f"no data ({self.damage})")
+        if b"\x00" in data[:4096]:
+            self._fail("binary data, not a JSON trace")
+        i = m.start()
+        first = data[i:i + 1]
+        if first == b"[":
+            return "array", i + 1
+        if first != b"{":
+            snippet = data[i:i + 20].decode("utf-8", "replace").split("\n")[0]
+            self._fail(f"not JSON (starts with {snippet!r})")
+        key = data.find(b'"traceEvents"')
+        if key < 0:
+            try:
+                obj = loads(data)
+            except _BAD_JSON:
+                self._fail("not valid JSON (object without a traceEvents array)")
+            self._fail("no trace events (empty JSON object)" if obj == {} else
+                       "wrong shape: JSON object without a 'traceEvents' array")
+        j = key + len(b'"traceEvents"')
+        while j < len(data) and data[j] in b" \t\r\n:":
+            j += 1
+        if data[j:j + 1] != b"[":
+            self._fail("wrong shape: 'traceEvents' is not an array")
+        prefix = bytes(data[i:key]).rstrip().rstrip(b",")
+        if prefix.strip() != b"{":
+            try:
+                hdr = loads(prefix + b"}")
+            except _BAD_JSON:
+                self._fail("not valid JSON before 'traceEvents'")
+            if isinstance(hdr, dict):
+                self.header.update(hdr)
+        return "object", j + 1
+
+    def other(self, key: str) -> dict:
+        """``otherData[key]`` when it is an object, else {}."""
+        other = self.header.get("otherData")
+        got = other.get(key) if isinstance(other, dict) else None
+        return got if isinstance(got, dict) else {}
+
+    # ---- event region ---------------------------------------------------------------------
+    def events_end(self) -> int:
+        """Byte offset where the event lines end (before the closing bracket when the JSON is
+        complete; then ``closed`` is set and a trailing header merged)."""
+        data, start = self.data, self._start
+        tail_from = max(start, self.size - 4096)
+        s = bytes(data[tail_from:]).rstrip()
+        if self.form == "array":
+            if s.endswith(b"]"):
+                self.closed = True
+                return tail_from + len(s) - 1
+            return self.size
+        idx = len(s)
+        for _ in range(20):
+            idx = s.rfind(b"]", 0, idx)
+            if idx < 0:
+                break
+            rem = s[idx + 1:].strip()
+            if rem == b"}":
+                self.closed = True
+                return tail_from + idx
+            if rem.startswith(b",") and rem.endswith(b"}"):
+                try:
+                    tail = loads(b"{" + rem[1:])
+                except _BAD_JSON:
+                    continue
+                if isinstance(tail, dict):
+                    self.header.update(tail)
+                    self.closed = True
+                    return tail_from + idx
+        return self.size
+
+    def line_of(self, offset: int) -> int:
+        """1-based line number of a byte offset."""
+        return self.data.count(b"\n", 0, offset) + 1
+
+    def skip(self, offset: int | None, reason: str, events: int = 1) -> None:
+        """Record a skipped piece of the file (at most 1000 kept; ``events`` counted for all)."""
+        if len(self.skipped) < 1000:
+            self.skipped.append({"line": None if offset is None else self.line_of(offset), "byte": offset,
+                                 "reason": reason,
+                                 "events": events})
+        else:
+            self.skipped[-1]["events"] += events
+
+    # ---- events as dicts ------------------------------------------------------------------
+    def chunks(self):
+        """Yield lists of event dicts, in file order (bad lines skipped and recorded)."""
+        data, pos, n = self.data, self._start, self.events_end()
+        while pos < n:
+            end = min(pos + CHUNK_BYTES, n)
+            if end < n:
+                nl = data.find(b"\n", end, n)
+                end = n if nl < 0 else nl + 1
+            events = self.parse_lines(pos, end, last=end == n)
+            if events:
+                self.n_events += len(events)
+                yield events
+            pos = end
+
+    def parse_lines(self, pos: int, end: int, last: bool) -> list:
+        """The event objects in ``data[pos:end]``: the piece at once when it is clean, else line by
+        line (see :meth:`parse_line`)."""
+        s = bytes(self.data[pos:end]).strip(_SEP)
+        if not s:
+            return []
+        try:
+            got = loads(b"[" + s + b"]")
+            if all(e.__class__ is dict for e in got):
+                return got
+        except _BAD_JSON:
+            pass
+        out = []
+        here = pos
+        lines = bytes(self.data[pos:end]).split(b"\n")
+        tail = max((k for k, x in enumerate(lines) if x.strip(_SEP)), default=-1) if last else -1
+        for k, line in enumerate(lines):
+            out.extend(self.parse_line(line, here, k == tail))
+            here += len(line) + 1
+        return out
+
+    def parse_line(self, line: bytes, at: int, last: bool = False) -> list:
+        """The event objects of one line. A line that does not parse is skipped (a cut last line
+        ends the file instead: ``stop_offset``); two events glued together are split."""
+        s = line.strip(_SEP)
+        if not s:
+            return []
+        try:
+            got = loads(b"[" + s + b"]")
+        except _BAD_JSON as exc:
+            got = _glued(s)
+            if got is not None:
+                self.skip(at, "events glued together without a separator (read apart)", 0)
+            else:
+                if last and not self.closed:
+                    self.stop_offset = at + len(line) - len(line.lstrip(_SEP))
+                    return []
+                self.skip(at, f"not valid JSON ({str(exc).splitlines()[0][:80]})", max(1, s.count(b'"ph"')))
+                return []
+        out = [e for e in got if e.__class__ is dict]
+        if len(out) < len(got):
+            self.skip(at, "not an event object", len(got) - len(out))
+        return out
+
+
+def _glued(s: bytes):
+    """Events written without a separator (``}{``), or None."""
+    if b"}{" not in s:
+        return None
+    try:
+        return loads(b"[" + s.replace(b"}{", b"},{") + b"]")
+    except _BAD_JSON:
+        return None
+
+
+def file_signature(path) -> tuple[int, int]:
+    """(size, mtime_ns) of a file: the cache key."""
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns
