@@ -41,7 +41,8 @@ class Executor:
                        V.ARG_DTYPE: resp.dtype, V.ARG_OP: resp.op_type,
                        V.ARG_REDUCE_OP: resp.reduce_op, V.ARG_BACKEND: resp.backend,
                        V.ARG_THRESHOLD: self.config.fusion_threshold,
-                       V.ARG_PROCESS_SET: resp.process_set, V.ARG_STEP: rec.step},
+                       V.ARG_PROCESS_SET: resp.process_set, V.ARG_STEP: rec.step,
+                       V.ARG_PRIORITY: resp.priority},
                       t_response, comm.size)
             self._note = note
         try:
