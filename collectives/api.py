@@ -16,7 +16,8 @@ def _numpy():
 
 def _submit(op_type, array, name, process_set, **kw):
     ad = _numpy()
-    e = Entry(name, op_type, ad.coerce(array), ad, process_set=set_id_of(process_set), **kw)
+    e = Entry(name, op_type, ad.coerce(array), ad,
+              process_set=0 if process_set is None else set_id_of(process_set), **kw)
     return get_engine().enqueue(e)
 
 

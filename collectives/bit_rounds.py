@@ -96,6 +96,14 @@ class BitRounds:
         return self._req is None and now >= self._next_post
 
     def post(self, now: float) -> None:
+        from mpi4py import MPI
+        v = self.vector()
+        self._req = self.comm.Iallreduce(v, self._recv, MPI.BAND)
+        self._next_post = now + self.config.cycle_time_ms / 1000.0
+        self.rounds += 1
+
+    def vector(self) -> np.ndarray:
+        """This rank's words for the next round (remembered: :meth:`decode` reads its result)."""
         layout = self.sets.ids()
         n = 2 + 2 * self.words * len(layout)
         if self._send is None or self._send.size != n:
@@ -114,18 +122,19 @@ class BitRounds:
                 v[ready:ready + self.words] = 0
                 _set_bits(v, ready, self.pending[sid])
             _clear_bits(v, ready + self.words, self.stale[sid])
-        from mpi4py import MPI
-        self._req = self.comm.Iallreduce(v, self._recv, MPI.BAND)
         self._posted = (layout, self.joined)
-        self._next_post = now + self.config.cycle_time_ms / 1000.0
-        self.rounds += 1
+        return v
 
     def test(self) -> RoundResult | None:
         """The finished round's result (None while it is in flight or none was posted)."""
         if self._req is None or not self._req.Test():
             return None
         self._req = None
-        (layout, was_joined), r = self._posted, self._recv
+        return self.decode(self._recv)
+
+    def decode(self, r) -> RoundResult:
+        """The decisions in a round's AND-reduced words (the same on every rank)."""
+        layout = self._posted[0]
         known = self.next_id + int(r[1]).bit_length()
         ready, invalid = {}, {}
         for k, sid in enumerate(layout):

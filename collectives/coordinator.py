@@ -85,7 +85,8 @@ class Coordinator:
 
     def _check_ready(self, key, pend, last, now_s) -> None:
         members = self.sets.get(key[0]).ranks
-        joined = () if key[1] == M.JOIN_NAME else tuple(
+        # (a scan of the members only while some rank has joined: else O(ranks) per request)
+        joined = () if key[1] == M.JOIN_NAME or not self.joined else tuple(
             m for m in members if m not in pend.requests and m in self.joined)
         if len(pend.requests) + len(joined) < len(members):
             return

@@ -81,7 +81,10 @@ class Engine:
     # ---- user thread -------------------------------------------------------------------------
     def enqueue(self, entry) -> Handle:
         """Submit one op; returns its :class:`Handle`. Raises ValueError on a duplicate name."""
-        return self.enqueue_group([entry], group=None)[0]
+        if entry.name is None:
+            entry.name = self.noname(entry.op_type.lower(), entry.process_set)
+        prepare(entry, self.config, self.sets, self.rank)
+        return self._admit([entry])[0]
 
     def enqueue_control(self, entry, shape) -> Handle:
         """Submit a control op (process-set changes); ``shape`` carries its argument."""
@@ -103,22 +106,26 @@ class Engine:
         return self._admit(entries)
 
     def _admit(self, entries) -> list:
+        for e in entries:
+            e.handle = Handle(e.name)
         with self._cond:
             self._check_open()
-            names = [e.name for e in entries]
-            dup = [n for n in names if n in self._inflight] or \
-                [n for i, n in enumerate(names) if n in names[:i]]
+            inflight = self._inflight
+            if len(entries) == 1:
+                dup = [e.name for e in entries if e.name in inflight]
+            else:
+                names = [e.name for e in entries]
+                dup = [n for n in names if n in inflight] or \
+                    [n for i, n in enumerate(names) if n in names[:i]]
             if dup:
                 raise ValueError(f"a collective named {dup[0]!r} is already in flight on rank "
                                  f"{self.rank}; wait for it first or give the new one another name")
             stamp = trace.stamp()   # when and under which timeline they were submitted
             for e in entries:
-                e.handle = Handle(e.name)
-                self._inflight[e.name] = e
+                inflight[e.name] = e
                 self._bytes_in_flight += e.nbytes
                 if stamp is not None and e.op_type not in M.CONTROL_OPS:
                     e.stamp = stamp
-        with self._cond:
             self._queue.extend(entries)
             self._cond.notify()
         return [e.handle for e in entries]

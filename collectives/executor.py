@@ -74,10 +74,14 @@ class Executor:
             buf = self.buffers.get(ad, entries[0].device, resp.dtype, total)
             if note is not None:
                 note.mark(0)
-            off = 0
-            for e in entries:
-                ad.copy_(buf, off, ad.flat(e.tensor))
-                off += e.meta["numel"]
+            pack = getattr(ad, "pack", None)
+            if pack is not None:
+                pack(buf, [e.tensor for e in entries])
+            else:
+                off = 0
+                for e in entries:
+                    ad.copy_(buf, off, ad.flat(e.tensor))
+                    off += e.meta["numel"]
             if note is not None:
                 note.mark(1)   # with the fusion buffer's fill
             fused = True
@@ -94,13 +98,17 @@ class Executor:
             return
         if note is not None:
             note.mark(2)
-        outs, off = [], 0
-        for e in entries:
-            n = e.meta["numel"]
-            out = self._output_flat(e, copy_input=False)
-            ad.copy_(out, 0, ad.slice(buf, off, n))
-            off += n
-            outs.append(out)
+        unpack = getattr(ad, "unpack", None)
+        if unpack is not None and all(e.output is None for e in entries):
+            outs = unpack(buf, [e.meta["numel"] for e in entries])
+        else:
+            outs, off = [], 0
+            for e in entries:
+                n = e.meta["numel"]
+                out = self._output_flat(e, copy_input=False)
+                ad.copy_(out, 0, ad.slice(buf, off, n))
+                off += n
+                outs.append(out)
         if note is not None:
             note.mark(3)
         self.complete_many([(e, ad.result(e, out), None) for e, out in zip(entries, outs)])
