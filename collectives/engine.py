@@ -64,7 +64,7 @@ class Engine:
         self.fatal: str | None = None
         self._cycle = 0
         self.stats = {"responses": 0, "tensors": 0, "max_fused": 0, "max_fused_bytes": 0,
-                      "errors": 0}
+                      "errors": 0, "cached_responses": 0}
         self._coord = Coordinator(config, sets) if self.rank == 0 else None
         self._exec = Executor(config, sets, FusionBuffers(), self._complete_many)
         # the response cache's rounds run on a communicator of their own (created on every rank)
@@ -315,6 +315,7 @@ class Engine:
                        for e, n in zip(entries, resp.names)]
         else:
             self._count(entries)
+            self.stats["cached_responses"] += 1
         self._exec.run(resp, entries, t_response)
         if self._reported:
             done = [e for e in entries if (e.process_set, e.name) in self._reported]
