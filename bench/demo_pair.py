@@ -25,6 +25,7 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=15)
     ns = ap.parse_args(argv)
     med = {"base": [], "this": []}
+    cpu = {"base": [], "this": []}
     for i in range(ns.runs):
         order = (("base", ns.base), ("this", HERE)) if i % 2 == 0 else \
             (("this", HERE), ("base", ns.base))
@@ -37,11 +38,15 @@ def main(argv=None) -> int:
                 return 1
             m = statistics.median(res["step_s"])
             med[label].append(m)
-            print(f"run {i} {label}: median step {m * 1e3:.1f} ms", flush=True)
-    ratios = [t / b for t, b in zip(med["this"], med["base"])]
-    print(f"this/base step time: median {statistics.median(ratios):.3f} "
-          f"(range {min(ratios):.3f}-{max(ratios):.3f}, {len(ratios)} pairs); base median "
-          f"{statistics.median(med['base']) * 1e3:.1f} ms, this {statistics.median(med['this']) * 1e3:.1f} ms")
+            cpu[label].append(res["cpu_s_per_step"])
+            print(f"run {i} {label}: median step {m * 1e3:.1f} ms, CPU (all ranks) "
+                  f"{res['cpu_s_per_step'] * 1e3:.1f} ms per step", flush=True)
+    for what, d in (("step time", med), ("CPU per step", cpu)):
+        ratios = [t / b for t, b in zip(d["this"], d["base"])]
+        print(f"this/base {what}: median {statistics.median(ratios):.3f} "
+              f"(range {min(ratios):.3f}-{max(ratios):.3f}, {len(ratios)} pairs); base median "
+              f"{statistics.median(d['base']) * 1e3:.1f} ms, this "
+              f"{statistics.median(d['this']) * 1e3:.1f} ms")
     return 0
 
 

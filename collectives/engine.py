@@ -186,6 +186,8 @@ class Engine:
             if new:
                 if rec.nvtx:   # NVTX needs the moment; the trace gets the begins later (OPS)
                     trace.begins(new)
+                if self._rounds is not None:
+                    self._rounds.wake(time.monotonic())
                 self._send_requests(new)
                 did = True
             if self._sends:
@@ -208,6 +210,8 @@ class Engine:
 
     def _nap(self, seconds: float) -> None:
         """Sleep while waiting on other ranks, but wake at once when this rank submits more."""
+        if self._rounds is not None:   # every rank idle: the rounds are slow, so are the naps
+            seconds = max(seconds, self._rounds.idle_nap_s())
         with self._cond:
             if not self._queue and not self._stop:
                 self._cond.wait(seconds)
@@ -270,7 +274,7 @@ class Engine:
             if now >= self._stall_scan and self.config.stall_check_s > 0:
                 self._stall_scan = now + STALL_SCAN_S
                 self._report_stalls()
-            rounds.post(now)
+            rounds.post(now, idle=not self._inflight and not self._queued)
         return did
 
     def _apply_round(self, res) -> bool:
@@ -373,6 +377,7 @@ class Engine:
         if self._rounds is not None:
             self._queued += batches.get(self.rank, [])
             self._rounds.known = known
+            self._rounds.wake(time.monotonic())
         elif self.rank in batches:
             self._execute(batches[self.rank])
         return True
@@ -389,6 +394,7 @@ class Engine:
             else:
                 self._queued += batch
                 self._rounds.known = known
+                self._rounds.wake(time.monotonic())
             did = True
         return did
 
