@@ -9,9 +9,15 @@ from collectives.process_sets import set_id_of
 from tracer import vocab as V
 
 
+_NUMPY = None
+
+
 def _numpy():
-    from collectives.adapters import NUMPY
-    return NUMPY
+    global _NUMPY
+    if _NUMPY is None:   # imported on first use (numpy stays out of import time)
+        from collectives.adapters import NUMPY
+        _NUMPY = NUMPY
+    return _NUMPY
 
 
 def _submit(op_type, array, name, process_set, **kw):

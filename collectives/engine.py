@@ -19,7 +19,6 @@ import traceback
 from collectives import messages as M
 from collectives import mpi_wait
 from collectives import response_cache as RC
-from collectives.bit_rounds import BitRounds
 from collectives.coordinator import Coordinator
 from collectives.executor import Executor
 from collectives.fusion import FusionBuffers
@@ -68,7 +67,10 @@ class Engine:
         self._coord = Coordinator(config, sets) if self.rank == 0 else None
         self._exec = Executor(config, sets, FusionBuffers(), self._complete_many)
         # the response cache's rounds run on a communicator of their own (created on every rank)
-        self._rounds = BitRounds(world.Dup(), sets, config) if config.cache_capacity > 0 else None
+        self._rounds = None
+        if config.cache_capacity > 0:
+            from collectives.bit_rounds import BitRounds   # (numpy: not at import time)
+            self._rounds = BitRounds(world.Dup(), sets, config)
         self._queued: list = []      # the coordinator's responses, until a round orders them
         self._reported: set = set()  # (set, name) of cached tensors reported as pending long
         self._stall_scan = 0.0
