@@ -18,7 +18,8 @@ HERE = str(Path(__file__).resolve().parents[1])
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.demo_pair", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.demo_pair",
+                                 description=__doc__.split("\n")[0])
     ap.add_argument("--base", required=True, help="the other checkout (git worktree add DIR main)")
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--runs", type=int, default=4)

@@ -96,7 +96,7 @@ def cached_cycle(size: int, entries) -> tuple[float, float, int]:
     pend = rounds.pending[0]
     t0 = time.perf_counter()
     for e in entries:
-        status, c = cache.lookup(e)
+        _, c = cache.lookup(e)
         pend[c.bit] = e
     mine = rounds.vector()
     t1 = time.perf_counter()
@@ -133,8 +133,9 @@ def measure(ranks=RANKS, tensors=TENSORS, reps=3, tensor_counts=(), full_reps=1)
     cached_cycle(ranks[0], _entries(tensors))   # warm-up (first calls, allocations)
     for n, t in cases:
         entries = _entries(t)
-        (full_s, nresp), full_runs = _best(lambda: full_cycle(n, entries), full_reps)
-        (cached_s, and_s, ncached), cached_runs = _best(lambda: cached_cycle(n, entries), reps)
+        (full_s, nresp), full_runs = _best(lambda n=n, e=entries: full_cycle(n, e), full_reps)
+        (cached_s, and_s, ncached), cached_runs = _best(lambda n=n, e=entries: cached_cycle(n, e),
+                                                        reps)
         rows.append({"ranks": n, "tensors": t, "full_ms": full_s * 1e3,
                      "full_us_per_rank_tensor": full_s * 1e6 / (n * t),
                      "cached_rank0_ms": cached_s * 1e3, "simulated_and_ms": and_s * 1e3,
@@ -159,8 +160,8 @@ def run(quick: bool) -> dict:
             "detail": f"full path {hi['full_ms']:.1f} ms vs cached {hi['cached_rank0_ms']:.3f} ms "
                       f"per cycle at {RANKS[-1]} ranks x {TENSORS} tensors"},
     }
-    notes = ["simulated_and_ms: numpy's AND over every rank's words here, i.e. the reduction MPI "
-             "spreads over log2(ranks) steps on all ranks; not rank 0's work"]
+    notes = [("simulated_and_ms: numpy's AND over every rank's words here, i.e. the reduction MPI "
+              "spreads over log2(ranks) steps on all ranks; not rank 0's work")]
     return {"rows": rows, "metrics": metrics, "notes": notes,
             "columns": ["ranks", "tensors", "full_ms", "full_us_per_rank_tensor",
                         "cached_rank0_ms", "simulated_and_ms", "responses_full",

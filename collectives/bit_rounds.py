@@ -1,9 +1,9 @@
-"""Bit-vector rounds: with the response cache on, one bitwise-AND allreduce per cycle orders all work.
+"""Bit-vector rounds: with the response cache on, one bitwise-AND allreduce per cycle orders the work.
 
-Every rank posts a round every cycle (``cycle_time_ms``), busy or not, on its own communicator (a dup
-of the world's), and waits for it without blocking. While every rank is idle the rounds slow down
-(doubling up to IDLE_CYCLES cycles), so that an idle runtime does not take the CPU from the compute
-it overlaps; a rank that gets work posts its next round at once. The vector, uint64 words, AND-reduced:
+Every rank posts a round every cycle (``cycle_time_ms``), busy or not, on its own communicator (a
+dup of the world's), and waits for it without blocking. While every rank is idle the rounds slow
+down (doubling up to IDLE_CYCLES cycles), so that an idle runtime does not take the CPU from the
+compute it overlaps; a rank that gets work posts its next round at once. The words (uint64, ANDed):
 
     word 0      flags: bit 0 = "I have joined" (all set: every rank joined); bit 1 = "I am idle"
     word 1      the coordinator's responses this rank knows of, as a thermometer from ``next_id``:
@@ -37,7 +37,7 @@ CACHED_ID_BASE = 1 << 40       # cached responses: CACHED_ID_BASE * (set id + 1)
 class RoundResult:
     """What one round decided, identical on every rank."""
 
-    __slots__ = ("known", "all_joined", "all_idle", "ready", "invalid")
+    __slots__ = ("all_idle", "all_joined", "invalid", "known", "ready")
 
     def __init__(self, known, all_joined, ready, invalid, all_idle=False):
         self.known = known            # coordinator responses with id < known may run

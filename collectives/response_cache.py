@@ -82,7 +82,3 @@ class ResponseCache:
 
     def invalidate(self, bit: int) -> None:
         self.entries.pop(bit, None)
-
-    def words(self) -> int:
-        """uint64 words a bit section of this cache takes."""
-        return (self.capacity + 63) // 64

@@ -110,8 +110,9 @@ def main():
         for step in range(3):
             before = dict(stats)
             new = {f"mx.n{step}.{i}": np.full(3, r * i, np.float64) for i in range(4)}
-            hs = burst(lambda: [(n, x, C.allreduce_async(x, name=n, op=C.Sum))
-                                for n, x in list(xs.items()) + list(new.items())])
+            both = list(xs.items()) + list(new.items())
+            hs = burst(lambda both=both: [(n, x, C.allreduce_async(x, name=n, op=C.Sum))
+                                          for n, x in both])
             for n, x, h in hs:
                 i = int(n[-1])
                 total = i * sum(range(size)) if ".n" in n else sum(q + i for q in range(size))
