@@ -5,7 +5,9 @@ dup of the world's), and waits for it without blocking. While every rank is idle
 down (doubling up to IDLE_CYCLES cycles), so that an idle runtime does not take the CPU from the
 compute it overlaps; a rank that gets work posts its next round at once. The words (uint64, ANDed):
 
-    word 0      flags: bit 0 = "I have joined" (all set: every rank joined); bit 1 = "I am idle"
+    word 0      flags: bit 0 = "I have joined" (all set: every rank joined); bit 1 = "I am idle";
+                bit 2 = "I am not shutting down" (clear: from then on every tensor goes to rank 0,
+                which fails those that wait on a rank that left)
     word 1      the coordinator's responses this rank knows of, as a thermometer from ``next_id``:
                 bit i set when response ``next_id + i`` arrived (or was not addressed to it)
     per set     (every registered set, in id order; a non-member's words are all ones)
@@ -37,12 +39,13 @@ CACHED_ID_BASE = 1 << 40       # cached responses: CACHED_ID_BASE * (set id + 1)
 class RoundResult:
     """What one round decided, identical on every rank."""
 
-    __slots__ = ("all_idle", "all_joined", "invalid", "known", "ready")
+    __slots__ = ("all_idle", "all_joined", "invalid", "known", "leaving", "ready")
 
-    def __init__(self, known, all_joined, ready, invalid, all_idle=False):
+    def __init__(self, known, all_joined, ready, invalid, all_idle=False, leaving=False):
         self.known = known            # coordinator responses with id < known may run
         self.all_joined = all_joined
         self.all_idle = all_idle
+        self.leaving = leaving        # some rank has started shutting down
         self.ready = ready            # set id -> [bit] every member submitted (members only)
         self.invalid = invalid        # set id -> [bit] some member found stale
 
@@ -60,6 +63,8 @@ class BitRounds:
         self.next_id = 0               # the next coordinator response to run (same on every rank)
         self.known = 0                 # the coordinator's responses this rank knows up to
         self.joined = False
+        self.leaving = False           # this rank has submitted its shutdown
+        self.bypass = False            # a rank is leaving: the cache is no longer used
         self.cached_ids: dict[int, int] = {}
         self._req = None
         self._posted = None            # (layout, joined) of the round in flight
@@ -92,6 +97,17 @@ class BitRounds:
             for bit, p in list(pend.items()):
                 if p is e:
                     del pend[bit]
+
+    def take_all(self) -> list:
+        """Every entry waiting under a bit or held for one (they go to rank 0 instead)."""
+        out = []
+        for sid in self.pending:
+            out += self.pending[sid].values()
+            self.pending[sid] = {}
+            for held in self.stale[sid].values():
+                out += held
+            self.stale[sid] = {}
+        return out
 
     def busy(self) -> bool:
         return any(self.pending.values()) or any(self.stale.values()) or self.joined
@@ -126,7 +142,8 @@ class BitRounds:
             self._recv = np.empty(n, dtype=np.uint64)
         v = self._send
         v.fill(ALL)
-        v[0] = (1 if self.joined else 0) | (2 if idle and not self.busy() else 0)
+        v[0] = (1 if self.joined else 0) | (2 if idle and not self.busy() else 0) | \
+            (0 if self.leaving else 4)
         ahead = min(WINDOW, self.known - self.next_id)
         v[1] = ALL if ahead >= 64 else np.uint64((1 << ahead) - 1)
         for k, sid in enumerate(layout):
@@ -161,7 +178,8 @@ class BitRounds:
         all_idle = bool(int(r[0]) & 2)
         cycle = self.config.cycle_time_ms / 1000.0
         self._gap = min(self._gap * 2, cycle * IDLE_CYCLES) if all_idle else cycle
-        return RoundResult(known, bool(int(r[0]) & 1), ready, invalid, all_idle)
+        return RoundResult(known, bool(int(r[0]) & 1), ready, invalid, all_idle,
+                           not int(r[0]) & 4)
 
     def responses(self, sid: int, bits, threshold: int, my_rank: int) -> list:
         """The cached responses of set ``sid`` for ``bits`` (ready everywhere and valid), in the

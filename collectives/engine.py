@@ -253,7 +253,9 @@ class Engine:
         for e in entries:
             if e.op_type == V.JOIN:
                 rounds.joined = True
-            if not RC.cacheable(e) or self.sets.get(e.process_set).rank < 0:
+            elif e.op_type == M.SHUTDOWN:
+                rounds.leaving = True
+            if rounds.bypass or not RC.cacheable(e) or self.sets.get(e.process_set).rank < 0:
                 full.append(e)
                 continue
             status, c = rounds.cache(e.process_set).lookup(e)
@@ -273,7 +275,8 @@ class Engine:
         did = res is not None and self._apply_round(res)
         now = time.monotonic()
         if not self._stop and rounds.due(now):
-            if now >= self._stall_scan and self.config.stall_check_s > 0:
+            if now >= self._stall_scan and (self.config.stall_check_s > 0
+                                            or self.config.stall_shutdown_s > 0):
                 self._stall_scan = now + STALL_SCAN_S
                 self._report_stalls()
             rounds.post(now, idle=not self._inflight and not self._queued)
@@ -302,14 +305,19 @@ class Engine:
                 did = True
             if self._stop:
                 return True
-        if res.all_joined:   # every rank only stands in: nothing to run
-            return did
-        thr = self.config.fusion_threshold
-        for sid, bits in res.ready.items():
-            if bits and sid in rounds.caches:
-                for resp, entries in rounds.responses(sid, bits, thr, self.rank):
-                    self._run_cached(resp, entries)
-                    did = True
+        if not res.all_joined:   # (all joined: every rank would only stand in)
+            thr = self.config.fusion_threshold
+            for sid, bits in res.ready.items():
+                if bits and sid in rounds.caches:
+                    for resp, entries in rounds.responses(sid, bits, thr, self.rank):
+                        self._run_cached(resp, entries)
+                        did = True
+        if res.leaving and not rounds.bypass:   # rank 0 fails what waits on a rank that left
+            rounds.bypass = True
+            back = rounds.take_all()
+            if back:
+                self._send_requests(back)
+                did = True
         return did
 
     def _run_cached(self, resp, entries):
@@ -332,7 +340,8 @@ class Engine:
     def _report_stalls(self):
         """Tell the coordinator's stall inspector about cached tensors pending for long here (it
         names the ranks that have not submitted them)."""
-        limit = clock.mono_ns() - int(self.config.stall_check_s * 1e9 / 2)
+        after = min(s for s in (self.config.stall_check_s, self.config.stall_shutdown_s) if s > 0)
+        limit = clock.mono_ns() - int(after * 1e9 / 2)
         late = [e for e in self._rounds.pending_since(limit)
                 if (e.process_set, e.name) not in self._reported]
         if late:

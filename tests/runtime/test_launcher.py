@@ -3,6 +3,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from collectives import launcher
 from tests.mpi_util import ROOT, SCRIPTS, mpi_env
 
@@ -56,8 +58,10 @@ def test_missing_script_is_one_line_error():
     assert "Traceback" not in proc.stderr
 
 
-def test_rank_shutting_down_early_fails_waiting_ranks():
-    proc = _launch(["-np", "3", SCRIPTS / "runtime_early_exit.py"], timeout=60)
+@pytest.mark.parametrize("cached", [False, True])
+def test_rank_shutting_down_early_fails_waiting_ranks(cached):
+    proc = _launch(["-np", "3", SCRIPTS / "runtime_early_exit.py"] + (["cached"] if cached else []),
+                   timeout=60)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     for r in (0, 2):
