@@ -1,11 +1,12 @@
 """Bit-vector rounds: with the response cache on, one bitwise-AND allreduce per cycle orders the work.
 
 Every rank posts a round every cycle (``cycle_time_ms``), busy or not, on its own communicator (a
-dup of the world's), and waits for it without blocking; a rank that gets work posts its next round
-at once. The words (uint64, ANDed):
+dup of the world's), and waits for it without blocking. While every rank is idle the rounds slow
+down (doubling up to IDLE_CYCLES cycles), so that an idle runtime does not take the CPU from the
+compute it overlaps; a rank that gets work posts its next round at once. The words (uint64, ANDed):
 
-    word 0      flags: bit 0 = "I have joined" (all set: every rank joined);
-                bit 1 = "I am not shutting down" (clear: from then on every tensor goes to rank 0,
+    word 0      flags: bit 0 = "I have joined" (all set: every rank joined); bit 1 = "I am idle";
+                bit 2 = "I am not shutting down" (clear: from then on every tensor goes to rank 0,
                 which fails those that wait on a rank that left)
     word 1      the coordinator's responses this rank knows of, as a thermometer from ``next_id``:
                 bit i set when response ``next_id + i`` arrived (or was not addressed to it)
@@ -31,17 +32,19 @@ from tracer import vocab as V
 
 ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 WINDOW = 64                    # coordinator responses ordered per round at most
+IDLE_CYCLES = 8                # the longest gap between rounds while every rank is idle, in cycles
 CACHED_ID_BASE = 1 << 40       # cached responses: CACHED_ID_BASE * (set id + 1) + n
 
 
 class RoundResult:
     """What one round decided, identical on every rank."""
 
-    __slots__ = ("all_joined", "invalid", "known", "leaving", "ready")
+    __slots__ = ("all_idle", "all_joined", "invalid", "known", "leaving", "ready")
 
-    def __init__(self, known, all_joined, ready, invalid, leaving=False):
+    def __init__(self, known, all_joined, ready, invalid, all_idle=False, leaving=False):
         self.known = known            # coordinator responses with id < known may run
         self.all_joined = all_joined
+        self.all_idle = all_idle
         self.leaving = leaving        # some rank has started shutting down
         self.ready = ready            # set id -> [bit] every member submitted (members only)
         self.invalid = invalid        # set id -> [bit] some member found stale
@@ -67,6 +70,7 @@ class BitRounds:
         self._posted = None            # (layout, joined) of the round in flight
         self._send = self._recv = None
         self._next_post = 0.0
+        self._gap = config.cycle_time_ms / 1000.0   # between rounds now (longer while all idle)
         self.rounds = 0
 
     # ---- per set state -------------------------------------------------------------------------
@@ -105,22 +109,31 @@ class BitRounds:
             self.stale[sid] = {}
         return out
 
+    def busy(self) -> bool:
+        return any(self.pending.values()) or any(self.stale.values()) or self.joined
+
     # ---- the round -----------------------------------------------------------------------------
     def due(self, now: float) -> bool:
         return self._req is None and now >= self._next_post
 
-    def post(self, now: float) -> None:
+    def post(self, now: float, idle: bool = False) -> None:
         from mpi4py import MPI
-        v = self.vector()
+        v = self.vector(idle)
         self._req = self.comm.Iallreduce(v, self._recv, MPI.BAND)
-        self._next_post = now + self.config.cycle_time_ms / 1000.0
+        self._next_post = now + self._gap
         self.rounds += 1
 
     def wake(self, now: float) -> None:
-        """This rank has work: its next round goes at once."""
+        """This rank has work: its next round goes at once (and the rounds are no longer slow)."""
+        self._gap = self.config.cycle_time_ms / 1000.0
         self._next_post = min(self._next_post, now)
 
-    def vector(self) -> np.ndarray:
+    def idle_nap_s(self) -> float:
+        """How long the engine may sleep between checks while every rank is idle (0: not idle)."""
+        cycle = self.config.cycle_time_ms / 1000.0
+        return self._gap / 4 if self._gap > cycle else 0.0
+
+    def vector(self, idle: bool = False) -> np.ndarray:
         """This rank's words for the next round (remembered: :meth:`decode` reads its result)."""
         layout = self.sets.ids()
         n = 2 + 2 * self.words * len(layout)
@@ -129,7 +142,8 @@ class BitRounds:
             self._recv = np.empty(n, dtype=np.uint64)
         v = self._send
         v.fill(ALL)
-        v[0] = (1 if self.joined else 0) | (0 if self.leaving else 2)
+        v[0] = (1 if self.joined else 0) | (2 if idle and not self.busy() else 0) | \
+            (0 if self.leaving else 4)
         ahead = min(WINDOW, self.known - self.next_id)
         v[1] = ALL if ahead >= 64 else np.uint64((1 << ahead) - 1)
         for k, sid in enumerate(layout):
@@ -161,7 +175,11 @@ class BitRounds:
             base = 2 + 2 * self.words * k
             invalid[sid] = _bits(~r[base + self.words:base + 2 * self.words])
             ready[sid] = _bits(r[base:base + self.words])
-        return RoundResult(known, bool(int(r[0]) & 1), ready, invalid, not int(r[0]) & 2)
+        all_idle = bool(int(r[0]) & 2)
+        cycle = self.config.cycle_time_ms / 1000.0
+        self._gap = min(self._gap * 2, cycle * IDLE_CYCLES) if all_idle else cycle
+        return RoundResult(known, bool(int(r[0]) & 1), ready, invalid, all_idle,
+                           not int(r[0]) & 4)
 
     def responses(self, sid: int, bits, threshold: int, my_rank: int) -> list:
         """The cached responses of set ``sid`` for ``bits`` (ready everywhere and valid), in the

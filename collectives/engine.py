@@ -212,6 +212,8 @@ class Engine:
 
     def _nap(self, seconds: float) -> None:
         """Sleep while waiting on other ranks, but wake at once when this rank submits more."""
+        if self._rounds is not None:   # every rank idle: the rounds are slow, so are the naps
+            seconds = max(seconds, self._rounds.idle_nap_s())
         with self._cond:
             if not self._queue and not self._stop:
                 self._cond.wait(seconds)
@@ -277,7 +279,7 @@ class Engine:
                                             or self.config.stall_shutdown_s > 0):
                 self._stall_scan = now + STALL_SCAN_S
                 self._report_stalls()
-            rounds.post(now)
+            rounds.post(now, idle=not self._inflight and not self._queued)
         return did
 
     def _apply_round(self, res) -> bool:
