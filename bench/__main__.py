@@ -17,8 +17,9 @@ import time
 
 from bench import machine, report, targets
 
-GROUPS = ("allreduce", "fusion", "tracer", "analyzer", "dashboard")
-MODULE = {"allreduce": "bench.allreduce", "fusion": "bench.fusion", "tracer": "bench.tracer",
+GROUPS = ("allreduce", "fusion", "negotiation", "tracer", "analyzer", "dashboard")
+MODULE = {"allreduce": "bench.allreduce", "fusion": "bench.fusion",
+          "negotiation": "bench.negotiation_scale", "tracer": "bench.tracer",
           "analyzer": "bench.analyzer", "dashboard": "bench.dashboard"}
 
 

@@ -32,3 +32,50 @@ def make_step(model_name: str = "mixed", batch: int = 32):
         hvd.allreduce(loss.detach(), name="loss")
 
     return step
+
+
+def main() -> int:
+    """MPI worker: the demo step's median time on ``--tree``'s code (bench/demo_pair.py)."""
+    import argparse
+    import sys
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tree", required=True, help="the checkout whose runtime runs the steps")
+    ap.add_argument("--steps", type=int, default=15)
+    ap.add_argument("--warmup", type=int, default=4)
+    ns = ap.parse_args()
+    sys.path.insert(0, ns.tree)
+    for mod in [m for m in sys.modules if m == "bench" or m.startswith("bench.")]:
+        del sys.modules[mod]   # the tree's own bench helpers and demo step
+    import time
+
+    from mpi4py import MPI
+
+    import collectives.torch as hvd
+    from bench import mpi_side
+    from bench.demo_step import make_step
+    from bench.launch import emit
+    hvd.init()
+    comm = MPI.COMM_WORLD.Dup()
+    step = make_step()
+    for _ in range(ns.warmup):
+        step()
+    times = []
+    cpu0 = time.process_time()
+    for _ in range(ns.steps):
+        mpi_side.barrier(comm)
+        t0 = time.perf_counter()
+        step()
+        times.append(float(mpi_side.reduce_max(comm, [time.perf_counter() - t0])[0]))
+    import numpy as np
+    cpu = np.array([time.process_time() - cpu0])
+    total = np.empty_like(cpu)
+    mpi_side.wait(comm.Iallreduce(cpu, total, MPI.SUM))
+    hvd.shutdown()
+    if comm.rank == 0:   # cpu_s_per_step: every rank's CPU time (all its threads), summed
+        emit({"tree": ns.tree, "ranks": comm.size, "step_s": times,
+              "cpu_s_per_step": float(total[0]) / ns.steps})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -31,6 +31,12 @@ def run(quick: bool) -> dict:
             "detail": f"off {stats.median(t['unfused']) * 1e3:.1f} ms / on "
                       f"{stats.median(t['fused']) * 1e3:.1f} ms ({res['backend']} backend; per-rep range "
                       f"{stats.ratio_range(t['unfused'], t['fused'])})"}
+        per = (stats.median(t["fused"]) - stats.median(t["single"])) / res["count"]
+        metrics[f"fusion.bookkeeping_us_per_tensor.n{n}"] = {
+            "value": per * 1e6,
+            "detail": f"(fused {stats.median(t['fused']) * 1e3:.1f} ms - one {res['count']}x "
+                      f"larger allreduce {stats.median(t['single']) * 1e3:.1f} ms) / "
+                      f"{res['count']} tensors: what each tensor costs beyond the collective"}
         notes.append(f"{n} ranks: submitting the 256 allreduce_async calls alone took "
                      f"{res['submit_median_s'] * 1e3:.1f} ms on rank 0 (median)")
         metrics[f"fusion.fused_vs_single_op.n{n}"] = {

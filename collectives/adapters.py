@@ -36,6 +36,16 @@ def _is_int(dtype) -> bool:
     return dtype.kind in "iub"
 
 
+_NAMES: dict = {}   # numpy dtype -> its name (dtype.name costs microseconds per call)
+
+
+def _name(dtype) -> str:
+    name = _NAMES.get(dtype)
+    if name is None:
+        name = _NAMES[dtype] = dtype.name
+    return name
+
+
 class NumpyAdapter(TensorAdapter):
     """numpy arrays on the host; the results are new arrays (or ``entry.output`` when given)."""
 
@@ -48,7 +58,7 @@ class NumpyAdapter(TensorAdapter):
     def check(self, t):
         if not isinstance(t, np.ndarray):
             raise TypeError(f"expected a numpy array, got {type(t).__name__}")
-        if t.dtype.name not in SUPPORTED_DTYPES:
+        if _name(t.dtype) not in SUPPORTED_DTYPES:
             raise TypeError(f"dtype {t.dtype.name} is not supported; use one of "
                             f"{', '.join(SUPPORTED_DTYPES)}")
         if not t.dtype.isnative:   # bytes go over the wire as-is: use this machine's byte order
@@ -59,10 +69,10 @@ class NumpyAdapter(TensorAdapter):
         return "cpu"
 
     def dtype_name(self, t) -> str:
-        return t.dtype.name
+        return _name(t.dtype)
 
     def shape(self, t) -> tuple:
-        return tuple(int(d) for d in t.shape)
+        return t.shape   # a tuple of ints already
 
     def nbytes(self, t) -> int:
         return int(t.nbytes)
@@ -82,6 +92,18 @@ class NumpyAdapter(TensorAdapter):
 
     def copy_(self, dst, dst_offset, src) -> None:
         dst[dst_offset:dst_offset + src.size] = src
+
+    def pack(self, buf, tensors) -> None:
+        """Copy ``tensors`` one after another into the flat ``buf`` (one call)."""
+        np.concatenate([t.reshape(-1) for t in tensors], out=buf)
+
+    def unpack(self, buf, sizes) -> list:
+        """Flat results for consecutive pieces of ``buf``, in new memory (one copy)."""
+        whole, out, off = buf.copy(), [], 0
+        for n in sizes:
+            out.append(whole[off:off + n])
+            off += n
+        return out
 
     def slice(self, buf, offset, numel):
         return buf[offset:offset + numel]

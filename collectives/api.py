@@ -9,14 +9,21 @@ from collectives.process_sets import set_id_of
 from tracer import vocab as V
 
 
+_NUMPY = None
+
+
 def _numpy():
-    from collectives.adapters import NUMPY
-    return NUMPY
+    global _NUMPY
+    if _NUMPY is None:   # imported on first use (numpy stays out of import time)
+        from collectives.adapters import NUMPY
+        _NUMPY = NUMPY
+    return _NUMPY
 
 
 def _submit(op_type, array, name, process_set, **kw):
     ad = _numpy()
-    e = Entry(name, op_type, ad.coerce(array), ad, process_set=set_id_of(process_set), **kw)
+    e = Entry(name, op_type, ad.coerce(array), ad,
+              process_set=0 if process_set is None else set_id_of(process_set), **kw)
     return get_engine().enqueue(e)
 
 
@@ -31,35 +38,36 @@ def synchronize(handle):
 
 
 def allreduce_async(array, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
-                    process_set=None):
-    """Start an allreduce of ``array`` over the process set; returns a handle."""
+                    process_set=None, priority=0):
+    """Start an allreduce of ``array`` over the process set; returns a handle. Among ops ready in
+    the same cycle, a higher ``priority`` runs first (in its own response)."""
     return _submit(V.ALLREDUCE, array, name, process_set, reduce_op=op,
-                   prescale=prescale_factor, postscale=postscale_factor)
+                   prescale=prescale_factor, postscale=postscale_factor, priority=int(priority))
 
 
 def allreduce(array, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
-              process_set=None):
+              process_set=None, priority=0):
     """Reduce ``array`` across ranks (default: average); returns a new array."""
     return allreduce_async(array, name, op, prescale_factor, postscale_factor,
-                           process_set).wait()
+                           process_set, priority).wait()
 
 
 def allreduce_async_(array, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
-                     process_set=None):
+                     process_set=None, priority=0):
     """In-place allreduce: ``array`` itself receives the result; returns a handle."""
     return _submit(V.ALLREDUCE, array, name, process_set, reduce_op=op, output=array,
-                   prescale=prescale_factor, postscale=postscale_factor)
+                   prescale=prescale_factor, postscale=postscale_factor, priority=int(priority))
 
 
 def allreduce_(array, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
-               process_set=None):
+               process_set=None, priority=0):
     """In-place allreduce of ``array``; returns ``array``."""
     return allreduce_async_(array, name, op, prescale_factor, postscale_factor,
-                            process_set).wait()
+                            process_set, priority).wait()
 
 
 def grouped_allreduce_async(arrays, name=None, op=Average, prescale_factor=1.0,
-                            postscale_factor=1.0, process_set=None):
+                            postscale_factor=1.0, process_set=None, priority=0):
     """Start allreduces of several arrays negotiated and fused as one group; returns one handle
     whose result is the list of reduced arrays."""
     eng = get_engine()
@@ -68,16 +76,17 @@ def grouped_allreduce_async(arrays, name=None, op=Average, prescale_factor=1.0,
         name = eng.noname("grouped_allreduce", sid)
     ad = _numpy()
     entries = [Entry(f"{name}.{i}", V.ALLREDUCE, ad.coerce(a), ad, reduce_op=op,
-                     prescale=prescale_factor, postscale=postscale_factor, process_set=sid)
+                     prescale=prescale_factor, postscale=postscale_factor, process_set=sid,
+                     priority=int(priority))
                for i, a in enumerate(arrays)]
     return GroupHandle(eng.enqueue_group(entries, group=name), name)
 
 
 def grouped_allreduce(arrays, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
-                      process_set=None):
+                      process_set=None, priority=0):
     """Allreduce several arrays as one fused group; returns a list of new arrays."""
     return grouped_allreduce_async(arrays, name, op, prescale_factor, postscale_factor,
-                                   process_set).wait()
+                                   process_set, priority).wait()
 
 
 def allgather_async(array, name=None, process_set=None):

@@ -59,7 +59,7 @@ def _flag(name, environ, default=False):
 class Config:
     fusion_threshold: int = DEFAULT_FUSION_THRESHOLD   # bytes; 0 disables fusion
     cycle_time_ms: float = 1.0                         # longest a cycle waits to gather fusable work
-    cache_capacity: int = 1024                         # parsed and reported; no response cache yet
+    cache_capacity: int = 1024                         # response cache bits per set; 0 = off
     stall_check_s: float = 60.0                        # 0 or STALL_CHECK_DISABLE turns the check off
     stall_shutdown_s: float = 0.0                      # 0 = never
     backend: str = "ring"

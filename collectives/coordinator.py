@@ -1,7 +1,9 @@
 """Rank 0's negotiation state: who asked for what, what is ready, and the ordered responses.
 
 Every process set is coordinated here; a response goes only to the members of its set. Response
-ids are assigned in one sequence, so one collective carries the same id on every rank.
+ids are assigned in one sequence, so one collective carries the same id on every rank. Tensors in
+the response cache are negotiated without rank 0 (bit_rounds.py); ranks report those pending for
+long here only so that the stall inspector can name the ranks that have not submitted them.
 """
 from __future__ import annotations
 
@@ -42,12 +44,16 @@ class Coordinator:
         self.next_id = 0
         self.leaving: set = set()      # ranks that asked to shut down: they will submit nothing more
         self.joined: set = set()       # ranks waiting in join(): their allreduces reduce zeros
+        self.reports: dict[tuple, Pending] = {}   # cached tensors pending long on some ranks
         self.stall = StallInspector(config)
         self.stall.sets = sets
 
     # ---- intake ------------------------------------------------------------------------------
     def add(self, req: M.Request, now_s: float) -> None:
         key = (req.process_set, req.name)
+        if req.report:
+            self._report(key, req, now_s)
+            return
         pend = self.table.get(key)
         if pend is None:
             pend = self.table[key] = Pending(first_s=now_s)
@@ -61,9 +67,26 @@ class Coordinator:
             for k, p in list(self.table.items()):   # joined ranks may complete waiting tensors
                 self._check_ready(k, p, req.rank, now_s)
 
+    def _report(self, key, req, now_s) -> None:
+        pend = self.reports.get(key)
+        if req.report == M.STALL_REPORT:
+            if pend is None:
+                pend = self.reports[key] = Pending(first_s=now_s)
+            pend.requests[req.rank] = req
+        elif pend is not None:
+            pend.requests.pop(req.rank, None)
+            if not pend.requests:
+                del self.reports[key]
+                self.stall.warned.discard(key)
+
+    def _watched(self) -> dict:
+        """What the stall inspector watches: partly submitted tensors, cached ones reported."""
+        return {**self.table, **self.reports} if self.reports else self.table
+
     def _check_ready(self, key, pend, last, now_s) -> None:
         members = self.sets.get(key[0]).ranks
-        joined = () if key[1] == M.JOIN_NAME else tuple(
+        # (a scan of the members only while some rank has joined: else O(ranks) per request)
+        joined = () if key[1] == M.JOIN_NAME or not self.joined else tuple(
             m for m in members if m not in pend.requests and m in self.joined)
         if len(pend.requests) + len(joined) < len(members):
             return
@@ -134,7 +157,7 @@ class Coordinator:
         waits = []
         if self.ready:
             waits.append(max(0.0, self.first_ready_s + self.config.cycle_time_ms / 1000.0 - now_s))
-        nxt = self.stall.next_check(now_s, self.table)
+        nxt = self.stall.next_check(now_s, self._watched())
         if nxt is not None:
             waits.append(nxt)
         return min(waits) if waits else None
@@ -146,8 +169,14 @@ class Coordinator:
             items, self.ready, self.first_ready_s = self.ready, [], None
             for resp in plan_responses(items, self.config.fusion_threshold, self._new_id):
                 out.append((resp, self.sets.get(resp.process_set).ranks))
-        for key, pend, msg in self.stall.inspect(now_s, self.table):
-            self._fail(key, pend, msg, out)
+        for key, pend, msg in self.stall.inspect(now_s, self._watched()):
+            if key in self.reports:   # a cached tensor: the ranks that have it get the error
+                del self.reports[key]
+                asked = sorted(pend.requests)
+                out.append((M.Response(self._new_id(), M.ERROR, [key[1]], process_set=key[0],
+                                       error=msg, targets=asked), asked))
+            else:
+                self._fail(key, pend, msg, out)
         if self.leaving:
             self._orphans(out)
         return out
@@ -202,7 +231,8 @@ class Coordinator:
                               error=f"ringscope: {names[0]!r} was still waiting for other ranks "
                                     "when the job shut down")
             out.append((resp, self.sets.get(set_id).ranks))
-        for d in (self.table, self.groups, self.group_seen, self.failed_groups, self.leaving):
+        for d in (self.table, self.groups, self.group_seen, self.failed_groups, self.leaving,
+                  self.reports):
             d.clear()
         return out
 

@@ -4,6 +4,10 @@ The user's thread only enqueues entries (:meth:`Engine.enqueue`) and waits on ha
 the engine sends this rank's new requests to the coordinator (rank 0), and executes the responses
 it gets back in order. It sleeps on a condition while this rank has nothing in flight, and polls
 with short sleeps (never spinning) while it waits for other ranks.
+
+With the response cache on (``cache_capacity`` > 0), an allreduce negotiated once is kept under a
+cache bit and negotiated again by the bit rounds (bit_rounds.py): no message to rank 0. The rounds
+also decide when the coordinator's responses run, so both paths keep one order on every rank.
 """
 from __future__ import annotations
 
@@ -14,16 +18,20 @@ import traceback
 
 from collectives import messages as M
 from collectives import mpi_wait
+from collectives import response_cache as RC
 from collectives.coordinator import Coordinator
 from collectives.executor import Executor
 from collectives.fusion import FusionBuffers
 from collectives.handles import Handle
+from collectives.ops import as_op
 from collectives.submit import prepare, request_of
+from tracer import clock
 from collectives import engine_trace as trace
 from tracer import get_recorder
 from tracer import vocab as V
 
 IDLE_POLL_MAX_S = 1e-3     # rank 0 with nothing in flight still listens for requests this often
+STALL_SCAN_S = 0.1         # how often cached tensors pending long are looked for (stall reports)
 _ENGINE = None
 
 
@@ -55,9 +63,17 @@ class Engine:
         self.fatal: str | None = None
         self._cycle = 0
         self.stats = {"responses": 0, "tensors": 0, "max_fused": 0, "max_fused_bytes": 0,
-                      "errors": 0}
+                      "errors": 0, "cached_responses": 0}
         self._coord = Coordinator(config, sets) if self.rank == 0 else None
         self._exec = Executor(config, sets, FusionBuffers(), self._complete_many)
+        # the response cache's rounds run on a communicator of their own (created on every rank)
+        self._rounds = None
+        if config.cache_capacity > 0:
+            from collectives.bit_rounds import BitRounds   # (numpy: not at import time)
+            self._rounds = BitRounds(world.Dup(), sets, config)
+        self._queued: list = []      # the coordinator's responses, until a round orders them
+        self._reported: set = set()  # (set, name) of cached tensors reported as pending long
+        self._stall_scan = 0.0
         self._thread = threading.Thread(target=self._main, name="ringscope-engine", daemon=True)
         trace.track(self._inflight)
 
@@ -67,7 +83,10 @@ class Engine:
     # ---- user thread -------------------------------------------------------------------------
     def enqueue(self, entry) -> Handle:
         """Submit one op; returns its :class:`Handle`. Raises ValueError on a duplicate name."""
-        return self.enqueue_group([entry], group=None)[0]
+        if entry.name is None:
+            entry.name = self.noname(entry.op_type.lower(), entry.process_set)
+        prepare(entry, self.config, self.sets, self.rank)
+        return self._admit([entry])[0]
 
     def enqueue_control(self, entry, shape) -> Handle:
         """Submit a control op (process-set changes); ``shape`` carries its argument."""
@@ -89,22 +108,26 @@ class Engine:
         return self._admit(entries)
 
     def _admit(self, entries) -> list:
+        for e in entries:
+            e.handle = Handle(e.name)
         with self._cond:
             self._check_open()
-            names = [e.name for e in entries]
-            dup = [n for n in names if n in self._inflight] or \
-                [n for i, n in enumerate(names) if n in names[:i]]
+            inflight = self._inflight
+            if len(entries) == 1:
+                dup = [e.name for e in entries if e.name in inflight]
+            else:
+                names = [e.name for e in entries]
+                dup = [n for n in names if n in inflight] or \
+                    [n for i, n in enumerate(names) if n in names[:i]]
             if dup:
                 raise ValueError(f"a collective named {dup[0]!r} is already in flight on rank "
                                  f"{self.rank}; wait for it first or give the new one another name")
             stamp = trace.stamp()   # when and under which timeline they were submitted
             for e in entries:
-                e.handle = Handle(e.name)
-                self._inflight[e.name] = e
+                inflight[e.name] = e
                 self._bytes_in_flight += e.nbytes
                 if stamp is not None and e.op_type not in M.CONTROL_OPS:
                     e.stamp = stamp
-        with self._cond:
             self._queue.extend(entries)
             self._cond.notify()
         return [e.handle for e in entries]
@@ -133,6 +156,8 @@ class Engine:
             except Exception:
                 pass
         self._thread.join()
+        if self._rounds is not None and not self.fatal:
+            self._rounds.comm.Free()
         self.closed = True
         trace.untrack(self._inflight)
 
@@ -161,11 +186,15 @@ class Engine:
             t0 = rec.now() if rec.mark_cycles else 0
             did = False
             if new:
+                if self._rounds is not None:
+                    self._rounds.wake(time.monotonic())
                 self._send_requests(new)
                 did = True
             if self._sends:
                 self._sends = [r for r in self._sends if not r.Test()]
             did = (self._coordinate() if self._coord is not None else self._receive()) or did
+            if self._rounds is not None and not self._stop:
+                did = self._round_step() or did
             if did and rec.enabled:   # the counters only move when something happened
                 # plain reads (a cycle late is fine); written only when changed
                 trace.queue_counters(rec, len(self._inflight), self._bytes_in_flight)
@@ -181,11 +210,15 @@ class Engine:
 
     def _nap(self, seconds: float) -> None:
         """Sleep while waiting on other ranks, but wake at once when this rank submits more."""
+        if self._rounds is not None:   # every rank idle: the rounds are slow, so are the naps
+            seconds = max(seconds, self._rounds.idle_nap_s())
         with self._cond:
             if not self._queue and not self._stop:
                 self._cond.wait(seconds)
 
     def _idle(self) -> bool:
+        if self._rounds is not None:   # the rounds go on every cycle
+            return False
         return not self._inflight and not self._sends and \
             (self._coord is None or not self._coord.busy())
 
@@ -195,8 +228,15 @@ class Engine:
         wake = self._coord.wake_in(time.monotonic())
         return idle_s if wake is None else min(idle_s, wake)
 
-    def _send_requests(self, entries):
+    def _send_requests(self, entries, report=0):
+        if self._rounds is not None and not report:
+            entries = self._route(entries)
+            if not entries:
+                return
         reqs = [request_of(e, self.rank) for e in entries]
+        if report:
+            for r in reqs:
+                r.report = report
         if self._coord is not None:
             now = time.monotonic()
             self._ready.note(reqs)
@@ -204,6 +244,106 @@ class Engine:
                 self._coord.add(r, now)
         else:
             self._sends.append(self.ctrl.isend((self.rank, reqs), dest=0, tag=M.TAG_REQUEST))
+
+    def _route(self, entries) -> list:
+        """Put cache hits under their bits (and stale ones aside); return what goes to rank 0."""
+        rounds, full = self._rounds, []
+        for e in entries:
+            if e.op_type == V.JOIN:
+                rounds.joined = True
+            elif e.op_type == M.SHUTDOWN:
+                rounds.leaving = True
+            if rounds.bypass or not RC.cacheable(e) or self.sets.get(e.process_set).rank < 0:
+                full.append(e)
+                continue
+            status, c = rounds.cache(e.process_set).lookup(e)
+            if status == RC.HIT:
+                rounds.pending[e.process_set][c.bit] = e
+                e.trace_key = c.trace_key
+            elif status == RC.CHANGED:   # held until every member has dropped the bit
+                rounds.stale[e.process_set].setdefault(c.bit, []).append(e)
+            else:
+                full.append(e)
+        return full
+
+    def _round_step(self) -> bool:
+        """Finish the round in flight (running what it decided), post the next when due."""
+        rounds = self._rounds
+        res = rounds.test()
+        did = res is not None and self._apply_round(res)
+        now = time.monotonic()
+        if not self._stop and rounds.due(now):
+            if now >= self._stall_scan and (self.config.stall_check_s > 0
+                                            or self.config.stall_shutdown_s > 0):
+                self._stall_scan = now + STALL_SCAN_S
+                self._report_stalls()
+            rounds.post(now, idle=not self._inflight and not self._queued)
+        return did
+
+    def _apply_round(self, res) -> bool:
+        """Run what a round decided, in the order every rank follows."""
+        rounds, did = self._rounds, False
+        for sid, bits in res.invalid.items():
+            back = []
+            for bit in bits:
+                rounds.caches[sid].invalidate(bit)
+                e = rounds.pending[sid].pop(bit, None)
+                if e is not None:
+                    back.append(e)
+                back += rounds.stale[sid].pop(bit, [])
+            if back:
+                self._send_requests(back)
+                did = True
+        if res.known > rounds.next_id:
+            batch = [q for q in self._queued if q.id < res.known]
+            self._queued = self._queued[len(batch):]
+            rounds.next_id = res.known
+            if batch:
+                self._execute(batch)
+                did = True
+            if self._stop:
+                return True
+        if not res.all_joined:   # (all joined: every rank would only stand in)
+            thr = self.config.fusion_threshold
+            for sid, bits in res.ready.items():
+                if bits and sid in rounds.caches:
+                    for resp, entries in rounds.responses(sid, bits, thr, self.rank):
+                        self._run_cached(resp, entries)
+                        did = True
+        if res.leaving and not rounds.bypass:   # rank 0 fails what waits on a rank that left
+            rounds.bypass = True
+            back = rounds.take_all()
+            if back:
+                self._send_requests(back)
+                did = True
+        return did
+
+    def _run_cached(self, resp, entries):
+        rec = get_recorder()
+        t_response = rec.now() if rec.enabled else None
+        if resp.joined:
+            entries = [e if e is not None else self._stand_in(resp, n)
+                       for e, n in zip(entries, resp.names)]
+        else:
+            self._count(entries)
+            self.stats["cached_responses"] += 1
+        self._exec.run(resp, entries, t_response)
+        if self._reported:
+            done = [e for e in entries if (e.process_set, e.name) in self._reported]
+            if done:
+                self._reported.difference_update((e.process_set, e.name) for e in done)
+                self._send_requests(done, report=M.STALL_WITHDRAW)
+
+    def _report_stalls(self):
+        """Tell the coordinator's stall inspector about cached tensors pending for long here (it
+        names the ranks that have not submitted them)."""
+        after = min(s for s in (self.config.stall_check_s, self.config.stall_shutdown_s) if s > 0)
+        limit = clock.mono_ns() - int(after * 1e9 / 2)
+        late = [e for e in self._rounds.pending_since(limit)
+                if (e.process_set, e.name) not in self._reported]
+        if late:
+            self._reported.update((e.process_set, e.name) for e in late)
+            self._send_requests(late, report=M.STALL_REPORT)
 
     def _coordinate(self) -> bool:
         from mpi4py import MPI
@@ -232,12 +372,21 @@ class Engine:
         for resp, members in plan:
             for m in members:
                 batches.setdefault(m, []).append(resp)
+        known = self._coord.next_id
         for m, batch in batches.items():
             if m != self.rank:
-                self._sends.append(self.ctrl.isend(batch, dest=m, tag=M.TAG_RESPONSE))
+                self._sends.append(self.ctrl.isend((known, batch), dest=m, tag=M.TAG_RESPONSE))
+        if self._rounds is not None:   # every rank learns the ids it will not get (rounds order)
+            for m in range(self.size):
+                if m != self.rank and m not in batches:
+                    self._sends.append(self.ctrl.isend((known, []), dest=m, tag=M.TAG_RESPONSE))
         if self._ready.held:
             self._ready.record()
-        if self.rank in batches:
+        if self._rounds is not None:
+            self._queued += batches.get(self.rank, [])
+            self._rounds.known = known
+            self._rounds.wake(time.monotonic())
+        elif self.rank in batches:
             self._execute(batches[self.rank])
         return True
 
@@ -247,7 +396,13 @@ class Engine:
             msg = self.ctrl.improbe(source=0, tag=M.TAG_RESPONSE)
             if msg is None:
                 break
-            self._execute(mpi_wait.wait_obj(msg.irecv()))
+            known, batch = mpi_wait.wait_obj(msg.irecv())
+            if self._rounds is None:
+                self._execute(batch)
+            else:
+                self._queued += batch
+                self._rounds.known = known
+                self._rounds.wake(time.monotonic())
             did = True
         return did
 
@@ -260,6 +415,8 @@ class Engine:
                 self.stats["errors"] += 1
                 for e in entries:
                     if e is not None:
+                        if self._rounds is not None:
+                            self._rounds.forget(e)
                         self._complete(e, error=resp.error)
             elif resp.op_type == M.SHUTDOWN:
                 self._stop = True
@@ -271,23 +428,36 @@ class Engine:
             elif resp.op_type in (M.ADD_PROCESS_SET, M.REMOVE_PROCESS_SET):
                 self._change_sets(resp, entries[0])
             elif resp.op_type == V.JOIN:
+                if self._rounds is not None:
+                    self._rounds.joined = False
                 for e in entries:
                     if e is not None:
                         self._complete(e, resp.root)
             elif self.rank in resp.joined:
-                self._exec.run(resp, [self._stand_in(resp, n) for n in resp.names], t_response)
+                entries = [self._stand_in(resp, n) for n in resp.names]
+                self._exec.run(resp, entries, t_response)
+                self._keep(resp, entries)
             elif None in entries:
                 missing = [n for n, e in zip(resp.names, entries) if e is None]
                 raise RuntimeError(f"response {resp.id} names tensors this rank never submitted: "
                                    f"{missing}")
             else:
-                self.stats["responses"] += 1
-                self.stats["tensors"] += len(entries)
-                self.stats["max_fused"] = max(self.stats["max_fused"], len(entries))
-                if len(entries) > 1:
-                    self.stats["max_fused_bytes"] = max(self.stats["max_fused_bytes"],
-                                                        sum(e.nbytes for e in entries))
+                self._count(entries)
                 self._exec.run(resp, entries, t_response)
+                self._keep(resp, entries)
+
+    def _count(self, entries):
+        self.stats["responses"] += 1
+        self.stats["tensors"] += len(entries)
+        self.stats["max_fused"] = max(self.stats["max_fused"], len(entries))
+        if len(entries) > 1:
+            self.stats["max_fused_bytes"] = max(self.stats["max_fused_bytes"],
+                                                sum(e.nbytes for e in entries))
+
+    def _keep(self, resp, entries):
+        """Every member caches a cacheable response at the same point of the common order."""
+        if resp.cacheable and self._rounds is not None:
+            self._rounds.cache(resp.process_set).put(resp, entries)
 
     def _stand_in(self, resp, name):
         """A zero tensor for a rank that joined: it takes part in the others' allreduce."""
@@ -299,7 +469,9 @@ class Engine:
         for d in shape:
             numel *= d
         e = Entry(name, resp.op_type, zeros(ad, numel, resp.dtype, resp.device), ad,
-                  process_set=resp.process_set)
+                  process_set=resp.process_set, reduce_op=as_op(resp.reduce_op),
+                  prescale=resp.prescale, postscale=resp.postscale, backend=resp.backend,
+                  priority=resp.priority)
         e.dtype, e.shape, e.device, e.handle = resp.dtype, shape, resp.device, Handle(name)
         e.meta["numel"] = numel
         return e
@@ -313,6 +485,10 @@ class Engine:
             self._complete(e, sid)
         else:
             self.sets.remove(e.shape[0])
+            if self._rounds is not None:
+                for left in self._rounds.drop_set(e.shape[0]):
+                    self._complete(left, error=f"ringscope: process set {e.shape[0]} was removed "
+                                               "while this op was waiting in it")
             self._complete(e, e.shape[0])
         rec = get_recorder()
         if rec.enabled:

@@ -42,7 +42,7 @@ class Executor:
                 V.ARG_PROCESS_SET: resp.process_set, V.ARG_STEP: rec.step}
         if t_response is not None:
             args[V.ARG_QUEUE_NS] = rec.now() - t_response
-        args[V.ARG_PRIORITY] = getattr(resp, "priority", 0)
+        args[V.ARG_PRIORITY] = resp.priority
         with rec.span(V.TID_FUSION, V.FUSED_RESPONSE, V.CAT_FUSION, args):
             run(resp, entries, comm, backend, rec)
 
@@ -65,10 +65,14 @@ class Executor:
             total = sum(e.meta["numel"] for e in entries)
             buf = self.buffers.get(ad, entries[0].device, resp.dtype, total)
             t0 = rec.now() if rec.enabled else 0
-            off = 0
-            for e in entries:
-                ad.copy_(buf, off, ad.flat(e.tensor))
-                off += e.meta["numel"]
+            pack = getattr(ad, "pack", None)
+            if pack is not None:
+                pack(buf, [e.tensor for e in entries])
+            else:
+                off = 0
+                for e in entries:
+                    ad.copy_(buf, off, ad.flat(e.tensor))
+                    off += e.meta["numel"]
             if rec.enabled:
                 t1 = rec.now()
                 rec.complete(V.TID_FUSION, V.MEMCPY_IN_FUSION_BUFFER, V.CAT_MEMCPY, t0, t1,
@@ -87,13 +91,17 @@ class Executor:
             self.complete(entries[0], ad.result(entries[0], buf))
             return
         t0 = rec.now() if rec.enabled else 0
-        outs, off = [], 0
-        for e in entries:
-            n = e.meta["numel"]
-            out = self._output_flat(e, copy_input=False)
-            ad.copy_(out, 0, ad.slice(buf, off, n))
-            off += n
-            outs.append(out)
+        unpack = getattr(ad, "unpack", None)
+        if unpack is not None and all(e.output is None for e in entries):
+            outs = unpack(buf, [e.meta["numel"] for e in entries])
+        else:
+            outs, off = [], 0
+            for e in entries:
+                n = e.meta["numel"]
+                out = self._output_flat(e, copy_input=False)
+                ad.copy_(out, 0, ad.slice(buf, off, n))
+                off += n
+                outs.append(out)
         if rec.enabled:
             rec.complete(V.TID_FUSION, V.MEMCPY_OUT_FUSION_BUFFER, V.CAT_MEMCPY, t0, rec.now(),
                          {V.ARG_RESPONSE: resp.id})

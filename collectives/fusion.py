@@ -1,8 +1,9 @@
 """Fusion planning (coordinator side) and fusion buffers (every rank).
 
 Planning: ready allreduces fuse when op type, dtype, reduce op, scale factors, process set, device
-and backend all match and the running byte total stays within the threshold; a non-matching one is
-skipped over (it gets a later response). A grouped allreduce is one unit and always one response.
+backend and priority all match and the running byte total stays within the threshold; a non-matching
+one is skipped over (it gets a later response). A grouped allreduce is one unit and always one
+response. Higher priorities are planned first, so they run ahead of a fused batch of lower ones.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def _first(item):
 def _key(item):
     req = _first(item)
     return (req.op_type, req.dtype, req.reduce_op, req.prescale, req.postscale, req.process_set,
-            req.device, req.backend, item.joined)
+            req.device, req.backend, req.priority, item.joined)
 
 
 def _units(items):
@@ -36,13 +37,51 @@ def _unit_bytes(unit):
     return sum(_first(i).nbytes for i in unit)
 
 
+def by_priority(units, priority_of) -> list:
+    """Higher priority first; readiness order among equals (a stable sort)."""
+    if all(priority_of(u) == 0 for u in units):
+        return list(units)
+    return sorted(units, key=lambda u: -priority_of(u))
+
+
+def fuse(units, key_of, bytes_of, threshold: int) -> list[list]:
+    """Greedy fusion, shared by the coordinator and the response cache: each unit in turn takes
+    every later unit with the same key (None: never fused) while the byte total stays within
+    ``threshold``; a unit that does not fit is skipped over and starts a later batch."""
+    units = list(units)
+    out = []
+    while units:
+        first = units.pop(0)
+        batch, key = [first], key_of(first)
+        if key is not None and threshold > 0:
+            total, i = bytes_of(first), 0
+            while i < len(units):
+                other = units[i]
+                if key_of(other) == key and total + bytes_of(other) <= threshold:
+                    batch.append(other)
+                    total += bytes_of(other)
+                    units.pop(i)
+                else:
+                    i += 1
+        out.append(batch)
+    return out
+
+
+def _fuse_key(unit):
+    item = unit[0]
+    if item.error is not None or _first(item).op_type != V.ALLREDUCE:
+        return None
+    return _key(item)
+
+
 def _response(new_id, unit):
     req = _first(unit[0])
     resp = M.Response(new_id(), req.op_type, [i.key[1] for i in unit], process_set=req.process_set,
                       dtype=req.dtype, reduce_op=req.reduce_op, prescale=req.prescale,
                       postscale=req.postscale, root=req.root, backend=req.backend,
                       device=req.device, nbytes=_unit_bytes(unit), joined=list(unit[0].joined),
-                      adapter=req.adapter)
+                      adapter=req.adapter, priority=req.priority,
+                      cacheable=req.op_type == V.ALLREDUCE and not req.group)
     if req.op_type == V.JOIN:
         resp.root = unit[0].last
     for item in unit:
@@ -57,30 +96,17 @@ def _response(new_id, unit):
 
 
 def plan_responses(items, threshold: int, new_id) -> list:
-    """Turn ready items (in readiness order) into responses, fusing allreduces."""
-    units = _units(items)
+    """Turn ready items (in readiness order) into responses, higher priority first, fusing
+    allreduces (a grouped allreduce is one unit: fused only with others of its own key)."""
+    units = by_priority(_units(items), lambda u: _first(u[0]).priority)
     out = []
-    while units:
-        unit = units.pop(0)
-        item = unit[0]
+    for batch in fuse(units, _fuse_key, _unit_bytes, threshold):
+        item = batch[0][0]
         if item.error is not None:
             out.append(M.Response(new_id(), M.ERROR, [item.key[1]], process_set=item.key[0],
                                   error=item.error))
-            continue
-        req = _first(item)
-        if req.op_type == V.ALLREDUCE and threshold > 0:
-            key, total = _key(item), _unit_bytes(unit)
-            i = 0
-            while i < len(units):
-                other = units[i]
-                if other[0].error is None and _key(other[0]) == key \
-                        and total + _unit_bytes(other) <= threshold:
-                    unit = unit + other
-                    total += _unit_bytes(other)
-                    units.pop(i)
-                else:
-                    i += 1
-        out.append(_response(new_id, unit))
+        else:
+            out.append(_response(new_id, [i for unit in batch for i in unit]))
     return out
 
 

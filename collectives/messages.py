@@ -4,7 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 TAG_REQUEST = 1     # worker -> coordinator: (rank, [Request, ...])
-TAG_RESPONSE = 2    # coordinator -> member: [Response, ...], executed in order
+TAG_RESPONSE = 2    # coordinator -> member: (next id, [Response, ...]), executed in order; with the
+                    # response cache on, every rank gets the next id (it orders them, bit_rounds.py)
 
 # internal op types besides tracer.vocab's
 SHUTDOWN = "SHUTDOWN"
@@ -37,6 +38,13 @@ class Request:
     nbytes: int = 0
     submit_wall_ns: int = 0
     adapter: str = "numpy"     # adapters.get_adapter(name) rebuilds zeros on ranks that joined
+    priority: int = 0
+    report: int = 0            # STALL_REPORT / STALL_WITHDRAW: a cached tensor, for the stall
+                               # inspector only (it is negotiated by bit vectors)
+
+
+STALL_REPORT = 1     # this rank has had the cached tensor pending for long
+STALL_WITHDRAW = 2   # ... and it has run since
 
 
 @dataclass
@@ -65,3 +73,5 @@ class Response:
     joined: list = field(default_factory=list)   # members that joined: they reduce zeros
     shapes: dict = field(default_factory=dict)   # name -> shape, for the ranks that joined
     adapter: str = "numpy"
+    priority: int = 0          # the highest of its tensors'
+    cacheable: bool = False    # members keep it in their response cache (a plain allreduce)

@@ -6,7 +6,8 @@ from tracer import vocab as V
 # fields every rank must agree on, with how to name them in an error
 _FIELDS = (("op_type", "op type"), ("dtype", "dtype"), ("reduce_op", "reduce op"),
            ("prescale", "prescale factor"), ("postscale", "postscale factor"), ("root", "root rank"),
-           ("device", "device"), ("backend", "backend"), ("group_size", "group size"))
+           ("device", "device"), ("backend", "backend"), ("group_size", "group size"),
+           ("priority", "priority"))
 
 
 def _shape_key(req):

@@ -16,53 +16,55 @@ from collectives.torch.compression import Compression
 
 class _Allreduce(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set, priority):
         ctx.args = (op, prescale_factor, postscale_factor, process_set)
         return ops.synchronize(ops._allreduce_async(tensor, None, name, op, prescale_factor,
-                                                    postscale_factor, process_set))
+                                                    postscale_factor, process_set, priority))
 
     @staticmethod
     def backward(ctx, grad_output):
         op, pre, post, pset = ctx.args
         grad = ops.synchronize(ops._allreduce_async(grad_output.contiguous(), None, None, op, pre,
                                                     post, pset))
-        return grad, None, None, None, None, None
+        return grad, None, None, None, None, None, None
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
-              prescale_factor=1.0, postscale_factor=1.0, process_set=None):
+              prescale_factor=1.0, postscale_factor=1.0, process_set=None, priority=0):
     """Reduce ``tensor`` across ranks (Average by default) and return a new tensor.
 
     Differentiable: its gradient is the same allreduce of the incoming gradient.
     """
     op = ops.resolve_op(op, average)
     compressed, cctx = compression.compress(tensor)
-    out = _Allreduce.apply(compressed, name, op, prescale_factor, postscale_factor, process_set)
+    out = _Allreduce.apply(compressed, name, op, prescale_factor, postscale_factor, process_set,
+                           priority)
     return compression.decompress(out, cctx)
 
 
 class _GroupedAllreduce(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, name, op, prescale_factor, postscale_factor, process_set, *tensors):
+    def forward(ctx, name, op, prescale_factor, postscale_factor, process_set, priority, *tensors):
         ctx.args = (op, prescale_factor, postscale_factor, process_set)
         return tuple(ops.synchronize(ops._grouped_async(tensors, None, name, op, prescale_factor,
-                                                        postscale_factor, process_set)))
+                                                        postscale_factor, process_set,
+                                                        priority=priority)))
 
     @staticmethod
     def backward(ctx, *grads):
         op, pre, post, pset = ctx.args
         reduced = ops.synchronize(ops._grouped_async([g.contiguous() for g in grads], None, None,
                                                      op, pre, post, pset))
-        return (None, None, None, None, None, *reduced)
+        return (None, None, None, None, None, None, *reduced)
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
-                      prescale_factor=1.0, postscale_factor=1.0, process_set=None):
+                      prescale_factor=1.0, postscale_factor=1.0, process_set=None, priority=0):
     """Reduce a list of tensors as one negotiated, fused group; returns a list of new tensors."""
     op = ops.resolve_op(op, average)
     pairs = [compression.compress(t) for t in tensors]
     outs = _GroupedAllreduce.apply(name, op, prescale_factor, postscale_factor, process_set,
-                                   *[p[0] for p in pairs])
+                                   priority, *[p[0] for p in pairs])
     return [compression.decompress(o, p[1]) for o, p in zip(outs, pairs)]
 
 

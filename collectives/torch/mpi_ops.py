@@ -158,37 +158,40 @@ def _finisher(tensor, output):
 
 # ---- allreduce ------------------------------------------------------------------------------
 
-def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
+def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, process_set,
+                     priority=0):
     hid = next(_handle_ids)
     e = _entry(V.ALLREDUCE, _name("allreduce", name, process_set), tensor, output, reduce_op=op,
                prescale=float(prescale_factor), postscale=float(postscale_factor),
-               process_set=process_set)
+               process_set=process_set, priority=int(priority))
     return Handle(hid, _enqueue(e), _finisher(tensor, output), e)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-                    postscale_factor=1.0, process_set=None) -> Handle:
+                    postscale_factor=1.0, process_set=None, priority=0) -> Handle:
     """Start reducing ``tensor`` across ranks (Average by default); the input is not modified."""
     op = resolve_op(op, average)
-    return _allreduce_async(tensor, None, name, op, prescale_factor, postscale_factor, process_set)
+    return _allreduce_async(tensor, None, name, op, prescale_factor, postscale_factor, process_set,
+                            priority)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-                     postscale_factor=1.0, process_set=None) -> Handle:
+                     postscale_factor=1.0, process_set=None, priority=0) -> Handle:
     """Start reducing ``tensor`` in place; :func:`synchronize` returns ``tensor`` itself."""
     op = resolve_op(op, average)
-    return _allreduce_async(tensor, tensor, name, op, prescale_factor, postscale_factor, process_set)
+    return _allreduce_async(tensor, tensor, name, op, prescale_factor, postscale_factor, process_set,
+                            priority)
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-               postscale_factor=1.0, process_set=None):
+               postscale_factor=1.0, process_set=None, priority=0):
     """Reduce ``tensor`` in place across ranks and return it."""
     return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
-                                        postscale_factor, process_set))
+                                        postscale_factor, process_set, priority))
 
 
 def _grouped_async(tensors, outputs, name, op, prescale_factor, postscale_factor, process_set,
-                   names=None):
+                   names=None, priority=0):
     """One negotiated, fused group; ``names`` (optional) names each member ``allreduce.<n>``."""
     tensors = list(tensors)
     if not tensors:
@@ -199,7 +202,8 @@ def _grouped_async(tensors, outputs, name, op, prescale_factor, postscale_factor
     member = [f"allreduce.{n}" for n in names] if names is not None else \
         [f"{base}_{i}" for i in range(len(tensors))]
     entries = [_entry(V.ALLREDUCE, member[i], t, o, reduce_op=op, prescale=float(prescale_factor),
-                      postscale=float(postscale_factor), process_set=process_set)
+                      postscale=float(postscale_factor), process_set=process_set,
+                      priority=int(priority))
                for i, (t, o) in enumerate(zip(tensors, outputs))]
     finishers = [_finisher(t, o) for t, o in zip(tensors, outputs)]
     handles = list(_engine_obj().enqueue_group(entries, group=base))
@@ -207,26 +211,27 @@ def _grouped_async(tensors, outputs, name, op, prescale_factor, postscale_factor
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                            postscale_factor=1.0, process_set=None) -> Handle:
+                            postscale_factor=1.0, process_set=None, priority=0) -> Handle:
     """Start reducing a list of tensors, negotiated and fused as one group."""
     op = resolve_op(op, average)
-    return _grouped_async(tensors, None, name, op, prescale_factor, postscale_factor, process_set)
+    return _grouped_async(tensors, None, name, op, prescale_factor, postscale_factor, process_set,
+                          priority=priority)
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                             postscale_factor=1.0, process_set=None) -> Handle:
+                             postscale_factor=1.0, process_set=None, priority=0) -> Handle:
     """In-place form of :func:`grouped_allreduce_async`."""
     op = resolve_op(op, average)
     tensors = list(tensors)
     return _grouped_async(tensors, tensors, name, op, prescale_factor, postscale_factor,
-                          process_set)
+                          process_set, priority=priority)
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                       postscale_factor=1.0, process_set=None):
+                       postscale_factor=1.0, process_set=None, priority=0):
     """Reduce a list of tensors in place as one group and return them."""
     return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
-                                                postscale_factor, process_set))
+                                                postscale_factor, process_set, priority))
 
 
 # ---- allgather, broadcast, alltoall, reducescatter -------------------------------------------

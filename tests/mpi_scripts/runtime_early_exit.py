@@ -1,6 +1,7 @@
 """Worker: rank 1 shuts down while the others wait on an allreduce it never submits.
 
-The waiting ranks must get a clear error at once instead of hanging.
+The waiting ranks must get a clear error at once instead of hanging. With ``cached``, every rank
+runs the allreduce once first, so that the others' second one waits in the response cache.
 """
 import os
 import sys
@@ -12,6 +13,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 import collectives as C  # noqa: E402
 
 C.init()
+if sys.argv[1:] == ["cached"]:
+    C.allreduce(np.ones(3), name="orphan")
 if C.rank() == 1:
     C.shutdown()
     print("rank 1 shut down", flush=True)

@@ -111,8 +111,10 @@ def test_missing_script_is_one_line_error():
     assert "Traceback" not in proc.stderr
 
 
-def test_rank_shutting_down_early_fails_waiting_ranks():
-    proc = _launch(["-np", "3", SCRIPTS / "runtime_early_exit.py"], timeout=60)
+@pytest.mark.parametrize("cached", [False, True])
+def test_rank_shutting_down_early_fails_waiting_ranks(cached):
+    proc = _launch(["-np", "3", SCRIPTS / "runtime_early_exit.py"] + (["cached"] if cached else []),
+                   timeout=60)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     for r in (0, 2):

@@ -1,0 +1,258 @@
+"""Bit-vector rounds: with the response cache on, one bitwise-AND allreduce per cycle orders the work.
+
+Every rank posts a round every cycle (``cycle_time_ms``), busy or not, on its own communicator (a
+dup of the world's), and waits for it without blocking. While every rank is idle the rounds slow
+down (doubling up to IDLE_CYCLES cycles), so that an idle runtime does not take the CPU from the
+compute it overlaps; a rank that gets work posts its next round at once. The words (uint64, ANDed):
+
+    word 0      flags: bit 0 = "I have joined" (all set: every rank joined); bit 1 = "I am idle";
+                bit 2 = "I am not shutting down" (clear: from then on every tensor goes to rank 0,
+                which fails those that wait on a rank that left)
+    word 1      the coordinator's responses this rank knows of, as a thermometer from ``next_id``:
+                bit i set when response ``next_id + i`` arrived (or was not addressed to it)
+    per set     (every registered set, in id order; a non-member's words are all ones)
+                ready: the cached tensors this rank has submitted (a joined rank: all ones)
+                valid: all ones but the bits this rank found stale (a changed request)
+
+From a round's result every rank derives the same work, in the same order: the coordinator's
+responses that every rank has (by id), then per set in id order the cached tensors every member
+submitted, higher priority first, fused as the coordinator fuses. So the two paths never run their
+collectives in different orders on different ranks, and rank 0 does no more than any other rank on
+the cached path. A stale bit is dropped on every member at the same round; whoever had the tensor
+pending under it sends it to the coordinator instead.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from collectives import messages as M
+from collectives.fusion import by_priority, fuse
+from collectives.response_cache import ResponseCache
+from tracer import vocab as V
+
+ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+WINDOW = 64                    # coordinator responses ordered per round at most
+IDLE_CYCLES = 8                # the longest gap between rounds while every rank is idle, in cycles
+CACHED_ID_BASE = 1 << 40       # cached responses: CACHED_ID_BASE * (set id + 1) + n
+
+
+class RoundResult:
+    """What one round decided, identical on every rank."""
+
+    __slots__ = ("all_idle", "all_joined", "invalid", "known", "leaving", "ready")
+
+    def __init__(self, known, all_joined, ready, invalid, all_idle=False, leaving=False):
+        self.known = known            # coordinator responses with id < known may run
+        self.all_joined = all_joined
+        self.all_idle = all_idle
+        self.leaving = leaving        # some rank has started shutting down
+        self.ready = ready            # set id -> [bit] every member submitted (members only)
+        self.invalid = invalid        # set id -> [bit] some member found stale
+
+
+class BitRounds:
+    def __init__(self, comm, sets, config):
+        self.comm = comm               # this engine's own communicator for the rounds
+        self.sets = sets
+        self.config = config
+        self.capacity = config.cache_capacity
+        self.words = (self.capacity + 63) // 64
+        self.caches: dict[int, ResponseCache] = {}
+        self.pending: dict[int, dict[int, object]] = {}   # set -> bit -> entry submitted here
+        self.stale: dict[int, dict[int, list]] = {}       # set -> bit -> entries held for its drop
+        self.next_id = 0               # the next coordinator response to run (same on every rank)
+        self.known = 0                 # the coordinator's responses this rank knows up to
+        self.joined = False
+        self.leaving = False           # this rank has submitted its shutdown
+        self.bypass = False            # a rank is leaving: the cache is no longer used
+        self.cached_ids: dict[int, int] = {}
+        self._req = None
+        self._posted = None            # (layout, joined) of the round in flight
+        self._send = self._recv = None
+        self._next_post = 0.0
+        self._gap = config.cycle_time_ms / 1000.0   # between rounds now (longer while all idle)
+        self.rounds = 0
+
+    # ---- per set state -------------------------------------------------------------------------
+    def cache(self, set_id: int) -> ResponseCache:
+        c = self.caches.get(set_id)
+        if c is None:
+            c = self.caches[set_id] = ResponseCache(self.capacity)
+            self.pending[set_id] = {}
+            self.stale[set_id] = {}
+        return c
+
+    def drop_set(self, set_id: int) -> list:
+        """The set is gone: its cache goes; returns the entries that were pending under it."""
+        self.caches.pop(set_id, None)
+        left = list(self.pending.pop(set_id, {}).values())
+        for held in self.stale.pop(set_id, {}).values():
+            left += held
+        return left
+
+    def forget(self, e) -> None:
+        """``e`` finished another way (an error): it no longer waits under a bit."""
+        pend = self.pending.get(e.process_set)
+        if pend:
+            for bit, p in list(pend.items()):
+                if p is e:
+                    del pend[bit]
+
+    def take_all(self) -> list:
+        """Every entry waiting under a bit or held for one (they go to rank 0 instead)."""
+        out = []
+        for sid in self.pending:
+            out += self.pending[sid].values()
+            self.pending[sid] = {}
+            for held in self.stale[sid].values():
+                out += held
+            self.stale[sid] = {}
+        return out
+
+    def busy(self) -> bool:
+        return any(self.pending.values()) or any(self.stale.values()) or self.joined
+
+    # ---- the round -----------------------------------------------------------------------------
+    def due(self, now: float) -> bool:
+        return self._req is None and now >= self._next_post
+
+    def post(self, now: float, idle: bool = False) -> None:
+        from mpi4py import MPI
+        v = self.vector(idle)
+        self._req = self.comm.Iallreduce(v, self._recv, MPI.BAND)
+        self._next_post = now + self._gap
+        self.rounds += 1
+
+    def wake(self, now: float) -> None:
+        """This rank has work: its next round goes at once (and the rounds are no longer slow)."""
+        self._gap = self.config.cycle_time_ms / 1000.0
+        self._next_post = min(self._next_post, now)
+
+    def idle_nap_s(self) -> float:
+        """How long the engine may sleep between checks while every rank is idle (0: not idle)."""
+        cycle = self.config.cycle_time_ms / 1000.0
+        return self._gap / 4 if self._gap > cycle else 0.0
+
+    def vector(self, idle: bool = False) -> np.ndarray:
+        """This rank's words for the next round (remembered: :meth:`decode` reads its result)."""
+        layout = self.sets.ids()
+        n = 2 + 2 * self.words * len(layout)
+        if self._send is None or self._send.size != n:
+            self._send = np.empty(n, dtype=np.uint64)
+            self._recv = np.empty(n, dtype=np.uint64)
+        v = self._send
+        v.fill(ALL)
+        v[0] = (1 if self.joined else 0) | (2 if idle and not self.busy() else 0) | \
+            (0 if self.leaving else 4)
+        ahead = min(WINDOW, self.known - self.next_id)
+        v[1] = ALL if ahead >= 64 else np.uint64((1 << ahead) - 1)
+        for k, sid in enumerate(layout):
+            if sid not in self.caches:
+                continue
+            ready = 2 + 2 * self.words * k
+            if not self.joined:
+                v[ready:ready + self.words] = 0
+                _set_bits(v, ready, self.pending[sid])
+            _clear_bits(v, ready + self.words, self.stale[sid])
+        self._posted = (layout, self.joined)
+        return v
+
+    def test(self) -> RoundResult | None:
+        """The finished round's result (None while it is in flight or none was posted)."""
+        if self._req is None or not self._req.Test():
+            return None
+        self._req = None
+        return self.decode(self._recv)
+
+    def decode(self, r) -> RoundResult:
+        """The decisions in a round's AND-reduced words (the same on every rank)."""
+        layout = self._posted[0]
+        known = self.next_id + int(r[1]).bit_length()
+        ready, invalid = {}, {}
+        for k, sid in enumerate(layout):
+            if sid not in self.caches:
+                continue
+            base = 2 + 2 * self.words * k
+            invalid[sid] = _bits(~r[base + self.words:base + 2 * self.words])
+            ready[sid] = _bits(r[base:base + self.words])
+        all_idle = bool(int(r[0]) & 2)
+        cycle = self.config.cycle_time_ms / 1000.0
+        self._gap = min(self._gap * 2, cycle * IDLE_CYCLES) if all_idle else cycle
+        return RoundResult(known, bool(int(r[0]) & 1), ready, invalid, all_idle,
+                           not int(r[0]) & 4)
+
+    def responses(self, sid: int, bits, threshold: int, my_rank: int) -> list:
+        """The cached responses of set ``sid`` for ``bits`` (ready everywhere and valid), in the
+        order every member derives: priority, then bit; fused like the coordinator's. Returns
+        [(response, entries)]; a rank that joined has None for the tensors it lacks."""
+        cache, pend = self.caches[sid], self.pending[sid]
+        items = []
+        for bit in bits:
+            c = cache.entries.get(bit)
+            if c is None:
+                continue
+            items.append((c, pend.pop(bit, None)))
+        items = by_priority(items, lambda it: it[0].priority)
+        out = []
+        for batch in fuse(items, _fuse_key, _bytes, threshold):
+            c0 = batch[0][0]
+            n = self.cached_ids.get(sid, 0)
+            self.cached_ids[sid] = n + 1
+            resp = M.Response(CACHED_ID_BASE * (sid + 1) + n, V.ALLREDUCE,
+                              [c.name for c, _ in batch], process_set=sid, dtype=c0.dtype,
+                              reduce_op=c0.reduce_op, prescale=c0.prescale,
+                              postscale=c0.postscale, backend=c0.backend, device=c0.device,
+                              nbytes=sum(c.nbytes for c, _ in batch), adapter=c0.adapter,
+                              priority=c0.priority)
+            entries = [e for _, e in batch]
+            if any(e is None for e in entries):
+                if not self._posted_joined():
+                    missing = [c.name for c, e in batch if e is None]
+                    raise RuntimeError(f"bit round: cached tensors {missing} ready everywhere "
+                                       "but never submitted on this rank")
+                resp.joined = [my_rank]   # this rank reduces zeros for the ones it lacks
+                resp.shapes = {c.name: c.shape for c, _ in batch}
+            out.append((resp, entries))
+        return out
+
+    def _posted_joined(self) -> bool:
+        return bool(self._posted and self._posted[1])
+
+    def pending_since(self, before_ns: int) -> list:
+        """Entries pending under a bit since before ``before_ns`` (submit_ns clock)."""
+        return [e for pend in self.pending.values() for e in pend.values()
+                if e.submit_ns < before_ns]
+
+    def wait_s(self, now: float) -> float:
+        return max(0.0, self._next_post - now)
+
+
+def _fuse_key(item):
+    c = item[0]
+    return (c.dtype, c.reduce_op, c.prescale, c.postscale, c.device, c.backend, c.adapter,
+            c.priority)
+
+
+def _bytes(item):
+    return item[0].nbytes
+
+
+def _set_bits(v, off, bits) -> None:
+    for bit in bits:
+        w, b = divmod(bit, 64)
+        v[off + w] |= np.uint64(1 << b)
+
+
+def _clear_bits(v, off, bits) -> None:
+    for bit in bits:
+        w, b = divmod(bit, 64)
+        v[off + w] &= ~np.uint64(1 << b)
+
+
+def _bits(words) -> list:
+    """Set bit positions, ascending."""
+    if not words.any():
+        return []
+    flags = np.unpackbits(words.view(np.uint8), bitorder="little")
+    return np.flatnonzero(flags).tolist()
+
