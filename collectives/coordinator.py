@@ -86,7 +86,8 @@ class Coordinator:
     def _check_ready(self, key, pend, last, now_s) -> None:
         members = self.sets.get(key[0]).ranks
         # (a scan of the members only while some rank has joined: else O(ranks) per request)
-        joined = () if key[1] == M.JOIN_NAME or not self.joined else tuple(
+        # a rank in join() does not stand in for a shutdown or a join: the others must see it
+        joined = () if key[1] in (M.JOIN_NAME, SHUTDOWN_NAME) or not self.joined else tuple(
             m for m in members if m not in pend.requests and m in self.joined)
         if len(pend.requests) + len(joined) < len(members):
             return

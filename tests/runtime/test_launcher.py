@@ -111,12 +111,13 @@ def test_missing_script_is_one_line_error():
     assert "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize("cached", [False, True])
-def test_rank_shutting_down_early_fails_waiting_ranks(cached):
-    proc = _launch(["-np", "3", SCRIPTS / "runtime_early_exit.py"] + (["cached"] if cached else []),
+@pytest.mark.parametrize("mode", ["plain", "cached", "join"])
+def test_rank_shutting_down_early_fails_waiting_ranks(mode):
+    proc = _launch(["-np", "3", SCRIPTS / "runtime_early_exit.py"] + ([mode] if mode != "plain" else []),
                    timeout=60)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     for r in (0, 2):
         assert f"rank {r} error after" in out, out
-    assert "'orphan' can never complete: rank 1 shut down without submitting it" in out, out
+    name = "__join__" if mode == "join" else "orphan"
+    assert f"{name!r} can never complete: rank 1 shut down without submitting it" in out, out
