@@ -70,8 +70,10 @@ class Coordinator:
     def _report(self, key, req, now_s) -> None:
         pend = self.reports.get(key)
         if req.report == M.STALL_REPORT:
+            first_s = now_s - req.waited_s   # the stall clock runs from the submission
             if pend is None:
-                pend = self.reports[key] = Pending(first_s=now_s)
+                pend = self.reports[key] = Pending(first_s=first_s)
+            pend.first_s = min(pend.first_s, first_s)
             pend.requests[req.rank] = req
         elif pend is not None:
             pend.requests.pop(req.rank, None)

@@ -235,8 +235,9 @@ class Engine:
                 return
         reqs = [request_of(e, self.rank) for e in entries]
         if report:
-            for r in reqs:
-                r.report = report
+            now_ns = clock.mono_ns()
+            for r, e in zip(reqs, entries):
+                r.report, r.waited_s = report, (now_ns - e.submit_ns) / 1e9
         if self._coord is not None:
             now = time.monotonic()
             self._ready.note(reqs)
@@ -272,11 +273,13 @@ class Engine:
         res = rounds.test()
         did = res is not None and self._apply_round(res)
         now = time.monotonic()
+        # (also while a round is in flight: a stopped or dead rank never finishes it, and only the
+        # stall inspector's errors free the others then)
+        if not self._stop and now >= self._stall_scan and (self.config.stall_check_s > 0
+                                                           or self.config.stall_shutdown_s > 0):
+            self._stall_scan = now + STALL_SCAN_S
+            self._report_stalls()
         if not self._stop and rounds.due(now):
-            if now >= self._stall_scan and (self.config.stall_check_s > 0
-                                            or self.config.stall_shutdown_s > 0):
-                self._stall_scan = now + STALL_SCAN_S
-                self._report_stalls()
             rounds.post(now, idle=not self._inflight and not self._queued)
         return did
 
@@ -383,7 +386,7 @@ class Engine:
         if self._ready.held:
             self._ready.record()
         if self._rounds is not None:
-            self._queued += batches.get(self.rank, [])
+            self._queue_responses(batches.get(self.rank, []))
             self._rounds.known = known
             self._rounds.wake(time.monotonic())
         elif self.rank in batches:
@@ -400,11 +403,21 @@ class Engine:
             if self._rounds is None:
                 self._execute(batch)
             else:
-                self._queued += batch
+                self._queue_responses(batch)
                 self._rounds.known = known
                 self._rounds.wake(time.monotonic())
             did = True
         return did
+
+    def _queue_responses(self, batch):
+        """Hold the coordinator's responses for the round that orders them on every rank; an
+        error runs no collective, so it is applied at once (a rank that stopped, holding up every
+        round, must not keep the others from their stall errors)."""
+        errors = [r for r in batch if r.op_type == M.ERROR]
+        if errors:
+            self._execute(errors)
+            batch = [r for r in batch if r.op_type != M.ERROR]
+        self._queued += batch
 
     def _execute(self, batch):
         rec = get_recorder()   # when the responses arrived (their ops' negotiations ended)

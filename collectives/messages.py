@@ -41,6 +41,7 @@ class Request:
     priority: int = 0
     report: int = 0            # STALL_REPORT / STALL_WITHDRAW: a cached tensor, for the stall
                                # inspector only (it is negotiated by bit vectors)
+    waited_s: float = 0.0      # a report: how long the reporting rank has waited for it
 
 
 STALL_REPORT = 1     # this rank has had the cached tensor pending for long

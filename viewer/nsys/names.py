@@ -35,16 +35,16 @@ def ringscope_nvtx_message(name: str, thread: str | None = None, tensor: str | N
                            step: int | None = None) -> str | None:
     """The NVTX range message ringscope's tracer emits for one trace event (None: it emits none).
 
-    Mirrors ``tracer.timeline``: spans opened with ``begin`` use their name; a tensor's lifecycle
-    slice uses the tensor name and its nested slices ``"<NAME> <tensor>"``; steps ``"STEP <n>"``;
-    spans recorded after the fact (CYCLE) have no range.
+    Mirrors ``tracer.timeline.NvtxRecorder``: spans (``span``/``begin``/``end``) use their name and
+    steps ``"STEP <n>"``; a tensor's lifecycle slice and spans recorded after the fact (``complete``:
+    CYCLE, the memcpy phases) have no range.
     """
     from tracer import vocab
 
-    if name == vocab.CYCLE:
+    if name in (vocab.CYCLE, vocab.MEMCPY_IN_FUSION_BUFFER, vocab.MEMCPY_OUT_FUSION_BUFFER):
         return None
     if name == vocab.STEP:
         return None if step is None or step < 0 else f"{vocab.STEP} {step}"
-    if thread == "tensor" and isinstance(tensor, str) and name != tensor:
-        return f"{name} {tensor}"
+    if thread == "tensor":
+        return None
     return name
