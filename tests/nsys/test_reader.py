@@ -26,8 +26,8 @@ def test_nvtx_names_domains_categories_payloads(per_rank, run):
     names = set(ranges["name"])
     # names stored through StringIds (textId) and inline (text) both come back
     assert vocab.FUSED_RESPONSE in names and vocab.RING_ALLREDUCE in names
-    assert "grad.layer0" in names                                  # a tensor lifecycle (inline text)
-    assert any(n.startswith(vocab.NEGOTIATE_PREFIX) and n.endswith(" grad.layer0") for n in names)
+    assert any(n.startswith(f"{vocab.STEP} ") for n in names)
+    assert not any("grad.layer0" in n for n in names)   # a tensor's lifecycle is no NVTX range
     fused = ranges[ranges["name"] == vocab.FUSED_RESPONSE]
     assert set(fused["category"]) == {vocab.FUSED_RESPONSE}
     expected = set(run.fused_ops[run.fused_ops["rank"] == 0]["bytes"].astype(int))
