@@ -8,7 +8,6 @@ from collectives.ops import Average
 from collectives.process_sets import set_id_of
 from tracer import vocab as V
 
-
 _NUMPY = None
 
 

@@ -8,11 +8,11 @@ import sys
 import threading
 
 import tracer
-from tracer import vocab as _vocab
 from collectives import config as _config
 from collectives import engine as _engine
 from collectives import fatal
 from collectives.process_sets import TABLE, ProcessSet, global_process_set, set_id_of
+from tracer import vocab as _vocab
 
 _state: dict = {}
 _lock = threading.RLock()

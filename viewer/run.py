@@ -39,7 +39,7 @@ class Run:
         self._memo = {}
 
     @classmethod
-    def load(cls, path, cache: bool = True, cache_dir=None, progress=None) -> "Run":
+    def load(cls, path, cache: bool = True, cache_dir=None, progress=None) -> Run:
         """Load a run directory, a trace file or a list of trace files (ringscope or Horovod)."""
         from viewer.loader import load_run
 

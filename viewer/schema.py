@@ -120,10 +120,10 @@ class RunTables:
     """All tables of one run plus its metadata (``meta``: dict with at least origin_epoch_ns, size,
     fusion_threshold, cycle_time_ms, backend, source files)."""
 
-    events: "object"
-    tensor_ops: "object"
-    fused_ops: "object"
-    readiness: "object"
-    cycles: "object"
-    ranks: "object"
+    events: object
+    tensor_ops: object
+    fused_ops: object
+    readiness: object
+    cycles: object
+    ranks: object
     meta: dict = field(default_factory=dict)

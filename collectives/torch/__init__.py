@@ -10,20 +10,47 @@ from __future__ import annotations
 import collectives as _core
 from collectives import process_sets as _ps
 from collectives.handles import CollectiveError as HorovodInternalError  # noqa: F401
-from collectives.torch.autograd import (allgather, allreduce, alltoall, broadcast,  # noqa: F401
-                                        grouped_allgather, grouped_allreduce,
-                                        grouped_reducescatter, reducescatter)
+from collectives.ops import Average, Max, Min, Product, Sum  # noqa: F401
+from collectives.torch.autograd import (  # noqa: F401
+    allgather,
+    allreduce,
+    alltoall,
+    broadcast,
+    grouped_allgather,
+    grouped_allreduce,
+    grouped_reducescatter,
+    reducescatter,
+)
 from collectives.torch.compression import Compression  # noqa: F401
-from collectives.torch.functions import (allgather_object, broadcast_object,  # noqa: F401
-                                         broadcast_optimizer_state, broadcast_parameters)
-from collectives.torch.mpi_ops import (Adasum, Average, Handle, Max, Min, Product,  # noqa: F401
-                                       Sum, allgather_async, allreduce_, allreduce_async,
-                                       allreduce_async_, alltoall_async, barrier, broadcast_,
-                                       broadcast_async, broadcast_async_, grouped_allgather_async,
-                                       grouped_allreduce_, grouped_allreduce_async,
-                                       grouped_allreduce_async_, grouped_reducescatter_async, join,
-                                       poll, reducescatter_async, sparse_allreduce_async,
-                                       synchronize)
+from collectives.torch.functions import (  # noqa: F401
+    allgather_object,
+    broadcast_object,
+    broadcast_optimizer_state,
+    broadcast_parameters,
+)
+from collectives.torch.mpi_ops import (  # noqa: F401
+    Adasum,
+    Handle,
+    allgather_async,
+    allreduce_,
+    allreduce_async,
+    allreduce_async_,
+    alltoall_async,
+    barrier,
+    broadcast_,
+    broadcast_async,
+    broadcast_async_,
+    grouped_allgather_async,
+    grouped_allreduce_,
+    grouped_allreduce_async,
+    grouped_allreduce_async_,
+    grouped_reducescatter_async,
+    join,
+    poll,
+    reducescatter_async,
+    sparse_allreduce_async,
+    synchronize,
+)
 from collectives.torch.optimizer import DistributedOptimizer  # noqa: F401
 from collectives.torch.setup import init, shutdown  # noqa: F401
 from collectives.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401

@@ -15,6 +15,7 @@ import torch
 from collectives import process_sets as _ps
 from collectives.adapters import NUMPY
 from collectives.entry import Entry
+from collectives.ops import Average, Sum
 from collectives.torch import tensors as _t
 from collectives.torch.adapter import TORCH
 from tracer import vocab as V
@@ -25,7 +26,6 @@ class _AdasumOp:
         return "Adasum"
 
 
-from collectives.ops import Average, Max, Min, Product, Sum  # noqa: E402
 Adasum = _AdasumOp()
 
 _handle_ids = itertools.count()

@@ -203,7 +203,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                               "context after optimizer.synchronize(). The gradients are used as "
                               "they are, already reduced; call step() inside "
                               "optimizer.skip_synchronize() after synchronize() to avoid this "
-                              "warning.")
+                              "warning.", stacklevel=3)   # past torch's step() hook wrapper
             else:
                 self.synchronize()
         self._synchronized = False
