@@ -7,6 +7,10 @@ start_timeline/stop_timeline.
 """
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import collectives as _core
 from collectives import process_sets as _ps
 from collectives.handles import CollectiveError as HorovodInternalError  # noqa: F401
@@ -88,25 +92,25 @@ def cross_size() -> int:
     return _core.cross_size()
 
 
-def _core_fn(name):
+def _core_fn(name: str) -> Callable[..., Any]:
     fn = getattr(_core, name, None)
     if fn is None:
         raise NotImplementedError(f"collectives.{name} is not available in this build")
     return fn
 
 
-def add_process_set(process_set_or_ranks) -> ProcessSet:
+def add_process_set(process_set_or_ranks: ProcessSet | Sequence[int]) -> ProcessSet:
     """Register a process set on every rank (collective: all ranks call it in the same order)."""
     return _core_fn("add_process_set")(process_set_or_ranks)
 
 
-def remove_process_set(process_set) -> bool:
+def remove_process_set(process_set: ProcessSet) -> bool:
     """Unregister a process set on every rank (collective); True when it was removed."""
     _core_fn("remove_process_set")(process_set)
     return True
 
 
-def start_timeline(file_path, mark_cycles: bool = False) -> None:
+def start_timeline(file_path: str | os.PathLike[str], mark_cycles: bool = False) -> None:
     """Start writing this rank's timeline to ``file_path`` at run time."""
     fn = getattr(_core, "start_timeline", None)
     if fn is None:
