@@ -70,7 +70,7 @@ def full_cycle(size: int, entries) -> tuple[float, int]:
         for q in reqs:
             coord.add(q, now)
     plan = coord.plan(now)
-    for resp, members in plan:   # the responses go to every member: one message each
+    for resp, _members in plan:   # the responses go to every member: one message each
         pickle.dumps([resp], protocol=5)
     dt = time.perf_counter() - t0
     return dt, len(plan)

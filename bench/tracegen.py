@@ -2,10 +2,11 @@
 
 ``build(src_dir, out_dir, ranks, events_per_rank)`` writes ``rank-0000R.json`` files in the tracer's
 own line layout (head line, one event per line, tail). Each output rank copies a real rank (rank 0
-from rank 0, the others round-robin from the real non-coordinator ranks) back to back (whole copies, at least ``events_per_rank`` events), each copy
-shifted by the source's span, with ``step`` and ``response`` ids shifted so every copy is a new set of
-steps and collectives; the coordinator's READY instants are duplicated for the extra ranks. Metadata
-(``M``) events are written once; ``meta`` instants (start/shutdown) are dropped.
+from rank 0, the others round-robin from the real non-coordinator ranks) back to back (whole copies,
+at least ``events_per_rank`` events), each copy shifted by the source's span, with ``step`` and
+``response`` ids shifted so every copy is a new set of steps and collectives; the coordinator's READY
+instants are duplicated for the extra ranks. Metadata (``M``) events are written once; ``meta``
+instants (start/shutdown) are dropped.
 """
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def build(src_dir: Path, out_dir: Path, ranks: int, events_per_rank: int) -> dic
     max_resp = max((e.get("args", {}).get("response", -1) for b in body.values() for e in b
                     if isinstance(e.get("args", {}).get("response"), int)), default=0) + 1
     out_dir.mkdir(parents=True, exist_ok=True)
-    total, copies_used = 0, 0
+    total, copies_used, written = 0, 0, []
     for r in range(ranks):
         s = source_of[r]
         meta, evs = src[s]
@@ -106,7 +107,7 @@ def build(src_dir: Path, out_dir: Path, ranks: int, events_per_rank: int) -> dic
                 if e.get("cat") == "meta" and e.get("ph") == "i":
                     f.write(b",\n" + _dumps(dict(e, pid=r, ts=round(e["ts"] + (copies - 1) * span, 3))))
             f.write(b"\n]}\n")
-        min_events = n if r == 0 else min(min_events, n)
+        written.append(n)
         total += path.stat().st_size
-    return {"files": ranks, "bytes": total, "events_per_rank": min_events,
+    return {"files": ranks, "bytes": total, "events_per_rank": min(written, default=0),
             "copies": copies_used, "source_ranks": len(real)}

@@ -16,6 +16,7 @@ import threading
 import time
 import traceback
 
+from collectives import engine_trace as trace
 from collectives import messages as M
 from collectives import mpi_wait
 from collectives import response_cache as RC
@@ -25,9 +26,7 @@ from collectives.fusion import FusionBuffers
 from collectives.handles import Handle
 from collectives.ops import as_op
 from collectives.submit import prepare, request_of
-from tracer import clock
-from collectives import engine_trace as trace
-from tracer import get_recorder
+from tracer import clock, get_recorder
 from tracer import vocab as V
 
 IDLE_POLL_MAX_S = 1e-3     # rank 0 with nothing in flight still listens for requests this often
@@ -35,7 +34,7 @@ STALL_SCAN_S = 0.1         # how often cached tensors pending long are looked fo
 _ENGINE = None
 
 
-def get_engine() -> "Engine":
+def get_engine() -> Engine:
     """The running engine; raises when ``collectives.init()`` has not been called."""
     if _ENGINE is None:
         raise ValueError("ringscope is not initialized; call collectives.init() first")
@@ -69,7 +68,7 @@ class Engine:
         # the response cache's rounds run on a communicator of their own (created on every rank)
         self._rounds = None
         if config.cache_capacity > 0:
-            from collectives.bit_rounds import BitRounds   # (numpy: not at import time)
+            from collectives.bit_rounds import BitRounds  # (numpy: not at import time)
             self._rounds = BitRounds(world.Dup(), sets, config)
         self._queued: list = []      # the coordinator's responses, until a round orders them
         self._reported: set = set()  # (set, name) of cached tensors reported as pending long

@@ -26,7 +26,7 @@ class Handle:
         self._over = False   # finished (set once, by the engine)
         self._result = None
         self._error = None
-        self.received_splits = None   # alltoall: rows received from each rank
+        self.received_splits: list[int] | None = None   # alltoall: rows received from each rank
 
     def poll(self) -> bool:
         """True when the op finished (successfully or not); never blocks."""

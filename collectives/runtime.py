@@ -6,21 +6,31 @@ import os
 import socket
 import sys
 import threading
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import tracer
-from tracer import vocab as _vocab
 from collectives import config as _config
 from collectives import engine as _engine
 from collectives import fatal
 from collectives.process_sets import TABLE, ProcessSet, global_process_set, set_id_of
+from tracer import vocab as _vocab
 
-_state: dict = {}
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from mpi4py import MPI
+
+# a process set to register: a ProcessSet, or the global ranks it holds
+ProcessSetSpec: TypeAlias = "ProcessSet | Sequence[int]"
+
+_state: dict[str, Any] = {}
 _lock = threading.RLock()
 _atexit_registered = False
-_clock: dict = {}
+_clock: dict[str, tuple[int, int]] = {}
 
 
-def _mpi():
+def _mpi() -> ModuleType:
     if "mpi4py.MPI" not in sys.modules:
         import mpi4py
         mpi4py.rc.thread_level = "multiple"
@@ -28,7 +38,7 @@ def _mpi():
     return MPI
 
 
-def init(process_sets=None) -> None:
+def init(process_sets: Iterable[ProcessSetSpec] | None = None) -> None:
     """Start ringscope on every rank (collective). ``process_sets``: ProcessSets to register."""
     global _atexit_registered
     with _lock:
@@ -83,7 +93,7 @@ def init(process_sets=None) -> None:
             _atexit_registered = True
 
 
-def _known(ps, size):
+def _known(ps: ProcessSetSpec, size: int) -> tuple[ProcessSet, int | None]:
     """``(ps as a ProcessSet, its id if these ranks are registered already, else None)``; ranks
     outside the job raise ValueError."""
     if not isinstance(ps, ProcessSet):
@@ -97,7 +107,7 @@ def _known(ps, size):
     return ps, existing
 
 
-def _register(ps, world, size) -> int:
+def _register(ps: ProcessSetSpec, world: MPI.Comm, size: int) -> int:
     ps, existing = _known(ps, size)
     if existing is not None:
         return existing
@@ -107,7 +117,7 @@ def _register(ps, world, size) -> int:
     return sid
 
 
-def add_process_set(process_set):
+def add_process_set(process_set: ProcessSetSpec) -> ProcessSet:
     """Register a process set after init (collective: every rank calls it in the same order)."""
     from collectives import messages as M
     from collectives.entry import Entry
@@ -123,7 +133,7 @@ def add_process_set(process_set):
     return ps
 
 
-def remove_process_set(process_set) -> None:
+def remove_process_set(process_set: ProcessSet | int) -> None:
     """Unregister a process set added earlier (collective)."""
     from collectives import messages as M
     from collectives.entry import Entry
@@ -137,7 +147,7 @@ def remove_process_set(process_set) -> None:
         process_set.process_set_id = None
 
 
-def _next_count(key) -> int:
+def _next_count(key: str) -> int:
     counts = _state.setdefault("counts", {})
     counts[key] = counts.get(key, 0) + 1
     return counts[key] - 1
@@ -166,12 +176,12 @@ def shutdown() -> None:
         fatal.uninstall()
 
 
-def _at_exit():
+def _at_exit() -> None:
     if _state:
         shutdown()
 
 
-def clock_offsets() -> dict:
+def clock_offsets() -> dict[str, tuple[int, int]]:
     """{"init"|"shutdown": (offset_ns, uncertainty_ns)} as measured against rank 0."""
     return dict(_clock)
 
@@ -180,7 +190,7 @@ def is_initialized() -> bool:
     return bool(_state)
 
 
-def _get(key):
+def _get(key: str) -> Any:
     if not _state:
         raise ValueError("ringscope is not initialized; call collectives.init() first")
     return _state[key]
@@ -192,15 +202,15 @@ def local_rank() -> int: return _get("local_rank")
 def local_size() -> int: return _get("local_size")
 def cross_rank() -> int: return _get("cross_rank")
 def cross_size() -> int: return _get("cross_size")
-def config(): return _get("config")
+def config() -> _config.Config: return _get("config")
 
 
-def mark_step(step=None) -> None:
+def mark_step(step: int | None = None) -> None:
     """Advance (or set) the training step carried by later events."""
     tracer.mark_step(step)
 
 
-def start_timeline(path, mark_cycles=False) -> None:
+def start_timeline(path: str | os.PathLike[str], mark_cycles: bool = False) -> None:
     """Start recording this rank's timeline to ``path`` (Horovod's ``start_timeline``)."""
     _get("rank")
     tracer.start_timeline(path, mark_cycles=mark_cycles)

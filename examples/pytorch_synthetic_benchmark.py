@@ -14,7 +14,7 @@ import torch.nn.functional as F
 import torch.utils.data
 import torch.utils.data.distributed
 
-import collectives.torch as hvd   # was: import horovod.torch as hvd
+import collectives.torch as hvd  # was: import horovod.torch as hvd
 
 
 class Net(nn.Module):

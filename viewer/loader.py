@@ -4,8 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from viewer import cache as _cache
-from viewer import frames
-from viewer import memory
+from viewer import frames, memory
 from viewer.errors import TraceError, warn_damage
 from viewer.schema import RunTables
 

@@ -9,18 +9,29 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeAlias, TypeVar
 
 from viewer.schema import RunTables
 
+if TYPE_CHECKING:
+    import pandas as pd
 
-def _memo(method):
+P = ParamSpec("P")
+R = TypeVar("R")
+# what Run.load reads: a run directory, one trace file, or several trace files
+RunSource: TypeAlias = "str | Path | Iterable[str | Path]"
+
+
+def _memo(method: Callable[Concatenate[Run, P], R]) -> Callable[Concatenate[Run, P], R]:
     """Compute an analysis once per Run and arguments (tables do not change after loading); ``f()``,
     ``f(None)`` and ``f(x=None)`` are one call."""
     sig = inspect.signature(method)
 
     @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
+    def wrapper(self: Run, *args: P.args, **kwargs: P.kwargs) -> R:
         bound = sig.bind(self, *args, **kwargs)
         bound.apply_defaults()
         key = (method.__name__, tuple(bound.arguments.items())[1:])
@@ -33,26 +44,34 @@ def _memo(method):
 class Run:
     """One loaded run: its tables (:class:`viewer.schema.RunTables`) and the analyses over them."""
 
-    def __init__(self, tables: RunTables, source=None):
+    def __init__(self, tables: RunTables, source: RunSource | None = None) -> None:
         self.tables = tables
         self.source = source
-        self._memo = {}
+        self._memo: dict[tuple[str, tuple[tuple[str, Any], ...]], Any] = {}
 
     @classmethod
-    def load(cls, path, cache: bool = True, cache_dir=None, progress=None) -> "Run":
+    def load(cls, path: RunSource, cache: bool = True, cache_dir: str | os.PathLike[str] | None = None,
+             progress: Callable[[int, int, Path], object] | None = None) -> Run:
         """Load a run directory, a trace file or a list of trace files (ringscope or Horovod)."""
         from viewer.loader import load_run
 
         return cls(load_run(path, use_cache=cache, cache_dir=cache_dir, progress=progress), source=path)
 
     # ---- tables ---------------------------------------------------------------------------
-    events = property(lambda self: self.tables.events)
-    tensor_ops = property(lambda self: self.tables.tensor_ops)
-    fused_ops = property(lambda self: self.tables.fused_ops)
-    readiness = property(lambda self: self.tables.readiness)
-    cycles = property(lambda self: self.tables.cycles)
-    ranks = property(lambda self: self.tables.ranks)
-    meta = property(lambda self: self.tables.meta)
+    @property
+    def events(self) -> pd.DataFrame: return self.tables.events
+    @property
+    def tensor_ops(self) -> pd.DataFrame: return self.tables.tensor_ops
+    @property
+    def fused_ops(self) -> pd.DataFrame: return self.tables.fused_ops
+    @property
+    def readiness(self) -> pd.DataFrame: return self.tables.readiness
+    @property
+    def cycles(self) -> pd.DataFrame: return self.tables.cycles
+    @property
+    def ranks(self) -> pd.DataFrame: return self.tables.ranks
+    @property
+    def meta(self) -> dict[str, Any]: return self.tables.meta
 
     @property
     def size(self) -> int:
@@ -61,77 +80,77 @@ class Run:
 
     # ---- analyses -------------------------------------------------------------------------
     @_memo
-    def negotiations(self):
+    def negotiations(self) -> pd.DataFrame:
         """Per tensor and step: each rank's submit time, the last rank and the wait it imposed."""
         from viewer.analyses import stragglers
 
         return stragglers.negotiations(self.tables, size=self.size)
 
     @_memo
-    def stragglers(self):
+    def stragglers(self) -> pd.DataFrame:
         """Per rank: how often last, total wait imposed, median lateness."""
         from viewer.analyses import stragglers
 
         return stragglers.rank_stragglers(self.negotiations(), size=self.size)
 
     @_memo
-    def fusion(self):
+    def fusion(self) -> pd.DataFrame:
         """Per fused op: tensors, bytes, fill ratio against the threshold, memcpy share."""
         from viewer.analyses import fusion
 
         return fusion.fused_op_fill(self.fused_ops, threshold=self.meta.get("fusion_threshold"))
 
     @_memo
-    def tensor_sizes(self):
+    def tensor_sizes(self) -> pd.DataFrame:
         """Distribution of tensor sizes (power-of-two buckets)."""
         from viewer.analyses import fusion
 
         return fusion.tensor_size_histogram(self.tensor_ops)
 
     @_memo
-    def cycle_utilisation(self):
+    def cycle_utilisation(self) -> pd.DataFrame:
         """Per rank: cycles, busy cycles and the share of cycle time spent executing responses."""
         from viewer.analyses import fusion
 
         return fusion.cycle_utilisation(self.cycles, self.fused_ops)
 
     @_memo
-    def communication(self, peak_busbw_gbps=None):
+    def communication(self, peak_busbw_gbps: float | None = None) -> pd.DataFrame:
         """Per fused op: bytes, time, algbw, busbw, efficiency."""
         from viewer.analyses import communication
 
         return communication.op_bandwidth(self.fused_ops, size=self.size, peak_busbw_gbps=peak_busbw_gbps)
 
     @_memo
-    def bandwidth_by_size(self, peak_busbw_gbps=None):
+    def bandwidth_by_size(self, peak_busbw_gbps: float | None = None) -> pd.DataFrame:
         """Bandwidth per message-size bucket (nccl-tests style table)."""
         from viewer.analyses import communication
 
         return communication.bandwidth_by_size(self.communication(peak_busbw_gbps))
 
     @_memo
-    def alpha_beta(self):
+    def alpha_beta(self) -> pd.DataFrame:
         """Latency + bytes/bandwidth fit per backend."""
         from viewer.analyses import communication
 
         return communication.alpha_beta_fit(self.communication())
 
     @_memo
-    def breakdown(self):
+    def breakdown(self) -> pd.DataFrame:
         """Per rank and step: framework wait, negotiation, queue, memcpy, communication; exposed vs overlapped."""
         from viewer.analyses import breakdown
 
         return breakdown.step_breakdown(self.tables)
 
     @_memo
-    def hangs(self):
+    def hangs(self) -> pd.DataFrame:
         """Tensors some ranks submitted and others never completed, by missing rank."""
         from viewer.analyses import hangs
 
         return hangs.incomplete_tensors(self.tables, size=self.size)
 
     @_memo
-    def findings(self, peak_busbw_gbps=None):
+    def findings(self, peak_busbw_gbps: float | None = None) -> pd.DataFrame:
         """Recommendations: one row per finding (severity, kind, sentence with numbers and action)."""
         from viewer.analyses import recommendations
 

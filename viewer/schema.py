@@ -9,6 +9,10 @@ numbers, except ``step`` (-1 = unknown) and ``response`` (-1 = none).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # One row per recorded event (X spans, async b/e pairs joined into spans, instants, counters).
 EVENTS = {
@@ -120,10 +124,10 @@ class RunTables:
     """All tables of one run plus its metadata (``meta``: dict with at least origin_epoch_ns, size,
     fusion_threshold, cycle_time_ms, backend, source files)."""
 
-    events: "object"
-    tensor_ops: "object"
-    fused_ops: "object"
-    readiness: "object"
-    cycles: "object"
-    ranks: "object"
-    meta: dict = field(default_factory=dict)
+    events: pd.DataFrame
+    tensor_ops: pd.DataFrame
+    fused_ops: pd.DataFrame
+    readiness: pd.DataFrame
+    cycles: pd.DataFrame
+    ranks: pd.DataFrame
+    meta: dict[str, Any] = field(default_factory=dict)

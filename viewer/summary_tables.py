@@ -87,7 +87,8 @@ def print_summary(data: dict, tables: dict, top: int = 10, console=None) -> None
     if data["bandwidth"]:
         con.print(bw)
 
-    bd = Table(title="Per-step breakdown, mean per rank (ms; wait = blocked in synchronize, exp = exposed comm, ovl = overlapped)", title_justify="left")
+    bd = Table(title="Per-step breakdown, mean per rank (ms; wait = blocked in synchronize, "
+                     "exp = exposed comm, ovl = overlapped)", title_justify="left")
     for c in ("rank", "step", "wait", "neg", "queue", "copy", "comm", "exp", "ovl", "exp%"):
         bd.add_column(c, justify="right")
     ms = lambda v: "–" if v is None else f"{v / 1e6:.1f}"  # noqa: E731

@@ -12,8 +12,7 @@ import numpy as np
 
 from tracer import vocab as V
 from viewer import frames, phases
-from viewer.io.columns import (coalesce, constant, cumcount, dense, int_na, lookup, lut, ns, strings,
-                               with_default)
+from viewer.io.columns import coalesce, constant, cumcount, dense, int_na, lookup, lut, ns, strings, with_default
 
 
 class _Rows:

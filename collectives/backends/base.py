@@ -5,6 +5,7 @@ See docs/ARCHITECTURE.md, "Engine extension points", for the contract.
 from __future__ import annotations
 
 import threading
+
 from tracer import get_recorder
 from tracer import vocab as V
 

@@ -7,23 +7,54 @@ start_timeline/stop_timeline.
 """
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import collectives as _core
 from collectives import process_sets as _ps
 from collectives.handles import CollectiveError as HorovodInternalError  # noqa: F401
-from collectives.torch.autograd import (allgather, allreduce, alltoall, broadcast,  # noqa: F401
-                                        grouped_allgather, grouped_allreduce,
-                                        grouped_reducescatter, reducescatter)
+from collectives.ops import Average, Max, Min, Product, Sum  # noqa: F401
+from collectives.torch.autograd import (  # noqa: F401
+    allgather,
+    allreduce,
+    alltoall,
+    broadcast,
+    grouped_allgather,
+    grouped_allreduce,
+    grouped_reducescatter,
+    reducescatter,
+)
 from collectives.torch.compression import Compression  # noqa: F401
-from collectives.torch.functions import (allgather_object, broadcast_object,  # noqa: F401
-                                         broadcast_optimizer_state, broadcast_parameters)
-from collectives.torch.mpi_ops import (Adasum, Average, Handle, Max, Min, Product,  # noqa: F401
-                                       Sum, allgather_async, allreduce_, allreduce_async,
-                                       allreduce_async_, alltoall_async, barrier, broadcast_,
-                                       broadcast_async, broadcast_async_, grouped_allgather_async,
-                                       grouped_allreduce_, grouped_allreduce_async,
-                                       grouped_allreduce_async_, grouped_reducescatter_async, join,
-                                       poll, reducescatter_async, sparse_allreduce_async,
-                                       synchronize)
+from collectives.torch.functions import (  # noqa: F401
+    allgather_object,
+    broadcast_object,
+    broadcast_optimizer_state,
+    broadcast_parameters,
+)
+from collectives.torch.mpi_ops import (  # noqa: F401
+    Adasum,
+    Handle,
+    allgather_async,
+    allreduce_,
+    allreduce_async,
+    allreduce_async_,
+    alltoall_async,
+    barrier,
+    broadcast_,
+    broadcast_async,
+    broadcast_async_,
+    grouped_allgather_async,
+    grouped_allreduce_,
+    grouped_allreduce_async,
+    grouped_allreduce_async_,
+    grouped_reducescatter_async,
+    join,
+    poll,
+    reducescatter_async,
+    sparse_allreduce_async,
+    synchronize,
+)
 from collectives.torch.optimizer import DistributedOptimizer  # noqa: F401
 from collectives.torch.setup import init, shutdown  # noqa: F401
 from collectives.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
@@ -61,25 +92,25 @@ def cross_size() -> int:
     return _core.cross_size()
 
 
-def _core_fn(name):
+def _core_fn(name: str) -> Callable[..., Any]:
     fn = getattr(_core, name, None)
     if fn is None:
         raise NotImplementedError(f"collectives.{name} is not available in this build")
     return fn
 
 
-def add_process_set(process_set_or_ranks) -> ProcessSet:
+def add_process_set(process_set_or_ranks: ProcessSet | Sequence[int]) -> ProcessSet:
     """Register a process set on every rank (collective: all ranks call it in the same order)."""
     return _core_fn("add_process_set")(process_set_or_ranks)
 
 
-def remove_process_set(process_set) -> bool:
+def remove_process_set(process_set: ProcessSet) -> bool:
     """Unregister a process set on every rank (collective); True when it was removed."""
     _core_fn("remove_process_set")(process_set)
     return True
 
 
-def start_timeline(file_path, mark_cycles: bool = False) -> None:
+def start_timeline(file_path: str | os.PathLike[str], mark_cycles: bool = False) -> None:
     """Start writing this rank's timeline to ``file_path`` at run time."""
     fn = getattr(_core, "start_timeline", None)
     if fn is None:

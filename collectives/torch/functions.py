@@ -4,15 +4,21 @@ from __future__ import annotations
 import io
 import pickle
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from collectives.torch import mpi_ops as ops
 
+if TYPE_CHECKING:
+    from collectives.process_sets import ProcessSet
 
-def broadcast_parameters(params, root_rank: int = 0, process_set=None) -> None:
+
+def broadcast_parameters(params: dict[str, torch.Tensor | None] | Iterable[tuple[str, torch.Tensor | None]],
+                         root_rank: int = 0, process_set: ProcessSet | None = None) -> None:
     """Overwrite every rank's parameters with ``root_rank``'s, in place.
 
     ``params`` is a ``state_dict()`` (dict) or ``named_parameters()``-style ``(name, tensor)`` pairs.
@@ -39,17 +45,17 @@ def broadcast_parameters(params, root_rank: int = 0, process_set=None) -> None:
 
 # ---- objects -------------------------------------------------------------------------------
 
-def _to_bytes_tensor(obj) -> torch.Tensor:
+def _to_bytes_tensor(obj: object) -> torch.Tensor:
     buf = io.BytesIO()
     pickle.dump(obj, buf, protocol=pickle.HIGHEST_PROTOCOL)
     return torch.from_numpy(np.frombuffer(buf.getbuffer(), dtype=np.uint8).copy())
 
 
-def _from_bytes_tensor(t: torch.Tensor):
+def _from_bytes_tensor(t: torch.Tensor) -> Any:
     return pickle.loads(t.numpy().tobytes())
 
 
-def _object_name(kind: str, name, process_set) -> str:
+def _object_name(kind: str, name: str | None, process_set: ProcessSet | None) -> str:
     # a call counter per process set, not the object's type: non-root ranks usually pass None
     if name is not None:
         return name
@@ -57,7 +63,8 @@ def _object_name(kind: str, name, process_set) -> str:
     return f"{kind}.{ops._next((kind, sid))}" + (f".set{sid}" if sid else "")
 
 
-def broadcast_object(obj, root_rank: int = 0, name=None, process_set=None):
+def broadcast_object(obj: object, root_rank: int = 0, name: str | None = None,
+                     process_set: ProcessSet | None = None) -> Any:
     """Return ``root_rank``'s ``obj`` (any picklable object) on every rank."""
     name = _object_name("object", name, process_set)
     is_root = ops.is_root(root_rank, process_set)
@@ -70,7 +77,7 @@ def broadcast_object(obj, root_rank: int = 0, name=None, process_set=None):
     return obj if is_root else _from_bytes_tensor(payload)
 
 
-def allgather_object(obj, name=None, process_set=None) -> list:
+def allgather_object(obj: object, name: str | None = None, process_set: ProcessSet | None = None) -> list[Any]:
     """Return the list of every rank's ``obj`` (any picklable object), in rank order."""
     name = _object_name("object", name, process_set)
     payload = _to_bytes_tensor(obj)
@@ -97,7 +104,7 @@ class _TensorSlot:
     on_cpu: bool
 
 
-def _split(obj, tensors: list, path: str):
+def _split(obj: Any, tensors: list[torch.Tensor], path: str) -> Any:
     """Replace every tensor inside ``obj`` by a :class:`_TensorSlot`, collecting the tensors."""
     if isinstance(obj, torch.Tensor):
         tensors.append(obj)
@@ -110,7 +117,7 @@ def _split(obj, tensors: list, path: str):
     return obj
 
 
-def _fill(obj, tensors: list):
+def _fill(obj: Any, tensors: list[torch.Tensor]) -> Any:
     if isinstance(obj, _TensorSlot):
         return tensors[obj.index]
     if isinstance(obj, dict):
@@ -120,7 +127,7 @@ def _fill(obj, tensors: list):
     return obj
 
 
-def _slots(obj, out: list) -> list:
+def _slots(obj: Any, out: list[_TensorSlot]) -> list[_TensorSlot]:
     if isinstance(obj, _TensorSlot):
         out.append(obj)
     elif isinstance(obj, dict):
@@ -132,7 +139,8 @@ def _slots(obj, out: list) -> list:
     return out
 
 
-def broadcast_optimizer_state(optimizer, root_rank: int = 0, model=None, process_set=None) -> None:
+def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int = 0,
+                              model: torch.nn.Module | None = None, process_set: ProcessSet | None = None) -> None:
     """Make every rank's optimizer state (hyper-parameters, per-parameter state, step counts)
     equal to ``root_rank``'s.
 
@@ -145,7 +153,7 @@ def broadcast_optimizer_state(optimizer, root_rank: int = 0, model=None, process
     if not optimizer.state_dict()["state"]:
         _create_state(optimizer, model)
     is_root = ops.is_root(root_rank, process_set)
-    tensors: list = []
+    tensors: list[torch.Tensor] = []
     skeleton = _split(optimizer.state_dict(), tensors, "optimizer") if is_root else None
     skeleton = broadcast_object(skeleton, root_rank, name="optimizer_state.skeleton",
                                 process_set=process_set)
@@ -168,7 +176,7 @@ def broadcast_optimizer_state(optimizer, root_rank: int = 0, model=None, process
         optimizer.load_state_dict(_fill(skeleton, tensors))
 
 
-def _create_state(optimizer, model) -> None:
+def _create_state(optimizer: torch.optim.Optimizer, model: torch.nn.Module | None) -> None:
     """One ``step()`` on zero gradients (sparse ones for SparseAdam and sparse embeddings). The
     parameters are put back afterwards: weight decay would move them even with zero gradients,
     away from what ``broadcast_parameters`` made equal."""
@@ -178,9 +186,8 @@ def _create_state(optimizer, model) -> None:
               if isinstance(m, torch.nn.Embedding) and m.sparse for p in m.parameters()}
     params = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
     for p in params:
-        p.grad = torch.zeros_like(p)
-        if isinstance(optimizer, torch.optim.SparseAdam) or id(p) in sparse:
-            p.grad = p.grad.to_sparse()
+        grad = torch.zeros_like(p)
+        p.grad = grad.to_sparse() if isinstance(optimizer, torch.optim.SparseAdam) or id(p) in sparse else grad
     saved = [p.detach().clone() for p in params]
     try:
         # a DistributedOptimizer steps locally: an allreduce here would need every rank to step
@@ -194,7 +201,7 @@ def _create_state(optimizer, model) -> None:
             p.copy_(value)
 
 
-def _param_device(optimizer) -> torch.device:
+def _param_device(optimizer: torch.optim.Optimizer) -> torch.device:
     for group in optimizer.param_groups:
         for p in group["params"]:
             return p.device

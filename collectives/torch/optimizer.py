@@ -9,20 +9,38 @@ from __future__ import annotations
 
 import contextlib
 import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, overload
 
 import torch
 
 import tracer
 from collectives.torch import mpi_ops as ops
-from collectives.torch.compression import Compression
+from collectives.torch.compression import Compression, Compressor
+
+if TYPE_CHECKING:
+    from collectives.api import OpArg
+    from collectives.process_sets import ProcessSet
+
+OptimizerT = TypeVar("OptimizerT", bound=torch.optim.Optimizer)
+# Horovod's ``groups``: how many groups to split the parameters into, or the groups themselves
+Groups: TypeAlias = "int | Sequence[Sequence[torch.Tensor]] | None"
+# a gradient's pending reduction: its handle (or its group's handle and its index there), and the
+# compressor's context
+_Pending: TypeAlias = ("tuple[ops.Handle[torch.Tensor] | tuple[ops.Handle[list[torch.Tensor]], int] | None, "
+                       "torch.dtype | None]")
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
     """Mixed into the wrapped optimizer's own class (see :func:`DistributedOptimizer`)."""
 
-    def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
-                 gradient_predivide_factor, groups, sparse_as_dense, process_set):
-        super(self.__class__, self).__init__(params)
+    def __init__(self, params: Iterable[dict[str, Any]],
+                 named_parameters: Iterable[tuple[str, torch.Tensor]] | None, compression: type[Compressor],
+                 backward_passes_per_step: int, op: OpArg | ops._AdasumOp, gradient_predivide_factor: float,
+                 groups: Groups, sparse_as_dense: bool, process_set: ProcessSet | None) -> None:
+        # the wrapped optimizer's own __init__ (self.__class__ derives from it): the param groups carry
+        # its hyper-parameters
+        super(self.__class__, self).__init__(params)  # type: ignore[call-arg]
         self.sparse_as_dense = bool(sparse_as_dense)
         self._compression = compression
         self.op = ops.resolve_op(op)
@@ -39,15 +57,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                  if p.requires_grad]
         self._delay = {p: self.backward_passes_per_step for p in self._requires_update}
         self._group_of = self._make_groups(groups)      # param -> tuple of its group's params
-        self._group_ready = {}      # group -> params whose gradient is ready
-        self._handles = {}          # param -> (handle | (group handle, index) | None, ctx)
-        self._hook_handles = []
+        self._group_ready: dict[tuple[torch.Tensor, ...], set[torch.Tensor]] = {}  # group -> params ready
+        self._handles: dict[torch.Tensor, _Pending] = {}
+        self._hook_handles: list[Any] = []
         self._synchronized = False
         self._should_synchronize = True
         self._register_hooks()
 
     # ---- naming ------------------------------------------------------------------------------
-    def _name_parameters(self, named_parameters):
+    def _name_parameters(self, named_parameters: Iterable[tuple[str, torch.Tensor]] | None
+                         ) -> dict[torch.Tensor, str]:
         all_params = [p for g in self.param_groups for p in g["params"]]
         if named_parameters is None:
             return {p: f"param.{i}" for i, p in enumerate(all_params)}
@@ -66,7 +85,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                              "parameter(s) are not in it")
         return by_param
 
-    def _make_groups(self, groups):
+    def _make_groups(self, groups: Groups) -> dict[torch.Tensor, tuple[torch.Tensor, ...]]:
         """Horovod's ``groups``: an int (split the parameters into that many groups) or a list of
         parameter lists; each group is reduced as one fused grouped allreduce."""
         if not groups:
@@ -84,13 +103,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return {p: tuple(g) for g in lists if len(g) > 1 for p in g}
 
     # ---- hooks -------------------------------------------------------------------------------
-    def _register_hooks(self):
+    def _register_hooks(self) -> None:
         if not self._included:   # outside the set: nothing to reduce, a local optimizer
             return
         for p in self._requires_update:
             self._hook_handles.append(p.register_post_accumulate_grad_hook(self._on_grad_ready))
 
-    def _on_grad_ready(self, p):
+    def _on_grad_ready(self, p: torch.Tensor) -> None:
         if self._delay[p] <= 0:
             raise AssertionError(
                 "gradients were computed more than backward_passes_per_step times before step(); "
@@ -108,20 +127,21 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if len(ready) == len(group):
                 self._allreduce_group_async(group)
 
-    def _scales(self):
+    def _scales(self) -> tuple[float, float]:
         if self.op == ops.Average:
             return 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
         return 1.0, 1.0
 
-    def _dense_grad(self, p):
+    def _dense_grad(self, p: torch.Tensor) -> torch.Tensor:
         """The dense tensor to reduce for ``p`` (a sparse gradient goes densified only with
         ``sparse_as_dense``; the result is written back sparse)."""
-        if p.grad is None:
+        grad = p.grad
+        if grad is None:
             # another rank may have a gradient for it this step: take part with zeros
-            p.grad = torch.zeros_like(p)
-        return p.grad.to_dense() if p.grad.is_sparse else p.grad
+            grad = p.grad = torch.zeros_like(p)
+        return grad.to_dense() if grad.is_sparse else grad
 
-    def _allreduce_group_async(self, group):
+    def _allreduce_group_async(self, group: tuple[torch.Tensor, ...]) -> None:
         pairs = [self._compression.compress(self._dense_grad(p)) for p in group]
         pre, post = self._scales()
         handle = ops._grouped_async([c for c, _ in pairs], [c for c, _ in pairs],
@@ -132,7 +152,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._handles[p] = ((handle, i), ctx)
         self._group_ready.pop(group, None)
 
-    def _allreduce_grad_async(self, p):
+    def _allreduce_grad_async(self, p: torch.Tensor) -> tuple[ops.Handle[torch.Tensor], torch.dtype | None]:
         if p.grad is not None and p.grad.is_sparse and not self.sparse_as_dense:
             return ops.sparse_allreduce_async(p.grad, self._parameter_names[p], self.op,
                                               self.process_set), None
@@ -144,7 +164,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return handle, ctx
 
     # ---- the Horovod API ---------------------------------------------------------------------
-    def synchronize(self):
+    def synchronize(self) -> None:
         """Wait for every gradient's allreduce (starting any that have not started) and write
         the averaged gradients into ``p.grad``. (Each wait is a SYNCHRONIZE span in the trace.)"""
         if not self._included:
@@ -162,6 +182,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 if isinstance(handle, tuple):
                     output = ops.synchronize(handle[0])[handle[1]]
                 else:
+                    assert handle is not None   # the loop above started every missing one
                     output = ops.synchronize(handle)
                 self._write_grad(p, output, ctx)
         finally:
@@ -171,22 +192,24 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._delay[p] = self.backward_passes_per_step
         self._synchronized = True
 
-    def _write_grad(self, p, output, ctx):
+    def _write_grad(self, p: torch.Tensor, output: torch.Tensor, ctx: torch.dtype | None) -> None:
+        grad = p.grad
+        assert grad is not None   # _dense_grad gave every reduced parameter one
         with torch.no_grad():
-            if p.grad.is_sparse:   # sparse_allreduce's result, or a densified one made sparse
+            if grad.is_sparse:   # sparse_allreduce's result, or a densified one made sparse
                 out = output if output.is_sparse else \
                     self._compression.decompress(output, ctx).to_sparse()
-                p.grad.zero_()
-                p.grad.add_(out)
-            elif output.data_ptr() != p.grad.data_ptr():
-                p.grad.copy_(self._compression.decompress(output, ctx))
+                grad.zero_()
+                grad.add_(out)
+            elif output.data_ptr() != grad.data_ptr():
+                grad.copy_(self._compression.decompress(output, ctx))
 
-    def _local_step(self, closure=None):
+    def _local_step(self, closure: Callable[[], float] | None = None) -> float | None:
         """The wrapped optimizer's own step: no synchronization."""
         return super(self.__class__, self).step(closure)
 
     @contextlib.contextmanager
-    def skip_synchronize(self):
+    def skip_synchronize(self) -> Iterator[None]:
         """Inside this block ``step()`` does not synchronize (call ``synchronize()`` yourself)."""
         self._should_synchronize = False
         try:
@@ -194,7 +217,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         finally:
             self._should_synchronize = True
 
-    def step(self, closure=None):
+    @overload
+    def step(self, closure: None = None) -> None: ...
+    @overload
+    def step(self, closure: Callable[[], float]) -> float: ...
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
         if self._should_synchronize:
             if self._synchronized:
                 # reducing already-reduced gradients again would be wasted (or, for op=Sum, wrong);
@@ -203,7 +230,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                               "context after optimizer.synchronize(). The gradients are used as "
                               "they are, already reduced; call step() inside "
                               "optimizer.skip_synchronize() after synchronize() to avoid this "
-                              "warning.")
+                              "warning.", stacklevel=3)   # past torch's step() hook wrapper
             else:
                 self.synchronize()
         self._synchronized = False
@@ -211,7 +238,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         tracer.mark_step()
         return result
 
-    def zero_grad(self, set_to_none: bool = True):
+    def zero_grad(self, set_to_none: bool = True) -> None:
         if any(h is not None for h, _ in self._handles.values()):
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() but before "
                                  "optimizer.step() or optimizer.synchronize(); that would race "
@@ -219,9 +246,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return super(self.__class__, self).zero_grad(set_to_none=set_to_none)
 
 
-def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
-                         backward_passes_per_step=1, op=ops.Average, gradient_predivide_factor=1.0,
-                         num_groups=0, groups=None, sparse_as_dense=False, process_set=None):
+def DistributedOptimizer(optimizer: OptimizerT, named_parameters: Iterable[tuple[str, torch.Tensor]] | None = None,
+                         compression: type[Compressor] = Compression.none, backward_passes_per_step: int = 1,
+                         op: OpArg | ops._AdasumOp = ops.Average, gradient_predivide_factor: float = 1.0,
+                         num_groups: int = 0, groups: Groups = None, sparse_as_dense: bool = False,
+                         process_set: ProcessSet | None = None) -> OptimizerT:
     """Wrap a ``torch.optim`` optimizer so that gradients are averaged across ranks.
 
     The result is an instance of the optimizer's own class (``isinstance`` still holds) carrying

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import collectives as _core
 from collectives import process_sets as _ps
-from collectives.backends import gloo as _gloo  # noqa: F401  (registers "gloo")
-from collectives.backends import nccl as _nccl  # noqa: F401  (registers "nccl")
+from collectives.backends import (
+    gloo as _gloo,  # noqa: F401  (registers "gloo")
+)
+from collectives.backends import (
+    nccl as _nccl,  # noqa: F401  (registers "nccl")
+)
 from collectives.torch import rendezvous
 
 
@@ -36,8 +40,8 @@ def init(comm=None, process_sets=None) -> None:
         raise ValueError("init(comm=...) is not supported: ringscope runs on MPI_COMM_WORLD; "
                          "use process_sets= for subsets of ranks")
     _core.init(process_sets=process_sets)
-    from collectives.engine import get_engine
     from collectives.backends.base import get_backend
+    from collectives.engine import get_engine
     config = get_engine().config
     backends = dist_backends(config)
     if not backends:

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.dashboard.conftest import (HOROVOD, SAMPLES, SHARED, Server, free_port, horovod_file,
-                                     launch_argv, sample_run)
+from tests.dashboard.conftest import HOROVOD, SAMPLES, SHARED, Server, free_port, horovod_file, launch_argv, sample_run
+from viewer.dashboard.layout import PAGES
 
 ROOT = SHARED if SHARED.is_dir() else SAMPLES   # the picker's trace root
-from viewer.dashboard.layout import PAGES
 
 PAGE_READY = {  # a selector that exists once the page has drawn
     "overview": "#card-straggler .card-value",

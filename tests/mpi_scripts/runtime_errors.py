@@ -36,9 +36,9 @@ def expect_error(submit, *needles, within=3.0):
         msg = str(exc)
         missing = [n for n in needles if n not in msg]
         if missing:
-            raise AssertionError(f"error {msg!r} does not mention {missing}")
+            raise AssertionError(f"error {msg!r} does not mention {missing}") from exc
         if took > within:
-            raise AssertionError(f"error took {took:.2f}s (> {within}s): {msg}")
+            raise AssertionError(f"error took {took:.2f}s (> {within}s): {msg}") from exc
         return msg
     raise AssertionError("no error raised")
 

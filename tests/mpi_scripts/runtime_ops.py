@@ -77,7 +77,7 @@ def close(got, exp, dtype, what):
 
 
 def main():
-    from mpi4py import MPI   # MPI already initialised before ringscope: init must cope
+    from mpi4py import MPI  # MPI already initialised before ringscope: init must cope
     ends = C.ProcessSet([0, MPI.COMM_WORLD.Get_size() - 1])
     C.init(process_sets=[ends])
     r, size = C.rank(), C.size()

@@ -12,9 +12,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 import collectives as C  # noqa: E402
 import tracer  # noqa: E402
+from tests.mpi_util import write_results  # noqa: E402
 from tracer import vocab as V  # noqa: E402
 from tracer.recorder import NullRecorder  # noqa: E402
-from tests.mpi_util import write_results  # noqa: E402
 
 
 class ListRecorder(NullRecorder):

@@ -14,7 +14,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import tracer  # noqa: E402
-from tracer import clock, vocab as v  # noqa: E402
+from tracer import clock  # noqa: E402
+from tracer import vocab as v  # noqa: E402
 
 
 def main():

@@ -14,7 +14,7 @@ SIZES = (1 << 18, 1 << 16, 3000)        # float32 elements per tensor
 
 rs.init()
 rng = np.random.default_rng(rs.rank())
-for step in range(STEPS):
+for _step in range(STEPS):
     rs.mark_step()
     handles = [rs.allreduce_async(rng.standard_normal(n).astype(np.float32), name=f"grad.layer{i}")
                for i, n in enumerate(SIZES)]

@@ -73,6 +73,6 @@ def test_chrome_events(overlay):
     a = overlay.aligned.sort_values("t_ns")
     assert min(e["ts"] for e in xs) == a["t_ns"].iloc[0] / 1000
     # Perfetto: X events on one thread must not overlap
-    for (pid, tid), g in pd.DataFrame(xs).groupby(["pid", "tid"]):
+    for _thread, g in pd.DataFrame(xs).groupby(["pid", "tid"]):
         g = g.sort_values("ts")
         assert ((g["ts"] + g["dur"]).iloc[:-1].to_numpy() <= g["ts"].iloc[1:].to_numpy() + 1e-6).all()

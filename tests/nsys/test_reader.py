@@ -2,9 +2,9 @@
 kernels with their launching thread joined by correlation id, session start, schema version."""
 from __future__ import annotations
 
+from tests.nsys.fixture import SCHEMA_VERSION
 from tracer import vocab
 from viewer.nsys import constants as C
-from tests.nsys.fixture import SCHEMA_VERSION
 from viewer.nsys.mapping import ringscope_nvtx
 from viewer.nsys.reader import read_report
 

@@ -6,7 +6,8 @@ from tests.mpi_util import assert_check, run_suite
 CHECKS = ["allreduce_every_op_dtype", "allreduce_sync_every_op_dtype", "allreduce_1000003",
           "allreduce_shapes_scalar_empty", "allreduce_scale_factors", "fused_async_poll",
           "many_tensors_threshold", "grouped_allreduce", "allgather_varying_first_dim", "broadcast_each_root",
-          "alltoall_splits", "reducescatter", "barrier_and_unnamed", "gil_switch_interval_lowered", "duplicate_name_valueerror",
+          "alltoall_splits", "reducescatter", "barrier_and_unnamed", "gil_switch_interval_lowered",
+          "duplicate_name_valueerror",
           "process_sets", "join"]
 # ring2/ring3 force the ring schedule for every size (no direct exchange for small buffers), so
 # lengths below the rank count and odd rank counts run through the ring itself

@@ -53,7 +53,7 @@ def read_trace(path) -> TraceData:
             raise TraceReadError(f"{p}: not a Chrome trace and not repairable "
                                  f"(line {e.lineno}: {e.msg})") from None
         if doc is None:
-            raise TraceReadError(f"{p}: empty or cut before its first event")
+            raise TraceReadError(f"{p}: empty or cut before its first event") from None
         repaired = True
     if isinstance(doc, list):
         return TraceData(meta={}, events=doc, repaired=repaired)

@@ -8,9 +8,9 @@ import sys
 import time
 
 from tests.mpi_util import SCRIPTS, mpi_env
+from tests.tracer.readback import read_trace
 from tracer import clock
 from tracer import vocab as v
-from tests.tracer.readback import read_trace
 
 SCRIPT = SCRIPTS / "tracer_emit_loop.py"
 

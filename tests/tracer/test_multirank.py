@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.mpi_util import SCRIPTS, mpi_env, mpiexec, run_mpi
+from tests.tracer.readback import read_trace
 from tracer import clock
 from tracer import vocab as v
-from tests.tracer.readback import read_trace
 
 N = 4
 SKEW_RANK, SKEW_US = 2, 50_000

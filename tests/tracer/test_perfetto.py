@@ -15,8 +15,7 @@ import pytest
 
 import tracer
 from tests.tracer.conftest import Op
-from tests.tracer.perfetto_util import (chromium_missing_reason, perfetto_import_stats,
-                                         perfetto_query)
+from tests.tracer.perfetto_util import chromium_missing_reason, perfetto_import_stats, perfetto_query
 from tracer import vocab as v
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"

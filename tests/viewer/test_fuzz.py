@@ -202,12 +202,12 @@ def _inputs(tmp: Path) -> list:
     put("gz-bomb-zeros", _bomb(CAP * 2, b"\x00"), False, ".json.gz")
     head = gzip.decompress((ROOT / "sample_traces" / SAMPLES[0]).read_bytes())
     put("gz-bomb-after-trace", gzip.compress(head) + _bomb(CAP * 2), False, ".json.gz")
-    for name, data in sources.items():
+    for data in sources.values():
         put("clean", data, False)
         for kind, blob, lossy in _gz_variants(rng, data):
             put(kind, blob, lossy, ".json.gz")
     per_source = 460 // len(sources)
-    for name, data in sources.items():
+    for data in sources.values():
         for _ in range(per_source):
             mut = rng.choice(MUTATIONS)
             blob, lossy = mut(rng, data)

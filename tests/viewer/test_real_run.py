@@ -20,7 +20,8 @@ SLOW = 2
 def run_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("realrun")
     (d / "trace").mkdir()
-    proc = run_mpi(4, [SCRIPT], env={"RINGSCOPE_TIMELINE": str(d / "trace") + "/", "RINGSCOPE_TIMELINE_MARK_CYCLES": "1",
+    proc = run_mpi(4, [SCRIPT], env={"RINGSCOPE_TIMELINE": str(d / "trace") + "/",
+                                     "RINGSCOPE_TIMELINE_MARK_CYCLES": "1",
                                      "SLOW_RANK": SLOW, "SLOW_MS": 40, "STEPS": 4,
                                      "RINGSCOPE_CACHE_DIR": str(d / "cache")}, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:]

@@ -85,8 +85,9 @@ def rank_stragglers(neg, size: int | None = None):
     Returns:
         DataFrame ``rank, negotiations, times_last, pct_last, wait_imposed_ns, wait_imposed_per_step_ns,
         median_lateness_ns, p90_lateness_ns, steps`` (0 when the trace has no step numbers, e.g. Horovod
-        timelines: the per-step figure is then per n-th occurrence of the tensor names) sorted by wait imposed (descending). ``wait_imposed_ns`` is
-        the union of the intervals in which this rank alone held others up (overlapping tensors count once).
+        timelines: the per-step figure is then per n-th occurrence of the tensor names) sorted by wait imposed
+        (descending). ``wait_imposed_ns`` is the union of the intervals in which this rank alone held others
+        up (overlapping tensors count once).
     """
     import pandas as pd
 

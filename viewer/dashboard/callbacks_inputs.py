@@ -9,7 +9,8 @@ import tempfile
 import zlib
 from pathlib import Path
 
-from dash import Input, Output, State, ctx as dash_ctx, no_update
+from dash import Input, Output, State, no_update
+from dash import ctx as dash_ctx
 from dash.exceptions import PreventUpdate
 
 from viewer.dashboard.components import banner

@@ -149,7 +149,7 @@ class RunView:
         except Exception as exc:  # shown as a note on the page, never a dead app
             return exc
 
-    def warm(self) -> "RunView":
+    def warm(self) -> RunView:
         """Compute every derived view now (before serving), so first views only render."""
         for name in ("timeline", "step_spans", "late", "stragglers", "comm", "fusion", "findings",
                      "exposed_pct"):

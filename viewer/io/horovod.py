@@ -190,7 +190,7 @@ def _tables(s, t0) -> dict:
 
     ns = lambda us: int(round((us - t0) * 1000))  # noqa: E731
     ev = {k: [] for k in ("thread", "name", "cat", "ph", "t_ns", "dur_ns", "tensor", "depth", "value")}
-    for pid, name, ts, dur, depth, args, _closed in s.spans:
+    for pid, name, ts, dur, depth, _args, _closed in s.spans:
         cat = V.CAT_NEGOTIATION if name.startswith(V.NEGOTIATE_PREFIX) else (
             V.CAT_COMM if _COMM.match(name) else V.CAT_TENSOR)
         for k, v in (("thread", "tensor"), ("name", name), ("cat", cat), ("ph", "X"), ("t_ns", ns(ts)),
@@ -273,6 +273,11 @@ def _tensor_ops_df(ops, ns):
         "wait_ns": [None] * len(ops)})
 
 
+def _activity_ns(group, name) -> int:
+    """The longest ``name`` activity (ns) among a fused group's ops; 0 when none has one."""
+    return max((int(round(a[2] * 1000)) for o in group for a in o.get("acts", []) if a[0] == name), default=0)
+
+
 def _fused_df(ops, ns):
     executed = [o for o in ops if o.get("op_ts") is not None]
     for o in executed:
@@ -294,8 +299,6 @@ def _fused_df(ops, ns):
             o["response"] = rid
         act = g[0]["comm"]
         m = _COMM.match(act[0])
-        mem = lambda nm: max((int(round(a[2] * 1000)) for o in g for a in o.get("acts", [])  # noqa: E731
-                              if a[0] == nm), default=0)
         rows["response"].append(rid)
         rows["op"].append(g[0]["op"])
         rows["backend"].append(m.group(1).lower() if m else None)
@@ -305,8 +308,8 @@ def _fused_df(ops, ns):
         rows["bytes"].append(sum(_nbytes(o) or 0 for o in g))
         rows["start_ns"].append(ns(min(o["op_ts"] for o in g)))
         rows["end_ns"].append(ns(max((o.get("done") or o["op_ts"]) for o in g)))
-        rows["memcpy_in_ns"].append(mem(V.MEMCPY_IN_FUSION_BUFFER))
-        rows["memcpy_out_ns"].append(mem(V.MEMCPY_OUT_FUSION_BUFFER))
+        rows["memcpy_in_ns"].append(_activity_ns(g, V.MEMCPY_IN_FUSION_BUFFER))
+        rows["memcpy_out_ns"].append(_activity_ns(g, V.MEMCPY_OUT_FUSION_BUFFER))
         rows["comm_ns"].append(max(int(round(o["comm"][2] * 1000)) for o in g))
         rows["size"].append(0)
         rows["tensors"].append([o["tensor"] for o in g])

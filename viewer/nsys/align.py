@@ -60,7 +60,8 @@ def _best_shift(a: np.ndarray, b: np.ndarray, max_err: int, probe: int = 64):
     """Pair sorted nsys starts ``a`` (already coarse-shifted) with sorted trace starts ``b``.
 
     A shift ``s`` pairs a[i] with b[i+s]; candidates are those that put a[0] or b[0] within
-    ``max_err`` of a partner and that pair at least half of the shorter side. Each is scored on its first ``probe`` pairs by (spread, |median|).
+    ``max_err`` of a partner and that pair at least half of the shorter side. Each is scored on its first
+    ``probe`` pairs by (spread, |median|).
     Returns the deltas of the best shift, or None.
     """
     if len(a) == 0 or len(b) == 0:

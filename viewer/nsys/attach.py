@@ -19,8 +19,8 @@ from viewer.nsys.reader import read_report
 class NsysOverlay:
     """Aligned kernels of every mapped rank, how each rank was mapped and aligned, and warnings."""
 
-    aligned: "object"                  # DataFrame[overlay.ALIGNED_COLUMNS], attributed to responses
-    event_rows: "object"               # DataFrame[viewer.schema.EVENTS]
+    aligned: object                  # DataFrame[overlay.ALIGNED_COLUMNS], attributed to responses
+    event_rows: object               # DataFrame[viewer.schema.EVENTS]
     ranks: dict = field(default_factory=dict)   # rank -> {"file", "pid", "how", **Alignment.to_dict()}
     warnings: list = field(default_factory=list)
 

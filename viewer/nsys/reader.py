@@ -26,8 +26,8 @@ class NsysReport:
     file: str
     schema_version: str | None
     session_start_epoch_ns: int
-    nvtx: "object"          # DataFrame[NVTX_COLUMNS]
-    kernels: "object"       # DataFrame[KERNEL_COLUMNS]
+    nvtx: object          # DataFrame[NVTX_COLUMNS]
+    kernels: object       # DataFrame[KERNEL_COLUMNS]
     processes: dict = field(default_factory=dict)   # pid -> process name (when PROCESSES exists)
 
     @property
@@ -85,12 +85,13 @@ def _read_nvtx(con, path, pd):
     opt = {c: (c if c in cols else "NULL") for c in
            ("textId", "domainId", "category", "endGlobalTid", "int64Value", "uint64Value",
             "int32Value", "uint32Value")}
+    text_id = ('e.' + opt['textId']) if opt['textId'] != 'NULL' else 'NULL'
     sql = f"""
         select e.start, e."end", e.eventType, coalesce(e.text, s.value), {opt['domainId']},
                {opt['category']}, e.globalTid, {opt['endGlobalTid']},
                coalesce({opt['int64Value']}, {opt['uint64Value']}, {opt['int32Value']},
                         {opt['uint32Value']})
-        from {C.T_NVTX} e left join {C.T_STRINGS} s on s.id = {('e.' + opt['textId']) if opt['textId'] != 'NULL' else 'NULL'}
+        from {C.T_NVTX} e left join {C.T_STRINGS} s on s.id = {text_id}
         where e.eventType in ({C.NVTX_PUSHPOP}, {C.NVTX_STARTEND}, {C.NVTX_MARK},
                               {C.NVTX_DOMAIN_CREATE}, {C.NVTX_CATEGORY})
     """
