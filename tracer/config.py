@@ -41,7 +41,7 @@ class TimelineSettings:
     keep_parts: int = 3              # files kept when rotating
     buffer_events: int = 262144      # bounded in-memory buffer; events beyond it are dropped
     # A flush costs more than its volume: at 2 ranks the writer's CPU per step fell ~20 % from
-    # 0.25 s to 0.5 s (bench/README.md, session 6); at 1 s a SIGKILL could lose over a second.
+    # 0.25 s to 0.5 s (docs/PERFORMANCE.md, commit 046f7c1); at 1 s a SIGKILL could lose over a second.
     flush_interval_s: float = 0.5
     nvtx: bool = True                # NVTX ranges unless disabled
     nvtx_force: bool = False         # emit NVTX calls even when no tool is attached to receive them

@@ -4,7 +4,7 @@ Parsing a trace allocates and frees large buffers. Arrow's default pool (mimallo
 malloc both keep freed pages, so the process's peak grows with every file. The CLI entry points
 switch Arrow to the system allocator, and the loader hands freed pages back after each file and
 while it merges the ranks' events column by column (measured on 149 MB of trace: peak RSS 497 MB
-with neither, 403 MB with the per-file release; see bench/README.md for the current figure).
+with neither, 403 MB with the per-file release; see docs/PERFORMANCE.md for the current figure).
 """
 from __future__ import annotations
 
