@@ -112,12 +112,9 @@ class Engine:
         with self._cond:
             self._check_open()
             inflight = self._inflight
-            if len(entries) == 1:
-                dup = [e.name for e in entries if e.name in inflight]
-            else:
-                names = [e.name for e in entries]
-                dup = [n for n in names if n in inflight] or \
-                    [n for i, n in enumerate(names) if n in names[:i]]
+            names = [e.name for e in entries]
+            dup = [n for n in names if n in inflight] or \
+                [n for i, n in enumerate(names) if n in names[:i]]
             if dup:
                 raise ValueError(f"a collective named {dup[0]!r} is already in flight on rank "
                                  f"{self.rank}; wait for it first or give the new one another name")

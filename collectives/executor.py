@@ -39,10 +39,10 @@ class Executor:
                 V.ARG_BYTES: resp.nbytes if len(entries) > 1 else entries[0].nbytes,
                 V.ARG_DTYPE: resp.dtype, V.ARG_OP: resp.op_type, V.ARG_REDUCE_OP: resp.reduce_op,
                 V.ARG_BACKEND: resp.backend, V.ARG_THRESHOLD: self.config.fusion_threshold,
-                V.ARG_PROCESS_SET: resp.process_set, V.ARG_STEP: rec.step}
+                V.ARG_PROCESS_SET: resp.process_set, V.ARG_STEP: rec.step,
+                V.ARG_PRIORITY: resp.priority}
         if t_response is not None:
             args[V.ARG_QUEUE_NS] = rec.now() - t_response
-        args[V.ARG_PRIORITY] = resp.priority
         with rec.span(V.TID_FUSION, V.FUSED_RESPONSE, V.CAT_FUSION, args):
             run(resp, entries, comm, backend, rec)
 

@@ -36,12 +36,13 @@ class Handle:
         """Block (without spinning) until done; return the result or raise CollectiveError."""
         if not self._over:
             rec = get_recorder()
+            wait_s = -1 if timeout is None else max(timeout, 0)
             if rec.enabled:
                 with rec.span(V.TID_FRAMEWORK, V.SYNCHRONIZE, V.CAT_FRAMEWORK,
                               {V.ARG_TENSOR: self.name, V.ARG_STEP: rec.step}):
-                    done = self._done.acquire(True, -1 if timeout is None else max(timeout, 0))
+                    done = self._done.acquire(True, wait_s)
             else:
-                done = self._done.acquire(True, -1 if timeout is None else max(timeout, 0))
+                done = self._done.acquire(True, wait_s)
             if done:
                 self._done.release()   # stays open for any other waiter
             if not done:

@@ -352,6 +352,8 @@ static PyObject *core_ops_done(Core *c, PyObject *args, PyObject *kw) {
         }
         if (PyTuple_Check(key) && PyTuple_GET_SIZE(key) == 8)
             put_rec(c, K_OP, 0, NULL, NULL, key, error, t0, t, step);
+        else
+            c->dropped++;   /* not the contract's key: counted, like a full buffer's events */
         Py_DECREF(key);
     }
     Py_DECREF(seq);

@@ -94,8 +94,7 @@ class TimelineRecorder(Core):
 
     def _shutdown_args(self) -> dict:
         off, unc = self._shutdown_offset
-        return {"clock_offset_ns": off, "clock_offset_uncertainty_ns": unc,
-                "unmatched_async_ends": 0}
+        return {"clock_offset_ns": off, "clock_offset_uncertainty_ns": unc}
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Block until everything recorded so far is on disk (tests, signal handlers)."""
