@@ -60,6 +60,25 @@ def run_suite(n: int, script: str, results_dir: Path, env: dict | None = None,
     return results
 
 
+def run_checks(checks) -> dict:
+    """Called by worker scripts: run each check (a detail string on failure, None when it passed,
+    or it raises) and return this rank's results for :func:`write_results`."""
+    import time
+    import traceback
+
+    results = {}
+    for fn in checks:
+        t0 = time.perf_counter()
+        try:
+            bad = fn()
+            results[fn.__name__] = {"ok": not bad, "detail": bad or "",
+                                    "seconds": round(time.perf_counter() - t0, 3)}
+        except Exception as exc:  # record and move on; a stall error ends the job instead
+            results[fn.__name__] = {"ok": False, "detail": "".join(
+                traceback.format_exception_only(type(exc), exc)).strip()[-1500:]}
+    return results
+
+
 def write_results(results: dict) -> None:
     """Called by worker scripts: write this rank's check results to $RESULTS_DIR."""
     from mpi4py import MPI

@@ -5,7 +5,6 @@ Each check returns a detail string on failure (None when it passed) or raises. T
 """
 import os
 import sys
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -13,7 +12,7 @@ import torch  # noqa: E402
 
 import collectives.torch as hvd  # noqa: E402
 from collectives import mark_step  # noqa: E402
-from tests.mpi_util import write_results  # noqa: E402
+from tests.mpi_util import run_checks, write_results  # noqa: E402
 
 DEV = None
 
@@ -100,15 +99,8 @@ def main():
     hvd.init()
     DEV = torch.device(f"cuda:{hvd.local_rank() % torch.cuda.device_count()}")
     torch.cuda.set_device(DEV)
-    results = {}
-    for fn in (check_allreduce_dtypes_ops, check_fused_bursts_stay_on_device, check_other_ops,
-               check_distributed_optimizer_trains):
-        try:
-            bad = fn()
-            results[fn.__name__] = {"ok": not bad, "detail": bad or ""}
-        except Exception as exc:
-            results[fn.__name__] = {"ok": False, "detail": "".join(
-                traceback.format_exception_only(type(exc), exc)).strip()[-1500:]}
+    results = run_checks((check_allreduce_dtypes_ops, check_fused_bursts_stay_on_device,
+                          check_other_ops, check_distributed_optimizer_trains))
     write_results(results)
     hvd.shutdown()
 

@@ -5,14 +5,12 @@ Each check returns a detail string on failure (None when it passed) or raises.
 """
 import os
 import sys
-import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import collectives.torch as hvd  # noqa: E402
-from tests.mpi_util import write_results  # noqa: E402
+from tests.mpi_util import run_checks, write_results  # noqa: E402
 
 
 def main():
@@ -22,16 +20,7 @@ def main():
     for g in groups:
         mod = __import__(f"torch_checks_{g}")
         checks += mod.CHECKS
-    results = {}
-    for fn in checks:
-        t0 = time.perf_counter()
-        try:
-            bad = fn()
-            results[fn.__name__] = {"ok": not bad, "detail": bad or "",
-                                    "seconds": round(time.perf_counter() - t0, 3)}
-        except Exception as exc:  # record and move on; a stall error ends the job instead
-            results[fn.__name__] = {"ok": False, "detail": "".join(
-                traceback.format_exception_only(type(exc), exc)).strip()[-1500:]}
+    results = run_checks(checks)
     write_results(results)
     hvd.shutdown()
 
