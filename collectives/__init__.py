@@ -1,8 +1,10 @@
 """ringscope's collective runtime: Horovod-style negotiated, fused collectives over MPI.
 
-Framework-neutral (numpy) API; the torch frontend lives in ``collectives.torch``. Launch with
+Framework-neutral (numpy) API; the torch frontend lives in ``collectives.torch``. ``timeline``
+(:mod:`collectives.timeline`) marks regions and data-loading waits in the trace. Launch with
 ``python -m collectives.launcher -np N script.py`` (or plain ``mpiexec -n N python script.py``).
 """
+from collectives import timeline
 from collectives.api import (
                              allgather,
                              allgather_async,
@@ -54,5 +56,5 @@ __all__ = [
     "alltoall", "alltoall_async", "reducescatter", "reducescatter_async", "barrier", "join", "poll",
     "synchronize", "Average", "Sum", "Min", "Max", "Product", "ReduceOp", "ProcessSet",
     "global_process_set", "add_process_set", "remove_process_set", "Handle", "GroupHandle",
-    "CollectiveError", "ConfigError",
+    "CollectiveError", "ConfigError", "timeline",
 ]

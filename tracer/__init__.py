@@ -12,6 +12,7 @@ Runtime-facing entry points:
 Switches (environment): RINGSCOPE_TIMELINE (HOROVOD_TIMELINE), RINGSCOPE_TIMELINE_MARK_CYCLES,
 RINGSCOPE_TIMELINE_STEPS, RINGSCOPE_TIMELINE_MAX_MB, RINGSCOPE_TIMELINE_CAP_MODE,
 RINGSCOPE_TIMELINE_KEEP_PARTS, RINGSCOPE_TIMELINE_BUFFER_EVENTS, RINGSCOPE_TIMELINE_FLUSH_S,
+RINGSCOPE_TIMELINE_COUNTERS_HZ,
 RINGSCOPE_DISABLE_NVTX (HOROVOD_DISABLE_NVTX_RANGES, NVTX_DISABLE), RINGSCOPE_NVTX_ALWAYS.
 See docs/TRACE_FORMAT.md.
 """
@@ -75,9 +76,12 @@ def _start(path_spec: str, source: str, mark_cycles: bool | None):
 
 
 def configure(meta: dict):
-    """Configure the timeline from the environment and install the recorder; returns it."""
+    """Configure the timeline from the environment and install the recorder; returns it. The
+    calling thread becomes the framework thread (phases and regions there go on TID_FRAMEWORK)."""
     from tracer.config import settings_from_env
+    from tracer.recorder import set_framework_thread
     settings = settings_from_env()
+    set_framework_thread()
     _state["settings"], _state["meta"] = settings, _full_meta(meta, settings)
     _replace(None)
     get_recorder().step = -1   # a new run starts before its first step

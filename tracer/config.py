@@ -23,6 +23,7 @@ class TimelineConfigError(ValueError):
 
 
 DYNAMIC = "DYNAMIC"
+MAX_COUNTERS_HZ = 1000.0   # a sample costs ~20 us of the tracer's thread: keep it under 2 % of a core
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
 
@@ -45,6 +46,7 @@ class TimelineSettings:
     flush_interval_s: float = 0.5
     nvtx: bool = True                # NVTX ranges unless disabled
     nvtx_force: bool = False         # emit NVTX calls even when no tool is attached to receive them
+    counters_hz: float = 10.0        # system counters (CPU, RSS, load, GPU) per second; 0 = off
 
 
 def _env(env, *names):
@@ -117,6 +119,13 @@ def settings_from_env(env=None) -> TimelineSettings:
     s.nvtx = not (_flag(env, "RINGSCOPE_DISABLE_NVTX") or _flag(env, "HOROVOD_DISABLE_NVTX_RANGES")
                   or _flag(env, "NVTX_DISABLE"))
     s.nvtx_force = _flag(env, "RINGSCOPE_NVTX_ALWAYS")
+    hz = _number(env, "RINGSCOPE_TIMELINE_COUNTERS_HZ", float, 0)
+    if hz is not None:
+        if not hz <= MAX_COUNTERS_HZ:   # also refuses nan and inf
+            raise TimelineConfigError(f"RINGSCOPE_TIMELINE_COUNTERS_HZ="
+                                      f"{env['RINGSCOPE_TIMELINE_COUNTERS_HZ']!r}: must be at most "
+                                      f"{MAX_COUNTERS_HZ:g}")
+        s.counters_hz = hz
     return s
 
 

@@ -35,8 +35,15 @@ def head_width(meta: dict) -> int:
     return max(MIN_HEAD_ROOM, 2 * len(head_line(meta)))
 
 
-def metadata_events(pid: int, meta: dict) -> list[dict]:
-    """process_name/sort_index and thread_name/sort_index events for one rank."""
+def thread_events(pid: int, tid: int, name: str) -> list[dict]:
+    """The thread_name and thread_sort_index events of one thread."""
+    return [{"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}},
+            {"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}}]
+
+
+def metadata_events(pid: int, meta: dict, threads: dict | None = None) -> list[dict]:
+    """process_name/sort_index events for one rank, and thread_name/sort_index events for its
+    fixed threads and for ``threads`` ({tid: name}: the other OS threads named so far)."""
     host = meta.get("host") or "?"
     evs = [
         {"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
@@ -44,8 +51,6 @@ def metadata_events(pid: int, meta: dict) -> list[dict]:
         {"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0,
          "args": {"sort_index": int(meta.get("rank", pid))}},
     ]
-    for tid, tname in vocab.THREAD_NAMES.items():
-        evs.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": tname}})
-        evs.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid,
-                    "args": {"sort_index": tid}})
+    for tid, tname in {**vocab.THREAD_NAMES, **(threads or {})}.items():
+        evs += thread_events(pid, tid, tname)
     return evs

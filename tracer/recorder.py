@@ -13,6 +13,10 @@
     rec.complete(tid, name, cat, t0_ns, t1_ns, args=None)   # an X span measured by the caller
     rec.instant(tid, name, cat, args=None, ts_ns=None)
     rec.counter(name, value, ts_ns=None)                    # a "C" event, one track per name
+    rec.thread_tid()                # the tid for a phase or region of the calling thread:
+                                    # TID_FRAMEWORK on the framework thread (see
+                                    # set_framework_thread), else TID_USER_BASE + k, named after
+                                    # the thread in the trace on its first use
     rec.ready(names, rank, process_set, ts_ns)              # one READY instant (coordinator)
     rec.ops_done(ops, t_done_ns, error=None)                # lifecycles of finished ops (OPS)
     rec.mark_step(step=None)
@@ -20,6 +24,7 @@
     rec.set_clock_offset(offset_ns, uncertainty_ns, when)   # when = "init" | "shutdown"
     rec.close()
     set_inflight(mapping_name_to_op)                        # module level: ops submitted, not done
+    set_framework_thread(ident=None)                        # module level: the training thread
 
 Every event but counters carries ``args.step``: the recorder adds the step of the call (of the
 begin, for a span) when the args have none. ``rec.mark_cycles`` says whether the engine should
@@ -39,8 +44,10 @@ Names, tids, cats and arg keys come from :mod:`tracer.vocab`.
 """
 from __future__ import annotations
 
+import threading
 import time
 
+from tracer import vocab
 from tracer._record import IDLE
 
 _now = time.perf_counter_ns
@@ -74,6 +81,9 @@ class NullRecorder:
     def counter(self, name, value, ts_ns=None):
         pass
 
+    def thread_tid(self) -> int:
+        return vocab.TID_FRAMEWORK
+
     def ready(self, names, rank, process_set, ts_ns=None):
         pass
 
@@ -97,6 +107,20 @@ class NullRecorder:
 
 _recorder = NullRecorder()
 _inflight = None
+_framework_ident: int | None = None
+
+
+def set_framework_thread(ident: int | None = None) -> None:
+    """Make the thread ``ident`` (default: the calling one) the framework thread, whose phases and
+    regions go on TID_FRAMEWORK with STEP and SYNCHRONIZE. ``tracer.configure`` (run by ``init``)
+    sets it; until then it is the main thread."""
+    global _framework_ident
+    _framework_ident = threading.get_ident() if ident is None else ident
+
+
+def framework_thread() -> int:
+    """The framework thread's ident (see :func:`set_framework_thread`)."""
+    return threading.main_thread().ident if _framework_ident is None else _framework_ident
 
 
 def set_inflight(ops_by_name) -> None:

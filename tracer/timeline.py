@@ -3,18 +3,22 @@
 The recording calls are :class:`tracer._record.Core`'s, in C: each appends one fixed-size record to
 a preallocated buffer under the GIL (a full buffer drops the event and counts it). The writer
 thread (:mod:`tracer.writer`) formats a whole flush in one batch. This class adds what happens
-once a step or once a run: steps and their window, metadata, flush and close.
+once a step or once a run: steps and their window, metadata, the tids of other OS threads, the
+system counters' thread (:mod:`tracer.counters`), flush and close.
 :class:`NvtxRecorder` is the same with NVTX ranges from ``span``/``begin``/``end``.
 """
 from __future__ import annotations
 
+import itertools
+import threading
 import time
 from pathlib import Path
 
-from tracer import vocab
+from tracer import recorder, vocab
 from tracer._record import IDLE, Core, Formatter
 from tracer.clock import wall_ns
 from tracer.config import TimelineSettings
+from tracer.counters import CounterThread
 from tracer.format import dumps
 from tracer.tracefile import TraceFile
 from tracer.writer import TimelineWriter
@@ -44,18 +48,41 @@ class TimelineRecorder(Core):
         self.meta["base_epoch_ns"] = wall_ns() - (_now() - self.base_ns)
         self.meta["mark_cycles"] = self.mark_cycles
         self.meta["steps_window"] = list(self._window) if self._window else None
+        self.meta["counters_hz"] = settings.counters_hz
         self._step_t0 = self.base_ns
         pid = int(self.meta.get("rank", 0))
         f = TraceFile(self.path, self.meta, pid, self.base_ns, Formatter(pid, dumps, VOCAB),
                       settings.max_bytes, settings.cap_mode, settings.keep_parts)
         self._writer = TimelineWriter(self, f, settings.flush_interval_s)
         self.enabled = self._in_window(step)
+        self._threads = threading.local()    # .tid: the calling thread's (see thread_tid)
+        self._user_k = itertools.count()
+        self._counters = CounterThread(self, settings.counters_hz, int(meta.get("local_rank") or 0)) \
+            if settings.counters_hz > 0 else None
 
     def _in_window(self, step: int) -> bool:
         w = self._window
         if w is None:
             return not self.closed
         return w[0] <= step and (w[1] is None or step < w[1])
+
+    def thread_tid(self) -> int:
+        """TID_FRAMEWORK on the framework thread, else TID_USER_BASE + k for the k-th other thread
+        (named after it in the trace; threads past the 500th share the last tid)."""
+        tid = getattr(self._threads, "tid", None)
+        if tid is None:
+            tid = self._threads.tid = self._new_thread_tid()
+        return tid
+
+    def _new_thread_tid(self) -> int:
+        if threading.get_ident() == recorder.framework_thread():
+            return vocab.TID_FRAMEWORK
+        last = vocab.TID_TENSOR_BASE - vocab.TID_USER_BASE - 1
+        k = next(self._user_k)
+        if k <= last:
+            self._writer.name_thread(vocab.TID_USER_BASE + k, threading.current_thread().name
+                                     if k < last else "other threads")
+        return vocab.TID_USER_BASE + min(k, last)
 
     # ---- steps, metadata, lifecycle -----------------------------------------------------------
     def mark_step(self, step=None):
@@ -103,6 +130,8 @@ class TimelineRecorder(Core):
     def close(self):
         """Write the SHUTDOWN instant and finish the file (idempotent)."""
         first = not self.closed
+        if self._counters is not None:
+            self._counters.stop()
         self._stop()
         if first:
             self._writer.close(self._shutdown_args)

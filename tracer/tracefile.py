@@ -46,6 +46,7 @@ class TraceFile:
         self.capped = False          # stop mode: the cap was hit, later events are discarded
         self.discarded = 0           # events not written because of the cap
         self.lines_written = 0
+        self.threads: dict[int, str] = {}   # other OS threads' tids (vocab.TID_USER_BASE + k) -> name
         self._fd = None
         self._open(self.path)
 
@@ -55,7 +56,7 @@ class TraceFile:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         meta = dict(self.meta, part=self.part)
         self._head_width = fmt.head_width(meta)
-        first = [fmt.dumps(e) for e in fmt.metadata_events(self.pid, meta)]
+        first = [fmt.dumps(e) for e in fmt.metadata_events(self.pid, meta, self.threads)]
         body = fmt.head_line(meta, self._head_width) + fmt.HEAD_SUFFIX + _SEP.join(first)
         os.pwrite(self._fd, body + fmt.TAIL, 0)
         self.pos = len(body)
@@ -78,6 +79,12 @@ class TraceFile:
             return False
         os.pwrite(self._fd, line, 0)
         return True
+
+    def name_thread(self, tid: int, name: str) -> None:
+        """Write the metadata lines naming thread ``tid`` (and name it again in later parts)."""
+        self.threads[tid] = name
+        lines = fmt.thread_events(self.pid, tid, name)
+        self.write(_SEP.join(map(fmt.dumps, lines)), len(lines))
 
     def close(self) -> None:
         if self._fd is not None:

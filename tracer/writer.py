@@ -51,6 +51,10 @@ class TimelineWriter:
         """Write everything buffered so far; True when it is on disk."""
         return self._request("flush", None, timeout)
 
+    def name_thread(self, tid: int, name: str) -> None:
+        """Name thread ``tid`` in the file, before the next flush's events (non-blocking)."""
+        self._request("thread", (tid, name), timeout=None)
+
     def update_meta(self, meta: dict) -> None:
         """Rewrite the file's metadata (non-blocking)."""
         self._request("meta", dict(meta), timeout=None)
@@ -80,6 +84,9 @@ class TimelineWriter:
             n = len(self._requests)   # requests appended meanwhile wait for the next round
             reqs = self._requests[:n]
             del self._requests[:n]
+            for kind, payload, _ in reqs:
+                if kind == "thread":
+                    self._guard(self.file.name_thread, *payload)
             self._drain()
             for kind, payload, done in reqs:
                 if kind == "meta":

@@ -13,6 +13,7 @@ from typing import Any
 
 import collectives as _core
 from collectives import process_sets as _ps
+from collectives import timeline  # noqa: F401  (hvd.timeline.region / wrap_loader / watch)
 from collectives.handles import CollectiveError as HorovodInternalError  # noqa: F401
 from collectives.ops import Average, Max, Min, Product, Sum  # noqa: F401
 from collectives.torch.autograd import (  # noqa: F401

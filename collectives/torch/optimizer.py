@@ -4,6 +4,9 @@ A post-accumulate-grad hook on every parameter starts an async allreduce as soon
 ready, so communication overlaps the rest of the backward pass; ``step()`` waits for them all and then
 runs the wrapped optimizer's update. Sparse gradients are allgathered (indices and values) unless
 ``sparse_as_dense``; on a rank outside its ``process_set`` the optimizer is a plain local one.
+With the timeline on, each backward pass is a BACKWARD span (from its first gradient hook to the
+end of the pass, when its last gradient has been submitted) and each ``step()`` an OPTIMIZER_STEP
+span, both on the framework thread's tid.
 """
 from __future__ import annotations
 
@@ -15,8 +18,10 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, overload
 import torch
 
 import tracer
+from collectives.timeline import close_span, open_span
 from collectives.torch import mpi_ops as ops
 from collectives.torch.compression import Compression, Compressor
+from tracer import vocab
 
 if TYPE_CHECKING:
     from collectives.api import OpArg
@@ -60,6 +65,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._group_ready: dict[tuple[torch.Tensor, ...], set[torch.Tensor]] = {}  # group -> params ready
         self._handles: dict[torch.Tensor, _Pending] = {}
         self._hook_handles: list[Any] = []
+        self._backward: Any = None   # the open BACKWARD span of the running backward pass
         self._synchronized = False
         self._should_synchronize = True
         self._register_hooks()
@@ -109,7 +115,20 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for p in self._requires_update:
             self._hook_handles.append(p.register_post_accumulate_grad_hook(self._on_grad_ready))
 
+    def _open_backward(self) -> None:
+        """At a pass's first gradient: open BACKWARD, and have autograd close it when the pass ends
+        (all its hooks, so all its submissions, done)."""
+        self._backward = open_span(vocab.BACKWARD, vocab.CAT_PHASE, vocab.TID_FRAMEWORK)
+        if self._backward is not None:
+            torch.autograd.Variable._execution_engine.queue_callback(self._close_backward)
+
+    def _close_backward(self) -> None:
+        opened, self._backward = self._backward, None
+        close_span(opened)
+
     def _on_grad_ready(self, p: torch.Tensor) -> None:
+        if self._backward is None:
+            self._open_backward()
         if self._delay[p] <= 0:
             raise AssertionError(
                 "gradients were computed more than backward_passes_per_step times before step(); "
@@ -222,6 +241,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     @overload
     def step(self, closure: Callable[[], float]) -> float: ...
     def step(self, closure: Callable[[], float] | None = None) -> float | None:
+        self._close_backward()   # left open only by a backward pass that raised
+        opened = open_span(vocab.OPTIMIZER_STEP, vocab.CAT_PHASE, vocab.TID_FRAMEWORK)
+        try:
+            result = self._synchronize_and_step(closure)
+        finally:
+            close_span(opened)
+        tracer.mark_step()
+        return result
+
+    def _synchronize_and_step(self, closure: Callable[[], float] | None) -> float | None:
         if self._should_synchronize:
             if self._synchronized:
                 # reducing already-reduced gradients again would be wasted (or, for op=Sum, wrong);
@@ -230,13 +259,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                               "context after optimizer.synchronize(). The gradients are used as "
                               "they are, already reduced; call step() inside "
                               "optimizer.skip_synchronize() after synchronize() to avoid this "
-                              "warning.", stacklevel=3)   # past torch's step() hook wrapper
+                              "warning.", stacklevel=4)   # past step() and torch's step() hook wrapper
             else:
                 self.synchronize()
         self._synchronized = False
-        result = super(self.__class__, self).step(closure)
-        tracer.mark_step()
-        return result
+        return super(self.__class__, self).step(closure)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         if any(h is not None for h, _ in self._handles.values()):

@@ -11,14 +11,18 @@ _VARS = ("RINGSCOPE_TIMELINE", "HOROVOD_TIMELINE", "RINGSCOPE_TIMELINE_MARK_CYCL
          "HOROVOD_TIMELINE_MARK_CYCLES", "RINGSCOPE_TIMELINE_STEPS", "RINGSCOPE_TIMELINE_MAX_MB",
          "RINGSCOPE_TIMELINE_CAP_MODE", "RINGSCOPE_TIMELINE_KEEP_PARTS",
          "RINGSCOPE_TIMELINE_BUFFER_EVENTS", "RINGSCOPE_TIMELINE_FLUSH_S", "RINGSCOPE_DISABLE_NVTX",
-         "HOROVOD_DISABLE_NVTX_RANGES", "NVTX_DISABLE", "RINGSCOPE_NVTX_ALWAYS")
+         "HOROVOD_DISABLE_NVTX_RANGES", "NVTX_DISABLE", "RINGSCOPE_NVTX_ALWAYS",
+         "RINGSCOPE_TIMELINE_COUNTERS_HZ")
 
 
 @pytest.fixture
 def env(monkeypatch):
-    """Clear every timeline switch; returns a setter ``env(NAME=value, ...)``."""
+    """Clear every timeline switch; returns a setter ``env(NAME=value, ...)``. The system counters
+    are off (RINGSCOPE_TIMELINE_COUNTERS_HZ=0) so that tests can count events exactly; the tests
+    of the counters set a rate."""
     for v in _VARS:
         monkeypatch.delenv(v, raising=False)
+    monkeypatch.setenv("RINGSCOPE_TIMELINE_COUNTERS_HZ", "0")
 
     def set_(**kv):
         for k, v in kv.items():
