@@ -15,9 +15,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_SCRIPT = ROOT / "collectives" / "torch" / "demo_train.py"
-SCENARIOS = ("healthy", "straggler", "tiny-tensors", "large-tensors", "hang")
+SCENARIOS = ("healthy", "straggler", "tiny-tensors", "large-tensors", "hang", "slow-data",
+             "cpu-contention")
 DEFAULT_STEPS = {"healthy": 20, "straggler": 20, "tiny-tensors": 20, "large-tensors": 10,
-                 "hang": 8}
+                 "hang": 8, "slow-data": 20, "cpu-contention": 20}
 # scenario -> (extra launcher options, extra environment)
 SETTINGS = {
     "healthy": ([], {}),
@@ -26,6 +27,8 @@ SETTINGS = {
     "large-tensors": ([], {}),
     "hang": ([], {"RINGSCOPE_STALL_CHECK_TIME_SECONDS": "1",
                   "RINGSCOPE_STALL_SHUTDOWN_TIME_SECONDS": "4"}),
+    "slow-data": ([], {}),        # rank 2's loader sleeps 40 ms per batch
+    "cpu-contention": ([], {}),   # rank 2 shares its core with 3 busy processes
 }
 TRAIN_TIMEOUT_S = 600
 

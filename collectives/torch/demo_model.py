@@ -7,6 +7,8 @@ Each scenario gets its own parameter mix (counts and sizes are what the timeline
 """
 from __future__ import annotations
 
+import time
+
 import torch
 from torch import nn
 
@@ -64,3 +66,21 @@ def synthetic_batch(model: DemoNet, batch: int, generator: torch.Generator):
     x = torch.randn(batch, model.in_dim, generator=generator)
     y = (x[:, :10].argmax(dim=1)).long()
     return x, y
+
+
+class SyntheticBatches(torch.utils.data.IterableDataset):
+    """``batches`` synthetic batches for ``model`` (a DataLoader with ``batch_size=None`` serves
+    them); ``delay_s`` is slept before each one, as a slow storage or decoder would."""
+
+    def __init__(self, model: DemoNet, batch: int, batches: int, seed: int, delay_s: float = 0.0):
+        self.model, self.batch, self.batches, self.seed, self.delay_s = model, batch, batches, seed, delay_s
+
+    def __iter__(self):
+        gen = torch.Generator().manual_seed(self.seed)
+        for _ in range(self.batches):
+            if self.delay_s:
+                time.sleep(self.delay_s)
+            yield synthetic_batch(self.model, self.batch, gen)
+
+    def __len__(self) -> int:
+        return self.batches
