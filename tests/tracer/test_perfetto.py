@@ -153,3 +153,56 @@ def test_perfetto_shows_each_tensor_on_its_own_named_thread(env, tmp_path):
     want = [(n, 1_000_000 * s + 10_000 * i, 500_000 - 10_000 * i)
             for s in range(3) for i, n in enumerate(names)]
     assert got[:-1] == want and got[-1][:2] == ("allreduce.hung", 4_000_000) and got[-1][2] < 0
+
+
+def test_perfetto_draws_phases_regions_and_system_counters(env, tmp_path):
+    """Issue 28's events as the runtime writes them: phases and regions nested on the framework
+    thread and on another OS thread (named), and the system counters: Perfetto imports them
+    without a problem, one counter track per system counter with every sample, and each span on
+    its thread."""
+    from collectives import timeline
+
+    env(RINGSCOPE_TIMELINE=str(tmp_path) + "/", RINGSCOPE_TIMELINE_COUNTERS_HZ="40")
+    rec = tracer.configure({"rank": 2, "size": 4, "host": "node0"})
+    for _ in range(3):
+        tracer.mark_step()
+        for _ in timeline.wrap_loader([1]):
+            with timeline.region("augment"):
+                _busy(2000)
+        with timeline.region("train"):
+            span = timeline.open_span(v.FORWARD, v.CAT_PHASE)
+            _busy(3000)
+            timeline.close_span(span)
+        th = threading.Thread(target=lambda: timeline.region("prefetch")(_busy)(4000),
+                              name="prefetcher")
+        th.start()
+        th.join()
+        with rec.span(v.TID_FRAMEWORK, v.OPTIMIZER_STEP, v.CAT_PHASE):
+            with rec.span(v.TID_FRAMEWORK, v.SYNCHRONIZE, v.CAT_FRAMEWORK):
+                _busy(2000)
+    tracer.mark_step()
+    import time
+    time.sleep(0.3)
+    tracer.close()
+    bad, _ = perfetto_import_stats(rec.path, ARTIFACTS / "tracer_perfetto_phases_counters.png")
+    assert bad == [], f"Perfetto import problems: {bad}"
+    written: dict = {}
+    for e in json.loads(rec.path.read_text())["traceEvents"]:
+        if e["ph"] == "C":
+            written[e["name"]] = written.get(e["name"], 0) + 1
+    assert set(written) == {v.COUNTER_CPU_PCT, v.COUNTER_RSS_MB, v.COUNTER_LOAD1}
+    # Chrome's JSON counters: a track per arg of the name, "<name> <arg>", in the rank's process
+    tracks = perfetto_query(rec.path, "select t.name as name, p.pid as pid, count(c.id) as n "
+                                      "from process_counter_track t join process p using(upid) "
+                                      "join counter c on c.track_id = t.id group by t.name",
+                            ["name", "pid", "n"])
+    assert {name: (pid, int(n)) for name, pid, n in tracks} == \
+        {f"{name} value": ("2", n) for name, n in written.items()}
+    rows = perfetto_query(rec.path, "select s.name as slice, t.name as thread, s.depth as depth "
+                                    "from slice s join thread_track tt on s.track_id = tt.id "
+                                    "join thread t using(utid) where s.category in ('phase', 'region') "
+                                    "order by s.ts", ["slice", "thread", "depth"])
+    assert rows == [[v.DATA_WAIT, "framework", "1"], ["augment", "framework", "1"],
+                    [v.DATA_WAIT, "framework", "1"], ["train", "framework", "1"],
+                    [v.FORWARD, "framework", "2"], ["prefetch", "prefetcher", "0"],
+                    [v.OPTIMIZER_STEP, "framework", "1"]] * 3   # depth 0 on the framework: STEP
