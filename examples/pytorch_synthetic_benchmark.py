@@ -1,4 +1,5 @@
-"""A Horovod-style PyTorch training script; only the import line differs from Horovod's.
+"""A Horovod-style PyTorch training script; only the import line differs from Horovod's, and the
+two optional ``hvd.timeline`` lines that put data waits and forward passes in the timeline.
 
     ringscope run -np 4 examples/pytorch_synthetic_benchmark.py --epochs 2
     ringscope run -np 4 --timeline runs/example/ examples/pytorch_synthetic_benchmark.py
@@ -79,6 +80,11 @@ def main():
     # (5) start every rank from rank 0's weights and optimizer state
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+
+    # (optional, ringscope only) the timeline shows each wait for a batch (DATA_WAIT) and each
+    # forward pass (FORWARD); DistributedOptimizer adds BACKWARD and OPTIMIZER_STEP by itself
+    loader = hvd.timeline.wrap_loader(loader)
+    hvd.timeline.watch(model)
 
     for epoch in range(args.epochs):
         model.train()

@@ -66,3 +66,62 @@ def test_demo_command_line_per_scenario(tmp_path):
     ns = demo.parse(["--scenario", "hang"])
     _, env = demo.train_command(ns, tmp_path)
     assert float(env["RINGSCOPE_STALL_SHUTDOWN_TIME_SECONDS"]) > 0
+
+
+def _phase_medians(run_dir):
+    """{rank: {phase: median ms over the steps >= 0}} from the demo's traces."""
+    import json
+    import statistics
+
+    from tracer import vocab as v
+    out = {}
+    for r in range(4):
+        evs = json.loads((run_dir / f"rank-{r:05d}.json").read_text())["traceEvents"]
+        durs: dict = {}
+        for e in evs:
+            if e["ph"] == "X" and e.get("cat") == v.CAT_PHASE and e["args"]["step"] >= 0:
+                durs.setdefault(e["name"], []).append(e["dur"] / 1000)
+        out[r] = {k: statistics.median(d) for k, d in durs.items()}
+    return out
+
+
+def _busy_processes():
+    from pathlib import Path
+    found = []
+    for p in Path("/proc").iterdir():
+        try:
+            if p.name.isdigit() and b"parent = os.getppid()" in (p / "cmdline").read_bytes():
+                found.append(int(p.name))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.parametrize("scenario", ["slow-data", "cpu-contention"])
+def test_scenario_plants_its_cause_in_rank_2s_phases(tmp_path, scenario):
+    """A real 4-rank run: slow-data makes rank 2's batch waits ~40 ms longer, cpu-contention its
+    forward and backward slower (its core shared with busy processes, which are gone after)."""
+    from tracer import vocab as v
+    out = tmp_path / scenario
+    proc, _ = _demo(["--ranks", "4", "--scenario", scenario, "--steps", "6", "--out", str(out),
+                     "--no-view"])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    med = _phase_medians(out)
+    assert all(set(v.PHASES) <= set(m) for m in med.values()), med
+    others = [med[r] for r in (0, 1, 3)]
+    if scenario == "slow-data":
+        assert med[2][v.DATA_WAIT] >= 35 and max(m[v.DATA_WAIT] for m in others) < 10, med
+    else:
+        def compute(m):
+            return m[v.FORWARD] + m[v.BACKWARD]
+        assert compute(med[2]) > 1.5 * max(compute(m) for m in others), med
+        assert _busy_processes() == []
+
+
+def test_new_scenarios_on_the_command_line(tmp_path):
+    from viewer import demo
+    for scenario in ("slow-data", "cpu-contention"):
+        ns = demo.parse(["--scenario", scenario, "--out", str(tmp_path)])
+        cmd, _ = demo.train_command(ns, tmp_path)
+        assert cmd[cmd.index("--scenario") + 1] == scenario
+        assert cmd[cmd.index("--steps") + 1] == str(demo.DEFAULT_STEPS[scenario])

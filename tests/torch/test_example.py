@@ -1,8 +1,10 @@
 """The Horovod-style example runs unchanged (but for its import line) under `ringscope run -np 4`."""
+import json
 import subprocess
 import sys
 
 from tests.mpi_util import ROOT, mpi_env
+from tracer import vocab as v
 
 EXAMPLE = ROOT / "examples" / "pytorch_synthetic_benchmark.py"
 
@@ -30,3 +32,8 @@ def test_example_runs_on_four_ranks(tmp_path):
     assert "weights identical on all ranks: True" in proc.stdout
     assert sorted(p.name for p in tmp_path.glob("rank-*.json")) == \
         [f"rank-{r:05d}.json" for r in range(4)]
+    for f in tmp_path.glob("rank-*.json"):    # 256 samples / 4 ranks / 32 = 2 steps per rank
+        names = [e["name"] for e in json.loads(f.read_text())["traceEvents"]
+                 if e.get("cat") == v.CAT_PHASE]
+        assert {n: names.count(n) for n in v.PHASES} == {v.DATA_WAIT: 3, v.FORWARD: 2,
+                                                         v.BACKWARD: 2, v.OPTIMIZER_STEP: 2}, f
