@@ -12,10 +12,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
-STEPS=${STEPS:-4}
 SCENARIOS=("$@")
-[ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(healthy straggler tiny-tensors large-tensors hang)
+[ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(healthy straggler tiny-tensors large-tensors hang slow-data cpu-contention)
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 for s in "${SCENARIOS[@]}"; do
+  # the root-cause scenarios compare phases step by step: a few more steps (STEPS= overrides both)
+  case "$s" in slow-data|cpu-contention) n=${STEPS:-6} ;; *) n=${STEPS:-4} ;; esac
   out="sample_traces/$s"
   rm -rf "$out"
   mkdir -p "$out"
@@ -25,7 +27,7 @@ for s in "${SCENARIOS[@]}"; do
     # job down, and once the stall inspector has reported it, the whole job gets SIGKILL, so no rank
     # closes its trace. (`ringscope demo --scenario hang` instead ends by the stall-shutdown error.)
     RINGSCOPE_STALL_CHECK_TIME_SECONDS=1 PYTHONPATH=. setsid "$PY" -m collectives.launcher -np 4 \
-      --timeline "$out/" collectives/torch/demo_train.py --scenario hang --steps "$STEPS" --hang-step 1 &
+      --timeline "$out/" collectives/torch/demo_train.py --scenario hang --steps "$n" --hang-step 1 &
     job=$!
     for _ in $(seq 120); do
       grep -qs '"STALL"' "$out/rank-00000.json" && break
@@ -35,10 +37,11 @@ for s in "${SCENARIOS[@]}"; do
     kill -9 -- "-$job" 2>/dev/null || true
     wait "$job" 2>/dev/null || true
   else
-    "$PY" -m viewer.cli demo --scenario "$s" --ranks 4 --steps "$STEPS" --out "$out" --no-view
+    "$PY" -m viewer.cli demo --scenario "$s" --ranks 4 --steps "$n" --out "$out" --no-view
   fi
   rm -rf "$out/.ringscope-cache"
   gzip -9 -f "$out"/*.json   # the viewer reads .json.gz directly; ~15x smaller to commit
   du -sh "$out"
+  echo "load after $s: $(cut -d' ' -f1-3 /proc/loadavg)"
   "$PY" -m viewer.cli summarize "$out" --top 5 --no-cache || true
 done

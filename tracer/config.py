@@ -23,7 +23,7 @@ class TimelineConfigError(ValueError):
 
 
 DYNAMIC = "DYNAMIC"
-MAX_COUNTERS_HZ = 1000.0   # a sample costs ~20 us of the tracer's thread: keep it under 2 % of a core
+MAX_COUNTERS_HZ = 1000.0   # a sample takes 5-30 us of the tracer's thread: at most a few % of a core
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
 
