@@ -85,7 +85,9 @@ def test_regions_nest_on_every_thread(env, tmp_path):  # noqa: F811
     assert names[v.TID_USER_BASE] == "prefetcher" and names[v.TID_FRAMEWORK] == "framework"
 
 
-def test_region_rejects_a_bad_name():
+def test_region_rejects_a_bad_name_and_is_in_the_numpy_api_too():
+    import collectives
+    assert collectives.timeline is hvd.timeline and "timeline" in collectives.__all__
     with pytest.raises(ValueError, match="non-empty string"):
         hvd.timeline.region("")
 
