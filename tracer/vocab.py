@@ -144,6 +144,23 @@ COUNTER_BYTES_IN_FLIGHT = "bytes_in_flight"    # bytes of those ops
 COUNTER_FUSION_FILL = "fusion_buffer_fill"     # bytes packed into the fusion buffer per response
 COUNTER_EVENTS_DROPPED = "events_dropped"      # written by the tracer: events lost to a full buffer
 
+# ---- framework phases (issue 28): X spans, cat CAT_PHASE, on the thread that ran them ----------
+CAT_PHASE = "phase"            # DATA_WAIT, FORWARD, BACKWARD, OPTIMIZER_STEP
+CAT_REGION = "region"          # a user's hvd.timeline.region(name): name = the user's name
+DATA_WAIT = "DATA_WAIT"        # the training loop waited for its next batch (wrap_loader)
+FORWARD = "FORWARD"            # one call of the watched root module (watch)
+BACKWARD = "BACKWARD"          # first gradient hook -> last gradient submitted (DistributedOptimizer)
+OPTIMIZER_STEP = "OPTIMIZER_STEP"  # DistributedOptimizer.step(), including its synchronize
+PHASES = (DATA_WAIT, FORWARD, BACKWARD, OPTIMIZER_STEP)
+TID_USER_BASE = 500            # + k: the k-th other OS thread that recorded a phase or region
+# ---- system counters (issue 28): "C" events, one track each, sampled by the tracer's thread -------
+COUNTER_CPU_PCT = "cpu_pct"            # this process's CPU use since the last sample, % of one core
+COUNTER_RSS_MB = "rss_mb"              # resident set size, MiB
+COUNTER_LOAD1 = "load1"                # host's 1-minute load average
+COUNTER_GPU_UTIL_PCT = "gpu_util_pct"  # NVML utilization.gpu of the rank's device
+COUNTER_GPU_MEM_MB = "gpu_mem_mb"      # NVML memory used on the rank's device, MiB
+SYSTEM_COUNTERS = (COUNTER_CPU_PCT, COUNTER_RSS_MB, COUNTER_LOAD1, COUNTER_GPU_UTIL_PCT, COUNTER_GPU_MEM_MB)
+
 # ---- argument keys (``args``) -------------------------------------------------------------
 ARG_TENSOR = "tensor"          # tensor name (str)
 ARG_TENSORS = "tensors"        # list of tensor names in a fused response (and in a READY, format 2)
