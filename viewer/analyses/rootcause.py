@@ -34,7 +34,8 @@ COUNTER_FLOOR = {V.COUNTER_CPU_PCT: 10.0, V.COUNTER_RSS_MB: 100.0, V.COUNTER_LOA
                  V.COUNTER_GPU_UTIL_PCT: 10.0, V.COUNTER_GPU_MEM_MB: 500.0}
 COUNTER_UNITS = {V.COUNTER_CPU_PCT: "%", V.COUNTER_RSS_MB: "MiB", V.COUNTER_LOAD1: "",
                  V.COUNTER_GPU_UTIL_PCT: "%", V.COUNTER_GPU_MEM_MB: "MiB"}
-COLUMNS = ["rank", "pct_last", "lateness_ns", "steps_compared", "phases_known", "cause", "excess_ns", "share_pct",
+COLUMNS = ["rank", "pct_last", "lateness_ns", "steps_compared", "phases_known", "cause", "explained_by", "excess_ns",
+           "share_pct",
            *[p.replace("_ns", "_excess_ns") for p in PHASES], "counters", "message"]
 
 
@@ -124,9 +125,9 @@ def root_causes(bd, neg, late, events):
     Returns:
         DataFrame ``COLUMNS``, one row per late rank: ``cause`` is the phase bucket that explains most
         (e.g. ``data_wait_ns``), ``"unexplained"`` when none does, ``"unknown"`` when the rank recorded
-        no phases; ``excess_ns`` / ``share_pct``: the named phases' excess per step and its share of
-        the lateness; ``<phase>_excess_ns`` each; ``counters``: the counters that differ (list of
-        dicts); ``message``: the sentence for the findings.
+        no phases; ``explained_by``: every phase that passed, in words; ``excess_ns`` / ``share_pct``:
+        the named phases' excess per step and its share of the lateness; ``<phase>_excess_ns`` each;
+        ``counters``: the counters that differ (list of dicts); ``message``: the sentence for the findings.
     """
     import pandas as pd
 
@@ -170,7 +171,8 @@ def root_causes(bd, neg, late, events):
             has = events["name"].isin(list(COUNTER_FLOOR)).any()
             msg += "; no system counter differs from the others'" if has else "; the trace has no system counters"
         rows.append({"rank": r, "pct_last": float(lr["pct_last"]), "lateness_ns": late_ns, "steps_compared": n,
-                     "phases_known": known, "cause": cause, "excess_ns": total if named else 0.0,
+                     "phases_known": known, "cause": cause,
+                     "explained_by": ", ".join(PHASES[p] for p in named), "excess_ns": total if named else 0.0,
                      "share_pct": share if named else 0.0,
                      **{p.replace("_ns", "_excess_ns"): excess.get(p) for p in PHASES},
                      "counters": diffs, "message": msg})
