@@ -111,3 +111,21 @@ def test_phase_on_another_thread_and_region(tmp_path):
     assert region["step"].tolist() == [0, 1]   # the STEP span holding it, not its args
     bd = run.breakdown()
     assert (bd["data_wait_ns"] == 3 * MS).all() and (bd["other_ns"] == 7 * MS).all()
+
+
+def test_one_step_number_twice_is_one_row(tmp_path):
+    """mark_step(n) with the same n twice: both STEP spans are that step, once, summed."""
+    from tracer.config import TimelineSettings
+    from tracer.timeline import TimelineRecorder
+
+    rec = TimelineRecorder({"rank": 0, "size": 1}, TimelineSettings(spec=str(tmp_path) + "/"),
+                           tmp_path / "rank-00000.json")
+    t = rec.now()
+    rec.step = 3
+    for k in range(2):
+        t0 = t + k * 10 * MS
+        rec.complete(V.TID_FRAMEWORK, V.STEP, V.CAT_FRAMEWORK, t0, t0 + 10 * MS)
+        rec.complete(V.TID_FRAMEWORK, V.FORWARD, V.CAT_PHASE, t0, t0 + 6 * MS)
+    rec.close()
+    bd = Run.load(tmp_path, cache=False).breakdown()
+    assert bd[["step", "step_ns", "forward_ns", "other_ns"]].values.tolist() == [[3, 20 * MS, 12 * MS, 8 * MS]]

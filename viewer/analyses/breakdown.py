@@ -192,6 +192,8 @@ def phase_buckets(tables):
     for k, (_, bucket_name) in enumerate(_LAYERS):
         out[bucket_name] = sums[:, k]
     out["other_ns"] = sums[:, -1]
+    if out.duplicated(["rank", "step"]).any():   # mark_step(n) twice with one n: one step of both spans
+        out = out.groupby(["rank", "step"], as_index=False, sort=True).sum()
     known = set(x.loc[is_phase, "rank"].tolist())
     out["phases_known"] = out["rank"].isin(known)
     for c in PHASE_BUCKETS:
