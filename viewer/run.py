@@ -153,10 +153,12 @@ class Run:
 
     @_memo
     def root_causes(self) -> pd.DataFrame:
-        """Per late rank: the phase that explains its lateness (or none, or phases unknown), and counters."""
+        """Per late rank: the phase that explains its lateness (or none, or phases unknown), and counters;
+        per other rank, a phase far longer than the others'."""
         from viewer.analyses import rootcause
 
-        return rootcause.root_causes(self.breakdown(), self.negotiations(), self.late_ranks(), self.events)
+        return rootcause.root_causes(self.breakdown(), self.negotiations(), self.late_ranks(), self.events,
+                                     self.stragglers())
 
     @_memo
     def critical_path(self) -> pd.DataFrame:

@@ -143,17 +143,19 @@ def _print_root_causes(con, rows) -> None:
 
     if not rows:
         return
-    t = Table(title="Why the late ranks are late (excess per step over the others' median)", title_justify="left")
-    for c in ("rank", "% last", "lateness", "cause", "excess", "of lateness", "counters that differ"):
+    t = Table(title="Why the late ranks are late, and phases far off on the others (excess per step over the "
+                    "others' median)", title_justify="left")
+    for c in ("rank", "% last", "lateness", "cause", "excess", "share", "counters that differ"):
         t.add_column(c, justify="right" if c not in ("cause", "counters that differ") else "left",
                      overflow="fold")
     for r in rows:
         counters = ", ".join(f"{c['counter']} {c['rank_value']:.3g} vs {c['others_value']:.3g}"
                              for c in r["counters"] or []) or "–"
         named = r["cause"] not in ("unknown", "unexplained")
-        t.add_row(str(r["rank"]), f"{r['pct_last']:.0f}", _ns(r["lateness_ns"]),
-                  r["explained_by"] if named else r["cause"],
-                  _ns(r["excess_ns"]) if named else "–", f"{r['share_pct']:.0f} %" if named else "–", counters)
+        share = f"{r['share_pct']:.0f} % of " + ("lateness" if r["late"] else "step")
+        t.add_row(str(r["rank"]), f"{r['pct_last']:.0f}", _ns(r["lateness_ns"]) if r["late"] else "not late",
+                  r["explained_by"] if named else r["cause"], _ns(r["excess_ns"]) if named else "–",
+                  share if named else "–", counters)
     con.print(t)
 
 

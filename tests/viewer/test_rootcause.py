@@ -24,12 +24,16 @@ def runs(tmp_path_factory):
         "healthy": write_run(d / "healthy", noise=0.15, seed=3),
         "no-phases": write_run(d / "no-phases", slow={2: {"data_wait": 40}}, phases=False, seed=4),
         "untraced": write_run(d / "untraced", gap_ms={3: 25}, noise=0.15, seed=5),
+        # rank 0 is the late one (untraced work); rank 2's loader is slow too, hidden behind rank 0
+        "hidden": write_run(d / "hidden", gap_ms={0: 30}, slow={2: {"data_wait": 8}}, noise=0.15, seed=6),
+        "noisy": write_run(d / "noisy", noise=0.4, seed=8),
     }
 
 
 def _cause(run, rank):
     rc = run.root_causes()
     assert rc["rank"].tolist() == [rank], rc
+    assert rc["late"].all()
     return rc.iloc[0]
 
 
@@ -57,10 +61,23 @@ def test_cpu_contention_names_compute_with_counters(runs):
     assert "compute contention" in msg and "cpu_pct" in msg and "rank 1" in msg
 
 
-def test_healthy_names_no_cause(runs):
-    run = Run.load(runs["healthy"], cache=False)
+@pytest.mark.parametrize("name", ["healthy", "noisy"])
+def test_healthy_names_no_cause(runs, name):
+    run = Run.load(runs[name], cache=False)
     assert run.root_causes().empty and run.late_ranks().empty
-    assert not any("was last in" in m for m in run.findings()["message"])
+    assert not {"straggler", "phase_imbalance"} & set(run.findings()["kind"])
+
+
+def test_a_slow_phase_hidden_behind_another_late_rank_is_named(runs):
+    run = Run.load(runs["hidden"], cache=False)
+    rc = run.root_causes().set_index("rank")
+    assert sorted(rc.index) == [0, 2]
+    assert rc.loc[0, "late"] and rc.loc[0, "cause"] == "unexplained"
+    assert not rc.loc[2, "late"] and rc.loc[2, "cause"] == "data_wait_ns"
+    assert 6 * MS < rc.loc[2, "data_wait_excess_ns"] < 10 * MS
+    found = run.findings()
+    msg = found[found["kind"] == "phase_imbalance"]["message"].tolist()
+    assert len(msg) == 1 and msg[0].startswith("rank 2's data wait is") and "loader workers" in msg[0]
 
 
 def test_no_phases_says_unknown(runs):

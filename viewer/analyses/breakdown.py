@@ -231,7 +231,7 @@ def _combine(keys, rank, step):
 
 
 def breakdown_by_rank(bd):
-    """Mean per step of every phase, one row per rank.
+    """Mean per step of every phase, one row per rank (over the numbered steps when there are any).
 
     Args:
         bd: output of :func:`step_breakdown`.
@@ -242,6 +242,8 @@ def breakdown_by_rank(bd):
 
     if not len(bd):
         return pd.DataFrame(columns=COLUMNS)
+    if (bd["step"] >= 0).any():   # the steps; not the setup before the first (step -1)
+        bd = bd[bd["step"] >= 0]
     g = bd.drop(columns="phases_known").groupby("rank")
     out = g.mean(numeric_only=True).drop(columns="step").reset_index()
     out.insert(1, "step", g.size().to_numpy())

@@ -33,7 +33,8 @@ def straggler_findings(late, causes=None):
     out = []
     if late is None or not len(late):
         return out
-    why = {} if causes is None or not len(causes) else dict(zip(causes["rank"], causes["message"]))
+    late_causes = causes[causes["late"]] if causes is not None and len(causes) else None
+    why = {} if late_causes is None else dict(zip(late_causes["rank"], late_causes["message"]))
     for _, r in late.iterrows():
         rank, share = int(r["rank"]), float(r["share_pct"])
         unit = "per step" if r["steps"] else "in total"
@@ -46,6 +47,14 @@ def straggler_findings(late, causes=None):
                     "submits (data loading, host load, a slower device or extra work)")
         out.append(_row("straggler", "high" if share >= 10 or not r["steps"] else "medium", 50 + share, msg))
     return out
+
+
+def imbalance_findings(causes):
+    """A rank not flagged late whose phase is far longer than the others' (root cause, ``late`` False)."""
+    if causes is None or not len(causes):
+        return []
+    return [_row("phase_imbalance", "high" if r["share_pct"] >= 10 else "medium", 45 + min(r["share_pct"], 50),
+                 r["message"]) for _, r in causes[~causes["late"].astype(bool)].iterrows()]
 
 
 def fusion_findings(summary, prefix="RINGSCOPE_"):
@@ -197,6 +206,7 @@ def findings(run, peak_busbw_gbps=None):
     rows += hang_findings(hangs.hangs_by_rank(hang_df), hang_df, run.meta.get("truncated_ranks") or [],
                           hangs.rank_ends(run.tables))
     rows += straggler_findings(run.late_ranks(), run.root_causes())
+    rows += imbalance_findings(run.root_causes())
     fill = run.fusion()
     fill = fill[fill["op"] == "ALLREDUCE"]  # broadcasts and the like are not fused
     prefix = "HOROVOD_" if str(run.meta.get("format", "")).startswith("horovod") else "RINGSCOPE_"

@@ -27,8 +27,8 @@ def breakdown_table(by_rank):
 def root_cause_block(causes):
     if causes is None or not len(causes):
         return html.P("no rank is late enough to need a cause", className="muted", id="bd-rootcause")
-    return html.Ul([html.Li([html.B(f"rank {int(r.rank)}: "), r.message], className="finding")
-                    for r in causes.itertuples(index=False)], id="bd-rootcause")
+    return html.Ul([html.Li([html.B(f"rank {int(r.rank)} (late): ") if r.late else None, r.message],
+                            className="finding") for r in causes.itertuples(index=False)], id="bd-rootcause")
 
 
 def register(app, ctx):
