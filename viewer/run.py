@@ -165,7 +165,7 @@ class Run:
         """Per step: the chain of phases and collectives across ranks that set the step's length."""
         from viewer.analyses import critical_path
 
-        return critical_path.critical_path(self.tables)
+        return critical_path.critical_path(self.tables, self.breakdown())
 
     @_memo
     def hangs(self) -> pd.DataFrame:

@@ -3,8 +3,10 @@
 Walking back from the step's end: the SYNCHRONIZE that ended last (on rank ``e``), the fused
 collective it waited for (the last one to end on ``e`` before that), the negotiation of that
 collective closed by the rank that submitted last (``r``), and ``r``'s phases before that
-submission (DATA_WAIT, FORWARD, the part of BACKWARD up to it), the longest of them marked
-``slowest``. Without phases on ``r``, its time before the submission is one ``pre-submit`` row.
+submission (DATA_WAIT, FORWARD, the part of BACKWARD up to it). The one furthest over the other
+ranks' median of that phase in that step is marked ``slowest`` (what made ``r`` late; with no
+breakdown given, the longest). Without phases on ``r``, its time before the submission is one
+``pre-submit`` row.
 """
 from __future__ import annotations
 
@@ -14,15 +16,17 @@ COLUMNS = ["step", "order", "rank", "kind", "name", "thread", "depth", "start_ns
 _TOLERANCE_NS = 1_000   # a SYNCHRONIZE ends a little after the collective it waited for
 
 
-def critical_path(tables):
+def critical_path(tables, bd=None):
     """Per step, the critical path as rows in time order.
 
     Args:
-        tables: :class:`viewer.schema.RunTables`.
+        tables: :class:`viewer.schema.RunTables`; bd: its :func:`viewer.analyses.breakdown.step_breakdown`
+            (to mark the phase furthest over the other ranks').
     Returns:
         DataFrame ``COLUMNS``: ``kind`` is ``phase`` / ``pre-submit`` / ``negotiation`` / ``collective`` /
         ``synchronize``; ``thread`` and ``depth`` locate the span on the timeline; ``slowest`` marks the
-        longest pre-submit phase. Steps without a SYNCHRONIZE and a fused op of their own are left out.
+        pre-submit phase furthest over the others' (see above). Steps without a SYNCHRONIZE and a fused op
+        of their own are left out.
     """
     import pandas as pd
 
@@ -60,9 +64,9 @@ def critical_path(tables):
     out["dur_ns"] = out["end_ns"] - out["start_ns"]
     out = out.sort_values(["step", "order", "start_ns"], kind="stable", ignore_index=True)
     out["order"] = out.groupby("step").cumcount()
-    pre = out["kind"] == "phase"
-    longest = out[pre].sort_values("dur_ns", kind="stable").groupby("step").tail(1).index
-    out["slowest"] = out.index.isin(longest)
+    pre = out[out["kind"] == "phase"]
+    key = pre["dur_ns"].astype("float64") - _others_median(bd, pre)
+    out["slowest"] = out.index.isin(key.sort_values(kind="stable").groupby(pre["step"]).tail(1).index)
     return out.astype({"step": "int64", "order": "int64", "rank": "int64", "depth": "int64", "start_ns": "int64",
                        "end_ns": "int64", "dur_ns": "int64"})[COLUMNS]
 
@@ -88,3 +92,26 @@ def _pre_submit(ev, chain):
     out = pd.concat([phases.assign(kind="phase", order=1), bare.assign(kind="pre-submit", order=1)])
     return out.rename(columns={"t_ns": "start_ns"})[["step", "order", "rank", "kind", "name", "thread", "depth",
                                                      "start_ns", "end_ns"]]
+
+
+_BUCKET_OF = {V.DATA_WAIT: "data_wait_ns", V.FORWARD: "forward_ns", V.BACKWARD: "backward_ns"}
+
+
+def _others_median(bd, pre):
+    """Per pre-submit phase row: the median over the other ranks of that phase's bucket in that step
+    (0 without a breakdown, so the longest phase wins)."""
+    import numpy as np
+    import pandas as pd
+
+    if bd is None or not len(pre) or not len(bd):
+        return np.zeros(len(pre))
+    b = bd[bd["phases_known"]].melt(id_vars=["rank", "step"], value_vars=list(_BUCKET_OF.values()),
+                                    var_name="col", value_name="v")
+    q = pd.DataFrame({"row": np.arange(len(pre)), "me": pre["rank"].to_numpy(), "step": pre["step"].to_numpy(),
+                      "col": pre["name"].map(_BUCKET_OF).to_numpy()})
+    j = q.merge(b, on=["step", "col"])
+    j = j[j["rank"] != j["me"]]
+    med = j.groupby("row")["v"].median()
+    out = np.zeros(len(pre))
+    out[med.index.to_numpy()] = med.astype("float64").to_numpy()
+    return np.nan_to_num(out)

@@ -17,7 +17,7 @@ def path_lanes(path):
 
 def add_critical_path(fig: go.Figure, path, lanes, t0_ns: int, t1_ns: int) -> go.Figure:
     """Add the path of every step overlapping [t0, t1] whose lanes are shown: each span as a segment
-    on its lane, joined in order; the slowest pre-submit phase gets a marker."""
+    on its lane, joined in order; the pre-submit phase that made the step's last rank late gets a marker."""
     if path is None or not len(path):
         return fig
     shown = set(lanes)
@@ -44,7 +44,7 @@ def add_critical_path(fig: go.Figure, path, lanes, t0_ns: int, t1_ns: int) -> go
     if len(slow):
         fig.add_trace(go.Scatter(name="slowest phase", x=((slow["start_ns"] + slow["end_ns"]) / 2e6).tolist(),
                                  y=slow["lane"].tolist(), mode="markers", hoverinfo="text",
-                                 hovertext=[f"step {s}: rank {r}'s slowest phase {n}"
+                                 hovertext=[f"step {s}: rank {r}'s {n}, furthest over the others'"
                                             for s, r, n in zip(slow["step"], slow["rank"], slow["name"])],
                                  marker={"symbol": "star", "size": 14, "color": "#ffbf00",
                                          "line": {"color": COLOUR, "width": 1}}))
