@@ -186,7 +186,8 @@ def _late_row(bd, events, r, pct_last, late_ns, floor, has_counters):
     if not known:
         cause = "unknown"
         msg = (f"rank {r}'s phases are unknown (its trace has no {', '.join(V.PHASES)} spans: wrap the loader "
-               "with hvd.timeline.wrap_loader and the model with hvd.timeline.watch to see them)")
+               "with hvd.timeline.wrap_loader and the model with hvd.timeline.watch to see them): look at what "
+               f"rank {r} does before it submits (data loading, host load, a slower device or extra work)")
     elif not named:
         cause = "unexplained"
         msg = (f"no phase explains rank {r}'s lateness of {fmt_ns(late_ns)} per step (none is "
