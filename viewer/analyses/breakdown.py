@@ -231,7 +231,8 @@ def _combine(keys, rank, step):
 
 
 def breakdown_by_rank(bd):
-    """Mean per step of every phase, one row per rank (over the numbered steps when there are any).
+    """Mean per step of every phase, one row per rank: over the rank's steps with a STEP span when
+    it has any (so the buckets add up to ``step_ns``), else over its numbered steps, else all rows.
 
     Args:
         bd: output of :func:`step_breakdown`.
@@ -244,6 +245,8 @@ def breakdown_by_rank(bd):
         return pd.DataFrame(columns=COLUMNS)
     if (bd["step"] >= 0).any():   # the steps; not the setup before the first (step -1)
         bd = bd[bd["step"] >= 0]
+    spans = bd["other_ns"].notna()
+    bd = bd[spans | ~spans.groupby(bd["rank"]).transform("any")]   # a rank's steps with a STEP span, if any
     g = bd.drop(columns="phases_known").groupby("rank")
     out = g.mean(numeric_only=True).drop(columns="step").reset_index()
     out.insert(1, "step", g.size().to_numpy())

@@ -28,5 +28,6 @@ def breakdown_bars(by_rank) -> go.Figure:
                                  hovertemplate="%{x}: %{y:.2f} ms<extra>" + label + "</extra>"))
     fig.update_layout(title={"text": "Where the step went, mean per step (adds up to the step)", "font": {"size": 13}},
                       barmode="stack", yaxis={"title": "ms per step"}, height=340, template="plotly_white",
-                      margin={"l": 60, "r": 20, "t": 40, "b": 40}, legend={"orientation": "h", "y": -0.15})
+                      margin={"l": 60, "r": 20, "t": 40, "b": 40},
+                      legend={"orientation": "h", "y": -0.15, "traceorder": "normal"})
     return fig
