@@ -1,4 +1,4 @@
-"""``ringscope summarize RUN_DIR|FILES [--json] [--csv DIR] [--top N] [--peak-busbw GBPS]``."""
+"""``ringscope summarize RUN_DIR|FILES [--json] [--csv DIR] [--breakdown] [--top N] [--peak-busbw GBPS]``."""
 from __future__ import annotations
 
 import argparse
@@ -14,6 +14,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", help="a run directory, or trace files (ringscope or Horovod)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON (docs/SUMMARY_JSON.md)")
     p.add_argument("--csv", metavar="DIR", help="also write every analysis table as DIR/<name>.csv")
+    p.add_argument("--breakdown", action="store_true",
+                   help="also show where each rank's every step went (JSON: breakdown_steps)")
     p.add_argument("--top", type=int, default=10, metavar="N", help="rows per table (default 10)")
     p.add_argument("--peak-busbw", type=float, metavar="GBPS", help="link peak bus bandwidth (GB/s)")
     p.add_argument("--no-cache", action="store_true", help="parse again, ignoring the Parquet cache")
@@ -61,7 +63,7 @@ def main(argv=None) -> int:
         except OSError as exc:
             print(f"ringscope: {args.csv}: cannot write CSV ({exc.strerror or exc})", file=sys.stderr)
             return 2
-    data = summary.build_summary(run, top=args.top, tables=tables)
+    data = summary.build_summary(run, top=args.top, tables=tables, steps=args.breakdown)
     if args.json:
         import json
 
@@ -70,13 +72,26 @@ def main(argv=None) -> int:
         from viewer.summary_tables import print_summary
 
         print_summary(data, tables, top=args.top)
+        if args.breakdown:
+            from viewer.summary_tables import print_step_breakdown
+
+            print_step_breakdown(data["breakdown_steps"])
     return 0
 
 
 def _write_csv(out: Path, tables: dict) -> None:
+    import json
+
     out.mkdir(parents=True, exist_ok=True)
     for name, df in tables.items():
+        lists = [c for c in df.columns if df[c].dtype == object and df[c].map(_records).any()]
+        if lists:   # lists of records (root_cause.counters) as JSON, not Python's repr
+            df = df.assign(**{c: df[c].map(lambda v: json.dumps(v, default=str)) for c in lists})
         df.to_csv(out / f"{name}.csv", index=False)
+
+
+def _records(v) -> bool:
+    return isinstance(v, list) and bool(v) and isinstance(v[0], dict)
 
 
 if __name__ == "__main__":

@@ -137,10 +137,35 @@ class Run:
 
     @_memo
     def breakdown(self) -> pd.DataFrame:
-        """Per rank and step: framework wait, negotiation, queue, memcpy, communication; exposed vs overlapped."""
+        """Per rank and step: the phases adding up to the step; negotiation, queue, memcpy, communication."""
         from viewer.analyses import breakdown
 
         return breakdown.step_breakdown(self.tables)
+
+    @_memo
+    def late_ranks(self) -> pd.DataFrame:
+        """The ranks flagged late (last far more often than chance, costing the others time)."""
+        from viewer.analyses import breakdown, stragglers
+
+        by_rank = breakdown.breakdown_by_rank(self.breakdown())
+        step_ns = float(by_rank["step_ns"].median()) if len(by_rank) else None
+        return stragglers.late_ranks(self.stragglers(), self.size, step_ns)
+
+    @_memo
+    def root_causes(self) -> pd.DataFrame:
+        """Per late rank: the phase that explains its lateness (or none, or phases unknown), and counters;
+        per other rank, a phase far longer than the others'."""
+        from viewer.analyses import rootcause
+
+        return rootcause.root_causes(self.breakdown(), self.negotiations(), self.late_ranks(), self.events,
+                                     self.stragglers())
+
+    @_memo
+    def critical_path(self) -> pd.DataFrame:
+        """Per step: the chain of phases and collectives across ranks that set the step's length."""
+        from viewer.analyses import critical_path
+
+        return critical_path.critical_path(self.tables, self.breakdown())
 
     @_memo
     def hangs(self) -> pd.DataFrame:

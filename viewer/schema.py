@@ -17,14 +17,14 @@ if TYPE_CHECKING:
 # One row per recorded event (X spans, async b/e pairs joined into spans, instants, counters).
 EVENTS = {
     "rank": "int32",
-    "thread": "string",      # framework | negotiation | fusion | backend | cycles | tensor | gpu:<stream>
+    "thread": "string",      # framework | negotiation | fusion | backend | cycles | tensor | user:<k> | gpu:<stream>
     "name": "string",
     "cat": "string",
     "ph": "string",          # X for spans (async pairs are joined into X), i instant, C counter
     "t_ns": "int64",
     "dur_ns": "int64",       # 0 for instants and counters
     "tensor": "string",      # args.tensor, else the async id (format 3: the name), else NA
-    "step": "int64",
+    "step": "int64",         # args.step; phases, regions and counters: the STEP span holding them
     "response": "int64",
     "bytes": "Int64",
     "value": "float64",      # counters

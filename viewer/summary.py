@@ -60,6 +60,8 @@ def analyses(run, peak_busbw_gbps=None) -> dict:
         "breakdown_by_rank": breakdown.breakdown_by_rank(run.breakdown()),
         "hangs": hang_df,
         "hangs_by_rank": hangs.hangs_by_rank(hang_df),
+        "root_cause": run.root_causes(),
+        "critical_path": run.critical_path(),
         "findings": run.findings(peak_busbw_gbps),
     }
 
@@ -85,10 +87,21 @@ def run_facts(run) -> dict:
     }
 
 
-def build_summary(run, top: int = 10, tables: dict | None = None) -> dict:
-    """The stable JSON summary (keys documented in docs/SUMMARY_JSON.md)."""
+def slowest_paths(path, top: int):
+    """The critical-path rows of the ``top`` longest steps (from the path's first start to its end)."""
+    if path is None or not len(path):
+        return path
+    g = path.groupby("step")
+    span = (g["end_ns"].max() - g["start_ns"].min()).sort_values(ascending=False, kind="stable")
+    return path[path["step"].isin(span.index[:top])].reset_index(drop=True)
+
+
+def build_summary(run, top: int = 10, tables: dict | None = None, steps: bool = False) -> dict:
+    """The stable JSON summary (keys documented in docs/SUMMARY_JSON.md); ``steps`` adds the
+    breakdown of every rank and step (``breakdown_steps``)."""
     t = tables or analyses(run)
     fusion = records(t["fusion"])
+    extra = {"breakdown_steps": records(t["breakdown"])} if steps else {}
     return {
         "schema": SUMMARY_SCHEMA,
         "run": _clean_dict(run_facts(run)),
@@ -104,6 +117,10 @@ def build_summary(run, top: int = 10, tables: dict | None = None) -> dict:
         "breakdown": records(t["breakdown_by_rank"]),
         "hangs": records(t["hangs"], top),
         "hangs_by_rank": records(t["hangs_by_rank"]),
+        "root_cause": [{**r, "counters": [_clean_dict(c) for c in r["counters"] or []]}
+                       for r in records(t["root_cause"])],
+        "critical_path": records(slowest_paths(t["critical_path"], top)),
+        **extra,
     }
 
 

@@ -87,17 +87,8 @@ def print_summary(data: dict, tables: dict, top: int = 10, console=None) -> None
     if data["bandwidth"]:
         con.print(bw)
 
-    bd = Table(title="Per-step breakdown, mean per rank (ms; wait = blocked in synchronize, "
-                     "exp = exposed comm, ovl = overlapped)", title_justify="left")
-    for c in ("rank", "step", "wait", "neg", "queue", "copy", "comm", "exp", "ovl", "exp%"):
-        bd.add_column(c, justify="right")
-    ms = lambda v: "–" if v is None else f"{v / 1e6:.1f}"  # noqa: E731
-    for r in data["breakdown"][:top]:
-        bd.add_row(str(r["rank"]), ms(r["step_ns"]), ms(r["framework_wait_ns"]), ms(r["negotiation_ns"]),
-                   ms(r["queue_ns"]), ms(r["memcpy_ns"]), ms(r["comm_ns"]), ms(r["exposed_ns"]),
-                   ms(r["overlapped_ns"]), f"{r['exposed_pct']:.0f}")
-    if data["breakdown"]:
-        con.print(bd)
+    _print_breakdown(con, data["breakdown"][:top])
+    _print_root_causes(con, data["root_cause"])
 
     if data["hangs_by_rank"]:
         h = Table(title="Never completed (by missing rank)", title_justify="left")
@@ -106,3 +97,78 @@ def print_summary(data: dict, tables: dict, top: int = 10, console=None) -> None
         for r in data["hangs_by_rank"]:
             h.add_row(str(r["rank"]), str(r["tensors"]), str(r["first_step"]), ", ".join(r["names"][:3]))
         con.print(h)
+
+
+def _ms(v) -> str:
+    return "–" if v is None else f"{v / 1e6:.1f}"
+
+
+_PHASE_COLS = (("data wait", "data_wait_ns"), ("forward", "forward_ns"), ("backward", "backward_ns"),
+               ("optimizer", "optimizer_ns"), ("exposed comm", "exposed_comm_ns"), ("other", "other_ns"))
+
+
+def _phase_cells(r) -> list[str]:
+    if r["other_ns"] is None:
+        return ["–"] * len(_PHASE_COLS)
+    if not r["phases_known"]:   # the four phases unknown: never guessed
+        return ["?"] * 4 + [_ms(r["exposed_comm_ns"]), _ms(r["other_ns"])]
+    return [_ms(r[k]) for _, k in _PHASE_COLS]
+
+
+def _print_breakdown(con, rows) -> None:
+    from rich.table import Table
+
+    if not rows:
+        return
+    ph = Table(title="Where the step went, mean per rank (ms; adds up to the step; ? = phases unknown: no "
+                     "phase spans on that rank)", title_justify="left")
+    for c in ("rank", "steps", "step", *(c for c, _ in _PHASE_COLS)):
+        ph.add_column(c, justify="right")
+    for r in rows:
+        ph.add_row(str(r["rank"]), str(r["step"]), _ms(r["step_ns"]), *_phase_cells(r))
+    con.print(ph)
+    bd = Table(title="Communication per step, mean per rank (ms; wait = blocked in synchronize, "
+                     "exp = exposed comm in flight, ovl = overlapped)", title_justify="left")
+    for c in ("rank", "step", "wait", "neg", "queue", "copy", "comm", "exp", "ovl", "exp%"):
+        bd.add_column(c, justify="right")
+    for r in rows:
+        bd.add_row(str(r["rank"]), _ms(r["step_ns"]), _ms(r["framework_wait_ns"]), _ms(r["negotiation_ns"]),
+                   _ms(r["queue_ns"]), _ms(r["memcpy_ns"]), _ms(r["comm_ns"]), _ms(r["exposed_ns"]),
+                   _ms(r["overlapped_ns"]), f"{r['exposed_pct']:.0f}")
+    con.print(bd)
+
+
+def _print_root_causes(con, rows) -> None:
+    from rich.table import Table
+
+    if not rows:
+        return
+    t = Table(title="Why the late ranks are late, and phases far off on the others (excess per step over the "
+                    "others' median)", title_justify="left")
+    for c in ("rank", "% last", "lateness", "cause", "excess", "share", "counters that differ"):
+        t.add_column(c, justify="right" if c not in ("cause", "counters that differ") else "left",
+                     overflow="fold")
+    for r in rows:
+        counters = ", ".join(f"{c['counter']} {c['rank_value']:.3g} vs {c['others_value']:.3g}"
+                             for c in r["counters"] or []) or "–"
+        named = r["cause"] not in ("unknown", "unexplained")
+        share = f"{r['share_pct']:.0f} % of " + ("lateness" if r["late"] else "step")
+        t.add_row(str(r["rank"]), f"{r['pct_last']:.0f}", _ns(r["lateness_ns"]) if r["late"] else "not late",
+                  r["explained_by"] if named else r["cause"], _ns(r["excess_ns"]) if named else "–",
+                  share if named else "–", counters)
+    con.print(t)
+
+
+def print_step_breakdown(rows, console=None) -> None:
+    """Every rank's every step: where it went (``ringscope summarize --breakdown``)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    con = console or Console()
+    t = Table(title="Where each step went, per rank (ms; ? = phases unknown)", title_justify="left")
+    for c in ("rank", "step", "step ms", *(c for c, _ in _PHASE_COLS)):
+        t.add_column(c, justify="right")
+    for r in rows:
+        if r["step"] >= 0:
+            t.add_row(str(r["rank"]), str(r["step"]), _ms(r["step_ns"]), *_phase_cells(r))
+    con.print(t)

@@ -103,7 +103,7 @@ def _events(r, ops, rank):
     tid, tid_ok = cols.ints("tid", 0)
     tids, tid_code = np.unique(tid[p], return_inverse=True)
     thread_p = (np.where(tid_ok[p], tid_code.reshape(-1), -1).astype(np.int32),
-                [V.THREAD_NAMES.get(t, str(t)) for t in tids.tolist()])
+                [_thread_name(t) for t in tids.tolist()])
     is_x = r.is_x[p]
     span_dur = np.where(is_x, ns(r.dur[p]), 0)
     si, s_name, s_t, s_dur = phases.rebuilt_rows(r, ops, _codes_at(cols, "args.op", ob))
@@ -132,7 +132,7 @@ def _events(r, ops, rank):
                                   np.zeros(n_c, dtype="int64")])[order],
         "tensor": strings([(tensor[0][p], tensor[1]), (ops["aid"], r.aid_values), (ops["aid"][si], r.aid_values),
                            (np.full(n_c, -1, dtype=np.int32), [])], order),
-        "step": np.concatenate([r.step[p], r.step[ob], r.step[ob[si]], np.full(n_c, -1)])[order],
+        "step": np.concatenate([_phase_steps(r, p), r.step[ob], r.step[ob[si]], _steps_at(r, r.ts[c])])[order],
         "response": np.concatenate([r.resp[p], ops["resp"], ops["resp"][si], np.full(n_c, -1)])[order],
         "bytes": int_na(np.concatenate([bytes_[p], bytes_[ob], np.zeros(n_n + n_c, dtype="int64")])[order],
                         np.concatenate([bytes_ok[p], bytes_ok[ob], np.zeros(n_n + n_c, dtype=bool)])[order]),
@@ -142,6 +142,41 @@ def _events(r, ops, rank):
     import pandas as pd
 
     return pd.DataFrame(events, copy=False)  # a block per column: the merge of ranks pops them one by one
+
+
+def _thread_name(tid: int) -> str:
+    """The thread's name: the vocabulary's, ``user:<k>`` for the k-th other thread that recorded a
+    phase or region, else the tid."""
+    if tid in V.THREAD_NAMES:
+        return V.THREAD_NAMES[tid]
+    if V.TID_USER_BASE <= tid < V.TID_TENSOR_BASE:
+        return f"user:{tid - V.TID_USER_BASE}"
+    return str(tid)
+
+
+def _steps_at(r, ts):
+    """The step of the STEP span holding each time (µs, this rank's), -1 outside every STEP span."""
+    steps = r.named(r.plain[r.is_x[r.plain]], V.STEP)
+    if not len(steps) or not len(ts):
+        return np.full(len(ts), -1, dtype="int64")
+    steps = steps[np.argsort(r.ts[steps], kind="stable")]
+    start, end = r.ts[steps], r.ts[steps] + r.dur[steps]
+    i = np.searchsorted(start, ts, side="right") - 1
+    j = np.maximum(i, 0)
+    inside = (i >= 0) & (ts < end[j])
+    return np.where(inside, r.step[steps][j], -1)
+
+
+def _phase_steps(r, rows):
+    """``args.step`` of the plain events, except phases, regions and STEP-less rows: a phase or
+    region belongs to the STEP span holding its start (docs/TRACE_FORMAT.md)."""
+    step = r.step[rows]
+    cat, cats = r.cols.codes("cat")
+    framed = lut(cats, lambda v: v in (V.CAT_PHASE, V.CAT_REGION))[cat[rows]]
+    if framed.any():
+        step = step.copy()
+        step[framed] = _steps_at(r, r.ts[rows[framed]])
+    return step
 
 
 def _codes_at(cols, name, rows):

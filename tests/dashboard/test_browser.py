@@ -17,6 +17,7 @@ ROOT = SHARED if SHARED.is_dir() else SAMPLES   # the picker's trace root
 PAGE_READY = {  # a selector that exists once the page has drawn
     "overview": "#card-straggler .card-value",
     "timeline": "#tl-graph .main-svg .barlayer .point",
+    "breakdown": "#bd-rank-table",
     "negotiation": "#neg-heatmap .main-svg .hm",
     "fusion": "#fus-facts table.facts",
     "communication": "#comm-nccl-table",

@@ -1,11 +1,18 @@
-"""Where each rank's step went: framework wait, negotiation, queue, memcpy, communication."""
+"""Where each rank's step went: the framework's phases and exposed communication (adding up to the
+step), and the communication's own stages (negotiation, queue, memcpy, transfer)."""
 from __future__ import annotations
 
 from tracer import vocab as V
 from viewer.analyses import intervals
 
+# the step's time, each instant in exactly one bucket (precedence: the order of _LAYERS, then other)
+BUCKETS = ["data_wait_ns", "forward_ns", "backward_ns", "optimizer_ns", "exposed_comm_ns", "other_ns"]
+PHASE_BUCKETS = BUCKETS[:4]   # unknown (NA) on a rank that recorded no phase spans
+_LAYERS = [(V.SYNCHRONIZE, "exposed_comm_ns"), (V.DATA_WAIT, "data_wait_ns"), (V.OPTIMIZER_STEP, "optimizer_ns"),
+           (V.BACKWARD, "backward_ns"), (V.FORWARD, "forward_ns")]
 COLUMNS = ["rank", "step", "step_ns", "framework_wait_ns", "negotiation_ns", "queue_ns", "memcpy_ns", "comm_ns",
-           "in_flight_ns", "exposed_ns", "overlapped_ns", "exposed_pct"]
+           "in_flight_ns", "exposed_ns", "overlapped_ns", "exposed_pct", *BUCKETS, "phases_known"]
+_COMM_COLUMNS = COLUMNS[:12]
 
 
 def _step_of(times, step_spans):
@@ -26,7 +33,9 @@ def step_breakdown(tables):
     Args:
         tables: :class:`viewer.schema.RunTables`.
     Returns:
-        DataFrame with ``COLUMNS``: ``step_ns`` (STEP span, else first submit → last done),
+        DataFrame with ``COLUMNS``, one row per (rank, step) that has tensor ops or a STEP span: the
+        buckets of :func:`phase_buckets` (NA without a STEP span), ``step_ns`` (STEP span, else first
+        submit → last done),
         ``framework_wait_ns`` (union of SYNCHRONIZE spans), ``negotiation_ns`` / ``queue_ns`` /
         ``in_flight_ns`` (unions of submit→negotiated, negotiated→start, submit→done over the step's
         tensors), ``memcpy_ns`` and ``comm_ns`` (sums over fused ops), ``exposed_ns`` (in flight while the
@@ -49,8 +58,9 @@ def step_breakdown(tables):
         if m.any():
             sy_step[m] = _step_of(syncs["t_ns"].to_numpy()[m], steps_x[steps_x["rank"] == rank])
     ops = tables.tensor_ops
+    buckets = phase_buckets(tables)
     if not len(ops):
-        return pd.DataFrame(columns=COLUMNS)
+        return _with_buckets(pd.DataFrame(columns=_COMM_COLUMNS), buckets)
     sub = ops["submit_ns"]
     neg = ops["negotiated_ns"].fillna(ops["done_ns"]).fillna(sub).astype("int64").to_numpy()
     start = ops["start_ns"].fillna(pd.Series(neg, index=ops.index)).astype("int64").to_numpy()
@@ -99,7 +109,96 @@ def step_breakdown(tables):
         "overlapped_ns": flight - exposed})
     pos = out["step_ns"] > 0
     out["exposed_pct"] = np.where(pos, 100.0 * out["exposed_ns"] / out["step_ns"].where(pos, 1), 0.0)
-    return out[COLUMNS]
+    return _with_buckets(out, buckets)
+
+
+def _with_buckets(comm, buckets):
+    """The communication columns joined with the step buckets (a step with a STEP span and no op
+    gets zeros for the communication's stages)."""
+    comm = comm.astype({"rank": "int64", "step": "int64"})
+    out = comm.merge(buckets.drop(columns="step_ns").astype({"rank": "int64", "step": "int64"}),
+                     on=["rank", "step"], how="outer", sort=True)
+    extra = out["framework_wait_ns"].isna()
+    if extra.any():   # steps without ops: their length is their STEP span's
+        span = out[["rank", "step"]].merge(buckets[["rank", "step", "step_ns"]], how="left")["step_ns"]
+        out.loc[extra, "step_ns"] = span[extra].to_numpy()
+        for c in _COMM_COLUMNS[3:]:
+            out[c] = out[c].fillna(0)
+    out = out.astype({c: "int64" for c in _COMM_COLUMNS if c != "exposed_pct"} | {"exposed_pct": "float64"})
+    out["other_ns"] = out["other_ns"].astype("Int64")
+    out["exposed_comm_ns"] = out["exposed_comm_ns"].astype("Int64")
+    out["phases_known"] = out["phases_known"].fillna(False).astype(bool)
+    for c in PHASE_BUCKETS:
+        out[c] = out[c].astype("Int64")
+    return out[COLUMNS].reset_index(drop=True)
+
+
+def phase_buckets(tables):
+    """Per rank and STEP span: where each instant of the step went, by precedence.
+
+    An instant inside a SYNCHRONIZE span is ``exposed_comm``; else inside DATA_WAIT ``data_wait``;
+    else inside OPTIMIZER_STEP ``optimizer``; else BACKWARD, else FORWARD; else ``other`` (nothing
+    covered it). So the buckets add up to ``step_ns`` exactly. The step of an instant is the STEP
+    span holding it (STEP spans tile a rank's timeline; an overlap is cut at the next one's start).
+
+    Args:
+        tables: :class:`viewer.schema.RunTables`.
+    Returns:
+        DataFrame ``rank, step, step_ns, <BUCKETS>, phases_known``: ``phases_known`` is False on a rank
+        that recorded no phase span, whose four phase buckets are then NA (its compute is in
+        ``other_ns``), never guessed.
+    """
+    import numpy as np
+    import pandas as pd
+
+    ev = tables.events
+    names = [n for n, _ in _LAYERS] + [V.STEP]
+    sel = ((ev["ph"] == "X") & ev["name"].isin(names)).to_numpy(dtype=bool, na_value=False)
+    x = ev.loc[sel, ["rank", "name", "cat", "t_ns", "dur_ns", "step"]]
+    is_phase = (x["cat"] == V.CAT_PHASE).to_numpy(dtype=bool, na_value=False)
+    steps = x[(x["name"] == V.STEP).to_numpy()].sort_values(["rank", "t_ns"], kind="stable")
+    cols = ["rank", "step", "step_ns", *BUCKETS, "phases_known"]
+    if not len(steps):
+        return pd.DataFrame({c: pd.Series(dtype="bool" if c == "phases_known" else "int64") for c in cols})
+    s_rank = steps["rank"].to_numpy(dtype="int64")
+    s_start = steps["t_ns"].to_numpy(dtype="int64")
+    s_end = s_start + steps["dur_ns"].to_numpy(dtype="int64")
+    same = np.r_[s_rank[1:] == s_rank[:-1], False]
+    s_end = np.where(same, np.minimum(s_end, np.r_[s_start[1:], 0]), s_end)
+    n = len(steps)
+    # (rank, time, column, delta) of every span's ends; column k < len(_LAYERS): that layer's cover
+    # count; the last column: the STEP span's index + 1 (STEP spans do not overlap)
+    parts = [(s_rank, s_start, np.full(n, len(_LAYERS)), np.arange(1, n + 1)),
+             (s_rank, s_end, np.full(n, len(_LAYERS)), -np.arange(1, n + 1))]
+    for k, (name, _) in enumerate(_LAYERS):
+        m = (x["name"] == name).to_numpy() & (is_phase if name != V.SYNCHRONIZE else True)
+        r, t0 = x["rank"].to_numpy(dtype="int64")[m], x["t_ns"].to_numpy(dtype="int64")[m]
+        t1 = t0 + x["dur_ns"].to_numpy(dtype="int64")[m]
+        parts += [(r, t0, np.full(len(r), k), np.ones(len(r), dtype="int64")),
+                  (r, t1, np.full(len(r), k), -np.ones(len(r), dtype="int64"))]
+    rank, t, col, delta = (np.concatenate([p[i] for p in parts]).astype("int64") for i in range(4))
+    order = np.lexsort((t, rank))
+    rank, t, col, delta = rank[order], t[order], col[order], delta[order]
+    state = np.zeros((len(t), len(_LAYERS) + 1), dtype="int64")
+    state[np.arange(len(t)), col] = delta
+    np.cumsum(state, axis=0, out=state)
+    seg = np.r_[np.diff(t), 0]                       # from each boundary to the next one
+    inside = (state[:, -1] > 0) & (seg > 0) & np.r_[rank[1:] == rank[:-1], False]
+    covered = np.c_[state[:, :-1] > 0, np.ones(len(t), dtype=bool)]
+    bucket = np.argmax(covered, axis=1)              # the first covering layer, else "other"
+    sums = np.zeros((n, len(_LAYERS) + 1), dtype="int64")
+    np.add.at(sums, (state[inside, -1] - 1, bucket[inside]), seg[inside])
+    out = pd.DataFrame({"rank": s_rank, "step": steps["step"].to_numpy(dtype="int64"), "step_ns": s_end - s_start})
+    for k, (_, bucket_name) in enumerate(_LAYERS):
+        out[bucket_name] = sums[:, k]
+    out["other_ns"] = sums[:, -1]
+    if out.duplicated(["rank", "step"]).any():   # mark_step(n) twice with one n: one step of both spans
+        out = out.groupby(["rank", "step"], as_index=False, sort=True).sum()
+    known = set(x.loc[is_phase, "rank"].tolist())
+    out["phases_known"] = out["rank"].isin(known)
+    for c in PHASE_BUCKETS:
+        out[c] = out[c].astype("Int64").where(out["phases_known"])
+    return out[cols]
 
 
 def _keys(rank, step):
@@ -132,7 +231,8 @@ def _combine(keys, rank, step):
 
 
 def breakdown_by_rank(bd):
-    """Mean per step of every phase, one row per rank.
+    """Mean per step of every phase, one row per rank: over the rank's steps with a STEP span when
+    it has any (so the buckets add up to ``step_ns``), else over its numbered steps, else all rows.
 
     Args:
         bd: output of :func:`step_breakdown`.
@@ -143,7 +243,12 @@ def breakdown_by_rank(bd):
 
     if not len(bd):
         return pd.DataFrame(columns=COLUMNS)
-    g = bd.groupby("rank")
+    if (bd["step"] >= 0).any():   # the steps; not the setup before the first (step -1)
+        bd = bd[bd["step"] >= 0]
+    spans = bd["other_ns"].notna()
+    bd = bd[spans | ~spans.groupby(bd["rank"]).transform("any")]   # a rank's steps with a STEP span, if any
+    g = bd.drop(columns="phases_known").groupby("rank")
     out = g.mean(numeric_only=True).drop(columns="step").reset_index()
     out.insert(1, "step", g.size().to_numpy())
+    out["phases_known"] = bd.groupby("rank")["phases_known"].any().to_numpy()
     return out[COLUMNS]

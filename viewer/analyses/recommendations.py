@@ -27,26 +27,34 @@ def _row(kind, severity, score, message):
     return {"kind": kind, "severity": severity, "score": float(score), "message": message}
 
 
-def straggler_findings(strag, step_ns: float | None, size: int):
-    """A rank that is last far more often than chance and holds the others up."""
+def straggler_findings(late, causes=None):
+    """A rank flagged late (:func:`viewer.analyses.stragglers.late_ranks`), with why when the root
+    cause analysis (:mod:`viewer.analyses.rootcause`) could tell."""
     out = []
-    if strag is None or not len(strag) or size < 2:
+    if late is None or not len(late):
         return out
-    groups = int(strag["times_last"].sum())
-    for _, r in strag.iterrows():
-        if r["times_last"] < max(3, 0.25 * groups) or r["pct_last"] < max(50.0, 150.0 / size):
-            continue
-        per_step = r["wait_imposed_per_step_ns"] if r["steps"] else r["wait_imposed_ns"]
+    late_causes = causes[causes["late"]] if causes is not None and len(causes) else None
+    why = {} if late_causes is None else dict(zip(late_causes["rank"], late_causes["message"]))
+    for _, r in late.iterrows():
+        rank, share = int(r["rank"]), float(r["share_pct"])
         unit = "per step" if r["steps"] else "in total"
-        share = 100.0 * per_step / step_ns if step_ns and r["steps"] else 0.0
-        if per_step < 100_000 and share < 2:
-            continue
-        msg = (f"rank {int(r['rank'])} was last in {r['pct_last']:.0f} % of negotiations and cost the others "
-               f"{fmt_ns(per_step)} {unit}" + (f" ({share:.0f} % of the step)" if step_ns and r["steps"] else "") +
-               f"; median lateness {fmt_ns(r['median_lateness_ns'])}: look at what rank {int(r['rank'])} "
-               "does before it submits (data loading, host load, a slower device or extra work)")
+        msg = (f"rank {rank} was last in {r['pct_last']:.0f} % of negotiations and cost the others "
+               f"{fmt_ns(r['per_step_ns'])} {unit}" + (f" ({share:.0f} % of the step)" if r["steps"] else ""))
+        if rank in why:
+            msg += "; " + why[rank]
+        else:
+            msg += (f"; median lateness {fmt_ns(r['median_lateness_ns'])}: look at what rank {rank} does before it "
+                    "submits (data loading, host load, a slower device or extra work)")
         out.append(_row("straggler", "high" if share >= 10 or not r["steps"] else "medium", 50 + share, msg))
     return out
+
+
+def imbalance_findings(causes):
+    """A rank not flagged late whose phase is far longer than the others' (root cause, ``late`` False)."""
+    if causes is None or not len(causes):
+        return []
+    return [_row("phase_imbalance", "high" if r["share_pct"] >= 10 else "medium", 45 + min(r["share_pct"], 50),
+                 r["message"]) for _, r in causes[~causes["late"].astype(bool)].iterrows()]
 
 
 def fusion_findings(summary, prefix="RINGSCOPE_"):
@@ -193,12 +201,12 @@ def findings(run, peak_busbw_gbps=None):
 
     bd = run.breakdown()
     bd_rank = breakdown.breakdown_by_rank(bd)
-    step_ns = float(bd_rank["step_ns"].median()) if len(bd_rank) else None
     hang_df = run.hangs()
     rows = []
     rows += hang_findings(hangs.hangs_by_rank(hang_df), hang_df, run.meta.get("truncated_ranks") or [],
                           hangs.rank_ends(run.tables))
-    rows += straggler_findings(run.stragglers(), step_ns, run.size)
+    rows += straggler_findings(run.late_ranks(), run.root_causes())
+    rows += imbalance_findings(run.root_causes())
     fill = run.fusion()
     fill = fill[fill["op"] == "ALLREDUCE"]  # broadcasts and the like are not fused
     prefix = "HOROVOD_" if str(run.meta.get("format", "")).startswith("horovod") else "RINGSCOPE_"

@@ -134,3 +134,30 @@ def per_tensor(neg):
         return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
     out = neg[neg["is_last"]][cols]
     return out.sort_values("first_ns", ignore_index=True)
+
+
+def late_ranks(strag, size: int, step_ns: float | None = None):
+    """The ranks flagged late: last far more often than chance (in half the negotiations, or 1.5x
+    chance while imposing twice the wait of any other rank), and holding the others up for more than
+    noise (100 µs or 2 % of the step per step).
+
+    Args:
+        strag: output of :func:`rank_stragglers`; size: ranks in the run; step_ns: the median step.
+    Returns:
+        Those rows of ``strag`` with ``per_step_ns`` (the wait imposed per step, or in total without
+        step numbers) and ``share_pct`` (of the step; 0 without step numbers).
+    """
+    import pandas as pd
+
+    if strag is None or not len(strag) or size < 2:
+        return pd.DataFrame(columns=[*(strag.columns if strag is not None else []), "per_step_ns", "share_pct"])
+    groups = int(strag["times_last"].sum())
+    per_step = strag["wait_imposed_per_step_ns"].where(strag["steps"] > 0, strag["wait_imposed_ns"])
+    share = (100.0 * per_step / step_ns).where(strag["steps"] > 0, 0.0) if step_ns else per_step * 0.0
+    waits = strag["wait_imposed_ns"].sort_values(ascending=False).to_numpy()
+    # the rank holding the others up twice as long as any other, though noise makes others last too
+    dominant = (strag["wait_imposed_ns"] == waits[0]) & (len(waits) > 1 and waits[0] >= 2 * waits[1] > 0)
+    often = strag["pct_last"] >= max(50.0, 150.0 / size)
+    keep = ((strag["times_last"] >= max(3, 0.25 * groups))
+            & (often | dominant & (strag["pct_last"] >= 150.0 / size)) & ((per_step >= 100_000) | (share >= 2)))
+    return strag.assign(per_step_ns=per_step, share_pct=share)[keep].reset_index(drop=True)

@@ -5,6 +5,7 @@ from dash import Input, Output, State
 from dash.exceptions import PreventUpdate
 
 from viewer.dashboard import derive
+from viewer.dashboard.fig_critical import add_critical_path
 from viewer.dashboard.fig_timeline import timeline_figure
 
 PIXELS = 1400
@@ -77,8 +78,8 @@ def register(app, ctx):
         return (list(win) if win else None), lanes, "timeline"
 
     @app.callback(Output("tl-graph", "figure"), Input("tabs", "value"), Input("run-a", "value"),
-                  Input("tl-window", "data"), Input("tl-ranks", "value"))
-    def draw(tab, run_id, window, ranks):
+                  Input("tl-window", "data"), Input("tl-ranks", "value"), Input("tl-critical", "value"))
+    def draw(tab, run_id, window, ranks, critical):
         if tab != "timeline" or not run_id:
             raise PreventUpdate
         view = ctx.registry.get(run_id)
@@ -86,4 +87,7 @@ def register(app, ctx):
             raise PreventUpdate
         t0, t1 = window if window else (None, None)
         win = view.timeline.window(t0, t1, ranks=ranks or None, px=PIXELS, max_bars=MAX_BARS)
-        return timeline_figure(win, title=view.label + ":")
+        fig = timeline_figure(win, title=view.label + ":")
+        if critical:
+            add_critical_path(fig, view.critical_path, win.lanes, win.t0_ns, win.t1_ns)
+        return fig

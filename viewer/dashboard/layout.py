@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dash import dcc, html
 
-PAGES = [("overview", "Overview"), ("timeline", "Timeline"), ("negotiation", "Negotiation"),
+PAGES = [("overview", "Overview"), ("timeline", "Timeline"), ("breakdown", "Breakdown"), ("negotiation", "Negotiation"),
          ("fusion", "Fusion"), ("communication", "Communication"), ("compare", "Compare")]
 GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
 
@@ -51,10 +51,18 @@ def timeline_page():
                   html.Label("go to step"),
                   dcc.Input(id="tl-step", type="number", min=0, step=1, placeholder="step"),
                   html.Button("Whole run", id="tl-reset", n_clicks=0),
+                  dcc.Checklist(id="tl-critical", options=[{"label": " critical path", "value": "on"}], value=[],
+                                inline=True),
                   html.Span("drag to zoom; double-click to reset", className="muted")], className="controls"),
         dcc.Store(id="tl-window"),
         dcc.Loading(_graph("tl-graph"), type="circle"),
     ], className="page")
+
+
+def breakdown_page():
+    return html.Div([_graph("bd-bars"), html.H3("Why the late ranks are late"), html.Div(id="bd-causes"),
+                     html.H3("Mean per step, per rank (ms; ? = phases unknown: no phase spans on that rank)"),
+                     html.Div(id="bd-table")], className="page")
 
 
 def negotiation_page():
@@ -84,7 +92,8 @@ def compare_page():
                      _graph("cmp-bandwidth")], className="page")
 
 
-_BUILDERS = {"overview": overview_page, "timeline": timeline_page, "negotiation": negotiation_page,
+_BUILDERS = {"overview": overview_page, "timeline": timeline_page, "breakdown": breakdown_page,
+             "negotiation": negotiation_page,
              "fusion": fusion_page, "communication": communication_page, "compare": compare_page}
 
 

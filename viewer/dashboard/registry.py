@@ -142,6 +142,29 @@ class RunView:
             return None
 
     @cached_property
+    def breakdown_by_rank(self):
+        """Mean per step of each breakdown bucket, one row per rank (None when the analyses fail)."""
+        from viewer.analyses import breakdown
+        try:
+            return breakdown.breakdown_by_rank(self.run.breakdown())
+        except Exception:  # shown as "nothing to show", never a dead page
+            return None
+
+    @cached_property
+    def root_causes(self):
+        try:
+            return self.run.root_causes()
+        except Exception:
+            return None
+
+    @cached_property
+    def critical_path(self):
+        try:
+            return self.run.critical_path()
+        except Exception:
+            return None
+
+    @cached_property
     def findings(self):
         """The analyses' recommendations (a DataFrame), or the exception that stopped them."""
         try:

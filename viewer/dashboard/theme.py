@@ -4,6 +4,10 @@ from __future__ import annotations
 # phase -> colour; the order is the legend order
 PHASES = {
     "STEP": "#d9d9d9",
+    "DATA_WAIT": "#9467bd",
+    "FORWARD": "#17becf",
+    "BACKWARD": "#1f77b4",
+    "OPTIMIZER_STEP": "#bcbd22",
     "SYNCHRONIZE": "#e45756",
     "tensor": "#bab0ac",
     "NEGOTIATE": "#f58518",
@@ -20,9 +24,19 @@ PHASES = {
     "other": "#7f7f7f",
 }
 PHASE_NAMES = list(PHASES)
+# the step breakdown's buckets (viewer.analyses.breakdown.BUCKETS): label and colour, stacking order
+BUCKETS = {
+    "data_wait_ns": ("data wait", PHASES["DATA_WAIT"]),
+    "forward_ns": ("forward", PHASES["FORWARD"]),
+    "backward_ns": ("backward", PHASES["BACKWARD"]),
+    "optimizer_ns": ("optimizer", PHASES["OPTIMIZER_STEP"]),
+    "exposed_comm_ns": ("exposed comm", PHASES["SYNCHRONIZE"]),
+    "other_ns": ("other", "#7f7f7f"),
+}
 
 _EXACT = {
-    "STEP": "STEP", "SYNCHRONIZE": "SYNCHRONIZE", "QUEUE": "QUEUE", "FUSED_RESPONSE": "FUSED_RESPONSE",
+    "STEP": "STEP", "SYNCHRONIZE": "SYNCHRONIZE", "DATA_WAIT": "DATA_WAIT", "FORWARD": "FORWARD",
+    "BACKWARD": "BACKWARD", "OPTIMIZER_STEP": "OPTIMIZER_STEP", "QUEUE": "QUEUE", "FUSED_RESPONSE": "FUSED_RESPONSE",
     "MEMCPY_IN_FUSION_BUFFER": "MEMCPY_IN", "MEMCPY_OUT_FUSION_BUFFER": "MEMCPY_OUT",
     "MEMCPY_IN_HOST_BUFFER": "MEMCPY_IN", "MEMCPY_OUT_HOST_BUFFER": "MEMCPY_OUT",
     "RING_REDUCE_SCATTER": "REDUCE_SCATTER", "RING_ALLGATHER": "ALLGATHER", "CYCLE": "CYCLE",

@@ -1,0 +1,87 @@
+"""The Breakdown page and the timeline's critical path in real headless Chromium, on a run written by the
+real recorder with rank 2's loader slow (tests/viewer/phase_runs.py)."""
+from __future__ import annotations
+
+import pytest
+
+from tests.dashboard.conftest import SAMPLES, Server, free_port, launch_argv, sample_run
+from tests.viewer.phase_runs import write_run
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bd")
+    main = write_run(d / "slow-data", steps=6, slow={2: {"data_wait": 40}}, noise=0.1, seed=7)
+    second = sample_run("straggler")   # a real run without phase spans
+    port = free_port()
+    srv = Server(launch_argv(main, second, SAMPLES, port), port, d / "log")
+    yield srv
+    srv.stop()
+
+
+def _graph(page, gid):
+    return page.evaluate(f"""() => {{
+        const gd = document.querySelector('#{gid} .js-plotly-plot');
+        return gd.data.map(t => ({{name: t.name, x: Array.from(t.x || []), y: Array.from(t.y || [])}}));
+    }}""")
+
+
+def test_breakdown_page_names_the_cause(server, page, artifacts):
+    page.goto(server.url)
+    page.wait_for_selector("#card-straggler .card-value", timeout=60_000)
+    page.click("#tab-breakdown")
+    page.wait_for_selector("#bd-rank-table", timeout=30_000, state="attached")
+    page.wait_for_selector("#bd-bars .barlayer .point", timeout=30_000)
+    bars = {t["name"]: t for t in _graph(page, "bd-bars")}
+    assert {"data wait", "forward", "backward", "optimizer", "exposed comm", "other"} <= set(bars)
+    dw = dict(zip(bars["data wait"]["x"], bars["data wait"]["y"]))
+    assert "rank 2" in dw, bars["data wait"]
+    assert dw["rank 2"] > 35 and all(v < 5 for k, v in dw.items() if k != "rank 2")
+    causes = page.inner_text("#bd-rootcause")
+    assert "rank 2" in causes and "data wait" in causes and "loader workers" in causes
+    table = page.inner_text("#bd-rank-table")
+    assert "known" in table and "?" not in table
+    page.screenshot(path=str(artifacts / "page-breakdown.png"), full_page=True)
+    assert page.errors == []
+
+
+def test_critical_path_toggle_highlights_the_late_rank(server, page, artifacts):
+    page.goto(server.url)
+    page.wait_for_selector("#card-straggler .card-value", timeout=60_000)
+    page.click("#tab-timeline")
+    page.wait_for_selector("#tl-graph .main-svg .barlayer .point", timeout=30_000, state="attached")
+    assert "critical path" not in {t["name"] for t in _graph(page, "tl-graph")}
+    page.click("#tl-critical input[type=checkbox]")
+    page.wait_for_function("""() => {
+        const gd = document.querySelector('#tl-graph .js-plotly-plot');
+        return gd && gd.data && gd.data.some(t => t.name === 'critical path');
+    }""", timeout=30_000)
+    traces = {t["name"]: t for t in _graph(page, "tl-graph")}
+    lanes = {y for y in traces["critical path"]["y"] if y}
+    # the late rank's phases and the negotiation it closed, then the others' collective and wait
+    assert "r2 framework ·1" in lanes and "r2 tensor ·1" in lanes
+    assert any(lane.endswith("fusion") for lane in lanes)
+    assert set(traces["slowest phase"]["y"]) == {"r2 framework ·1"}
+    page.screenshot(path=str(artifacts / "timeline-critical-path.png"), full_page=True)
+    page.click("#tl-critical input[type=checkbox]")
+    page.wait_for_function("""() => {
+        const gd = document.querySelector('#tl-graph .js-plotly-plot');
+        return gd && gd.data && !gd.data.some(t => t.name === 'critical path');
+    }""", timeout=30_000)
+    assert page.errors == []
+
+
+def test_run_without_phases_says_unknown(server, page):
+    if sample_run("straggler") is None:
+        pytest.skip("sample_traces/straggler is empty")
+    page.goto(server.url)
+    page.wait_for_selector("#card-straggler .card-value", timeout=60_000)
+    page.click("#run-a")
+    page.click("text=straggler")
+    page.click("#tab-breakdown")
+    page.wait_for_function("() => (document.querySelector('#bd-rank-table') || {innerText: ''})"
+                           ".innerText.includes('unknown')", timeout=30_000)
+    names = {t["name"] for t in _graph(page, "bd-bars")}
+    assert "phases unknown" in names
+    assert "phases are unknown" in page.inner_text("#bd-rootcause")
+    assert page.errors == []

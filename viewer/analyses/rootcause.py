@@ -1,0 +1,245 @@
+"""Why a late rank is late: its phases against the other ranks', step by step, and its counters.
+
+For each rank flagged late (:func:`viewer.analyses.stragglers.late_ranks`) and each step, every
+phase bucket of the step breakdown (:func:`viewer.analyses.breakdown.phase_buckets`) is compared with
+the median of the other ranks' in that step; the median of those differences over the steps is the
+phase's excess per step. The rank's lateness per step is how much later its last gradient was
+submitted than the others' median. A phase explains the lateness when its excess is at least
+``MIN_EFFECT_NS`` and ``MIN_EFFECT_OF_STEP`` of the step, and at least ``MIN_SHARE`` of the lateness
+(the next phases then join it from ``MIN_SHARE_MORE``); medians keep one noisy step from naming a cause.
+
+On a loaded host noise can hide a late rank among the others' lateness; a rank that is not flagged
+still gets a row (``late`` False) when one of its phases is far off: longer by ``IMBALANCE_OF_STEP``
+of the step and by ``IMBALANCE_RELATIVE`` of the others' own time in it, in ``IMBALANCE_STEPS`` of
+the steps (a slow loader's wait, against the few ms that noise adds to every phase).
+"""
+from __future__ import annotations
+
+from tracer import vocab as V
+from viewer.analyses.recommendations import fmt_ns
+
+MIN_EFFECT_NS = 1_000_000    # an excess under 1 ms per step is noise on a loaded host
+MIN_EFFECT_OF_STEP = 0.03    # ... and so is one under 3 % of the step
+MIN_SHARE = 0.25             # a phase names the cause when it explains a quarter of the lateness
+MIN_SHARE_MORE = 0.10        # ... and more phases join it from a tenth
+IMBALANCE_OF_STEP = 0.05
+IMBALANCE_RELATIVE = 0.5
+IMBALANCE_STEPS = 0.75
+PHASES = {"data_wait_ns": "data wait", "forward_ns": "forward", "backward_ns": "backward",
+          "optimizer_ns": "optimizer step", "other_ns": "untraced time"}
+ADVICE = {
+    "data_wait_ns": "more loader workers (num_workers, prefetch), or check rank {r}'s storage and input pipeline",
+    "forward_ns": "compute contention: check rank {r}'s CPU counters, other processes on its host or cores, "
+                  "its GPU clocks, or uneven batches",
+    "backward_ns": "compute contention: check rank {r}'s CPU counters, other processes on its host or cores, "
+                   "its GPU clocks, or uneven batches",
+    "optimizer_ns": "the update itself is slower: look for rank-specific work in step() (logging, clipping on "
+                    "the CPU), or the same contention as compute",
+    "other_ns": "time no phase covers: wrap rank {r}'s code between steps in hvd.timeline.region(...) "
+                "(logging, checkpoints, evaluation)",
+}
+# counters differ when apart by at least this much and 15 % of the others' value
+COUNTER_FLOOR = {V.COUNTER_CPU_PCT: 10.0, V.COUNTER_RSS_MB: 100.0, V.COUNTER_LOAD1: 0.5,
+                 V.COUNTER_GPU_UTIL_PCT: 10.0, V.COUNTER_GPU_MEM_MB: 500.0}
+COUNTER_UNITS = {V.COUNTER_CPU_PCT: "%", V.COUNTER_RSS_MB: "MiB", V.COUNTER_LOAD1: "",
+                 V.COUNTER_GPU_UTIL_PCT: "%", V.COUNTER_GPU_MEM_MB: "MiB"}
+COLUMNS = ["rank", "late", "pct_last", "lateness_ns", "steps_compared", "phases_known", "cause", "explained_by",
+           "excess_ns", "share_pct",
+           *[p.replace("_ns", "_excess_ns") for p in PHASES], "counters", "message"]
+
+
+def submit_lateness(neg):
+    """Per rank and step: how much later the rank submitted its last tensor than the others' median.
+
+    Args:
+        neg: output of :func:`viewer.analyses.stragglers.negotiations`.
+    Returns:
+        DataFrame ``rank, step, lateness_ns`` (steps with a number only).
+    """
+    import pandas as pd
+
+    if neg is None or not len(neg) or not (neg["step"] >= 0).any():
+        return pd.DataFrame({"rank": pd.Series(dtype="int64"), "step": pd.Series(dtype="int64"),
+                             "lateness_ns": pd.Series(dtype="float64")})
+    last = neg[neg["step"] >= 0].groupby(["step", "rank"])["ready_ns"].max().unstack("rank")
+    rows = []
+    for r in last.columns:
+        others = last.drop(columns=r).median(axis=1)
+        rows.append(pd.DataFrame({"rank": int(r), "step": last.index.to_numpy(),
+                                  "lateness_ns": (last[r] - others).to_numpy(dtype="float64")}))
+    return pd.concat(rows, ignore_index=True).dropna()
+
+
+def phase_excess(bd, rank: int):
+    """Per phase bucket: ``rank``'s bucket against the median of the other ranks', step by step.
+
+    Args:
+        bd: output of :func:`viewer.analyses.breakdown.step_breakdown` (or ``phase_buckets``).
+        rank: the rank to compare.
+    Returns:
+        ``(DataFrame, steps_compared)``: one row per bucket (index), ``excess_ns`` (median over steps of
+        the difference), ``others_ns`` (median over steps of the others' median) and ``steps_longer``
+        (share of the steps in which it was longer); steps where this rank and another have phases.
+    """
+    import pandas as pd
+
+    bd = bd[(bd["step"] >= 0) & bd["phases_known"] & bd["other_ns"].notna()]
+    mine = bd[bd["rank"] == rank].set_index("step")
+    others = bd[bd["rank"] != rank]
+    if not len(mine) or not len(others):
+        return pd.DataFrame(columns=["excess_ns", "others_ns", "steps_longer"], dtype="float64"), 0
+    med = others.groupby("step")[list(PHASES)].median()
+    steps = mine.index.intersection(med.index)
+    if not len(steps):
+        return pd.DataFrame(columns=["excess_ns", "others_ns", "steps_longer"], dtype="float64"), 0
+    theirs = med.loc[steps].astype("float64")
+    diff = mine.loc[steps, list(PHASES)].astype("float64") - theirs
+    return pd.DataFrame({"excess_ns": diff.median(), "others_ns": theirs.median(),
+                         "steps_longer": (diff > 0).mean()}), int(len(steps))
+
+
+def counter_differences(events, rank: int):
+    """The system counters on which ``rank`` differs from the others (medians over the samples in steps).
+
+    Returns:
+        list of ``{"counter", "rank_value", "others_value"}``, largest relative difference first.
+    """
+    ev = events[(events["ph"] == "C") & events["name"].isin(list(COUNTER_FLOOR))
+                & (events["step"] >= 0)]
+    if not len(ev):
+        return []
+    med = ev.groupby(["name", "rank"])["value"].median().unstack("rank")
+    if rank not in med.columns or len(med.columns) < 2:
+        return []
+    out = []
+    for name, row in med.iterrows():
+        mine, others = row[rank], row.drop(rank).median()
+        if mine != mine or others != others:
+            continue
+        gap = abs(mine - others)
+        if gap >= COUNTER_FLOOR[name] and gap >= 0.15 * abs(others):
+            out.append({"counter": str(name), "rank_value": float(mine), "others_value": float(others),
+                        "_rel": gap / max(abs(others), 1e-9)})
+    out.sort(key=lambda d: -d.pop("_rel"))
+    return out
+
+
+def _counters_text(diffs, rank: int) -> str:
+    def v(d, key):
+        unit = COUNTER_UNITS[d["counter"]]
+        return f"{d[key]:.3g}" + (f" {unit}" if unit else "")
+
+    return ", ".join(f"{d['counter']} {v(d, 'rank_value')} on rank {rank} vs {v(d, 'others_value')} on the others"
+                     for d in diffs)
+
+
+def root_causes(bd, neg, late, events, strag=None):
+    """For each rank flagged late, the phase that explains its lateness, by how much, and what to do;
+    for the other ranks, a phase far longer than the others' (see the module's doc).
+
+    Args:
+        bd: :func:`viewer.analyses.breakdown.step_breakdown`; neg: :func:`stragglers.negotiations`;
+        late: :func:`stragglers.late_ranks`; events: the run's events table (for the counters);
+        strag: :func:`stragglers.rank_stragglers` (each rank's ``pct_last``).
+    Returns:
+        DataFrame ``COLUMNS``, one row per late rank (``late`` True) and per other rank with a phase far
+        off: ``cause`` is the phase bucket that explains most (e.g. ``data_wait_ns``), ``"unexplained"``
+        when none does, ``"unknown"`` when the rank recorded no phases; ``explained_by``: every phase that
+        passed, in words; ``excess_ns`` / ``share_pct``: the named phases' excess per step and its share
+        of the lateness (of the step, for a rank not late); ``<phase>_excess_ns`` each; ``counters``: the
+        counters that differ (list of dicts); ``message``: the sentence for the findings.
+    """
+    import pandas as pd
+
+    median_step = float(bd.loc[bd["step"] >= 0, "step_ns"].median()) if len(bd) else 0.0
+    median_step = median_step if median_step == median_step else 0.0
+    floor = max(MIN_EFFECT_NS, MIN_EFFECT_OF_STEP * median_step)
+    has_counters = bool(events["name"].isin(list(COUNTER_FLOOR)).any())
+    lateness = submit_lateness(neg)
+    rows = []
+    flagged = set()
+    for _, lr in (late.iterrows() if late is not None else ()):
+        r = int(lr["rank"])
+        flagged.add(r)
+        mine = lateness[lateness["rank"] == r]["lateness_ns"]
+        late_ns = float(mine.median()) if len(mine) else float(lr["median_lateness_ns"])
+        rows.append(_late_row(bd, events, r, float(lr["pct_last"]), late_ns, floor, has_counters))
+    pct = {} if strag is None or not len(strag) else dict(zip(strag["rank"].astype(int), strag["pct_last"]))
+    known = bd.loc[(bd["step"] >= 0) & bd["phases_known"], "rank"].unique().tolist() if len(bd) else []
+    for r in sorted(set(int(k) for k in known) - flagged):
+        row = _imbalance_row(bd, events, r, float(pct.get(r, 0.0)), median_step, floor)
+        if row is not None:
+            rows.append(row)
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _late_row(bd, events, r, pct_last, late_ns, floor, has_counters):
+    known = bool(bd.loc[bd["rank"] == r, "phases_known"].any()) if len(bd) else False
+    ex, n = phase_excess(bd, r) if known else (None, 0)
+    excess = {} if ex is None else ex["excess_ns"].to_dict()
+    diffs = counter_differences(events, r)
+    order = [p for p, v in sorted(excess.items(), key=lambda kv: -kv[1]) if p != "other_ns" and v >= floor]
+    named = order[:1] if order and excess[order[0]] >= MIN_SHARE * max(late_ns, 0.0) else []
+    named += [p for p in order[1:] if named and excess[p] >= MIN_SHARE_MORE * max(late_ns, 0.0)]
+    total = sum(excess[p] for p in named)
+    share = 100.0 * total / late_ns if late_ns > 0 else 0.0
+    if not known:
+        cause = "unknown"
+        msg = (f"rank {r}'s phases are unknown (its trace has no {', '.join(V.PHASES)} spans: wrap the loader "
+               "with hvd.timeline.wrap_loader and the model with hvd.timeline.watch to see them): look at what "
+               f"rank {r} does before it submits (data loading, host load, a slower device or extra work)")
+    elif not named:
+        cause = "unexplained"
+        msg = (f"no phase explains rank {r}'s lateness of {fmt_ns(late_ns)} per step (none is "
+               f"{fmt_ns(floor)} and a quarter of it longer than the others' median)")
+        if excess.get("other_ns", 0.0) >= floor:
+            msg += f"; its untraced time is {fmt_ns(excess['other_ns'])} longer: " + ADVICE["other_ns"].format(r=r)
+    else:
+        cause = named[0]
+        of = (f"{share:.0f} % of its lateness of {fmt_ns(late_ns)}" if share <= 120 else
+              f"more than its whole lateness of {fmt_ns(late_ns)}: its other phases were shorter")
+        msg = f"its {_parts(named, excess)} longer per step than the others' median ({of}): " + _advice(named, r)
+    if diffs and cause != "data_wait_ns":
+        msg += "; counters that differ: " + _counters_text(diffs, r)
+    elif cause in ("unexplained", "unknown"):
+        msg += "; no system counter differs from the others'" if has_counters else "; the trace has no system counters"
+    return _row(r, True, pct_last, late_ns, n, known, cause, named, total, share if named else 0.0, excess, diffs,
+                msg)
+
+
+def _imbalance_row(bd, events, r, pct_last, median_step, floor):
+    """A row for a rank not flagged late whose phase is far off, else None."""
+    ex, n = phase_excess(bd, r)
+    if not n:
+        return None
+    far = ex[(ex.index != "other_ns") & (ex["excess_ns"] >= max(floor, IMBALANCE_OF_STEP * median_step))
+             & (ex["excess_ns"] >= IMBALANCE_RELATIVE * ex["others_ns"]) & (ex["steps_longer"] >= IMBALANCE_STEPS)]
+    if not len(far):
+        return None
+    named = far.sort_values("excess_ns", ascending=False).index.tolist()
+    excess = ex["excess_ns"].to_dict()
+    total = sum(excess[p] for p in named)
+    share = 100.0 * total / median_step if median_step else 0.0
+    longer = int(round(float(ex.loc[named[0], "steps_longer"]) * n))
+    diffs = counter_differences(events, r)
+    msg = (f"rank {r}'s {_parts(named, excess)} longer per step than the others' median (in {longer} of {n} steps, "
+           f"{share:.0f} % of the step), though it was last in only {pct_last:.0f} % of negotiations (noise "
+           f"elsewhere hides it): " + _advice(named, r))
+    if diffs and named[0] != "data_wait_ns":
+        msg += "; counters that differ: " + _counters_text(diffs, r)
+    return _row(r, False, pct_last, 0.0, n, True, named[0], named, total, share, excess, diffs, msg)
+
+
+def _parts(named, excess) -> str:
+    return " and ".join(f"{PHASES[p]} is {fmt_ns(excess[p])}" for p in named)
+
+
+def _advice(named, r) -> str:
+    return "; ".join(dict.fromkeys(ADVICE[p].format(r=r) for p in named))
+
+
+def _row(r, late, pct_last, late_ns, n, known, cause, named, total, share, excess, diffs, msg) -> dict:
+    return {"rank": r, "late": late, "pct_last": pct_last, "lateness_ns": late_ns, "steps_compared": n,
+            "phases_known": known, "cause": cause, "explained_by": ", ".join(PHASES[p] for p in named),
+            "excess_ns": float(total), "share_pct": float(share),
+            **{p.replace("_ns", "_excess_ns"): excess.get(p) for p in PHASES}, "counters": diffs, "message": msg}
