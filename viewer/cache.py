@@ -13,7 +13,7 @@ from pathlib import Path
 
 from viewer.io.chrome_json import file_signature
 
-CACHE_VERSION = 7  # 7: format 3 only; tensor_ops.end_ns, ranks.closed/last_ts_ns/events_skipped
+CACHE_VERSION = 8  # 8: tensor_ops.priority, fused_ops.priority; 7: format 3 only, tensor_ops.end_ns, ...
 CACHE_DIRNAME = ".ringscope-cache"  # matches .gitignore
 _TABLES = ("events", "tensor_ops", "fused_ops", "readiness", "cycles")
 
