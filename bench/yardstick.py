@@ -8,7 +8,6 @@ through the ``HOROVOD_*`` variables both read), each runtime under its own venv'
 """
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +23,7 @@ RUNTIMES = ("ringscope", "horovod")
 
 
 def horovod_venv() -> Path:
+    """Where ``bench/horovod_env.sh`` puts the venv (``$RINGSCOPE_HOROVOD_VENV`` or the cache)."""
     out = subprocess.run(["bash", str(ROOT / "bench" / "horovod_env.sh"), "--path"],
                          capture_output=True, text=True, check=True)
     return Path(out.stdout.strip())
@@ -48,7 +48,7 @@ def _job(runtime: str, n: int, args: list, venv: Path, env: dict, timeout: float
 
 
 def run(quick: bool) -> dict:
-    venv = Path(os.environ.get("RINGSCOPE_HOROVOD_VENV") or horovod_venv())
+    venv = horovod_venv()
     reason = skip_reason(venv)
     if reason:
         return {"rows": [], "metrics": {}, "notes": [reason], "skipped": reason}
