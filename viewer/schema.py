@@ -49,6 +49,7 @@ TENSOR_OPS = {
     "end_ns": "Int64",         # the op ended, with its result or its error (NA while still in flight)
     "wait_ns": "Int64",        # framework time blocked in synchronize for it (NA if not waited on)
     "error": "string",         # the op's error (e.g. a stall shutdown); done_ns is then NA, end_ns not
+    "priority": "Int64",       # its priority= (higher runs first; NA where the trace has none)
 }
 
 # One row per executed response (a fused op) per rank.
@@ -70,6 +71,7 @@ FUSED_OPS = {
     "comm_ns": "int64",        # the backend activity's duration
     "size": "int32",           # ranks taking part
     "tensors": "object",       # list[str]
+    "priority": "Int64",       # the highest of its tensors' priorities (NA where the trace has none)
 }
 
 # Coordinator's readiness ticks (from our READY instants or Horovod's rank-named X events).

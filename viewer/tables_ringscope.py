@@ -179,6 +179,11 @@ def _phase_steps(r, rows):
     return step
 
 
+def _at(values_ok, rows):
+    """``(values, ok)`` of :meth:`ints` at ``rows``."""
+    return values_ok[0][rows], values_ok[1][rows]
+
+
 def _codes_at(cols, name, rows):
     codes, values = cols.codes(name)
     return codes[rows], values
@@ -255,7 +260,8 @@ def _fused(r, x, fused, rank):
         "start_ns": ns(r.ts[fused]), "end_ns": ns(r.ts[fused] + r.dur[fused]),
         "memcpy_in_ns": [mem_in.get(rid, 0) for rid in resp.tolist()],
         "memcpy_out_ns": [mem_out.get(rid, 0) for rid in resp.tolist()],
-        "comm_ns": rows["comm_ns"], "size": rows["size"], "tensors": tensors})
+        "comm_ns": rows["comm_ns"], "size": rows["size"], "tensors": tensors,
+        "priority": int_na(*_at(cols.ints("args.priority", 0), fused))})
 
 
 def _tensor_ops(r, ops, fused, syncs, rank):
@@ -283,7 +289,8 @@ def _tensor_ops(r, ops, fused, syncs, rank):
         "start_ns": int_na(ops["start_ns"], ops["start_ok"]),
         "done_ns": int_na(end, ops["closed"] & (err[0] < 0)),
         "end_ns": int_na(end, ops["closed"]),
-        "wait_ns": int_na(np.zeros(n, dtype="int64"), np.zeros(n, dtype=bool)), "error": strings([err])})
+        "wait_ns": int_na(np.zeros(n, dtype="int64"), np.zeros(n, dtype=bool)), "error": strings([err]),
+        "priority": int_na(*_at(cols.ints("args.priority", 0), ob))})
     if len(syncs):
         df["wait_ns"] = _waits(r, ops, step, syncs)
     return df

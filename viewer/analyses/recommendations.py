@@ -197,7 +197,7 @@ def findings(run, peak_busbw_gbps=None):
     """
     import pandas as pd
 
-    from viewer.analyses import breakdown, fusion, hangs
+    from viewer.analyses import breakdown, fusion, hangs, priorities
 
     bd = run.breakdown()
     bd_rank = breakdown.breakdown_by_rank(bd)
@@ -212,6 +212,7 @@ def findings(run, peak_busbw_gbps=None):
     prefix = "HOROVOD_" if str(run.meta.get("format", "")).startswith("horovod") else "RINGSCOPE_"
     rows += fusion_findings(fusion.fusion_summary(fill), prefix)
     rows += breakdown_findings(bd_rank)
+    rows += priorities.priority_findings(priorities.waits_behind_lower(run.tensor_ops, run.fused_ops))
     rows += bandwidth_findings(run.bandwidth_by_size(peak_busbw_gbps), run.alpha_beta(), peak_busbw_gbps)
     df = pd.DataFrame(rows, columns=COLUMNS)
     return df.sort_values("score", ascending=False, ignore_index=True)

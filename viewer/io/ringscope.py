@@ -20,7 +20,7 @@ from viewer.io.chrome_json import TraceReader, loads
 MAX_US = 1e15   # |ts| and dur beyond ~31 years in µs are damage, not time (and would overflow ns)
 _STR_ARGS = ("tensor", "op", "dtype", "backend", "error")
 _INT_ARGS = ("step", "response", "bytes", "process_set", "rank", "count", "threshold", "size", "cycle",
-             "queue_ns")
+             "queue_ns", "priority")
 
 
 def schema():
