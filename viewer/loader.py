@@ -64,7 +64,7 @@ def _looks_like_trace(f: Path) -> bool:
 
 
 def detect_format(path) -> str:
-    """"ringscope", "horovod" or "merged", sniffed from the first bytes of a file."""
+    """"ringscope", "horovod", "kineto" or "merged", sniffed from the first bytes of a file."""
     head = _head(Path(path))
     if b'"ringscope_merged"' in head:
         return "merged"
@@ -74,7 +74,9 @@ def detect_format(path) -> str:
         return "horovod"
     if b'"NEGOTIATE_' in head and b'"tid"' not in head:
         return "horovod"
-    return "ringscope"
+    from viewer.io.kineto import looks_like_kineto
+
+    return "kineto" if looks_like_kineto(head) else "ringscope"
 
 
 def parse_one(path: Path, use_cache: bool = True, cache_dir=None) -> dict:
@@ -89,6 +91,8 @@ def parse_one(path: Path, use_cache: bool = True, cache_dir=None) -> dict:
         raise TraceError(path, "a merged trace (ringscope merge output): load the per-rank traces instead")
     if fmt == "horovod":
         from viewer.io.horovod import parse_file
+    elif fmt == "kineto":
+        from viewer.io.kineto import parse_file
     else:
         from viewer.tables_ringscope import parse_file
     parsed = parse_file(path)
