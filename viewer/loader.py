@@ -119,6 +119,10 @@ def load_run(paths, use_cache: bool = True, cache_dir=None, progress=None) -> Ru
         done += f.stat().st_size
         if progress:
             progress(done, total, f)
+    if any(p["rank_info"].get("format") == "kineto" for p in parsed):
+        from viewer.io.kineto_clock import apply
+
+        apply(parsed)   # Kineto traces hold no clock offsets: estimate them from their collectives
     tables = assemble(parsed)
     memory.release()
     return tables

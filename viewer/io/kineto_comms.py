@@ -112,10 +112,9 @@ def collectives(cols: dict, special: list, thread_of, world: int | None, backend
     ``cols``: the rank's event columns (numpy); ``special``: (row, event) kept whole;
     ``thread_of(row)``: the (pid, tid) of a row.
     """
-    rpc = sorted((cols["ts"][r], r, e) for r, e in special if e.get("name") == "record_param_comms")
-    rpc_by_thread: dict = {}
-    for ts, r, e in rpc:
-        rpc_by_thread.setdefault(thread_of(r), []).append((ts, ts + cols["dur"][r], r, e))
+    rpc_by_thread = _by_thread(cols, special, thread_of, lambda e: e.get("name") == "record_param_comms")
+    ann_by_thread = _by_thread(cols, special, thread_of, lambda e: _ANNOTATION.match(e.get("name", ""))
+                               and e.get("cat") in ("user_annotation", "cpu_op"))
     kernels = [(r, e) for r, e in special if e.get("cat") in ("kernel", "Kernel") and COMM_KERNEL.match(e["name"])]
     out = []
     if kernels:
@@ -129,9 +128,15 @@ def collectives(cols: dict, special: list, thread_of, world: int | None, backend
                 ra = rp[3].get("args") if rp[3].get("args").__class__ is dict else {}
                 more = describe(ra, world)
                 info = {k: info[k] if info[k] is not None else more[k] for k in info}
+            ann = None if lr is None else _enclosing(ann_by_thread.get(thread_of(lr), ()), cols["ts"][lr])
+            if info["op"] is None and ann is not None:
+                info["op"] = op_name(_ANNOTATION.match(ann[3]["name"]).group(2))
             if info["op"] is None:
                 info["op"] = _kernel_op(e["name"])
-            out.append(dict(info, row=r, launch_row=lr if rp is None else rp[2], backend=backend or "nccl",
+            if info["pg"] is None:   # NCCL runs each communicator on its own stream
+                info["pg"] = f"s{cols['stream'][r]}"
+            first = rp or ann
+            out.append(dict(info, row=r, launch_row=lr if first is None else first[2], backend=backend or "nccl",
                             activity=e["name"].split("(")[0]))
     else:
         for r, e in special:
@@ -147,6 +152,14 @@ def collectives(cols: dict, special: list, thread_of, world: int | None, backend
                 info["bytes"] = nbytes // info["size"] if info["op"] == "ALLTOALL" and info["size"] else nbytes
             out.append(dict(info, row=r, launch_row=None, backend=m.group(1), activity=e["name"]))
     out.sort(key=lambda c: cols["ts"][c["row"]])
+    return out
+
+
+def _by_thread(cols: dict, special: list, thread_of, keep) -> dict:
+    """``{thread: [(start, end, row, event)]}`` of the kept special events, sorted by start."""
+    out: dict = {}
+    for r, e in sorted(((r, e) for r, e in special if keep(e)), key=lambda x: cols["ts"][x[0]]):
+        out.setdefault(thread_of(r), []).append((cols["ts"][r], cols["ts"][r] + cols["dur"][r], r, e))
     return out
 
 
