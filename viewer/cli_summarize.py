@@ -55,6 +55,11 @@ def main(argv=None) -> int:
     from viewer import summary
 
     tables = summary.analyses(run, args.peak_busbw)
+    from viewer import cli_kineto
+
+    kineto = cli_kineto.is_kineto(run)
+    if kineto:
+        tables.update(cli_kineto.analyses(run.tables))
     if args.csv:
         try:
             _write_csv(Path(args.csv), tables)
@@ -62,6 +67,8 @@ def main(argv=None) -> int:
             print(f"ringscope: {args.csv}: cannot write CSV ({exc.strerror or exc})", file=sys.stderr)
             return 2
     data = summary.build_summary(run, top=args.top, tables=tables)
+    if kineto:
+        data["kineto"] = cli_kineto.summary(tables, args.top)
     if args.json:
         import json
 
@@ -70,6 +77,8 @@ def main(argv=None) -> int:
         from viewer.summary_tables import print_summary
 
         print_summary(data, tables, top=args.top)
+        if kineto:
+            cli_kineto.print_tables(data["kineto"], top=args.top)
     return 0
 
 
