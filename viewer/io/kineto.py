@@ -203,7 +203,7 @@ def _thread_labels(ev: Events, cols, cat_values):
     rows = np.arange(len(th))[::-1]
     first[th[::-1]] = rows
     gpu_pids = {keys[k][0] for k in range(len(keys)) if first[k] >= 0 and gpu_cat[cols["cat"][first[k]]]}
-    for k, (pid, tid) in enumerate(keys):
+    for k, (pid, tid, *_) in enumerate(keys):
         r = first[k]
         cat = cat_values[cols["cat"][r]] if r >= 0 else ""
         if cat in GPU_CATS:

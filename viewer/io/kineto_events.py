@@ -31,7 +31,7 @@ class Events:
         self.nbytes: list = []    # args.bytes (memcpy / memset), -1 otherwise
         self.names: dict = {}
         self.cats: dict = {}
-        self.threads: dict = {}
+        self.threads: dict = {}   # (pid, tid) -> code; GPU annotations (pid, tid, "annotations")
         self.special: list = []   # (row, event) of the events the collectives and steps need
         self.process_labels: dict = {}   # pid -> "CPU" | "GPU 0" ...
         self.process_names: dict = {}
@@ -79,7 +79,7 @@ class Events:
             if c is None:
                 c = cats[cat] = len(cats)
             cat_l.append(c)
-            key = (pid, tid)
+            key = (pid, tid, "annotations") if cat == "gpu_user_annotation" else (pid, tid)
             c = threads.get(key)
             if c is None:
                 c = threads[key] = len(threads)
