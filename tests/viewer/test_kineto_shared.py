@@ -69,7 +69,7 @@ def test_nccl_2rank_collectives_steps_and_streams():
 
     run = _run("nccl_2rank")
     assert run.ranks["rank"].tolist() == [0] and run.size == 2 and run.ranks["closed"].all()
-    assert run.ranks["base_epoch_ns"].iloc[0] == 1711964646000000000 + 4458676388068 * 1000   # base + first ts (µs floor)
+    assert run.ranks["base_epoch_ns"].iloc[0] == 1711964646000000000 + 4458676388068 * 1000   # base + first µs
     t = kineto_collectives.collectives_table(run.tables)
     assert len(t) == 21 and t["op"].value_counts().to_dict() == {"ALLREDUCE": 15, "BROADCAST": 6}
     first = t[t["op"] == "ALLREDUCE"].iloc[0]

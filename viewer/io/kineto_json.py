@@ -168,7 +168,9 @@ class KinetoReader:
         return out
 
     def _salvage(self, pos: int, at: int, end: int, why: str):
-        """The events before the damage at ``at``; skip to the next event end after it."""
+        """The events before the damage at ``at``; skip to the next event end after it. A prefix that
+        fails before its end holds an earlier damage (orjson checks UTF-8 before syntax): that one
+        is where the skipping starts."""
         data = self.data
         good, stop = [], pos
         hi = at
@@ -176,12 +178,16 @@ class KinetoReader:
             k = data.rfind(b"}", pos, hi)
             if k < 0:
                 break
+            text = bytes(data[pos:k + 1]).rstrip(b" \t\r\n,")
             try:
-                good = self._objects(loads(b"[" + bytes(data[pos:k + 1]).rstrip(b" \t\r\n,") + b"]"), pos)
+                good = self._objects(loads(b"[" + text + b"]"), pos)
                 stop = k + 1
                 break
-            except _BAD_JSON:
-                hi = k
+            except _BAD_JSON as exc:
+                e = pos + _byte_pos(text, getattr(exc, "pos", None))
+                if e < k - 1:
+                    at, why = e, str(exc).splitlines()[0][:80]
+                hi = min(k, at)
         nxt = self._cut(at, end)
         if nxt >= end and not self.closed:   # nothing complete after the damage: the file was cut here
             self.stop_offset = stop
@@ -192,9 +198,16 @@ class KinetoReader:
 
 
 def _byte_pos(text: bytes, char_pos) -> int:
-    """Byte offset in ``text`` of orjson's error position (counted in characters of ``[`` + text)."""
+    """Byte offset in ``text`` of orjson's error (its position counts characters of ``[`` + text;
+    invalid UTF-8 it reports at 0, so that is found here)."""
     if char_pos is None:
         return len(text)
     if text.isascii():
         return max(0, char_pos - 1)
-    return max(0, len((b"[" + text).decode("utf-8", "replace")[:char_pos].encode()) - 1)
+    try:
+        text.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if char_pos <= 1:
+            return exc.start
+    head = text[:4 * char_pos + 4].decode("utf-8", "replace")
+    return max(0, len(("[" + head)[:char_pos].encode()) - 1)
