@@ -17,10 +17,10 @@ import time
 
 from bench import machine, report, targets
 
-GROUPS = ("allreduce", "fusion", "negotiation", "tracer", "analyzer", "dashboard")
+GROUPS = ("allreduce", "fusion", "negotiation", "tracer", "analyzer", "dashboard", "kineto")
 MODULE = {"allreduce": "bench.allreduce", "fusion": "bench.fusion",
           "negotiation": "bench.negotiation_scale", "tracer": "bench.tracer",
-          "analyzer": "bench.analyzer", "dashboard": "bench.dashboard"}
+          "analyzer": "bench.analyzer", "dashboard": "bench.dashboard", "kineto": "bench.kineto"}
 
 
 def parse(argv):

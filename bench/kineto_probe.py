@@ -1,0 +1,43 @@
+"""One Kineto trace through ringscope's reader in a fresh interpreter: ``BENCH_JSON`` with wall and
+CPU seconds, events, and peak memory above the interpreter with its imports loaded.
+
+    python bench/kineto_probe.py TRACE
+"""
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _rss() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def main() -> None:
+    import numpy  # noqa: F401 - imports are not the parse's memory
+    import pandas  # noqa: F401
+    import pyarrow  # noqa: F401
+
+    from bench.launch import emit
+    from viewer import memory
+    from viewer.io.kineto import parse_file
+
+    memory.use_system_allocator()
+    base = _rss()
+    t0, c0 = time.perf_counter(), time.process_time()
+    out = parse_file(sys.argv[1], warn=False)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    emit({"wall_s": wall, "cpu_s": cpu, "events": len(out["events"]), "peak_above_imports": peak - base,
+          "collectives": len(out["fused_ops"])})
+
+
+if __name__ == "__main__":
+    main()
