@@ -55,6 +55,7 @@ def parse_file(path, warn: bool = True) -> dict:
     ev = Events()
     for chunk in reader.chunks():
         ev.feed(chunk)
+    reader.data = bytearray()   # every event is in columns now: let the text go before the tables
     for why, n in ev.bad.items():   # the reader knows no line here: one entry per reason
         reader.skipped.append({"line": None, "byte": None, "reason": why, "events": n})
     if not ev.ts:

@@ -16,7 +16,7 @@ import re
 from viewer.errors import TraceError
 from viewer.io.chrome_json import _BAD_JSON, loads, read_bytes
 
-CHUNK_BYTES = 4 << 20
+CHUNK_BYTES = 512 << 10   # a piece's parsed objects weigh ~8x its bytes: keep them small against the trace
 _EVENT_END = re.compile(rb"\}\s*,")
 _SPACE = b" \t\r\n"
 _MAX_BACKTRACK = 32   # candidate cuts tried before damage when salvaging the events ahead of it
