@@ -6,10 +6,10 @@ traces written under the same run directory.
             train_step(batch)
             prof.step()
 
-The run directory is the timeline's (``RINGSCOPE_TIMELINE`` / ``HOROVOD_TIMELINE``: a directory, or
-the directory of its file), else ``run_dir``. Files go to its ``kineto/`` subdirectory, named
-``rank<N>`` so ``ringscope summarize <run dir>/kineto`` knows each file's rank even without
-``distributedInfo``; our own traces stay alone in the run directory, one file per rank.
+The run directory is ``run_dir``, else the timeline's (``RINGSCOPE_TIMELINE`` / ``HOROVOD_TIMELINE``:
+a directory, or the directory of its file). Files go to its ``kineto/`` subdirectory, named
+``rank<N>`` so the viewer knows each file's rank even without ``distributedInfo``; loading the run
+directory joins each rank's Kineto lanes to its ringscope trace (docs/KINETO.md).
 """
 from __future__ import annotations
 

@@ -30,6 +30,9 @@ def find_traces(path) -> list[Path]:
         return [p]
     files = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES)
                    and _looks_like_trace(f))
+    if (p / "kineto").is_dir():   # torch.profiler's traces beside ours (collectives.kineto_profile)
+        files += sorted(f for f in (p / "kineto").iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES)
+                        and _looks_like_trace(f))
     if not files:
         raise TraceError(p, "directory holds no trace files (*.json, *.json.gz)")
     return files
@@ -120,8 +123,10 @@ def load_run(paths, use_cache: bool = True, cache_dir=None, progress=None) -> Ru
         if progress:
             progress(done, total, f)
     if any(p["rank_info"].get("format") == "kineto" for p in parsed):
+        from viewer.io.kineto_attach import attach
         from viewer.io.kineto_clock import apply
 
+        parsed = attach(parsed)   # beside our trace of the same rank: joins it
         apply(parsed)   # Kineto traces hold no clock offsets: estimate them from their collectives
     tables = assemble(parsed)
     memory.release()
