@@ -143,19 +143,32 @@ class KinetoReader:
 
     def _piece(self, pos: int, end: int):
         """``(events, next position)`` for the piece starting at ``pos``."""
-        data = self.data
         cut = self._cut(min(pos + CHUNK_BYTES, end), end)
         while True:
-            text = bytes(data[pos:cut])
             try:
-                return self._objects(loads(b"[" + text + b"]"), pos), cut
+                return self._objects(self._decode(pos, cut), pos), cut
             except _BAD_JSON as exc:
+                text = bytes(self.data[pos:cut])
                 at = pos + _byte_pos(text, getattr(exc, "pos", None))
                 why = str(exc).splitlines()[0][:80]
             if at >= cut - 1 and cut < end:   # the cut fell inside a string or a nested object
                 cut = self._cut(cut, end)
                 continue
             return self._salvage(pos, at, end, why)
+
+    def _decode(self, pos: int, cut: int) -> list:
+        """``data[pos:cut]`` parsed as an array, in place: the separators on either side become
+        ``[`` and ``]`` for the call (no copy of the text), then are put back."""
+        data = self.data
+        if pos < 1 or cut >= len(data):
+            return loads(b"[" + bytes(data[pos:cut]) + b"]")
+        a, b = data[pos - 1], data[cut]
+        data[pos - 1], data[cut] = 0x5B, 0x5D
+        try:
+            with memoryview(data) as mv:
+                return loads(mv[pos - 1:cut + 1])
+        finally:
+            data[pos - 1], data[cut] = a, b
 
     def _cut(self, frm: int, end: int) -> int:
         m = _EVENT_END.search(self.data, frm, end)
