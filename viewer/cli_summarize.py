@@ -69,6 +69,8 @@ def main(argv=None) -> int:
     data = summary.build_summary(run, top=args.top, tables=tables)
     if kineto:
         data["kineto"] = cli_kineto.summary(tables, args.top)
+        if (run.ranks["format"] == "kineto").all():
+            data["breakdown"] = []   # our runtime's phases (synchronize, negotiation, queue): not in Kineto
     if args.json:
         import json
 
