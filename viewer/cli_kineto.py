@@ -3,8 +3,13 @@ from __future__ import annotations
 
 
 def is_kineto(run) -> bool:
-    """The run holds at least one Kineto trace."""
-    return bool((run.ranks["format"] == "kineto").any())
+    """The run holds at least one Kineto trace (alone, or joined to our trace of its rank)."""
+    return has_kineto(run.tables)
+
+
+def has_kineto(tables) -> bool:
+    """Kineto events are in these tables (only they carry ``launch_ns``)."""
+    return bool((tables.ranks["format"] == "kineto").any()) or "launch_ns" in tables.events.columns
 
 
 def analyses(tables) -> dict:

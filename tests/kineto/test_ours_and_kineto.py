@@ -46,6 +46,17 @@ def test_one_run_one_axis(mixed_run):
     assert len(run.tensor_ops) and set(run.tensor_ops["op"]) <= {"ALLREDUCE", "BROADCAST"}
 
 
+def test_summarize_has_both(mixed_run):
+    from viewer import cli_summarize
+
+    o = io.StringIO()
+    with contextlib.redirect_stdout(o), contextlib.redirect_stderr(io.StringIO()):
+        rc = cli_summarize.main([str(mixed_run), "--json", "--no-cache"])
+    data = json.loads(o.getvalue())
+    assert rc == 0 and data["run"]["format"] == "ringscope" and data["breakdown"]   # our phases stay
+    assert [r["step"] for r in data["kineto"]["steps"]] == [1, 2, 3, 1, 2, 3]       # and the profiled steps
+
+
 def test_merge_writes_both_on_one_axis(mixed_run, tmp_path):
     from viewer import cli_merge
 

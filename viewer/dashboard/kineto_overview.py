@@ -8,7 +8,9 @@ from viewer.dashboard.components import table
 
 def block(tables) -> list:
     """An H3 and a table (GPU time per rank), or [] when the run holds no Kineto trace with GPU work."""
-    if not (tables.ranks["format"] == "kineto").any():
+    from viewer.cli_kineto import has_kineto
+
+    if not has_kineto(tables):
         return []
     from viewer.analyses import kineto_overlap, kineto_temporal
 
