@@ -139,3 +139,17 @@ def test_cut_gzip_warns(ddp_run, tmp_path):
     p.write_bytes(gz[: len(gz) * 2 // 3])
     rc, out, err = _cli(cli_summarize.main, [str(p), "--json", "--no-cache"])
     assert rc == 0 and len(err) == 1 and "gzip stream cut" in err[0] and json.loads(out)["run"]["events"] > 0
+
+
+def test_times_far_from_the_rest_are_left_out_and_reported(tmp_path):
+    from viewer.run import Run
+
+    ev = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": 1.7e15 + i * 10, "dur": 5}
+          for i in range(20)]
+    ev[7]["ts"] = 9e16      # beyond int64 ns from the others once in ns
+    ev[9]["dur"] = 5e13
+    p = tmp_path / "rank0.pt.trace.json"
+    p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": ev}))
+    with pytest.warns(UserWarning, match="2 event\\(s\\) lost: \\('ts' or 'dur' more than 11 days away"):
+        run = Run.load(p)
+    assert len(run.events) == 18 and run.events["t_ns"].max() == 190_000

@@ -34,6 +34,7 @@ FORMAT = "kineto"
 _STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 _FILE_RANK = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_]?(\d+)", re.I)
 _EPOCH_US = 9.4e14   # ts beyond this (year 2000 in µs) is already wall-clock time
+_MAX_SPREAD_US = 1e12   # ~11.6 days: a trace's events lie closer together (int64 ns hold ~106 days)
 
 
 def looks_like_kineto(head: bytes) -> bool:
@@ -69,6 +70,7 @@ def parse_file(path, warn: bool = True) -> dict:
     world, backend = _int(info.get("world_size")), info.get("backend")
     backend = backend if isinstance(backend, str) else None
     cols = ev.arrays()
+    _drop_far(cols, ev, reader)
     t0 = float(np.floor(cols["ts"].min()))   # whole µs: local times stay on the rank's own µs grid
     out = _tables(cols, ev, rank, t0, world, backend)
     base = _base_epoch_ns(hdr.get("baseTimeNanoseconds"), t0)
@@ -94,6 +96,22 @@ def parse_file(path, warn: bool = True) -> dict:
 
 def _int(v):
     return v if v.__class__ is int and 0 <= v < 1 << 62 else None
+
+
+def _drop_far(cols: dict, ev: Events, reader) -> None:
+    """Leave out (and report) events whose time lies more than ``_MAX_SPREAD_US`` from the trace's
+    median, or that last longer: damage, and beyond what int64 ns can hold."""
+    far = (np.abs(cols["ts"] - np.median(cols["ts"])) > _MAX_SPREAD_US) | (np.abs(cols["dur"]) > _MAX_SPREAD_US)
+    n = int(far.sum())
+    if not n:
+        return
+    keep = ~far
+    new_row = np.cumsum(keep) - 1
+    for k in list(cols):
+        cols[k] = cols[k][keep]
+    ev.special = [(int(new_row[r]), e) for r, e in ev.special if keep[r]]
+    reader.skipped.append({"line": None, "byte": None, "reason": "'ts' or 'dur' more than 11 days away from "
+                           "the trace's other events", "events": n})
 
 
 def _base_epoch_ns(base_ns, t0_us: float) -> int | None:

@@ -3,9 +3,10 @@
 Kineto writes one JSON object: header keys (``schemaVersion``, ``deviceProperties``,
 ``distributedInfo``, ...), the ``traceEvents`` array with each event spread over several lines, and
 more header keys after it (``traceName``, ``baseTimeNanoseconds``; lists whose strings hold ``]``).
-Other writers put everything on one line. So events are cut at ``}`` followed by ``,`` or ``]`` rather
-than at line ends; a cut that falls inside a string or a nested object shows as an error at the very
-end of the piece, and the piece grows to the next cut. An error inside a piece is damage: the events
+Other writers put everything on one line. So the array's end is found from the back (a ``]`` whose
+tail parses), and pieces are cut at a ``}`` followed by ``,`` rather than at line ends; a cut that
+falls inside a string or a nested object shows as an error at the very end of the piece, and the
+piece grows to the next cut. An error inside a piece is damage: the events
 before it are kept, the events up to the next cut are skipped and recorded (line, why, events lost),
 and reading goes on. A file that ends inside the array was cut (``stop_offset``).
 """
