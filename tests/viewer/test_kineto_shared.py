@@ -2,7 +2,8 @@
 are HTA's agree with HTA's own (HolisticTraceAnalysis 0.5.0) within 0.5 percentage points.
 
 HTA's figures: pair_128rank_job and nccl_2rank from the folder's README; single_rank measured here
-with HTA 0.5.0 in a separate virtualenv (``bench/kineto_hta.py`` prints them; HTA is no dependency).
+with HTA 0.5.0 in a separate virtualenv (``bench/kineto_hta_probe.py --figures`` prints them; HTA is no
+dependency; ``test_kineto_hta_live.py`` runs it when ``$RINGSCOPE_HTA_PYTHON`` is set).
 """
 from __future__ import annotations
 
