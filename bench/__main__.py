@@ -19,10 +19,10 @@ import time
 
 from bench import machine, report, targets
 
-GROUPS = ("allreduce", "fusion", "negotiation", "tracer", "analyzer", "dashboard", "horovod")
+GROUPS = ("allreduce", "fusion", "negotiation", "tracer", "analyzer", "dashboard", "horovod", "kineto")
 MODULE = {"allreduce": "bench.allreduce", "fusion": "bench.fusion", "horovod": "bench.yardstick",
           "negotiation": "bench.negotiation_scale", "tracer": "bench.tracer",
-          "analyzer": "bench.analyzer", "dashboard": "bench.dashboard"}
+          "analyzer": "bench.analyzer", "dashboard": "bench.dashboard", "kineto": "bench.kineto"}
 
 
 def parse(argv):

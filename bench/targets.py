@@ -58,6 +58,10 @@ TARGETS = [
            "merge 8 ranks x 100k events <= 10 s", "s"),
     Target("dashboard.first_view_s", "<=", 5.0, "absolute",
            "dashboard first view of a 1M-event run <= 5 s", "s"),
+    Target("kineto.parse_speedup_vs_hta", ">=", 10.0, "ratio",
+           "Kineto trace parsed >= 10x faster than HolisticTraceAnalysis (issue 29)"),
+    Target("kineto.peak_mem_vs_trace", "<=", 3.0, "ratio",
+           "Kineto parse peak memory <= 3x the uncompressed trace (issue 29)"),
 ]
 
 GROUP_OF = {t.prefix: t.prefix.split(".")[0] for t in TARGETS}

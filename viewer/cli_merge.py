@@ -14,6 +14,14 @@ def _nsys_hook():
     return merge_hook
 
 
+def _kineto(paths) -> bool:
+    """The run holds a torch.profiler (Kineto) trace: merged from its loaded tables."""
+    from viewer.loader import detect_format, find_traces
+
+    files = [f for p in ([paths] if isinstance(paths, str) else paths) for f in find_traces(p)]
+    return any(detect_format(f) == "kineto" for f in files)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (the Nsight overlay adds its ``--nsys`` option through its hook)."""
     p = argparse.ArgumentParser(prog="ringscope merge",
@@ -37,6 +45,13 @@ def main(argv=None) -> int:
     memory.use_system_allocator()
     paths = args.paths if len(args.paths) > 1 else args.paths[0]
     try:
+        if _kineto(paths):
+            from viewer.io.kineto_merge import write_merged as write_kineto
+            from viewer.loader import load_run
+
+            stats = write_kineto(load_run(paths, use_cache=False), args.output)
+            print(f"wrote {args.output}: {stats['ranks']} rank(s), {stats['events']} events")
+            return 0
         plan = plan_merge(paths)
         extra = None
         if getattr(args, "nsys", None):

@@ -57,6 +57,11 @@ def main(argv=None) -> int:
     from viewer import summary
 
     tables = summary.analyses(run, args.peak_busbw)
+    from viewer import cli_kineto
+
+    kineto = cli_kineto.is_kineto(run)
+    if kineto:
+        tables.update(cli_kineto.analyses(run.tables))
     if args.csv:
         try:
             _write_csv(Path(args.csv), tables)
@@ -64,6 +69,10 @@ def main(argv=None) -> int:
             print(f"ringscope: {args.csv}: cannot write CSV ({exc.strerror or exc})", file=sys.stderr)
             return 2
     data = summary.build_summary(run, top=args.top, tables=tables, steps=args.breakdown)
+    if kineto:
+        data["kineto"] = cli_kineto.summary(tables, args.top)
+        if (run.ranks["format"] == "kineto").all():
+            data["breakdown"] = []   # our runtime's phases (synchronize, negotiation, queue): not in Kineto
     if args.json:
         import json
 
@@ -76,6 +85,8 @@ def main(argv=None) -> int:
             from viewer.summary_tables import print_step_breakdown
 
             print_step_breakdown(data["breakdown_steps"])
+        if kineto:
+            cli_kineto.print_tables(data["kineto"], top=args.top)
     return 0
 
 

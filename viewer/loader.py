@@ -30,6 +30,9 @@ def find_traces(path) -> list[Path]:
         return [p]
     files = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES)
                    and _looks_like_trace(f))
+    if (p / "kineto").is_dir():   # torch.profiler's traces beside ours (collectives.kineto_profile)
+        files += sorted(f for f in (p / "kineto").iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES)
+                        and _looks_like_trace(f))
     if not files:
         raise TraceError(p, "directory holds no trace files (*.json, *.json.gz)")
     return files
@@ -64,7 +67,7 @@ def _looks_like_trace(f: Path) -> bool:
 
 
 def detect_format(path) -> str:
-    """"ringscope", "horovod" or "merged", sniffed from the first bytes of a file."""
+    """"ringscope", "horovod", "kineto" or "merged", sniffed from the first bytes of a file."""
     head = _head(Path(path))
     if b'"ringscope_merged"' in head:
         return "merged"
@@ -74,7 +77,9 @@ def detect_format(path) -> str:
         return "horovod"
     if b'"NEGOTIATE_' in head and b'"tid"' not in head:
         return "horovod"
-    return "ringscope"
+    from viewer.io.kineto import looks_like_kineto
+
+    return "kineto" if looks_like_kineto(head) else "ringscope"
 
 
 def parse_one(path: Path, use_cache: bool = True, cache_dir=None) -> dict:
@@ -89,6 +94,8 @@ def parse_one(path: Path, use_cache: bool = True, cache_dir=None) -> dict:
         raise TraceError(path, "a merged trace (ringscope merge output): load the per-rank traces instead")
     if fmt == "horovod":
         from viewer.io.horovod import parse_file
+    elif fmt == "kineto":
+        from viewer.io.kineto import parse_file
     else:
         from viewer.tables_ringscope import parse_file
     parsed = parse_file(path)
@@ -115,6 +122,12 @@ def load_run(paths, use_cache: bool = True, cache_dir=None, progress=None) -> Ru
         done += f.stat().st_size
         if progress:
             progress(done, total, f)
+    if any(p["rank_info"].get("format") == "kineto" for p in parsed):
+        from viewer.io.kineto_attach import attach
+        from viewer.io.kineto_clock import apply
+
+        parsed = attach(parsed)   # beside our trace of the same rank: joins it
+        apply(parsed)   # Kineto traces hold no clock offsets: estimate them from their collectives
     tables = assemble(parsed)
     memory.release()
     return tables

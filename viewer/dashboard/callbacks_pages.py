@@ -46,9 +46,12 @@ def register(app, ctx):
             return html.P(f"{ctx.registry.evicted[run_id]} ({run_id}) was unloaded to make room for newer "
                           "runs: open or upload it again.", className="muted", id="evicted-hint")
         view = _view(ctx, tab, "overview", run_id)
+        from viewer.dashboard import kineto_overview
+
         return [html.H2(f"Run {view.label}"), headline_cards(view),
                 dcc.Graph(id="ov-steps", figure=fig_overview.step_time_figure(view.step_spans),
                           config={"displaylogo": False}),
+                *kineto_overview.block(view.tables),
                 html.H3("Run facts"), facts(run_facts(view))]
 
     @app.callback(Output("overview-findings", "children"), Input("tabs", "value"), Input("run-a", "value"))

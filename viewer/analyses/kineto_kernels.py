@@ -1,0 +1,105 @@
+"""GPU work of Kineto runs: which kernels count, and of what kind (HTA's conventions, docs/KINETO.md).
+
+Kinds, by name: ``communication`` (``^nccl.*Kernel``: ncclKernel_* and ncclDevKernel_*), ``memory``
+(``^Memcpy``, ``^Memset``, ``^dma``), ``other`` (a name holding Memcpy or Sync elsewhere), else
+``compute``. The window: when a rank has two or more ``ProfilerStep#N``, only GPU work launched by a
+CPU call that started before the last step begins (the last step is usually cut by the profiler's
+flush); ``include_last_step`` keeps work launched up to the last step's end. GPU annotations are
+never work. ``hta_rounding`` (default) rounds each piece of work inward to whole µs of its rank's own
+clock, start up and end down, as HTA does to ns-resolution traces (pytorch#122425); without it times
+stay exact to the ns, and many short kernels then show less idle time than HTA reports.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+WORK_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+_COMM = re.compile(r"^nccl.*Kernel")
+_MEMORY = re.compile(r"^(Memcpy|Memset|dma)")
+_NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+
+
+def kernel_kind(name: str) -> str:
+    """compute | communication | memory | other."""
+    if _COMM.match(name):
+        return "communication"
+    if _MEMORY.match(name):
+        return "memory"
+    return "other" if _NOT_COMPUTE.match(name) else "compute"
+
+
+def step_spans(events):
+    """``rank, step, start_ns, end_ns`` of each ProfilerStep#N span."""
+    import pandas as pd
+
+    ev = events[(events["name"].str.startswith("ProfilerStep#")) & events["thread"].str.startswith("cpu:")]
+    out = pd.DataFrame({"rank": ev["rank"].to_numpy(), "step": ev["step"].to_numpy(),
+                        "start_ns": ev["t_ns"].to_numpy(), "end_ns": (ev["t_ns"] + ev["dur_ns"]).to_numpy()})
+    return out.sort_values(["rank", "start_ns"], ignore_index=True)
+
+
+def gpu_work(tables, include_last_step: bool = False, hta_rounding: bool = True):
+    """The GPU work each rank's analyses count: ``rank, thread, name, t_ns, end_ns, step, kind``."""
+    import pandas as pd
+
+    events = tables.events
+    g = events[events["cat"].isin(WORK_CATS)]
+    out = pd.DataFrame({"rank": g["rank"].to_numpy(), "thread": g["thread"].to_numpy(),
+                        "name": g["name"].to_numpy(), "t_ns": g["t_ns"].to_numpy(),
+                        "end_ns": (g["t_ns"] + g["dur_ns"]).to_numpy(), "step": g["step"].to_numpy()})
+    launch = g["launch_ns"] if "launch_ns" in g else pd.Series(pd.NA, index=g.index, dtype="Int64")
+    out["launch_ns"] = launch.to_numpy(dtype="float64", na_value=np.nan)
+    steps = step_spans(events)
+    keep = np.ones(len(out), dtype=bool)
+    for rank, s in steps.groupby("rank"):
+        if len(s) < 2:
+            continue
+        limit = s["end_ns"].max() if include_last_step else s["start_ns"].max()
+        mine = (out["rank"] == rank).to_numpy()
+        launched = out["launch_ns"].to_numpy()
+        ok = ~np.isnan(launched) & ((launched <= limit) if include_last_step else (launched < limit))
+        keep &= ~mine | ok
+    out = out[keep].reset_index(drop=True)
+    if hta_rounding and len(out):
+        phase = _phases(tables, out["rank"].to_numpy())
+        t = out["t_ns"].to_numpy() + phase
+        e = out["end_ns"].to_numpy() + phase
+        out["t_ns"] = -((-t) // 1000) * 1000 - phase
+        out["end_ns"] = (e // 1000) * 1000 - phase
+    kinds = {n: kernel_kind(n) for n in pd.unique(out["name"])}
+    out["kind"] = out["name"].map(kinds).astype("string")
+    return out.drop(columns="launch_ns")
+
+
+def _phases(tables, ranks):
+    """Per row, ns to add to a common-axis time to land on its rank's own µs grid: the rank's clock
+    reads t + origin + its clock offset."""
+    origin = tables.meta.get("origin_epoch_ns") or 0
+    r = tables.ranks
+    off = dict(zip(r["rank"].tolist(), r["clock_offset_ns"].fillna(0).astype("int64").tolist()))
+    table = {k: (origin + v) % 1000 for k, v in off.items()}
+    return np.array([table.get(k, origin % 1000) for k in ranks.tolist()], dtype="int64")
+
+
+def union_ns(starts, ends) -> int:
+    """Length of the union of [start, end) intervals."""
+    s = np.asarray(starts, dtype="int64")
+    e = np.asarray(ends, dtype="int64")
+    if not len(s):
+        return 0
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)
+    new = np.r_[True, s[1:] > reach[:-1]]
+    lo = s[new]
+    hi = np.maximum.reduceat(e, np.flatnonzero(new))
+    return int((hi - lo).sum())
+
+
+def overlap_ns(a_starts, a_ends, b_starts, b_ends) -> int:
+    """Length of (union of a) ∩ (union of b): |A| + |B| − |A ∪ B|."""
+    both_s = np.r_[np.asarray(a_starts, dtype="int64"), np.asarray(b_starts, dtype="int64")]
+    both_e = np.r_[np.asarray(a_ends, dtype="int64"), np.asarray(b_ends, dtype="int64")]
+    return union_ns(a_starts, a_ends) + union_ns(b_starts, b_ends) - union_ns(both_s, both_e)

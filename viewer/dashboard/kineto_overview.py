@@ -1,0 +1,28 @@
+"""The Overview page's block for Kineto runs: compute, communication and overlap per rank."""
+from __future__ import annotations
+
+from dash import html
+
+from viewer.dashboard.components import table
+
+
+def block(tables) -> list:
+    """An H3 and a table (GPU time per rank), or [] when the run holds no Kineto trace with GPU work."""
+    from viewer.cli_kineto import has_kineto
+
+    if not has_kineto(tables):
+        return []
+    from viewer.analyses import kineto_overlap, kineto_temporal
+
+    tb = kineto_temporal.temporal_breakdown(tables)
+    if tb.empty:
+        return []
+    ov = kineto_overlap.comm_comp_overlap(tables)[["rank", "overlap_pct", "exposed_ns"]]
+    df = tb.merge(ov, on="rank", how="left")
+    df = df.assign(kernel_time_ms=df["kernel_time_ns"] / 1e6, communication_ms=df["communication_ns"] / 1e6,
+                   exposed_comm_ms=df["exposed_ns"] / 1e6)
+    cols = ["rank", "kernel_time_ms", "compute_pct", "non_compute_pct", "idle_pct", "communication_ms",
+            "overlap_pct", "exposed_comm_ms"]
+    fmt = {c: "{:,.2f}" for c in cols[1:]}
+    return [html.H3("GPU time per rank (torch.profiler: compute, communication, overlap)"),
+            table(df[cols], fmt, table_id="ov-kineto")]

@@ -1,0 +1,296 @@
+"""One Kineto (torch.profiler) trace into the schema's tables: one rank, local times in ns.
+
+- ``events``: every complete event. CPU threads are ``cpu:<tid>``, GPU streams ``gpu:<stream>``
+  (``gpu<device>:<stream>`` when a rank drives several devices), their annotations
+  ``gpu:<stream>:annotations``; the profiler's own span is ``profiler``. ``step`` is N of the
+  ``ProfilerStep#N`` around a CPU event, and for a GPU event the step of the CPU call that launched
+  it (correlation id). ``response`` numbers the rank's collectives; ``bytes`` is a memcpy's bytes or
+  a collective's. Extra column ``launch_ns``: for GPU events, when their launching CPU call started.
+- ``fused_ops``: one row per collective (its kernel, or its backend annotation when there are none).
+- ``tensor_ops``: the same collectives as submitted: ``tensor`` is ``<op>/pg<group>#<k>`` with k the
+  collective's place within its process group and step, so the same name on every rank is the same
+  collective; ``submit_ns`` is when the CPU submitted it (``record_param_comms`` or the launch call).
+- ``readiness``, ``cycles``: empty.
+
+The rank comes from ``distributedInfo``, else from a ``rank<N>``/``worker<N>``/``rank-<N>`` file name
+(tensorboard_trace_handler's ``<worker_name>.<ts>.pt.trace.json``), else 0. Absolute time is
+``baseTimeNanoseconds`` + ts (newer Kineto), or ts itself when it is already epoch µs.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from viewer import frames
+from viewer.errors import TraceError, warn_damage
+from viewer.io.columns import int_na, strings
+from viewer.io.kineto_comms import collectives
+from viewer.io.kineto_events import GPU_CATS, Events
+from viewer.io.kineto_json import KinetoReader
+
+FORMAT = "kineto"
+_STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
+_FILE_RANK = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_]?(\d+)", re.I)
+_EPOCH_US = 9.4e14   # ts beyond this (year 2000 in µs) is already wall-clock time
+_MAX_SPREAD_US = 1e12   # ~11.6 days: a trace's events lie closer together (int64 ns hold ~106 days)
+
+
+def looks_like_kineto(head: bytes) -> bool:
+    """The first bytes of a file look like a torch.profiler trace."""
+    return any(k in head for k in (b'"schemaVersion"', b'"distributedInfo"', b'"deviceProperties"',
+                                   b'"baseTimeNanoseconds"', b'"cpu_op"', b'"cuda_runtime"',
+                                   b'"ProfilerStep#', b'"PyTorch Profiler'))
+
+
+def rank_from_name(path) -> int | None:
+    """The rank a file name gives (``rank3.123.pt.trace.json``, ``worker3...``, ``rank-3.json.gz``)."""
+    m = _FILE_RANK.search(Path(path).name.split(".")[0])
+    return int(m.group(1)) if m else None
+
+
+def parse_file(path, warn: bool = True) -> dict:
+    """Per-file tables of one Kineto trace (local times in ns since its first event)."""
+    reader = KinetoReader(path)
+    ev = Events()
+    for chunk in reader.chunks():
+        ev.feed(chunk)
+    reader.data = bytearray()   # every event is in columns now: let the text go before the tables
+    for why, n in ev.bad.items():   # the reader knows no line here: one entry per reason
+        reader.skipped.append({"line": None, "byte": None, "reason": why, "events": n})
+    if not ev.ts:
+        raise TraceError(path, "no trace events" + (f" ({sum(x['events'] for x in reader.skipped)} unusable "
+                                                    "event(s) skipped)" if reader.skipped else ""))
+    hdr = reader.header
+    info = hdr.get("distributedInfo") if isinstance(hdr.get("distributedInfo"), dict) else {}
+    rank = _int(info.get("rank"))
+    if rank is None:
+        rank = rank_from_name(path) or 0
+    world, backend = _int(info.get("world_size")), info.get("backend")
+    backend = backend if isinstance(backend, str) else None
+    cols = ev.arrays()
+    _drop_far(cols, ev, reader)
+    t0 = float(np.floor(cols["ts"].min()))   # whole µs: local times stay on the rank's own µs grid
+    out = _tables(cols, ev, rank, t0, world, backend)
+    base = _base_epoch_ns(hdr.get("baseTimeNanoseconds"), t0)
+    closed = not reader.dropped
+    last = int((out["events"]["t_ns"] + out["events"]["dur_ns"]).max())
+    cpu_pids = [p for p, lab in ev.process_labels.items() if lab == "CPU" and isinstance(p, int)]
+    host = hdr.get("host_name") if isinstance(hdr.get("host_name"), str) else None
+    out["rank_info"] = {
+        "rank": rank, "host": host, "pid": cpu_pids[0] if cpu_pids else None, "local_rank": None,
+        "size": world, "backend": backend, "base_epoch_ns": base, "clock_offset_ns": 0,
+        "clock_offset_uncertainty_ns": None, "file": str(path), "format": FORMAT, "truncated": not closed,
+        "events_dropped": None, "closed": closed, "events_skipped": sum(x["events"] for x in reader.skipped),
+        "last_ts_ns": last,
+    }
+    out["meta"] = {"size": world or 1, "backend": backend, "format": FORMAT, "kineto": _kineto_meta(hdr),
+                   "_stop_offset": reader.stop_offset, "_size": reader.size, "_n_events": reader.n_events,
+                   "_skipped": reader.skipped, "_damage": reader.damage, "_last_local_ns": last,
+                   "time_base": "epoch" if base is not None else "first event (no wall clock in the trace)"}
+    if warn:
+        warn_damage(path, out["meta"], closed)
+    return out
+
+
+def _int(v):
+    return v if v.__class__ is int and 0 <= v < 1 << 62 else None
+
+
+def _drop_far(cols: dict, ev: Events, reader) -> None:
+    """Leave out (and report) events whose time lies more than ``_MAX_SPREAD_US`` from the trace's
+    median, or that last longer: damage, and beyond what int64 ns can hold."""
+    far = (np.abs(cols["ts"] - np.median(cols["ts"])) > _MAX_SPREAD_US) | (np.abs(cols["dur"]) > _MAX_SPREAD_US)
+    n = int(far.sum())
+    if not n:
+        return
+    keep = ~far
+    new_row = np.cumsum(keep) - 1
+    for k in list(cols):
+        cols[k] = cols[k][keep]
+    ev.special = [(int(new_row[r]), e) for r, e in ev.special if keep[r]]
+    reader.skipped.append({"line": None, "byte": None, "reason": "'ts' or 'dur' more than 11 days away from "
+                           "the trace's other events", "events": n})
+
+
+def _base_epoch_ns(base_ns, t0_us: float) -> int | None:
+    whole = int(t0_us // 1)   # integer arithmetic: epoch ns are beyond a double's exact integers
+    t0_ns = whole * 1000 + int(round((t0_us - whole) * 1000))
+    if _int(base_ns) is not None:
+        return int(base_ns) + t0_ns
+    return t0_ns if t0_us > _EPOCH_US else None
+
+
+def _kineto_meta(hdr: dict) -> dict:
+    keep = {}
+    for k in ("schemaVersion", "traceName", "displayTimeUnit", "baseTimeNanoseconds"):
+        if isinstance(hdr.get(k), (int, str)):
+            keep[k] = hdr[k]
+    info = hdr.get("distributedInfo")
+    if isinstance(info, dict):
+        keep["distributedInfo"] = {k: v for k, v in info.items() if isinstance(v, (int, str))}
+    props = hdr.get("deviceProperties")
+    if isinstance(props, list):
+        keep["devices"] = [p.get("name") for p in props if isinstance(p, dict) and isinstance(p.get("name"), str)]
+    return keep
+
+
+def _tables(cols: dict, ev: Events, rank: int, t0: float, world, backend) -> dict:
+    n = len(cols["ts"])
+    t_ns = np.rint((cols["ts"] - t0) * 1000).astype("int64")
+    dur_ns = np.rint(np.maximum(cols["dur"], 0.0) * 1000).astype("int64")
+    cat_values = list(ev.cats)
+    gpu_cat = np.array([c in GPU_CATS for c in cat_values] or [False], dtype=bool)[cols["cat"]]
+    launcher = _launch_rows(cols["corr"], gpu_cat)
+    launch_ns = np.where(launcher >= 0, t_ns[np.maximum(launcher, 0)], 0)
+    step = _steps(ev, cols, t_ns, dur_ns, gpu_cat, launcher)
+    th_codes, th_values = _thread_labels(ev, cols, cat_values)
+    depth = _depth(th_codes, t_ns, dur_ns)
+    thread_of = list(ev.threads)
+    comms = collectives(cols, ev.special, lambda r: thread_of[cols["thread"][r]], world, backend)
+    response = np.full(n, -1, dtype="int64")
+    nbytes = cols["bytes"].copy()
+    for k, c in enumerate(comms):
+        response[c["row"]] = k
+        nbytes[c["row"]] = -1 if c["bytes"] is None else c["bytes"]
+    events = frames.conform("events", _frame({
+        "rank": np.full(n, rank, dtype="int32"),
+        "thread": strings([(th_codes, th_values)]),
+        "name": strings([(cols["name"], list(ev.names))]),
+        "cat": strings([(cols["cat"], cat_values)]),
+        "ph": strings([(np.zeros(n, dtype="int32"), ["X"])]),
+        "t_ns": t_ns, "dur_ns": dur_ns, "tensor": strings([(np.full(n, -1, dtype="int32"), [])]),
+        "step": step, "response": response, "bytes": int_na(nbytes, nbytes >= 0),
+        "value": np.full(n, np.nan), "depth": depth,
+        "launch_ns": int_na(launch_ns, gpu_cat & (launcher >= 0)),
+    }))
+    fused, ops = _comm_tables(comms, rank, t_ns, dur_ns, step, world)
+    return {"events": events, "fused_ops": fused, "tensor_ops": ops,
+            "readiness": frames.empty("readiness"), "cycles": frames.empty("cycles")}
+
+
+def _frame(columns: dict):
+    import pandas as pd
+
+    return pd.DataFrame(columns, copy=False)
+
+
+def _launch_rows(corr, gpu):
+    """For each GPU row, the CPU row with its correlation id (-1 when none)."""
+    out = np.full(len(corr), -1, dtype="int64")
+    cpu = np.flatnonzero(~gpu & (corr >= 0))
+    g = np.flatnonzero(gpu & (corr >= 0))
+    if not len(cpu) or not len(g):
+        return out
+    order = np.argsort(corr[cpu], kind="stable")
+    keys = corr[cpu][order]
+    i = np.minimum(np.searchsorted(keys, corr[g]), len(keys) - 1)
+    hit = keys[i] == corr[g]
+    out[g[hit]] = cpu[order[i[hit]]]
+    return out
+
+
+def _steps(ev: Events, cols, t_ns, dur_ns, gpu, launcher):
+    """ProfilerStep#N around each CPU event (start within it); GPU events take their launcher's."""
+    n = len(t_ns)
+    step = np.full(n, -1, dtype="int64")
+    spans = sorted((int(t_ns[r]), int(t_ns[r] + dur_ns[r]), int(m.group(1))) for r, e in ev.special
+                   if (m := _STEP.match(e.get("name", ""))) and not gpu[r])
+    if not spans:
+        return step
+    starts = np.array([s for s, _, _ in spans], dtype="int64")
+    ends = np.array([e for _, e, _ in spans], dtype="int64")
+    nums = np.array([k for _, _, k in spans], dtype="int64")
+    i = np.searchsorted(starts, t_ns, side="right") - 1
+    inside = (i >= 0) & (t_ns < ends[np.maximum(i, 0)])
+    step = np.where(inside, nums[np.maximum(i, 0)], -1)
+    has = gpu & (launcher >= 0)
+    step[has] = step[launcher[has]]
+    return step
+
+
+def _thread_labels(ev: Events, cols, cat_values):
+    """(codes per row, labels) for the lanes: cpu:<tid>, gpu:<stream>, gpu:<stream>:annotations."""
+    keys = list(ev.threads)
+    gpu_cat = np.array([c in GPU_CATS for c in cat_values] or [False], dtype=bool)
+    labels: dict = {}
+    codes = np.empty(len(keys), dtype="int32")
+    # a thread key is GPU when its rows are GPU events: look at the first row of each
+    first = np.full(len(keys), -1, dtype="int64")
+    th = cols["thread"]
+    rows = np.arange(len(th))[::-1]
+    first[th[::-1]] = rows
+    gpu_pids = {keys[k][0] for k in range(len(keys)) if first[k] >= 0 and gpu_cat[cols["cat"][first[k]]]}
+    for k, (pid, tid, *_) in enumerate(keys):
+        r = first[k]
+        cat = cat_values[cols["cat"][r]] if r >= 0 else ""
+        if cat in GPU_CATS:
+            stream = cols["stream"][r] if cols["stream"][r] >= 0 else tid
+            dev = "" if len(gpu_pids) <= 1 else str(pid)
+            label = f"gpu{dev}:{stream}" + (":annotations" if cat == "gpu_user_annotation" else "")
+        elif pid == "Spans" or cat == "Trace":
+            label = "profiler"
+        else:
+            label = f"cpu:{tid}"
+        codes[k] = labels.setdefault(label, len(labels))
+    return codes[th], list(labels)
+
+
+def _depth(threads, t_ns, dur_ns):
+    """Nesting depth of each span on its lane: spans that started before it (ties: the longer one
+    first) and have not ended by its start."""
+    n = len(t_ns)
+    depth = np.zeros(n, dtype="int32")
+    end = t_ns + dur_ns
+    order = np.lexsort((-dur_ns, t_ns, threads))
+    th_sorted = threads[order]
+    bounds = np.flatnonzero(np.diff(th_sorted)) + 1
+    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, n]):
+        idx = order[lo:hi]
+        ends = np.sort(end[idx])
+        started = np.arange(1, len(idx) + 1)
+        ended = np.searchsorted(ends, t_ns[idx], side="right")
+        depth[idx] = np.maximum(started - ended - 1, 0)
+    return depth
+
+
+def _comm_tables(comms: list, rank: int, t_ns, dur_ns, step, world):
+    """fused_ops and tensor_ops rows of the rank's collectives."""
+    seen: dict = {}
+    keys, submit = [], []
+    for c in comms:
+        pg = c["pg"] or "0"
+        s = int(step[c["row"]])
+        k = seen.get((pg, s), 0)
+        seen[(pg, s)] = k + 1
+        keys.append(f"{(c['op'] or 'collective').lower()}/pg{pg}#{k}")
+        lr = c["launch_row"]
+        submit.append(int(t_ns[lr]) if lr is not None else int(t_ns[c["row"]]))
+    rows = [c["row"] for c in comms]
+    start = [int(t_ns[r]) for r in rows]
+    end = [int(t_ns[r] + dur_ns[r]) for r in rows]
+    steps = [int(step[r]) for r in rows]
+    m = len(comms)
+    fused = frames.build("fused_ops", {
+        "rank": [rank] * m, "response": list(range(m)), "step": steps,
+        "op": [c["op"] for c in comms], "backend": [c["backend"] for c in comms],
+        "activity": [c["activity"] for c in comms], "dtype": [c["dtype"] for c in comms],
+        "count": [1] * m, "bytes": [c["bytes"] or 0 for c in comms], "threshold": [None] * m,
+        "start_ns": start, "end_ns": end, "memcpy_in_ns": [0] * m, "memcpy_out_ns": [0] * m,
+        "comm_ns": [e - s for s, e in zip(start, end)], "size": [c["size"] or world or 1 for c in comms],
+        "tensors": [[k] for k in keys]})
+    ops = frames.build("tensor_ops", {
+        "rank": [rank] * m, "tensor": keys, "step": steps, "occurrence": [0] * m,
+        "op": [c["op"] for c in comms], "dtype": [c["dtype"] for c in comms],
+        "bytes": [c["bytes"] for c in comms], "process_set": [_pg_int(c["pg"]) for c in comms],
+        "response": list(range(m)), "submit_ns": submit, "negotiated_ns": start, "start_ns": start,
+        "done_ns": end, "end_ns": end, "wait_ns": [None] * m})
+    return fused, ops
+
+
+def _pg_int(pg) -> int:
+    try:
+        return int(pg)
+    except (TypeError, ValueError):
+        return 0

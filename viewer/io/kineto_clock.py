@@ -1,0 +1,66 @@
+"""Clock offsets between the ranks of a Kineto run, from the collectives they share.
+
+The estimate is the one our own traces use (``collectives.clock_sync``): a two-way exchange bounds
+the offset, and the tightest exchange wins. A synchronising collective (allreduce, allgather,
+reduce-scatter, all-to-all, barrier) is such an exchange: no rank finishes it before every rank has
+started it. So for rank r against the reference rank 0, with each rank's own clock,
+``start_r − end_0 <= offset <= end_r − start_0`` for every collective both ran; the intersection
+over all of them is the window, its midpoint the offset and its half-width the uncertainty. When the
+windows do not intersect (collectives matched wrongly, or clocks that drift), the offset is the
+median difference of the collectives' ends and the uncertainty half the contradiction.
+Offsets are whole µs, so each rank stays on its own µs grid; the reference is the lowest rank.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+SYNCHRONISING = ("ALLREDUCE", "ALLGATHER", "REDUCESCATTER", "ALLTOALL", "BARRIER")
+
+
+def _spans(p: dict):
+    """``{(tensor, step): (start, end)}`` of a parsed file's synchronising collectives, its own clock."""
+    base = p["rank_info"].get("base_epoch_ns")
+    if base is None:
+        return None
+    ops = p["tensor_ops"]
+    ops = ops[ops["op"].isin(SYNCHRONISING) & ops["start_ns"].notna() & ops["done_ns"].notna()]
+    return {(t, s): (base + int(a), base + int(b)) for t, s, a, b in
+            zip(ops["tensor"], ops["step"], ops["start_ns"], ops["done_ns"])}
+
+
+def estimate(parsed: list[dict]) -> dict:
+    """``{rank: (offset_ns, uncertainty_ns, collectives used)}`` for the ranks that share
+    synchronising collectives with the reference rank (which gets (0, 0, n))."""
+    spans = {p["rank_info"]["rank"]: s for p in parsed if (s := _spans(p))}
+    if len(spans) < 2:
+        return {}
+    ref = min(spans)
+    out = {ref: (0, 0, len(spans[ref]))}
+    for rank, mine in spans.items():
+        if rank == ref:
+            continue
+        keys = [k for k in mine if k in spans[ref]]
+        if not keys:
+            continue
+        s_r = np.array([mine[k][0] for k in keys], dtype="int64")
+        e_r = np.array([mine[k][1] for k in keys], dtype="int64")
+        s_0 = np.array([spans[ref][k][0] for k in keys], dtype="int64")
+        e_0 = np.array([spans[ref][k][1] for k in keys], dtype="int64")
+        lo, hi = int((s_r - e_0).max()), int((e_r - s_0).min())
+        if lo <= hi:
+            offset, unc = (lo + hi) // 2, (hi - lo + 1) // 2
+        else:
+            offset, unc = int(np.median(e_r - e_0)), (lo - hi + 1) // 2
+        out[rank] = (int(round(offset / 1000)) * 1000, max(unc, 500), len(keys))
+    return out
+
+
+def apply(parsed: list[dict]) -> None:
+    """Set ``clock_offset_ns`` / ``clock_offset_uncertainty_ns`` of the Kineto files in ``parsed``."""
+    kineto = [p for p in parsed if p["rank_info"].get("format") == "kineto"]
+    for rank, (offset, unc, n) in estimate(kineto).items():
+        for p in kineto:
+            if p["rank_info"]["rank"] == rank:
+                p["rank_info"]["clock_offset_ns"] = offset
+                p["rank_info"]["clock_offset_uncertainty_ns"] = unc
+                p["meta"]["clock_offset_collectives"] = n

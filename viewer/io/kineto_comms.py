@@ -1,0 +1,195 @@
+"""The collectives of one Kineto rank: what ran, on how many bytes, in which process group.
+
+Where a collective ran: its NCCL kernel when the trace has GPU kernels (``^nccl.*Kernel``, old
+``ncclKernel_*`` and new ``ncclDevKernel_*`` alike), else its ``<backend>:<op>`` annotation (gloo runs
+these on its worker threads; a CPU-only profile of an NCCL job has ``nccl:<op>`` around the launch).
+What it was: the kernel's own args (``Collective name``, ``In/Out msg nelems``, ``dtype``, ``Group
+size``, process group; torch >= 2.3), else the ``record_param_comms`` event around its launch, else
+the annotation's ``Input Dims``/``Input type``, else the kernel or annotation name.
+"""
+from __future__ import annotations
+
+import bisect
+import re
+
+COMM_KERNEL = re.compile(r"^nccl.*Kernel")
+_ANNOTATION = re.compile(r"^(nccl|gloo|mpi|ucc|xccl):([A-Za-z_]+)")
+_KERNEL_OP = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)|^nccl([A-Z][A-Za-z]+?)(?:Ring|Tree|Kernel)")
+# torch dtype spellings (record_param_comms' ``dtype``, the profiler's ``Input type``) -> numpy name, bytes
+_DTYPES = {
+    "float": ("float32", 4), "float32": ("float32", 4), "double": ("float64", 8), "float64": ("float64", 8),
+    "half": ("float16", 2), "c10::half": ("float16", 2), "float16": ("float16", 2),
+    "bfloat16": ("bfloat16", 2), "c10::bfloat16": ("bfloat16", 2),
+    "int": ("int32", 4), "int32": ("int32", 4), "long": ("int64", 8), "long int": ("int64", 8),
+    "int64": ("int64", 8), "short": ("int16", 2), "short int": ("int16", 2), "byte": ("uint8", 1),
+    "unsigned char": ("uint8", 1), "char": ("int8", 1), "signed char": ("int8", 1), "bool": ("bool", 1),
+    "float8_e4m3fn": ("float8_e4m3fn", 1), "float8_e5m2": ("float8_e5m2", 1),
+}
+_OPS = (("allreduce", "ALLREDUCE"), ("allgather", "ALLGATHER"), ("reducescatter", "REDUCESCATTER"),
+        ("alltoall", "ALLTOALL"), ("broadcast", "BROADCAST"), ("sendrecv", "SENDRECV"), ("barrier", "BARRIER"),
+        ("reduce", "REDUCE"), ("gather", "GATHER"), ("scatter", "SCATTER"), ("send", "SEND"), ("recv", "RECV"))
+
+
+def op_name(raw) -> str | None:
+    """``all_reduce``, ``allreduce``, ``AllReduce``, ``_reduce_scatter_base`` ... -> ALLREDUCE, ..."""
+    if raw.__class__ is not str:
+        return None
+    s = raw.lower().replace("_", "")
+    for prefix, op in _OPS:
+        if s.startswith(prefix):
+            return op
+    return s.upper() or None
+
+
+def dtype_info(raw):
+    """(numpy dtype name, element bytes) of a torch dtype spelling, or (None, None)."""
+    if raw.__class__ is not str:
+        return None, None
+    return _DTYPES.get(raw.lower(), (None, None))
+
+
+def _int(v):
+    return v if v.__class__ is int and 0 <= v < 1 << 62 else None
+
+
+def _ranks(v):
+    """``Process Group Ranks`` ('[0, 1]' or a list) -> its length, or None."""
+    if v.__class__ is list:
+        return len(v) or None
+    if v.__class__ is str and v.startswith("["):
+        inner = v.strip("[] ")
+        return len(inner.split(",")) if inner else None
+    return None
+
+
+def describe(args: dict, world: int | None) -> dict:
+    """op, dtype, bytes (S per rank as ``fused_ops`` keeps it), group size and process group from
+    ``record_param_comms``-style args (missing pieces are None)."""
+    op = op_name(args.get("Collective name"))
+    dtype, esize = dtype_info(args.get("dtype"))
+    n_in, n_out = _int(args.get("In msg nelems")), _int(args.get("Out msg nelems"))
+    size = _int(args.get("Group size")) or _ranks(args.get("Process Group Ranks")) or world
+    pg = args.get("Process Group Name", args.get("Process Group ID"))
+    nbytes = None
+    if esize and n_in is not None:
+        if op == "REDUCESCATTER" and n_out is not None:
+            nbytes = n_out * esize           # op_bandwidth multiplies gathered ops by n
+        elif op == "ALLTOALL" and size:
+            nbytes = n_in * esize // size
+        else:
+            nbytes = n_in * esize
+    return {"op": op, "dtype": dtype, "bytes": nbytes, "size": size,
+            "pg": None if pg is None else str(pg)}
+
+
+def _from_annotation(args: dict) -> tuple:
+    """(dtype, bytes) from a profiled op's ``Input Dims`` and ``Input type`` (first tensor)."""
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    if dims.__class__ is not list or types.__class__ is not list or not dims or not types:
+        return None, None
+    dtype, esize = dtype_info(types[0])
+    shape = dims[0]
+    if esize is None or shape.__class__ is not list or not all(_int(x) is not None for x in shape):
+        return dtype, None
+    n = 1
+    for x in shape:
+        n *= x
+    return dtype, n * esize
+
+
+def _kernel_op(name: str) -> str | None:
+    m = _KERNEL_OP.match(name)
+    if not m:
+        return None
+    raw = m.group(1) or m.group(2)
+    return None if raw in ("Generic",) else op_name(raw)
+
+
+def collectives(cols: dict, special: list, thread_of, world: int | None, backend: str | None) -> list[dict]:
+    """One dict per collective in start order: ``row`` (its event), ``launch_row`` (the CPU event that
+    submitted it, or None), op, dtype, bytes, size, pg, backend, activity.
+
+    ``cols``: the rank's event columns (numpy); ``special``: (row, event) kept whole;
+    ``thread_of(row)``: the (pid, tid) of a row.
+    """
+    rpc_by_thread = _by_thread(cols, special, thread_of, lambda e: e.get("name") == "record_param_comms")
+    ann_by_thread = _by_thread(cols, special, thread_of, lambda e: _ANNOTATION.match(e.get("name", ""))
+                               and e.get("cat") in ("user_annotation", "cpu_op"))
+    kernels = [(r, e) for r, e in special if e.get("cat") in ("kernel", "Kernel") and COMM_KERNEL.match(e["name"])]
+    out = []
+    if kernels:
+        launchers = _launchers(cols, [r for r, _ in kernels])
+        for r, e in kernels:
+            a = e.get("args") if e.get("args").__class__ is dict else {}
+            info = describe(a, world)
+            lr = launchers.get(r)
+            rp = None if lr is None else _enclosing(rpc_by_thread.get(thread_of(lr), ()), cols["ts"][lr])
+            if rp is not None:
+                ra = rp[3].get("args") if rp[3].get("args").__class__ is dict else {}
+                more = describe(ra, world)
+                info = {k: info[k] if info[k] is not None else more[k] for k in info}
+            ann = None if lr is None else _enclosing(ann_by_thread.get(thread_of(lr), ()), cols["ts"][lr])
+            if info["op"] is None and ann is not None:
+                info["op"] = op_name(_ANNOTATION.match(ann[3]["name"]).group(2))
+            if info["op"] is None:
+                info["op"] = _kernel_op(e["name"])
+            if info["pg"] is None:   # NCCL runs each communicator on its own stream
+                info["pg"] = f"s{cols['stream'][r]}"
+            first = rp or ann
+            out.append(dict(info, row=r, launch_row=lr if first is None else first[2], backend=backend or "nccl",
+                            activity=e["name"].split("(")[0]))
+    else:
+        for r, e in special:
+            m = _ANNOTATION.match(e.get("name", ""))
+            if not m or e.get("cat") not in ("user_annotation", "cpu_op", "gpu_user_annotation"):
+                continue
+            a = e.get("args") if e.get("args").__class__ is dict else {}
+            info = describe(a, world)
+            dtype, nbytes = _from_annotation(a)
+            info["op"] = info["op"] or op_name(m.group(2))
+            info["dtype"] = info["dtype"] or dtype
+            if info["bytes"] is None and nbytes is not None:
+                info["bytes"] = nbytes // info["size"] if info["op"] == "ALLTOALL" and info["size"] else nbytes
+            out.append(dict(info, row=r, launch_row=None, backend=m.group(1), activity=e["name"]))
+    out.sort(key=lambda c: cols["ts"][c["row"]])
+    return out
+
+
+def _by_thread(cols: dict, special: list, thread_of, keep) -> dict:
+    """``{thread: [(start, end, row, event)]}`` of the kept special events, sorted by start."""
+    out: dict = {}
+    for r, e in sorted(((r, e) for r, e in special if keep(e)), key=lambda x: cols["ts"][x[0]]):
+        out.setdefault(thread_of(r), []).append((cols["ts"][r], cols["ts"][r] + cols["dur"][r], r, e))
+    return out
+
+
+def _launchers(cols: dict, rows: list) -> dict:
+    """GPU row -> the CPU row with the same correlation id (its runtime launch call)."""
+    import numpy as np
+
+    corr, stream = cols["corr"], cols["stream"]
+    cpu = np.flatnonzero((stream < 0) & (corr >= 0))
+    order = np.argsort(corr[cpu], kind="stable")
+    keys = corr[cpu][order]
+    out = {}
+    for r in rows:
+        c = corr[r]
+        if c < 0:
+            continue
+        i = int(np.searchsorted(keys, c))
+        if i < len(keys) and keys[i] == c:
+            out[r] = int(cpu[order[i]])
+    return out
+
+
+def _enclosing(spans, t):
+    """The last span ``(start, end, row, event)`` that starts at or before ``t`` and ends after it."""
+    i = bisect.bisect_right(spans, (t, float("inf"))) - 1
+    while i >= 0:
+        s, e, _, _ = spans[i]
+        if s <= t <= e:
+            return spans[i]
+        i -= 1
+        if t - s > 60e6:   # a minute back: nothing encloses it
+            break
+    return None
