@@ -31,6 +31,8 @@ def main(argv=None) -> int:
           f" -> {cur['predicted_step_ms']:.1f} ms")
     print(f"best:     fusion threshold {best['fusion_threshold'] / 2**20:g} MiB, cycle {best['cycle_time_ms']:g} ms"
           f" -> {best['predicted_step_ms']:.1f} ms ({res['gain_pct']:+.1f} %)")
+    if res["assumed"]:
+        print(f"          (current settings not in the trace, the defaults assumed: {', '.join(res['assumed'])})")
     if best is cur:
         print("keep the current settings (no setting of the grid is predicted faster by more than 1 %)")
     print(f"\napply:    {res['apply']['ringscope_run']} ...")

@@ -78,6 +78,8 @@ def _print(res) -> None:
     s, own = res["settings"], res["run_settings"]
     print(f"run:        fusion threshold {own['fusion_threshold'] / 2**20:g} MiB, cycle "
           f"{own['cycle_time_ms']:g} ms, {own['ranks']} ranks")
+    if own["assumed"]:
+        print(f"            (not in the trace, the defaults assumed: {', '.join(own['assumed'])})")
     print(f"what if:    fusion threshold {s['fusion_threshold'] / 2**20:g} MiB, cycle {s['cycle_time_ms']:g} ms"
           f"{', no straggler' if s['no_straggler'] else ''}, bandwidth x{s['bandwidth_scale']:g}, "
           f"latency x{s['latency_scale']:g}, {s['ranks']} ranks")

@@ -36,8 +36,6 @@ def test_knobs_move_the_right_way(scenario):
     m = sample_model(scenario)
     base = _mean(m, Settings())
     assert _mean(m, Settings(fusion_threshold=0)) > base              # fusion off: more collectives
-    assert _mean(m, Settings(cycle_time_ms=m.cycle_time_ms * 10)) >= base
-    assert _mean(m, Settings(cycle_time_ms=200.0)) >= base
     assert _mean(m, Settings(bandwidth_scale=4)) < base
     assert _mean(m, Settings(latency_scale=4)) > base
     assert _mean(m, Settings(ranks=2 * m.size)) > base                # ring: 2(p-1) latency steps
@@ -51,6 +49,17 @@ def test_a_long_cycle_delays_negotiation(scenario):
     (and the replay) send at once whatever the cycle."""
     m = sample_model(scenario)
     assert _mean(m, Settings(cycle_time_ms=200.0)) > _mean(m, Settings())
+
+
+@pytest.mark.parametrize("scenario", ("straggler", "tiny-tensors"))
+def test_a_longer_cycle_fuses_more(scenario):
+    """On the coordinator's path (these runs predate the response cache) a longer cycle gathers
+    more per response: fewer collectives. (The step time can go either way: later dispatch, less
+    engine work.)"""
+    m = sample_model(scenario)
+    runs = [sum(len(replay_step(m, Settings(cycle_time_ms=c), st)["runs"]) for st in m.steps)
+            for c in (m.cycle_time_ms, m.cycle_time_ms * 10)]
+    assert runs[0] > runs[1]
 
 
 def test_no_straggler_removes_the_planted_delay():

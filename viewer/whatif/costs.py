@@ -40,7 +40,7 @@ def collectives(fused) -> list[tuple[str, str, int, int]]:
         return []
     f = fused.assign(cost=fused["end_ns"] - fused["start_ns"])
     g = f.groupby("response").agg(backend=("backend", "first"), op=("op", "first"),
-                                  nbytes=("bytes", "max"), cost=("cost", "min"))
+                                  nbytes=("bytes", "max"), cost=("cost", "median"))
     return [(str(b), str(o), int(n), int(c)) for b, o, n, c in
             zip(g["backend"], g["op"], g["nbytes"], g["cost"]) if c > 0]
 

@@ -42,7 +42,7 @@ def predict(tables_or_model, settings: Settings, steps: list[int] | None = None)
         "baseline_error_pct": 100 * max(abs(r["baseline_ms"] - r["measured_ms"]) / r["measured_ms"] for r in rows),
         "steps": rows, "settings": effective(model, settings),
         "run_settings": {"fusion_threshold": model.fusion_threshold, "cycle_time_ms": model.cycle_time_ms,
-                         "ranks": model.size},
+                         "ranks": model.size, "assumed": list(model.assumed)},
         "fits": [f.row() for f in model.fits.values()],
         "dispatch_latency_ms": model.latency_ns.get("coordinator", 0.0) / 1e6,
         "extrapolated": bool(settings.ranks and settings.ranks != model.size),

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pandas as pd
+
 from tracer import vocab as V
 
 CACHED_ID_BASE = 1 << 40   # response ids at or above this ran through the response cache
@@ -62,6 +64,7 @@ def rebuild(tables) -> list[Step]:
     if not ranks:
         return []
     steps = _step_windows(ev, ops, ranks)
+    has_steps = bool(((ev["name"] == V.STEP) & (ev["ph"] == "X")).any())
     by_rank = {r: ops[ops["rank"] == r] for r in ranks}
     syncs = ev[(ev["name"] == V.SYNCHRONIZE) & (ev["ph"] == "X")]
     phases = ev[(ev["cat"] == "phase") & (ev["ph"] == "X")]
@@ -69,7 +72,7 @@ def rebuild(tables) -> list[Step]:
     backends = {int(r): str(b) for r, b in zip(fo["response"], fo["backend"]) if isinstance(b, str)}
     out = []
     for s, windows in steps:
-        built = _build_step(s, windows, by_rank, syncs, phases, fo, backends)
+        built = _build_step(s, windows, by_rank, syncs, phases, fo, backends, has_steps)
         if built is not None:
             out.append(built)
     return out
@@ -95,7 +98,7 @@ def _step_windows(ev, ops, ranks):
     return out
 
 
-def _build_step(s, windows, by_rank, syncs, phases, fused, backends):
+def _build_step(s, windows, by_rank, syncs, phases, fused, backends, has_steps):
     t0 = {r: w[0] for r, w in windows.items()}
     tensors: dict = {}
     chains = {}
@@ -118,18 +121,20 @@ def _build_step(s, windows, by_rank, syncs, phases, fused, backends):
             if t is None:
                 resp = int(row.response)
                 t = tensors[key] = Tensor(str(row.tensor), str(row.op), str(row.dtype),
-                                          int(row.bytes) if row.bytes == row.bytes else 0,
+                                          int(row.bytes) if pd.notna(row.bytes) else 0,
                                           int(row.process_set), 0,
                                           resp >= CACHED_ID_BASE, {}, {}, resp)
             t.submit[r] = _place(sub, ends)
             t.done_ns[r] = done
-            if row.start_ns == row.start_ns:
+            if pd.notna(row.start_ns):
                 t.start_ns = max(t.start_ns, int(row.start_ns))
             t.wait[r] = _wait_index(str(row.tensor), sub, done, starts, ends, sy)
         gaps = [starts[i] - (ends[i - 1] if i else 0) for i in range(len(starts))]
         ph = phases[(phases["rank"] == r) & (phases["t_ns"] >= a) & (phases["t_ns"] < b)]
         placed = [(str(n), *_place(int(t) - a, ends), int(d)) for n, t, d in zip(ph["name"], ph["t_ns"], ph["dur_ns"])]
-        chains[r] = Chain(gaps, waits_for, (b - a) - (ends[-1] if ends else 0), placed)
+        # without STEP spans the step is its collectives: it ends when the last one does
+        tail = (b - a) - (ends[-1] if ends else 0) if has_steps else 0
+        chains[r] = Chain(gaps, waits_for, tail, placed)
     full = [t for t in tensors.values() if set(t.submit) == set(windows)]
     if len(full) != len(tensors):
         return None   # a tensor some rank did not submit in this step (a hang, a skipped op)

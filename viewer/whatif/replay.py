@@ -17,6 +17,7 @@ from viewer.whatif import costs, policy
 from viewer.whatif.rebuild import Step
 
 MAX_ITER = 40
+GPU_BACKENDS = ("nccl",)
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class Model:
     cycle_time_ms: float
     latency_ns: dict            # "coordinator" | "rounds" -> dispatch latency (ns)
     tick_ns: float = 0.0        # how often the engine got to plan (fitted): at least the cycle
+    assumed: tuple = ()         # settings the trace does not record (defaults assumed)
 
 
 def cost_of(model: Model, s: Settings, backend: str, op: str, nbytes: int) -> float:
@@ -57,29 +59,33 @@ def _median_rank(step: Step) -> int:
     return ranked[(len(ranked) - 1) // 2]
 
 
-def _framework(step: Step, done: list, no_straggler: bool):
-    """Per rank: (segment starts, wait spans, step end) and each tensor's submission per rank."""
+def _framework(step: Step, done: list, no_straggler: bool, extra_busy_ns: float = 0.0):
+    """Per rank: (segment starts, wait spans, step end, start) and each tensor's submission per
+    rank. ``extra_busy_ns``: how much longer the engine works than in the run; on a CPU backend it
+    shares the cores and the interpreter with the training thread, so the compute stretches by it."""
     m = _median_rank(step) if no_straggler else None
     t0 = step.t0[m] if m is not None else None
     chains, submit = {}, [dict() for _ in step.tensors]
     for r in step.chains:
         src = m if m is not None else r
         c = step.chains[src]
+        work = sum(c.gaps) + c.tail_ns
+        f = max(0.0, 1.0 + extra_busy_ns / work) if work > 0 else 1.0
         start = t0 if t0 is not None else step.t0[r]
         seg, waits = [start], []
         for k, gap in enumerate(c.gaps):
-            a = seg[-1] + gap
+            a = seg[-1] + gap * f
             need = [done[i] for i in c.waits_for[k]]
             b = max([a, *need])
             waits.append((a, b))
             seg.append(b)
-        end = seg[-1] + c.tail_ns
+        end = seg[-1] + c.tail_ns * f
         late = [done[i] for i, t in enumerate(step.tensors) if t.wait.get(src, -1) < 0]
         end = max([end, *late])
         chains[r] = (seg, waits, end, start)
         for i, t in enumerate(step.tensors):
             k, off = t.submit[src]
-            submit[i][r] = seg[min(k, len(seg) - 1)] + off
+            submit[i][r] = seg[min(k, len(seg) - 1)] + off * f
     return chains, submit
 
 
@@ -107,17 +113,27 @@ def _execute(model, s, step, submit):
     return done, runs
 
 
+def _busy(model: Model, s: Settings, step: Step, runs=None) -> float:
+    """The engine's collective time in a step: the run's responses, or the replay's ``runs``
+    (on a GPU backend it does not take the training thread's cores: 0)."""
+    if runs is None:
+        return sum(cost_of(model, Settings(), b, o, n) for _, b, o, n, _, _ in step.responses
+                   if b not in GPU_BACKENDS)
+    return sum(e - a for a, e, batch in runs if step.tensors[batch[0]].backend not in GPU_BACKENDS)
+
+
 def replay_step(model: Model, s: Settings, step: Step) -> dict:
     """One step: predicted duration (ns, mean over ranks), chains and collectives at the fixed point."""
     done = [float(max(t.done_ns[r] + step.t0[r] for r in t.done_ns)) for t in step.tensors]
+    base_busy, extra = _busy(model, s, step), 0.0
     for _ in range(MAX_ITER):
-        chains, submit = _framework(step, done, s.no_straggler)
+        chains, submit = _framework(step, done, s.no_straggler, extra)
         new, runs = _execute(model, s, step, submit)
         moved = max((abs(a - b) for a, b in zip(new, done)), default=0.0)
-        done = new
+        done, extra = new, _busy(model, s, step, runs) - base_busy
         if moved < 1e3:
             break
-    chains, submit = _framework(step, done, s.no_straggler)
+    chains, submit = _framework(step, done, s.no_straggler, extra)
     pred = statistics.fmean(end - start for _, _, end, start in chains.values())
     return {"step": step.step, "predicted_ns": pred, "measured_ns": statistics.fmean(step.measured.values()),
             "chains": chains, "runs": runs}
@@ -133,7 +149,9 @@ def fit_model(tables, steps: list) -> Model:
     size = int(meta.get("size") or (len(steps[0].chains) if steps else 1))
     model = Model(steps, costs.fit(tables.fused_ops), size,
                   int(thr) if thr is not None else 128 << 20,
-                  float(meta.get("cycle_time_ms") or 1.0), {})
+                  float(meta.get("cycle_time_ms") or 1.0), {},
+                  assumed=tuple(k for k, v in (("fusion_threshold", thr),
+                                               ("cycle_time_ms", meta.get("cycle_time_ms"))) if v is None))
     if steps:
         model.tick_ns = _fit_tick(model, steps)
         model.latency_ns = _fit_latency(model, steps)

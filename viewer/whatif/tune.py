@@ -33,7 +33,7 @@ def tune(model: Model) -> dict:
         best = own
     base = predict(model, Settings())
     return {"measured_step_ms": base["measured_step_ms"], "baseline_step_ms": base["baseline_step_ms"],
-            "current": own, "best": best, "grid": rows, "apply": apply_lines(best),
+            "current": own, "assumed": list(model.assumed), "best": best, "grid": rows, "apply": apply_lines(best),
             "gain_pct": 100 * (1 - best["predicted_step_ms"] / own["predicted_step_ms"])}
 
 
