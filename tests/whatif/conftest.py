@@ -6,6 +6,7 @@ import warnings
 
 import pytest
 
+from tests.dashboard.conftest import browser, page  # noqa: F401  (the Chromium fixtures, for test_dashboard)
 from tests.viewer.conftest import SAMPLES
 
 REPLAYABLE = ("healthy", "straggler", "tiny-tensors", "large-tensors")
