@@ -16,7 +16,8 @@ def steps_figure(rows) -> go.Figure:
         fig.add_trace(go.Scatter(x=x, y=[r[key] for r in rows], mode="lines+markers", name=name,
                                  line={"dash": dash}))
     fig.update_layout(title={"text": "Step time: measured, replayed and predicted", "font": {"size": 13}},
-                      xaxis={"title": "step", "tickformat": "d"}, yaxis={"title": "ms", "rangemode": "tozero"},
+                      xaxis={"title": "step", "tickformat": "d", "dtick": max(1, -(-len(x) // 12))},
+                      yaxis={"title": "ms", "rangemode": "tozero"},
                       height=300, template="plotly_white", margin={"l": 60, "r": 20, "t": 40, "b": 40})
     return fig
 
@@ -37,7 +38,7 @@ def timeline_figure(tl) -> go.Figure:
                     for r, lane in zip(g["rank"], g["lane"])]
             fig.add_trace(go.Bar(x=(g["end_ms"] - g["start_ms"]).tolist(), base=g["start_ms"].tolist(), y=ylab,
                                  orientation="h", name=kind, legendgroup=kind, showlegend=kind not in seen,
-                                 marker={"color": colour}, text=g["name"].tolist(),
+                                 marker={"color": colour}, text=g["name"].tolist(), textposition="none",
                                  hovertemplate="%{text}: %{base:.2f} ms + %{x:.2f} ms<extra></extra>"),
                           row=1, col=col)
             seen.add(kind)
