@@ -38,7 +38,7 @@ def _up(t: float, origin: float, tick: float) -> float:
     return origin + math.ceil((t - origin) / tick - 1e-9) * tick
 
 
-def coordinator(idx, tensors, submit, threshold, cycle_ns, tick_ns=0.0) -> list[tuple[int, list]]:
+def coordinator(idx, tensors, submit, threshold, cycle_ns, tick_ns=0.0) -> list[tuple[float, list]]:
     """[(decision time, batch)] for the tensors ``idx`` (``submit[i]``: {rank: time}). The
     coordinator looks at its requests once per engine tick (``tick_ns``: how often the loaded
     engine thread gets to run, fitted on the run)."""
@@ -50,7 +50,9 @@ def coordinator(idx, tensors, submit, threshold, cycle_ns, tick_ns=0.0) -> list[
     origin = float(first.min())
     order = sorted(idx, key=lambda i: ready[i])
     heap = sorted({_up(t, origin, tick_ns) for t in (*last.tolist(), *first.tolist())})
-    out, pool, t_first, k = [], [], 0.0, 0
+    out: list = []
+    pool: list = []
+    t_first, k = 0.0, 0
     while heap:
         t = heapq.heappop(heap)
         while k < len(order) and ready[order[k]] <= t:
@@ -69,7 +71,7 @@ def coordinator(idx, tensors, submit, threshold, cycle_ns, tick_ns=0.0) -> list[
     return out
 
 
-def rounds(idx, tensors, submit, threshold, cycle_ns, latency_ns, tick_ns=0.0) -> list[tuple[int, list]]:
+def rounds(idx, tensors, submit, threshold, cycle_ns, latency_ns, tick_ns=0.0) -> list[tuple[float, list]]:
     """[(decision time, batch)] for the cached tensors ``idx`` under the bit rounds (a rank posts
     at most once per engine tick)."""
     if not idx:

@@ -65,7 +65,8 @@ def _framework(step: Step, done: list, no_straggler: bool, extra_busy_ns: float 
     shares the cores and the interpreter with the training thread, so the compute stretches by it."""
     m = _median_rank(step) if no_straggler else None
     t0 = step.t0[m] if m is not None else None
-    chains, submit = {}, [dict() for _ in step.tensors]
+    chains: dict = {}
+    submit: list[dict] = [{} for _ in step.tensors]
     for r in step.chains:
         src = m if m is not None else r
         c = step.chains[src]
