@@ -49,8 +49,8 @@ def register(app, ctx):
             raise PreventUpdate
         model = _model(view)
         if isinstance(model, str):
-            empty = fig_whatif.steps_figure([])
-            return html.P(f"Nothing to replay: {model}.", className="muted", id="wi-none"), empty, empty, None
+            empty = fig_whatif.empty_figure("nothing to replay in this run")
+            return html.P(f"{model[0].upper()}{model[1:]}.", className="muted", id="wi-none"), empty, empty, None
         import pandas as pd
 
         from viewer.whatif import predict

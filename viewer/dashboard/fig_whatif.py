@@ -8,6 +8,13 @@ from plotly.subplots import make_subplots
 COLOURS = {"compute": "#4c78a8", "wait": "#e45756", "comm": "#54a24b", "phase": "#b279a2"}
 
 
+def empty_figure(text: str) -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+    return fig.update_layout(template="plotly_white", height=160, xaxis={"visible": False},
+                             yaxis={"visible": False})
+
+
 def steps_figure(rows) -> go.Figure:
     fig = go.Figure()
     x = [r["step"] for r in rows]
