@@ -65,9 +65,11 @@ def rebuild(tables) -> list[Step]:
         return []
     steps = _step_windows(ev, ops, ranks)
     has_steps = bool(((ev["name"] == V.STEP) & (ev["ph"] == "X")).any())
-    by_rank = {r: ops[ops["rank"] == r] for r in ranks}
-    syncs = ev[(ev["name"] == V.SYNCHRONIZE) & (ev["ph"] == "X")]
-    phases = ev[(ev["cat"] == "phase") & (ev["ph"] == "X")]
+    by_rank = {r: _Sorted(ops[ops["rank"] == r], "submit_ns") for r in ranks}
+    sy = ev[(ev["name"] == V.SYNCHRONIZE) & (ev["ph"] == "X")]
+    ph = ev[(ev["cat"] == "phase") & (ev["ph"] == "X")]
+    syncs = {r: _Sorted(sy[sy["rank"] == r], "t_ns") for r in ranks}
+    phases = {r: _Sorted(ph[ph["rank"] == r], "t_ns") for r in ranks}
     fo = tables.fused_ops
     backends = {int(r): str(b) for r, b in zip(fo["response"], fo["backend"]) if isinstance(b, str)}
     out = []
@@ -76,6 +78,18 @@ def rebuild(tables) -> list[Step]:
         if built is not None:
             out.append(built)
     return out
+
+
+class _Sorted:
+    """One rank's rows sorted by a time column, sliced by time windows."""
+
+    def __init__(self, df, col: str):
+        self.df = df.sort_values(col, kind="stable")
+        self.t = self.df[col].to_numpy()
+
+    def between(self, a: int, b: int):
+        """The rows with ``a <= time < b``."""
+        return self.df.iloc[int(self.t.searchsorted(a, "left")):int(self.t.searchsorted(b, "left"))]
 
 
 def _step_windows(ev, ops, ranks):
@@ -106,13 +120,14 @@ def _build_step(s, windows, by_rank, syncs, phases, fused, backends, has_steps):
         ops = by_rank.get(r)
         if ops is None:
             return None
-        mine = ops[(ops["submit_ns"] >= a) & (ops["submit_ns"] < b)]
+        mine = ops.between(a, b)
         if mine["done_ns"].isna().any():
             return None   # an op that never finished: nothing to replay
-        sy = syncs[(syncs["rank"] == r) & (syncs["t_ns"] >= a) & (syncs["t_ns"] < b)].sort_values("t_ns")
+        sy = syncs[r].between(a, b)
         ends = [int(t + d) - a for t, d in zip(sy["t_ns"], sy["dur_ns"])]
         starts = [int(t) - a for t in sy["t_ns"]]
         waits_for: list = [[] for _ in starts]
+        sync_names = sy["tensor"].tolist()
         for row in mine.itertuples(index=False):
             key = (str(row.tensor), int(row.occurrence))
             sub = int(row.submit_ns) - a
@@ -128,9 +143,9 @@ def _build_step(s, windows, by_rank, syncs, phases, fused, backends, has_steps):
             t.done_ns[r] = done
             if pd.notna(row.start_ns):
                 t.start_ns = max(t.start_ns, int(row.start_ns))
-            t.wait[r] = _wait_index(str(row.tensor), sub, done, starts, ends, sy)
+            t.wait[r] = _wait_index(str(row.tensor), sub, done, starts, ends, sync_names)
         gaps = [starts[i] - (ends[i - 1] if i else 0) for i in range(len(starts))]
-        ph = phases[(phases["rank"] == r) & (phases["t_ns"] >= a) & (phases["t_ns"] < b)]
+        ph = phases[r].between(a, b)
         placed = [(str(n), *_place(int(t) - a, ends), int(d)) for n, t, d in zip(ph["name"], ph["t_ns"], ph["dur_ns"])]
         # without STEP spans the step is its collectives: it ends when the last one does
         tail = (b - a) - (ends[-1] if ends else 0) if has_steps else 0
@@ -155,10 +170,9 @@ def _place(t: int, ends: list) -> tuple[int, int]:
     return k, t - (ends[k - 1] if k else 0)
 
 
-def _wait_index(name, sub, done, starts, ends, sy) -> int:
+def _wait_index(name, sub, done, starts, ends, names) -> int:
     """The wait that consumed this op: its own SYNCHRONIZE span, else the first wait that ended
     at or after the op finished (the framework checked it there), else -1 (the step's end)."""
-    names = sy["tensor"].tolist()
     for i, (s, n) in enumerate(zip(starts, names)):
         if n == name and s >= sub:
             return i

@@ -17,6 +17,7 @@ from viewer.whatif import costs, policy
 from viewer.whatif.rebuild import Step
 
 MAX_ITER = 40
+CALIBRATION_STEPS = 40   # at most this many steps, spread over the run, fit the tick and latency
 GPU_BACKENDS = ("nccl",)
 
 
@@ -154,8 +155,9 @@ def fit_model(tables, steps: list) -> Model:
                   assumed=tuple(k for k, v in (("fusion_threshold", thr),
                                                ("cycle_time_ms", meta.get("cycle_time_ms"))) if v is None))
     if steps:
-        model.tick_ns = _fit_tick(model, steps)
-        model.latency_ns = _fit_latency(model, steps)
+        cal = steps[::-(-len(steps) // CALIBRATION_STEPS)]   # run-wide figures: a spread sample will do
+        model.tick_ns = _fit_tick(model, cal)
+        model.latency_ns = _fit_latency(model, cal)
     return model
 
 
