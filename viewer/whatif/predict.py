@@ -6,8 +6,6 @@ import statistics
 from viewer.whatif import rebuild, replay
 from viewer.whatif.replay import Model, Settings
 
-MIN_STEPS = 1
-
 
 class ModelError(ValueError):
     """The run has nothing the replay can use (one line, for the CLI)."""
@@ -16,7 +14,7 @@ class ModelError(ValueError):
 def fit(tables) -> Model:
     """Rebuild the run's steps and fit the model; :class:`ModelError` when there are none."""
     steps = rebuild.rebuild(tables)
-    if len(steps) < MIN_STEPS:
+    if not steps:
         raise ModelError("no complete step to replay (every rank's STEP span with all its "
                          "collectives finished, or for a Horovod timeline a complete occurrence "
                          "of its tensors)")

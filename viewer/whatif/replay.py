@@ -204,6 +204,3 @@ def _fit_latency(model: Model, steps: list) -> dict:
         lo, hi = (mid, hi) if mean_at(mid) < measured else (lo, mid)
     return {"coordinator": lo, "rounds": lo}
 
-
-def with_steps(model: Model, steps: list) -> Model:
-    return replace(model, steps=steps)
