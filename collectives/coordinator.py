@@ -14,6 +14,7 @@ from collectives.fusion import plan_responses
 from collectives.stall import EXEMPT, StallInspector
 from collectives.validation import mismatch
 from tracer import vocab as V
+from tracer.fusion_rules import flush_due
 
 
 @dataclass
@@ -148,12 +149,10 @@ class Coordinator:
     def should_flush(self, now_s: float) -> bool:
         if not self.ready:
             return False
-        thr = self.config.fusion_threshold
-        if thr == 0 or not self.has_partial() or any(r.error for r in self.ready):
+        if any(r.error for r in self.ready):
             return True
-        if now_s - self.first_ready_s >= self.config.cycle_time_ms / 1000.0:
-            return True
-        return self.ready_bytes() >= thr
+        return flush_due(now_s - self.first_ready_s, self.config.cycle_time_ms / 1000.0,
+                         self.ready_bytes(), self.config.fusion_threshold, self.has_partial())
 
     def wake_in(self, now_s: float) -> float | None:
         """Seconds until the coordinator needs to run again without new input (None: no deadline)."""

@@ -1,14 +1,19 @@
 """Fusion planning (coordinator side) and fusion buffers (every rank).
 
-Planning: ready allreduces fuse when op type, dtype, reduce op, scale factors, process set, device
-backend and priority all match and the running byte total stays within the threshold; a non-matching
-one is skipped over (it gets a later response). A grouped allreduce is one unit and always one
-response. Higher priorities are planned first, so they run ahead of a fused batch of lower ones.
+The rules themselves (priority order, greedy fusion, what fuses) live in
+:mod:`tracer.fusion_rules`, shared with the viewer's what-if replay. Planning: ready allreduces fuse
+when op type, dtype, reduce op, scale factors, process set, device backend and priority all match
+and the running byte total stays within the threshold; a non-matching one is skipped over (it gets
+a later response). A grouped allreduce is one unit and always one response. Higher priorities are
+planned first, so they run ahead of a fused batch of lower ones.
 """
 from __future__ import annotations
 
 from collectives import messages as M
 from tracer import vocab as V
+from tracer.fusion_rules import by_priority, fusable, fuse
+
+__all__ = ["FusionBuffers", "by_priority", "fuse", "plan_responses"]
 
 
 def _first(item):
@@ -37,39 +42,9 @@ def _unit_bytes(unit):
     return sum(_first(i).nbytes for i in unit)
 
 
-def by_priority(units, priority_of) -> list:
-    """Higher priority first; readiness order among equals (a stable sort)."""
-    if all(priority_of(u) == 0 for u in units):
-        return list(units)
-    return sorted(units, key=lambda u: -priority_of(u))
-
-
-def fuse(units, key_of, bytes_of, threshold: int) -> list[list]:
-    """Greedy fusion, shared by the coordinator and the response cache: each unit in turn takes
-    every later unit with the same key (None: never fused) while the byte total stays within
-    ``threshold``; a unit that does not fit is skipped over and starts a later batch."""
-    units = list(units)
-    out = []
-    while units:
-        first = units.pop(0)
-        batch, key = [first], key_of(first)
-        if key is not None and threshold > 0:
-            total, i = bytes_of(first), 0
-            while i < len(units):
-                other = units[i]
-                if key_of(other) == key and total + bytes_of(other) <= threshold:
-                    batch.append(other)
-                    total += bytes_of(other)
-                    units.pop(i)
-                else:
-                    i += 1
-        out.append(batch)
-    return out
-
-
 def _fuse_key(unit):
     item = unit[0]
-    if item.error is not None or _first(item).op_type != V.ALLREDUCE:
+    if not fusable(_first(item).op_type, item.error):
         return None
     return _key(item)
 

@@ -17,6 +17,8 @@ COMMANDS = {
     "run": ("module", "collectives.launcher", "run a script on N ranks through mpiexec"),
     "summarize": ("viewer", "viewer.cli_summarize", "summarize a run: findings, stragglers, fusion, bandwidth"),
     "merge": ("viewer", "viewer.cli_merge", "merge per-rank traces into one aligned Chrome trace"),
+    "whatif": ("viewer", "viewer.cli_whatif", "predict a run's step time under other settings"),
+    "tune": ("viewer", "viewer.cli_tune", "search fusion threshold x cycle time on the what-if model"),
     "view": ("viewer", "viewer.dashboard.serve", "start the dashboard for one or more runs"),
     "bench": ("module", "bench", "run the benchmarks side by side"),
 }

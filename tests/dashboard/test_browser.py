@@ -22,6 +22,7 @@ PAGE_READY = {  # a selector that exists once the page has drawn
     "fusion": "#fus-facts table.facts",
     "communication": "#comm-nccl-table",
     "compare": "#cmp-table",
+    "whatif": "#wi-predicted .card-value, #wi-none",   # a run with no complete step: the reason
 }
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dash import dcc, html
 
 PAGES = [("overview", "Overview"), ("timeline", "Timeline"), ("breakdown", "Breakdown"), ("negotiation", "Negotiation"),
-         ("fusion", "Fusion"), ("communication", "Communication"), ("compare", "Compare")]
+         ("fusion", "Fusion"), ("communication", "Communication"), ("compare", "Compare"), ("whatif", "What if")]
 GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
 
 
@@ -95,6 +95,14 @@ def compare_page():
 _BUILDERS = {"overview": overview_page, "timeline": timeline_page, "breakdown": breakdown_page,
              "negotiation": negotiation_page,
              "fusion": fusion_page, "communication": communication_page, "compare": compare_page}
+
+
+def _whatif_page():
+    from viewer.dashboard.layout_whatif import whatif_page  # it imports GRAPH_CONFIG from here
+    return whatif_page()
+
+
+_BUILDERS["whatif"] = _whatif_page
 
 
 def build_layout(run_options, run_a, run_b, picker_options, max_upload_mb, banner_children=(),

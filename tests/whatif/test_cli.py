@@ -1,0 +1,70 @@
+"""``ringscope whatif`` and ``ringscope tune`` as a user runs them."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.viewer.conftest import HOROVOD_DIR, ROOT, SAMPLES
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "viewer.cli", *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_whatif_json_has_the_three_step_times():
+    p = _cli("whatif", SAMPLES / "straggler", "--no-straggler", "--json")
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)
+    assert res["predicted_step_ms"] < 0.8 * res["baseline_step_ms"]
+    assert abs(res["baseline_step_ms"] / res["measured_step_ms"] - 1) <= 0.10
+    assert res["settings"]["no_straggler"] and res["timeline"] and res["fits"]
+
+
+def test_whatif_text_names_measured_baseline_and_prediction():
+    p = _cli("whatif", SAMPLES / "healthy", "--fusion-threshold-mb", "0", "--ranks", "8")
+    assert p.returncode == 0, p.stderr
+    for word in ("measured:", "baseline:", "predicted:", "an extrapolation", "median error"):
+        assert word in p.stdout
+
+
+def test_tune_gives_settings_and_how_to_apply_them():
+    p = _cli("tune", SAMPLES / "tiny-tensors", "--json")
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)
+    best = res["best"]
+    assert best["predicted_step_ms"] <= res["current"]["predicted_step_ms"]
+    assert len(res["grid"]) >= 9
+    assert res["apply"]["ringscope_run"].startswith("ringscope run --fusion-threshold-mb ")
+    assert f"RINGSCOPE_CYCLE_TIME={best['cycle_time_ms']:g}" in res["apply"]["env"]
+    assert "HOROVOD_FUSION_THRESHOLD=" in res["apply"]["horovod_env"]
+
+
+def test_tune_on_a_horovod_timeline():
+    f = HOROVOD_DIR / "horovod0281_mpi_2ranks.json"
+    if not f.exists():
+        pytest.skip(f"real Horovod timelines not present at {HOROVOD_DIR} (../shared is absent)")
+    p = _cli("tune", f)
+    assert p.returncode == 0, p.stderr
+    assert "defaults assumed" in p.stdout and "HOROVOD_CYCLE_TIME=" in p.stdout
+
+
+@pytest.mark.parametrize("args, words", [
+    (["whatif", "/nonexistent/run"], ["/nonexistent/run"]),
+    (["whatif", SAMPLES / "healthy", "--latency-scale", "0"], ["--latency-scale"]),
+])
+def test_bad_input_is_one_line(args, words):
+    p = _cli(*args)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert all(w in p.stderr for w in words), p.stderr
+
+
+def test_a_timeline_that_never_finished_says_so():
+    f = HOROVOD_DIR / "legacy_nccl_fused_7ranks.json"
+    if not f.exists():
+        pytest.skip(f"real Horovod timelines not present at {HOROVOD_DIR} (../shared is absent)")
+    p = _cli("whatif", f)
+    assert p.returncode == 2 and "no complete step to replay" in p.stderr and "Traceback" not in p.stderr

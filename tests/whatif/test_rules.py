@@ -1,0 +1,54 @@
+"""The replay plans fusion as the runtime does: both take the rules from tracer/fusion_rules.py,
+and on the same ready tensors the coordinator's plan_responses and the replay's policy give the
+same batches in the same order."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from collectives import coordinator, fusion
+from collectives import messages as M
+from tracer import fusion_rules
+from tracer import vocab as V
+from viewer.whatif import policy
+from viewer.whatif.rebuild import Tensor
+
+
+def test_one_module_of_rules():
+    assert fusion.fuse is fusion_rules.fuse and fusion.by_priority is fusion_rules.by_priority
+    assert coordinator.flush_due is fusion_rules.flush_due
+
+
+def _case(seed):
+    rng = random.Random(seed)
+    out = []
+    for k in range(40):
+        op = rng.choice([V.ALLREDUCE] * 4 + [V.ALLGATHER])
+        out.append((f"t{k}", op, rng.choice(["float32", "float16"]), rng.choice([4, 512, 40_000, 300_000]),
+                    rng.choice([0, 0, 0, 2])))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("threshold", [0, 64 << 10, 1 << 20])
+def test_same_batches_as_the_coordinator(seed, threshold):
+    case = _case(seed)
+    items = [coordinator.Ready((0, name), {r: M.Request(r, name, op, dt, (n // 4,), nbytes=n, priority=p)
+                                            for r in (0, 1)}) for name, op, dt, n, p in case]
+    ids = iter(range(10**6))
+    runtime = [resp.names for resp in fusion.plan_responses(items, threshold, lambda: next(ids))]
+    tensors = [Tensor(name, op, dt, n, 0, p, False, {}, {}, backend="ring") for name, op, dt, n, p in case]
+    # everything ready on both ranks at once, nothing partly submitted: one flush of all
+    submit = [{0: 1000.0, 1: 1000.0} for _ in case]
+    plans = policy.coordinator(list(range(len(case))), tensors, submit, threshold, cycle_ns=1e6)
+    assert len({d for d, _ in plans}) == 1
+    assert [[tensors[i].name for i in b] for _, b in plans] == runtime
+    assert len(runtime) < len(case) or threshold == 0
+
+
+def test_a_partly_submitted_tensor_holds_the_flush_for_a_cycle():
+    tensors = [Tensor(f"t{i}", V.ALLREDUCE, "float32", 4, 0, 0, False, {}, {}, backend="ring") for i in range(2)]
+    submit = [{0: 0.0, 1: 0.0}, {0: 0.0, 1: 5e6}]   # t1 only on rank 0 until 5 ms
+    plans = policy.coordinator([0, 1], tensors, submit, 1 << 20, cycle_ns=1e6)
+    assert [(d, b) for d, b in plans] == [(1e6, [0]), (5e6, [1])]   # t0 waited one cycle, then alone

@@ -1,0 +1,59 @@
+"""The fusion planning rules, shared by the runtime's coordinator and response cache
+(:mod:`collectives.fusion`, :mod:`collectives.bit_rounds`) and the viewer's what-if replay
+(:mod:`viewer.whatif`), so that both plan alike. Pure Python, no imports beyond the vocabulary.
+
+- Only an allreduce without an error fuses (:func:`fusable`); two units fuse when their keys match.
+- Higher priority is planned first; readiness order among equals (:func:`by_priority`).
+- Greedy fusion within a byte threshold; 0 disables fusion; a unit that does not fit is skipped
+  over and starts a later batch (:func:`fuse`).
+- The coordinator sends what is ready once a cycle has passed since the first of it became ready,
+  or at once when nothing is partly submitted, fusion is off, or the threshold is reached
+  (:func:`flush_due`).
+"""
+from __future__ import annotations
+
+from tracer import vocab as V
+
+
+def fusable(op_type: str, error: object = None) -> bool:
+    """Whether an op of this type may share a fused response with others."""
+    return error is None and op_type == V.ALLREDUCE
+
+
+def by_priority(units, priority_of) -> list:
+    """Higher priority first; readiness order among equals (a stable sort)."""
+    if all(priority_of(u) == 0 for u in units):
+        return list(units)
+    return sorted(units, key=lambda u: -priority_of(u))
+
+
+def fuse(units, key_of, bytes_of, threshold: int) -> list[list]:
+    """Greedy fusion, shared by the coordinator and the response cache: each unit in turn takes
+    every later unit with the same key (None: never fused) while the byte total stays within
+    ``threshold``; a unit that does not fit is skipped over and starts a later batch."""
+    units = list(units)
+    out = []
+    while units:
+        first = units.pop(0)
+        batch, key = [first], key_of(first)
+        if key is not None and threshold > 0:
+            total, i = bytes_of(first), 0
+            while i < len(units):
+                other = units[i]
+                if key_of(other) == key and total + bytes_of(other) <= threshold:
+                    batch.append(other)
+                    total += bytes_of(other)
+                    units.pop(i)
+                else:
+                    i += 1
+        out.append(batch)
+    return out
+
+
+def flush_due(waited_s: float, cycle_time_s: float, ready_bytes: int, threshold: int,
+              partial: bool) -> bool:
+    """Whether the coordinator sends its ready tensors now: ``waited_s`` since the first of them
+    became ready, ``ready_bytes`` of them, ``partial`` while some tensor is partly submitted."""
+    if threshold == 0 or not partial:
+        return True
+    return waited_s >= cycle_time_s or ready_bytes >= threshold

@@ -1,0 +1,45 @@
+"""``ringscope tune RUN [--json]``: search fusion threshold x cycle time on the what-if model."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="ringscope tune", description=(
+        "Search fusion threshold x cycle time on the replay model of a traced run."))
+    p.add_argument("paths", nargs="+", help="a run directory, or trace files (ringscope or Horovod)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = p.parse_args(argv)
+    from viewer.cli_whatif import load_model
+
+    model, err = load_model(args.paths)
+    if err:
+        print(f"ringscope: {err}", file=sys.stderr)
+        return 2
+    from viewer.whatif.tune import tune
+
+    res = tune(model)
+    if args.json:
+        import json
+
+        print(json.dumps(res, indent=2))
+        return 0
+    cur, best = res["current"], res["best"]
+    print(f"measured {res['measured_step_ms']:.1f} ms per step; replayed {res['baseline_step_ms']:.1f} ms")
+    print(f"current:  fusion threshold {cur['fusion_threshold'] / 2**20:g} MiB, cycle {cur['cycle_time_ms']:g} ms"
+          f" -> {cur['predicted_step_ms']:.1f} ms")
+    print(f"best:     fusion threshold {best['fusion_threshold'] / 2**20:g} MiB, cycle {best['cycle_time_ms']:g} ms"
+          f" -> {best['predicted_step_ms']:.1f} ms ({res['gain_pct']:+.1f} %)")
+    if res["assumed"]:
+        print(f"          (current settings not in the trace, the defaults assumed: {', '.join(res['assumed'])})")
+    if best is cur:
+        print("keep the current settings (no setting of the grid is predicted faster by more than 1 %)")
+    print(f"\napply:    {res['apply']['ringscope_run']} ...")
+    print(f"          {res['apply']['env']}")
+    print(f"          {res['apply']['horovod_env']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

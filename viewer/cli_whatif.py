@@ -1,0 +1,104 @@
+"""``ringscope whatif RUN [--fusion-threshold-mb X] [--cycle-time-ms Y] [--no-straggler]
+[--bandwidth-scale K] [--latency-scale K] [--ranks N] [--json]``."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ringscope whatif", description=(
+        "Replay a traced run under other settings and predict its step time."))
+    p.add_argument("paths", nargs="+", help="a run directory, or trace files (ringscope or Horovod)")
+    p.add_argument("--fusion-threshold-mb", type=float, metavar="X", help="fusion threshold in MiB (0: off)")
+    p.add_argument("--cycle-time-ms", type=float, metavar="Y", help="engine cycle time in ms")
+    p.add_argument("--no-straggler", action="store_true", help="every rank's compute as the median rank's")
+    p.add_argument("--bandwidth-scale", type=float, default=1.0, metavar="K", help="K x the bandwidth")
+    p.add_argument("--latency-scale", type=float, default=1.0, metavar="K", help="K x the latency")
+    p.add_argument("--ranks", type=int, metavar="N", help="predict for N ranks (ring cost model; an extrapolation)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    return p
+
+
+def load_model(paths):
+    """(model, None) or (None, one line naming the problem)."""
+    from viewer.errors import TraceError, show_warnings_on_stderr
+    from viewer.run import Run
+    from viewer.whatif import ModelError, fit
+
+    show_warnings_on_stderr()
+    src = paths[0] if len(paths) == 1 else paths
+    try:
+        return fit(Run.load(src).tables), None
+    except TraceError as exc:
+        return None, str(exc)
+    except ModelError as exc:
+        return None, f"{' '.join(map(str, paths))}: {exc}"
+
+
+def _settings(args, p):
+    from viewer.whatif import Settings
+
+    for name in ("fusion_threshold_mb", "cycle_time_ms"):
+        v = getattr(args, name)
+        if v is not None and v < 0:
+            p.error(f"--{name.replace('_', '-')} must be >= 0")
+    if args.bandwidth_scale <= 0 or args.latency_scale <= 0:
+        p.error("--bandwidth-scale and --latency-scale must be > 0")
+    if args.ranks is not None and args.ranks < 2:
+        p.error("--ranks must be at least 2")
+    thr = None if args.fusion_threshold_mb is None else int(args.fusion_threshold_mb * (1 << 20))
+    return Settings(thr, args.cycle_time_ms, args.no_straggler, args.bandwidth_scale,
+                    args.latency_scale, args.ranks)
+
+
+def main(argv=None) -> int:
+    p = _parser()
+    args = p.parse_args(argv)
+    settings = _settings(args, p)
+    model, err = load_model(args.paths)
+    if err:
+        print(f"ringscope: {err}", file=sys.stderr)
+        return 2
+    from viewer.whatif import predict
+
+    res = predict(model, settings)
+    tl = res.pop("timeline", None)
+    if args.json:
+        import json
+
+        res["timeline"] = tl.to_dict(orient="records") if tl is not None else []
+        print(json.dumps(res, indent=2))
+        return 0
+    _print(res)
+    return 0
+
+
+def _print(res) -> None:
+    s, own = res["settings"], res["run_settings"]
+    print(f"run:        fusion threshold {own['fusion_threshold'] / 2**20:g} MiB, cycle "
+          f"{own['cycle_time_ms']:g} ms, {own['ranks']} ranks")
+    if own["assumed"]:
+        print(f"            (not in the trace, the defaults assumed: {', '.join(own['assumed'])})")
+    print(f"what if:    fusion threshold {s['fusion_threshold'] / 2**20:g} MiB, cycle {s['cycle_time_ms']:g} ms"
+          f"{', no straggler' if s['no_straggler'] else ''}, bandwidth x{s['bandwidth_scale']:g}, "
+          f"latency x{s['latency_scale']:g}, {s['ranks']} ranks")
+    print(f"measured:   {res['measured_step_ms']:8.1f} ms per step")
+    print(f"baseline:   {res['baseline_step_ms']:8.1f} ms per step (replayed with the run's settings; "
+          f"worst step off by {res['baseline_error_pct']:.1f} %)")
+    print(f"predicted:  {res['predicted_step_ms']:8.1f} ms per step "
+          f"({100 * (res['predicted_step_ms'] / res['baseline_step_ms'] - 1):+.1f} % against the baseline)")
+    if res["extrapolated"]:
+        print("            (an extrapolation: ring cost model, each rank's compute as measured)")
+    print("\nstep  measured  baseline  predicted (ms)")
+    for r in res["steps"]:
+        print(f"{r['step']:>4}  {r['measured_ms']:8.1f}  {r['baseline_ms']:8.1f}  {r['predicted_ms']:9.1f}")
+    print(f"\ncommunication fit (dispatch latency {res['dispatch_latency_ms']:.2f} ms, calibrated on the run):")
+    for f in res["fits"]:
+        bw = f"{f['gb_per_s']:.3f} GB/s" if f["gb_per_s"] else "latency only"
+        print(f"  {f['backend']:<6} {f['op']:<10} alpha {f['alpha_us']:9.1f} us  {bw:<14} "
+              f"over {f['n']} collectives, median error {f['median_err_pct']:.0f} %, worst {f['worst_err_pct']:.0f} %")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

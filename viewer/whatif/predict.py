@@ -1,0 +1,96 @@
+"""Results of a replay: measured, baseline and predicted step times, and drawable timelines."""
+from __future__ import annotations
+
+import statistics
+
+from viewer.whatif import rebuild, replay
+from viewer.whatif.replay import Model, Settings
+
+
+class ModelError(ValueError):
+    """The run has nothing the replay can use (one line, for the CLI)."""
+
+
+def fit(tables) -> Model:
+    """Rebuild the run's steps and fit the model; :class:`ModelError` when there are none."""
+    steps = rebuild.rebuild(tables)
+    if not steps:
+        raise ModelError("no complete step to replay (every rank's STEP span with all its "
+                         "collectives finished, or for a Horovod timeline a complete occurrence "
+                         "of its tensors)")
+    if not tables.fused_ops["response"].size:
+        raise ModelError("no collectives to fit the communication cost on")
+    return replay.fit_model(tables, steps)
+
+
+def predict(tables_or_model, settings: Settings, steps: list[int] | None = None) -> dict:
+    """Measured, baseline (the run's own settings) and predicted step time per step and overall
+    (ms), the model's fit, and the predicted and measured timelines (``timeline``: DataFrame)."""
+    model = tables_or_model if isinstance(tables_or_model, Model) else fit(tables_or_model)
+    chosen = [s for s in model.steps if steps is None or s.step in steps]
+    base = [replay.replay_step(model, Settings(), s) for s in chosen]
+    pred = [replay.replay_step(model, settings, s) for s in chosen]
+    rows = [{"step": b["step"], "measured_ms": b["measured_ns"] / 1e6, "baseline_ms": b["predicted_ns"] / 1e6,
+             "predicted_ms": p["predicted_ns"] / 1e6} for b, p in zip(base, pred)]
+    measured = statistics.fmean(r["measured_ms"] for r in rows)
+    baseline = statistics.fmean(r["baseline_ms"] for r in rows)
+    out = {
+        "measured_step_ms": measured, "baseline_step_ms": baseline,
+        "predicted_step_ms": statistics.fmean(r["predicted_ms"] for r in rows),
+        "baseline_error_pct": 100 * max(abs(r["baseline_ms"] - r["measured_ms"]) / r["measured_ms"] for r in rows),
+        "steps": rows, "settings": effective(model, settings),
+        "run_settings": {"fusion_threshold": model.fusion_threshold, "cycle_time_ms": model.cycle_time_ms,
+                         "ranks": model.size, "assumed": list(model.assumed)},
+        "fits": [f.row() for f in model.fits.values()],
+        "dispatch_latency_ms": model.latency_ns.get("coordinator", 0.0) / 1e6,
+        "extrapolated": bool(settings.ranks and settings.ranks != model.size),
+    }
+    if chosen:
+        out["timeline"] = timeline(model, settings, chosen[0], pred[0])
+    return out
+
+
+def effective(model: Model, s: Settings) -> dict:
+    return {"fusion_threshold": model.fusion_threshold if s.fusion_threshold is None else s.fusion_threshold,
+            "cycle_time_ms": model.cycle_time_ms if s.cycle_time_ms is None else s.cycle_time_ms,
+            "no_straggler": s.no_straggler, "bandwidth_scale": s.bandwidth_scale,
+            "latency_scale": s.latency_scale, "ranks": s.ranks or model.size}
+
+
+def timeline(model: Model, settings: Settings, step, result: dict):
+    """One step, predicted and measured, as rows ``source, rank, lane, name, start_ms, end_ms``
+    (ms since the step's earliest start): compute, waits and phases on the rank's lane,
+    collectives on a "comm" lane per rank (they run on every rank at once)."""
+    import pandas as pd
+
+    origin = min(step.t0.values())
+    rows = _rows("predicted", step, result, origin)
+    measured = _measured(step)
+    rows += _rows("measured", step, measured, origin)
+    return pd.DataFrame(rows, columns=["source", "rank", "lane", "name", "start_ms", "end_ms"])
+
+
+def _measured(step) -> dict:
+    done = [float(max(t.done_ns[r] + step.t0[r] for r in t.done_ns)) for t in step.tensors]
+    chains, _ = replay._framework(step, done, False)
+    runs: list = [(float(st), float(st + cost), []) for _, _, _, _, st, cost in step.responses]
+    return {"chains": chains, "runs": runs}
+
+
+def _rows(source, step, result, origin):
+    ms = 1e6
+    rows = []
+    for r, (seg, waits, end, start) in sorted(result["chains"].items()):
+        prev = start
+        for a, b in waits:
+            rows.append((source, r, "framework", "compute", (prev - origin) / ms, (a - origin) / ms))
+            rows.append((source, r, "framework", "wait", (a - origin) / ms, (b - origin) / ms))
+            prev = b
+        rows.append((source, r, "framework", "compute", (prev - origin) / ms, (end - origin) / ms))
+        for name, k, off, dur in step.chains[r].phases:
+            t = seg[min(k, len(seg) - 1)] + off
+            rows.append((source, r, "phase", name, (t - origin) / ms, (t + dur - origin) / ms))
+        for a, b, batch in result["runs"]:
+            label = f"{len(batch)} tensor(s)" if batch else "collective"
+            rows.append((source, r, "comm", label, (a - origin) / ms, (b - origin) / ms))
+    return rows

@@ -1,0 +1,198 @@
+"""Rebuild, per step and rank, what the replay needs from a loaded run's tables.
+
+A rank's step is a chain on its framework thread: compute, a SYNCHRONIZE wait, compute, another
+wait, ..., compute to the step's end. Everything the framework does (each tensor's submission, each
+wait's start, each phase span, the step's end) is placed as (segment, offset): the segment is the
+number of waits that ended before it, the offset is the time since the last of them ended (or the
+step began). The replay keeps those offsets, which are compute, and recomputes the waits.
+
+Steps are the STEP spans every rank has. A trace without them (a Horovod timeline) gets one step
+per occurrence of its tensors, from the first submission to the last completion, with no waits.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from tracer import vocab as V
+
+CACHED_ID_BASE = 1 << 40   # response ids at or above this ran through the response cache
+
+
+@dataclass
+class Tensor:
+    """One logical tensor op of a step (the same name and occurrence on every rank)."""
+    name: str
+    op: str
+    dtype: str
+    nbytes: int
+    process_set: int
+    priority: int                # the loaded tables carry no priorities: 0
+    cached: bool
+    submit: dict                 # rank -> (segment, offset ns)
+    done_ns: dict                # rank -> measured completion, ns since the rank's step start
+    response: int = -1           # the measured response it ran in
+    backend: str = ""
+    wait: dict = field(default_factory=dict)   # rank -> index of the wait that consumed it (-1: none)
+    start_ns: int = 0            # measured: when its response started on the last rank (common axis)
+
+
+@dataclass
+class Chain:
+    """One rank's framework chain in one step."""
+    gaps: list                   # compute before each wait (ns): gaps[i] = start of wait i - end of wait i-1
+    waits_for: list              # per wait: indices into Step.tensors it waits on
+    tail_ns: int                 # compute after the last wait
+    phases: list = field(default_factory=list)   # (name, segment, offset, dur)
+
+
+@dataclass
+class Step:
+    step: int
+    t0: dict                     # rank -> step start (ns, common axis)
+    measured: dict               # rank -> measured step duration (ns)
+    chains: dict                 # rank -> Chain
+    tensors: list                # [Tensor]
+    responses: list              # measured: [(response, backend, op, nbytes, start_ns, cost_ns)]
+
+
+def rebuild(tables) -> list[Step]:
+    """The steps of a run that every rank completed (a step with an unfinished op is left out)."""
+    ev, ops = tables.events, tables.tensor_ops
+    ranks = sorted(int(r) for r in ops["rank"].unique()) if len(ops) else []
+    if not ranks:
+        return []
+    steps = _step_windows(ev, ops, ranks)
+    has_steps = bool(((ev["name"] == V.STEP) & (ev["ph"] == "X")).any())
+    by_rank = {r: _Sorted(ops[ops["rank"] == r], "submit_ns") for r in ranks}
+    sy = ev[(ev["name"] == V.SYNCHRONIZE) & (ev["ph"] == "X")]
+    ph = ev[(ev["cat"] == "phase") & (ev["ph"] == "X")]
+    syncs = {r: _Sorted(sy[sy["rank"] == r], "t_ns") for r in ranks}
+    phases = {r: _Sorted(ph[ph["rank"] == r], "t_ns") for r in ranks}
+    fo = tables.fused_ops
+    backends = {int(r): str(b) for r, b in zip(fo["response"], fo["backend"]) if isinstance(b, str)}
+    out = []
+    for s, windows in steps:
+        built = _build_step(s, windows, by_rank, syncs, phases, fo, backends, has_steps)
+        if built is not None:
+            out.append(built)
+    return out
+
+
+class _Sorted:
+    """One rank's rows sorted by a time column, sliced by time windows."""
+
+    def __init__(self, df, col: str):
+        self.df = df.sort_values(col, kind="stable")
+        self.t = self.df[col].to_numpy()
+
+    def between(self, a: int, b: int):
+        """The rows with ``a <= time < b``."""
+        return self.df.iloc[int(self.t.searchsorted(a, "left")):int(self.t.searchsorted(b, "left"))]
+
+
+def _step_windows(ev, ops, ranks):
+    """[(step, {rank: (t0, t1)})] for the STEP spans every rank has, else one per occurrence."""
+    st = ev[(ev["name"] == V.STEP) & (ev["ph"] == "X")]
+    out = []
+    if len(st):
+        for s, g in st.groupby("step"):
+            win = {int(r): (int(t), int(t) + int(d)) for r, t, d in zip(g["rank"], g["t_ns"], g["dur_ns"])}
+            if set(win) >= set(ranks):
+                out.append((int(s), win))
+        return out
+    done = ops.dropna(subset=["done_ns"])
+    for occ, g in done.groupby("occurrence"):
+        win = {}
+        for r, rg in g.groupby("rank"):
+            win[int(r)] = (int(rg["submit_ns"].min()), int(rg["done_ns"].max()))
+        if set(win) >= set(ranks):
+            out.append((int(occ), win))
+    return out
+
+
+def _build_step(s, windows, by_rank, syncs, phases, fused, backends, has_steps):
+    t0 = {r: w[0] for r, w in windows.items()}
+    tensors: dict = {}
+    chains = {}
+    for r, (a, b) in windows.items():
+        ops = by_rank.get(r)
+        if ops is None:
+            return None
+        mine = ops.between(a, b)
+        if mine["done_ns"].isna().any():
+            return None   # an op that never finished: nothing to replay
+        sy = syncs[r].between(a, b)
+        ends = [int(t + d) - a for t, d in zip(sy["t_ns"], sy["dur_ns"])]
+        starts = [int(t) - a for t in sy["t_ns"]]
+        waits_for: list = [[] for _ in starts]
+        sync_names = sy["tensor"].tolist()
+        for row in mine.itertuples(index=False):
+            key = (str(row.tensor), int(row.occurrence))
+            sub = int(row.submit_ns) - a
+            done = int(row.done_ns) - a
+            t = tensors.get(key)
+            if t is None:
+                resp = int(row.response)
+                t = tensors[key] = Tensor(str(row.tensor), str(row.op), str(row.dtype),
+                                          int(row.bytes) if pd.notna(row.bytes) else 0,
+                                          int(row.process_set), 0,
+                                          resp >= CACHED_ID_BASE, {}, {}, resp)
+            t.submit[r] = _place(sub, ends)
+            t.done_ns[r] = done
+            if pd.notna(row.start_ns):
+                t.start_ns = max(t.start_ns, int(row.start_ns))
+            t.wait[r] = _wait_index(str(row.tensor), sub, done, starts, ends, sync_names)
+        gaps = [starts[i] - (ends[i - 1] if i else 0) for i in range(len(starts))]
+        ph = phases[r].between(a, b)
+        placed = [(str(n), *_place(int(t) - a, ends), int(d)) for n, t, d in zip(ph["name"], ph["t_ns"], ph["dur_ns"])]
+        # without STEP spans the step is its collectives: it ends when the last one does
+        tail = (b - a) - (ends[-1] if ends else 0) if has_steps else 0
+        chains[r] = Chain(gaps, waits_for, tail, placed)
+    full = [t for t in tensors.values() if set(t.submit) == set(windows)]
+    if len(full) != len(tensors):
+        return None   # a tensor some rank did not submit in this step (a hang, a skipped op)
+    for i, t in enumerate(full):
+        t.backend = backends.get(t.response, "")
+        for r, w in t.wait.items():
+            if w >= 0:
+                chains[r].waits_for[w].append(i)
+    return Step(s, t0, {r: b - a for r, (a, b) in windows.items()}, chains, full,
+                _responses(fused, windows))
+
+
+def _place(t: int, ends: list) -> tuple[int, int]:
+    """(segment, offset) of a time on a rank's chain (``ends``: the waits' ends, ascending)."""
+    k = 0
+    while k < len(ends) and ends[k] <= t:
+        k += 1
+    return k, t - (ends[k - 1] if k else 0)
+
+
+def _wait_index(name, sub, done, starts, ends, names) -> int:
+    """The wait that consumed this op: its own SYNCHRONIZE span, else the first wait that ended
+    at or after the op finished (the framework checked it there), else -1 (the step's end)."""
+    for i, (s, n) in enumerate(zip(starts, names)):
+        if n == name and s >= sub:
+            return i
+    for i, (s, e) in enumerate(zip(starts, ends)):
+        if e >= done and s >= sub:
+            return i
+    return -1
+
+
+def _responses(fused, windows):
+    """Measured responses of the step: cost = the shortest rank's FUSED_RESPONSE (the rank that
+    started last did not wait for the others), start = the last rank's start."""
+    out = []
+    lo = min(a for a, _ in windows.values())
+    hi = max(b for _, b in windows.values())
+    f = fused[(fused["start_ns"] >= lo) & (fused["start_ns"] < hi)]
+    for resp, g in f.groupby("response"):
+        if len(g) < len(windows):
+            continue
+        cost = int((g["end_ns"] - g["start_ns"]).min())
+        out.append((int(resp), str(g["backend"].iloc[0]), str(g["op"].iloc[0]), int(g["bytes"].max()),
+                    int(g["start_ns"].max()), cost))
+    return out

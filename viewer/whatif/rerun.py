@@ -1,0 +1,35 @@
+"""Record a demo run under given settings (a subprocess: the viewer never imports the runtime), for
+checking predictions against real reruns (tests/whatif, bench/whatif_accuracy.py)."""
+from __future__ import annotations
+
+import argparse
+import subprocess
+from pathlib import Path
+
+from viewer import demo
+
+
+def record(scenario: str, ranks: int, steps: int, out: Path, fusion_threshold_mb: float | None = None,
+           cycle_time_ms: float | None = None, straggler_ms: float | None = None,
+           timeout_s: float = 600) -> Path:
+    """Run the demo's training job with the timeline into ``out``; raise RuntimeError with the
+    job's tail when it fails."""
+    ns = argparse.Namespace(scenario=scenario, ranks=ranks, steps=steps, out=str(out))
+    err = demo.prepare_run_dir(out)
+    if err:
+        raise RuntimeError(err)
+    cmd, env = demo.train_command(ns, out)
+    at = cmd.index(str(demo.TRAIN_SCRIPT))   # after the scenario's own options: these win
+    opts = []
+    if fusion_threshold_mb is not None:
+        opts += ["--fusion-threshold-mb", f"{fusion_threshold_mb:g}"]
+    if cycle_time_ms is not None:
+        opts += ["--cycle-time-ms", f"{cycle_time_ms:g}"]
+    cmd[at:at] = opts
+    if straggler_ms is not None:
+        cmd += ["--straggler-ms", f"{straggler_ms:g}"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{scenario} on {ranks} ranks failed ({proc.returncode}):\n"
+                           f"{(proc.stdout + proc.stderr)[-3000:]}")
+    return out

@@ -1,0 +1,47 @@
+"""Search fusion threshold x cycle time on the replay model; the best and how to apply it."""
+from __future__ import annotations
+
+from viewer.whatif.predict import predict
+from viewer.whatif.replay import Model, Settings
+
+MIB = 1 << 20
+THRESHOLDS = (0, 64 << 10, 256 << 10, MIB, 4 * MIB, 16 * MIB, 64 * MIB, 128 * MIB)
+CYCLES_MS = (0.5, 1.0, 2.0, 5.0, 10.0, 25.0)
+KEEP_PCT = 1.0   # a setting must beat the run's own by more than this to be recommended
+
+
+def grid(model: Model, thresholds=THRESHOLDS, cycles=CYCLES_MS) -> list[dict]:
+    """Predicted mean step time (ms) of each (threshold, cycle), the run's own settings included."""
+    thr = sorted(set(thresholds) | {model.fusion_threshold})
+    cyc = sorted(set(cycles) | {model.cycle_time_ms})
+    out = []
+    for t in thr:
+        for c in cyc:
+            res = predict(model, Settings(fusion_threshold=t, cycle_time_ms=c))
+            out.append({"fusion_threshold": t, "cycle_time_ms": c,
+                        "predicted_step_ms": res["predicted_step_ms"]})
+    return out
+
+
+def tune(model: Model) -> dict:
+    """The best setting of the grid (the run's own unless another beats it by KEEP_PCT)."""
+    rows = grid(model)
+    own = next(r for r in rows if r["fusion_threshold"] == model.fusion_threshold
+               and r["cycle_time_ms"] == model.cycle_time_ms)
+    best = min(rows, key=lambda r: (r["predicted_step_ms"], -r["fusion_threshold"], r["cycle_time_ms"]))
+    if best["predicted_step_ms"] > own["predicted_step_ms"] * (1 - KEEP_PCT / 100):
+        best = own
+    base = predict(model, Settings())
+    return {"measured_step_ms": base["measured_step_ms"], "baseline_step_ms": base["baseline_step_ms"],
+            "current": own, "assumed": list(model.assumed), "best": best, "grid": rows, "apply": apply_lines(best),
+            "gain_pct": 100 * (1 - best["predicted_step_ms"] / own["predicted_step_ms"])}
+
+
+def apply_lines(best: dict) -> dict:
+    """The command-line flags and environment variables that apply a setting."""
+    mb = best["fusion_threshold"] / MIB
+    mb_s = f"{mb:g}"
+    c = f"{best['cycle_time_ms']:g}"
+    return {"ringscope_run": f"ringscope run --fusion-threshold-mb {mb_s} --cycle-time-ms {c}",
+            "env": f"RINGSCOPE_FUSION_THRESHOLD={best['fusion_threshold']} RINGSCOPE_CYCLE_TIME={c}",
+            "horovod_env": f"HOROVOD_FUSION_THRESHOLD={best['fusion_threshold']} HOROVOD_CYCLE_TIME={c}"}
