@@ -13,7 +13,8 @@ from pathlib import Path
 
 from viewer.io.chrome_json import file_signature
 
-CACHE_VERSION = 9  # 9: tensor_ops.priority, fused_ops.priority; 8: phases, regions and counters carry the step of the STEP span holding them
+# 9: tensor_ops.priority, fused_ops.priority; 8: phases, regions and counters carry their STEP span's step
+CACHE_VERSION = 9
 CACHE_DIRNAME = ".ringscope-cache"  # matches .gitignore
 _TABLES = ("events", "tensor_ops", "fused_ops", "readiness", "cycles")
 

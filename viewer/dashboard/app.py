@@ -54,8 +54,13 @@ def create_app(registry: Registry, root, max_upload_mb: float = 64.0, startup_no
     ``max_expanded_mb`` (default: 4x the upload limit)."""
     import dash
 
-    from viewer.dashboard import (callbacks_breakdown, callbacks_inputs, callbacks_pages, callbacks_timeline,
-                                  callbacks_whatif)
+    from viewer.dashboard import (
+        callbacks_breakdown,
+        callbacks_inputs,
+        callbacks_pages,
+        callbacks_timeline,
+        callbacks_whatif,
+    )
     from viewer.dashboard.components import banner
     from viewer.dashboard.layout import build_layout
     from viewer.dashboard.paths import list_runs
