@@ -16,8 +16,8 @@ SCENARIOS=("$@")
 [ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(healthy straggler tiny-tensors large-tensors hang slow-data cpu-contention)
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 for s in "${SCENARIOS[@]}"; do
-  # the root-cause scenarios compare phases step by step: a few more steps (STEPS= overrides both)
-  case "$s" in slow-data|cpu-contention) n=${STEPS:-6} ;; *) n=${STEPS:-4} ;; esac
+  # the root-cause scenarios (and healthy, their negative) compare phases step by step: a few more steps
+  case "$s" in healthy|slow-data|cpu-contention) n=${STEPS:-6} ;; *) n=${STEPS:-4} ;; esac
   out="sample_traces/$s"
   rm -rf "$out"
   mkdir -p "$out"
