@@ -110,6 +110,45 @@ def _gunzip(p, fh, cap):
     return out, damage
 
 
+def find_events_start(data, damage, header: dict, fail) -> tuple[str, int]:
+    """Where the events begin: ``("array", i)`` for a bare array, ``("object", i)`` after
+    ``"traceEvents": [``, the keys before it added to ``header``; ``fail(problem)`` raises."""
+    m = _NON_SPACE.search(data)
+    if m is None:
+        fail("empty file" if not damage else f"no data ({damage})")
+    if b"\x00" in data[:4096]:
+        fail("binary data, not a JSON trace")
+    i = m.start()
+    first = data[i:i + 1]
+    if first == b"[":
+        return "array", i + 1
+    if first != b"{":
+        snippet = data[i:i + 20].decode("utf-8", "replace").split("\n")[0]
+        fail(f"not JSON (starts with {snippet!r})")
+    key = data.find(b'"traceEvents"')
+    if key < 0:
+        try:
+            obj = loads(data)
+        except _BAD_JSON:
+            fail("not valid JSON (object without a traceEvents array)")
+        fail("no trace events (empty JSON object)" if obj == {} else
+             "wrong shape: JSON object without a 'traceEvents' array")
+    j = key + len(b'"traceEvents"')
+    while j < len(data) and data[j] in b" \t\r\n:":
+        j += 1
+    if data[j:j + 1] != b"[":
+        fail("wrong shape: 'traceEvents' is not an array")
+    prefix = bytes(data[i:key]).rstrip().rstrip(b",")
+    if prefix.strip() != b"{":
+        try:
+            hdr = loads(prefix + b"}")
+        except _BAD_JSON:
+            fail("not valid JSON before 'traceEvents'")
+        if isinstance(hdr, dict):
+            header.update(hdr)
+    return "object", j + 1
+
+
 class TraceReader:
     """The header and event lines of one Chrome-trace file.
 
@@ -139,41 +178,7 @@ class TraceReader:
         raise TraceError(self.path, problem)
 
     def _find_events_start(self):
-        data = self.data
-        m = _NON_SPACE.search(data)
-        if m is None:
-            self._fail("empty file" if not self.damage else f"no data ({self.damage})")
-        if b"\x00" in data[:4096]:
-            self._fail("binary data, not a JSON trace")
-        i = m.start()
-        first = data[i:i + 1]
-        if first == b"[":
-            return "array", i + 1
-        if first != b"{":
-            snippet = data[i:i + 20].decode("utf-8", "replace").split("\n")[0]
-            self._fail(f"not JSON (starts with {snippet!r})")
-        key = data.find(b'"traceEvents"')
-        if key < 0:
-            try:
-                obj = loads(data)
-            except _BAD_JSON:
-                self._fail("not valid JSON (object without a traceEvents array)")
-            self._fail("no trace events (empty JSON object)" if obj == {} else
-                       "wrong shape: JSON object without a 'traceEvents' array")
-        j = key + len(b'"traceEvents"')
-        while j < len(data) and data[j] in b" \t\r\n:":
-            j += 1
-        if data[j:j + 1] != b"[":
-            self._fail("wrong shape: 'traceEvents' is not an array")
-        prefix = bytes(data[i:key]).rstrip().rstrip(b",")
-        if prefix.strip() != b"{":
-            try:
-                hdr = loads(prefix + b"}")
-            except _BAD_JSON:
-                self._fail("not valid JSON before 'traceEvents'")
-            if isinstance(hdr, dict):
-                self.header.update(hdr)
-        return "object", j + 1
+        return find_events_start(self.data, self.damage, self.header, self._fail)
 
     def other(self, key: str) -> dict:
         """``otherData[key]`` when it is an object, else {}."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from viewer.errors import TraceError
-from viewer.io.chrome_json import _BAD_JSON, loads, read_bytes
+from viewer.io.chrome_json import _BAD_JSON, find_events_start, loads, read_bytes
 
 CHUNK_BYTES = 512 << 10   # a piece's parsed objects weigh ~8x its bytes: keep them small against the trace
 _EVENT_END = re.compile(rb"\}\s*,")
@@ -43,36 +43,7 @@ class KinetoReader:
         raise TraceError(self.path, problem)
 
     def _find_events(self) -> int:
-        data = self.data
-        i = 0
-        while i < len(data) and data[i] in _SPACE:
-            i += 1
-        if i == len(data):
-            self._fail("empty file" if not self.damage else f"no data ({self.damage})")
-        if b"\x00" in data[:4096]:
-            self._fail("binary data, not a JSON trace")
-        if data[i:i + 1] == b"[":
-            return i + 1   # the array form: no header
-        if data[i:i + 1] != b"{":
-            snippet = bytes(data[i:i + 20]).decode("utf-8", "replace").split("\n")[0]
-            self._fail(f"not JSON (starts with {snippet!r})")
-        key = data.find(b'"traceEvents"')
-        if key < 0:
-            self._fail("wrong shape: JSON object without a 'traceEvents' array")
-        j = key + len(b'"traceEvents"')
-        while j < len(data) and data[j] in b" \t\r\n:":
-            j += 1
-        if data[j:j + 1] != b"[":
-            self._fail("wrong shape: 'traceEvents' is not an array")
-        prefix = bytes(data[i:key]).rstrip().rstrip(b",")
-        if prefix.strip() != b"{":
-            try:
-                hdr = loads(prefix + b"}")
-            except _BAD_JSON:
-                self._fail("not valid JSON before 'traceEvents'")
-            if isinstance(hdr, dict):
-                self.header.update(hdr)
-        return j + 1
+        return find_events_start(self.data, self.damage, self.header, self._fail)[1]
 
     def line_of(self, offset: int) -> int:
         """1-based line number of a byte offset."""
