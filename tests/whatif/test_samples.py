@@ -89,3 +89,20 @@ def test_prediction_has_a_drawable_timeline():
 def test_extrapolation_is_flagged():
     assert predict(sample_model("healthy"), Settings(ranks=8))["extrapolated"]
     assert not predict(sample_model("healthy"), Settings())["extrapolated"]
+
+
+def test_priorities_come_from_the_trace():
+    """The replay plans with the priorities the trace recorded (tensor_ops.priority)."""
+    import warnings
+
+    from tests.viewer.conftest import SAMPLES
+    from viewer import Run
+    from viewer.whatif.rebuild import rebuild
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tables = Run.load(SAMPLES / "healthy", cache=False).tables
+    name = str(tables.tensor_ops["tensor"].iloc[-1])
+    tables.tensor_ops["priority"] = tables.tensor_ops["priority"].where(tables.tensor_ops["tensor"] != name, 7)
+    got = {t.name: t.priority for st in rebuild(tables) for t in st.tensors}
+    assert got[name] == 7 and set(got.values()) == {0, 7}

@@ -28,7 +28,7 @@ class Tensor:
     dtype: str
     nbytes: int
     process_set: int
-    priority: int                # the loaded tables carry no priorities: 0
+    priority: int                # its priority= (0 where the trace has none)
     cached: bool
     submit: dict                 # rank -> (segment, offset ns)
     done_ns: dict                # rank -> measured completion, ns since the rank's step start
@@ -55,6 +55,11 @@ class Step:
     chains: dict                 # rank -> Chain
     tensors: list                # [Tensor]
     responses: list              # measured: [(response, backend, op, nbytes, start_ns, cost_ns)]
+
+
+def _priority(row) -> int:
+    p = getattr(row, "priority", None)
+    return int(p) if p is not None and pd.notna(p) else 0
 
 
 def rebuild(tables) -> list[Step]:
@@ -137,7 +142,7 @@ def _build_step(s, windows, by_rank, syncs, phases, fused, backends, has_steps):
                 resp = int(row.response)
                 t = tensors[key] = Tensor(str(row.tensor), str(row.op), str(row.dtype),
                                           int(row.bytes) if pd.notna(row.bytes) else 0,
-                                          int(row.process_set), 0,
+                                          int(row.process_set), _priority(row),
                                           resp >= CACHED_ID_BASE, {}, {}, resp)
             t.submit[r] = _place(sub, ends)
             t.done_ns[r] = done
