@@ -1,0 +1,52 @@
+"""A rehearsal cluster for the tests: up once per test that asks, always torn down after, and
+checked to leave nothing behind (no namespace, link, file, or process inside its namespaces)."""
+import os
+from pathlib import Path
+
+import pytest
+
+from collectives import cluster
+
+
+def namespace_inodes() -> set[int]:
+    return {os.stat(f"/run/netns/{ns}").st_ino for ns in cluster.our_netns()}
+
+
+def processes_in(inodes: set[int]) -> list[int]:
+    """Processes whose network namespace is one of ``inodes``."""
+    pids = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if os.stat(p / "ns" / "net").st_ino in inodes:
+                    pids.append(int(p.name))
+            except OSError:
+                pass
+    return pids
+
+
+def skip_unless_possible() -> None:
+    problem = cluster.root_problem()
+    if problem:
+        pytest.skip(f"ringscope cluster {problem}")
+    if cluster.read_state() is not None:
+        pytest.skip("a ringscope cluster is up already (not this test's): leaving it alone")
+
+
+def assert_all_gone(inodes: set[int]) -> None:
+    assert cluster.leftovers() == []
+    assert processes_in(inodes) == []
+
+
+@pytest.fixture
+def two_hosts():
+    """2 hosts x 2 slots, torn down however the test ends."""
+    skip_unless_possible()
+    inodes: set[int] = set()
+    try:
+        state = cluster.up(2, 2)
+        inodes = namespace_inodes()
+        yield state
+    finally:
+        cluster.down()
+        assert_all_gone(inodes)
