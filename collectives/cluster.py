@@ -177,12 +177,33 @@ def up(n: int, slots: int, rate: str | None = None) -> dict:
     return want
 
 
-def _kill_netns_pids(names: list[str]) -> None:
-    pids: set[int] = set()
+def netns_inodes(names: list[str]) -> set[int]:
+    """The inode of each named namespace that exists (what ``/proc/PID/ns/net`` of a process in it has)."""
+    out = set()
     for ns in names:
-        pids |= {int(p) for p in _ip("netns", "pids", ns, check=False).stdout.split() if p.isdigit()}
-    pids.discard(os.getpid())
+        try:
+            out.add(os.stat(f"/run/netns/{ns}").st_ino)
+        except OSError:
+            pass
+    return out
+
+
+def processes_in(inodes: set[int]) -> list[int]:
+    """Processes whose network namespace is one of ``inodes``."""
+    pids = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if os.stat(p / "ns" / "net").st_ino in inodes:
+                    pids.append(int(p.name))
+            except OSError:
+                pass
+    return pids
+
+
+def _kill_inside(inodes: set[int]) -> None:
     for sig in (signal.SIGTERM, signal.SIGKILL):
+        pids = set(processes_in(inodes)) - {os.getpid()}
         for pid in pids:
             try:
                 os.kill(pid, sig)
@@ -190,8 +211,8 @@ def _kill_netns_pids(names: list[str]) -> None:
                 pass
         deadline = time.monotonic() + 2.0
         while pids and time.monotonic() < deadline:
-            pids = {p for p in pids if Path(f"/proc/{p}").exists()}
             time.sleep(0.05)
+            pids = {p for p in pids if Path(f"/proc/{p}").exists()}
         if not pids:
             return
 
@@ -201,9 +222,11 @@ def down() -> list[str]:
     removed = leftovers()
     state = read_state() or {"hosts": []}
     names = sorted(set(our_netns()) | {h["netns"] for h in state["hosts"]})
-    _kill_netns_pids(names)
+    inodes = netns_inodes(names)
+    _kill_inside(inodes)
     for ns in names:
         _ip("netns", "del", ns, check=False)
+    _kill_inside(inodes)   # any that entered a namespace while the first round ran
     for link in our_links():
         _ip("link", "del", link, check=False)
     if NETNS_ETC.is_dir():

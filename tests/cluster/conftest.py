@@ -1,28 +1,15 @@
 """A rehearsal cluster for the tests: up once per test that asks, always torn down after, and
 checked to leave nothing behind (no namespace, link, file, or process inside its namespaces)."""
-import os
-from pathlib import Path
-
 import pytest
 
 from collectives import cluster
 
 
 def namespace_inodes() -> set[int]:
-    return {os.stat(f"/run/netns/{ns}").st_ino for ns in cluster.our_netns()}
+    return cluster.netns_inodes(cluster.our_netns())
 
 
-def processes_in(inodes: set[int]) -> list[int]:
-    """Processes whose network namespace is one of ``inodes``."""
-    pids = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if os.stat(p / "ns" / "net").st_ino in inodes:
-                    pids.append(int(p.name))
-            except OSError:
-                pass
-    return pids
+processes_in = cluster.processes_in
 
 
 def skip_unless_possible() -> None:

@@ -2,11 +2,12 @@
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
 from collectives import cluster, launcher
-from tests.cluster.conftest import assert_all_gone, namespace_inodes, skip_unless_possible
+from tests.cluster.conftest import assert_all_gone, namespace_inodes, processes_in, skip_unless_possible
 from tests.mpi_util import ROOT, mpi_env
 
 WORKER = ROOT / "tests" / "cluster" / "cluster_worker.py"
@@ -57,6 +58,10 @@ def test_down_after_a_crash_removes_by_prefix_and_kills_what_runs_inside():
         cluster.up(1, 1)
         inodes = namespace_inodes()
         sleeper = subprocess.Popen([str(cluster.LAUNCHER), "h0", "sleep", "600"])
+        deadline = time.monotonic() + 20
+        while not processes_in(inodes) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert processes_in(inodes), "the sleeper never entered h0's namespace"
         cluster.STATE.unlink()          # as if `up` had crashed before writing its state
         cluster.down()
         assert sleeper.wait(timeout=10) != 0
