@@ -150,6 +150,10 @@ def up(n: int, slots: int, rate: str | None = None) -> dict:
         raise ClusterError(f"a cluster of {len(have['hosts'])} host(s) is up already; "
                            "run `ringscope cluster down` first")
     down()   # whatever a crashed run left behind
+    routes = _ip("-o", "route", "show", "to", "match", f"{SUBNET}.0/24", check=False).stdout.splitlines()
+    taken = [r.strip() for r in routes if r.startswith(f"{SUBNET}.")]
+    if taken:
+        raise ClusterError(f"{SUBNET}.0/24 is in use on this machine already: {taken[0]}")
     try:
         _ip("link", "add", BRIDGE, "type", "bridge")
         _ip("addr", "add", f"{GATEWAY}/24", "dev", BRIDGE)

@@ -70,6 +70,20 @@ def test_down_after_a_crash_removes_by_prefix_and_kills_what_runs_inside():
         assert_all_gone(inodes)
 
 
+def test_up_refuses_a_subnet_in_use():
+    skip_unless_possible()
+    subprocess.run(["ip", "link", "add", "rstest-sub0", "type", "bridge"], check=True)
+    try:
+        subprocess.run(["ip", "addr", "add", "10.213.0.99/24", "dev", "rstest-sub0"], check=True)
+        subprocess.run(["ip", "link", "set", "rstest-sub0", "up"], check=True)
+        proc = _ringscope("cluster", "up", "--hosts", "2", "--slots", "1")
+        assert proc.returncode == 2 and "in use" in proc.stderr and "rstest-sub0" in proc.stderr
+        assert cluster.leftovers() == []
+    finally:
+        subprocess.run(["ip", "link", "del", "rstest-sub0"])
+        cluster.down()
+
+
 def test_without_root_one_line_and_exit_2():
     proc = _ringscope("cluster", "up", "--hosts", "2", "--slots", "2", unprivileged=True)
     if "unshare" in proc.stderr:
