@@ -35,9 +35,10 @@ NETNS_ETC = Path("/etc/netns")
 MAX_HOSTS = 200
 LAUNCHER = Path(__file__).resolve().with_name("cluster_ssh")   # hydra's -launcher-exec
 # for the ranks: MPICH's network module carries inter-host traffic over the host's cluster
-# interface by TCP only (no shared-memory transport across namespaces of one kernel)
+# interface by TCP only (UCX, the wheel's default, would use shared memory across namespaces of
+# one kernel); torch's gloo groups bind the same interface
 MPI_ENV = {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": HOST_IFACE,
-           "UCX_NET_DEVICES": HOST_IFACE, "UCX_TLS": "tcp,self"}
+           "GLOO_SOCKET_IFNAME": HOST_IFACE}
 _RATE = re.compile(r"(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit)$")
 _RATE_SCALE = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
 

@@ -113,13 +113,14 @@ def _link_bytes(link: str) -> int:
     return sum(int(open(f"{stats}/{k}_bytes").read()) for k in ("rx", "tx"))
 
 
-def test_two_hosts_two_ranks_each_allreduce(two_hosts, tmp_path):
+@pytest.mark.parametrize("backend", ["ring", "mpi"])
+def test_two_hosts_two_ranks_each_allreduce(two_hosts, tmp_path, backend):
     results, trace = tmp_path / "results", tmp_path / "trace"
     results.mkdir()
     before = {h["netns"]: _link_bytes(h["netns"]) for h in two_hosts["hosts"]}
     env = mpi_env({"RESULTS_DIR": results})
     proc = subprocess.run([sys.executable, "-m", "viewer.cli", "run", "-np", "4", "-H", "h0:2,h1:2",
-                           "--cluster", "--timeline", f"{trace}/", str(WORKER)],
+                           "--cluster", "--backend", backend, "--timeline", f"{trace}/", str(WORKER)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     ranks = {r: json.loads((results / f"rank-{r}.json").read_text()) for r in range(4)}
