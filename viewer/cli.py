@@ -1,7 +1,7 @@
 """The ``ringscope`` command: a thin dispatcher to each subcommand's own module.
 
-Runtime subcommands (``run``, ``cluster``) execute in a fresh interpreter (``python -m collectives...``), so the
-viewer never imports the runtime, torch or MPI.
+Runtime subcommands (``run``, ``cluster``) execute in a fresh interpreter (``python -m
+collectives...``), so the viewer never imports the runtime, torch or MPI.
 """
 from __future__ import annotations
 
