@@ -1,5 +1,6 @@
 """`ringscope cluster up|hosts|down` and `ringscope run --cluster` on real namespaced hosts."""
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -49,6 +50,36 @@ def test_up_hosts_down_are_idempotent_and_leave_nothing():
     assert again.returncode == 0 and "nothing to remove" in again.stderr
     none = _ringscope("cluster", "hosts")
     assert none.returncode == 1 and "no cluster is up" in none.stderr
+
+
+# a TCP sink on h1, and a source on h0 that connects once the sink listens and times 10 MiB
+_SINK = ("import socket; s = socket.create_server(('0.0.0.0', 5599)); c, _ = s.accept()\n"
+         "while c.recv(1 << 20): pass\n"
+         "c.close()")
+_SOURCE = ("import socket, time\n"
+           "for _ in range(200):\n"
+           "    try: s = socket.create_connection(('h1', 5599)); break\n"
+           "    except OSError: time.sleep(0.05)\n"
+           "t = time.perf_counter(); s.sendall(bytes(10 << 20)); s.shutdown(socket.SHUT_WR); s.recv(1)\n"
+           "print(time.perf_counter() - t)")
+
+
+def test_rate_limits_the_link_between_hosts():
+    skip_unless_possible()
+    inodes: set[int] = set()
+    try:
+        cluster.up(2, 1, "200mbit")
+        inodes = namespace_inodes()
+        sink = subprocess.Popen([str(cluster.LAUNCHER), "h1", sys.executable, "-c", shlex.quote(_SINK)])
+        sent = subprocess.run([str(cluster.LAUNCHER), "h0", sys.executable, "-c", shlex.quote(_SOURCE)],
+                              capture_output=True, text=True, timeout=60)
+        assert sent.returncode == 0, sent.stderr
+        assert sink.wait(timeout=30) == 0
+        mbit = (10 << 20) * 8 / 1e6 / float(sent.stdout)
+        assert mbit < 200 * 1.15, f"{mbit:.0f} Mbit/s through a 200mbit link"
+    finally:
+        cluster.down()
+        assert_all_gone(inodes)
 
 
 def test_down_after_a_crash_removes_by_prefix_and_kills_what_runs_inside():
