@@ -63,10 +63,23 @@ def root_problem() -> str | None:
     """Why cluster commands cannot run here, or None."""
     if os.geteuid() != 0:
         return "needs root (network namespaces and veth links); run it as root"
+    missing = [name for bit, name in ((12, "CAP_NET_ADMIN"), (21, "CAP_SYS_ADMIN")) if not _capable(bit)]
+    if missing:
+        return f"needs root with {' and '.join(missing)} (network namespaces); this root lacks them"
     for tool in ("ip", "tc"):
         if shutil.which(tool) is None:
             return f"needs the {tool!r} command (iproute2)"
     return None
+
+
+def _capable(bit: int) -> bool:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> bit & 1)
+    except OSError:
+        pass
+    return True   # cannot tell: let the commands themselves say
 
 
 def rate_bits(rate: str) -> float:

@@ -1,6 +1,7 @@
 """`ringscope cluster up|hosts|down` and `ringscope run --cluster` on real namespaced hosts."""
 import json
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -121,6 +122,18 @@ def test_without_root_one_line_and_exit_2():
         pytest.skip(f"cannot make a user namespace here: {proc.stderr.strip()[-200:]}")
     assert proc.returncode == 2
     assert proc.stderr.strip() == "ringscope cluster: needs root (network namespaces and veth links); run it as root"
+
+
+def test_root_without_net_admin_one_line_and_exit_2():
+    skip_unless_possible()
+    if shutil.which("capsh") is None:
+        pytest.skip("needs capsh to drop CAP_NET_ADMIN")
+    cmd = shlex.join([sys.executable, "-m", "viewer.cli", "cluster", "up", "--hosts", "1"])
+    proc = subprocess.run(["capsh", "--drop=cap_net_admin", "--", "-c", cmd], cwd=ROOT, env=mpi_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and cluster.leftovers() == []
+    assert proc.stderr.strip() == ("ringscope cluster: needs root with CAP_NET_ADMIN (network namespaces); "
+                                   "this root lacks them")
 
 
 def test_run_cluster_without_a_cluster_is_one_line(monkeypatch, tmp_path):
