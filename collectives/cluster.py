@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 PREFIX = "rscope"
 BRIDGE = f"{PREFIX}-br"
@@ -153,9 +154,10 @@ def up(n: int, slots: int, rate: str | None = None) -> dict:
     if slots < 1:
         raise ClusterError("--slots must be at least 1")
     bits = rate_bits(rate) if rate else None
-    want = {"hosts": [{"name": host_name(k), "netns": netns_name(host_name(k)), "addr": host_addr(k),
-                       "slots": slots} for k in range(n)],
-            "bridge": BRIDGE, "gateway": GATEWAY, "iface": HOST_IFACE, "rate": rate}
+    hosts = [{"name": host_name(k), "netns": netns_name(host_name(k)), "addr": host_addr(k), "slots": slots}
+             for k in range(n)]
+    want: dict[str, Any] = {"hosts": hosts, "bridge": BRIDGE, "gateway": GATEWAY, "iface": HOST_IFACE,
+                            "rate": rate}
     have = read_state()
     present = set(our_netns())
     if have is not None and all(h["netns"] in present for h in have["hosts"]):
@@ -308,12 +310,12 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             print("\n".join(host_specs(state)))
         elif ns.action == "hosts":
-            state = read_state()
-            if state is None:
+            running = read_state()
+            if running is None:
                 print("ringscope cluster: no cluster is up (ringscope cluster up --hosts N --slots S)",
                       file=sys.stderr)
                 return 1
-            print("\n".join(host_specs(state)))
+            print("\n".join(host_specs(running)))
         else:
             removed = down()
             print(f"ringscope cluster: removed {len(removed)} item(s)" if removed
