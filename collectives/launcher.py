@@ -18,6 +18,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from collectives import cluster
+from collectives.cluster import ClusterError
+
 
 def mpiexec_path() -> str | None:
     cand = Path(sys.executable).parent / "mpiexec"
@@ -30,7 +33,9 @@ def parse(argv):
     p = argparse.ArgumentParser(prog="ringscope run",
                                 description="Run a script on N MPI ranks with ringscope's settings.")
     p.add_argument("-np", "-n", dest="np", type=int, required=True, help="number of ranks")
-    p.add_argument("-H", "--hosts", help="host:slots,... (passed to mpiexec -hosts)")
+    p.add_argument("-H", "--hosts", help="host:slots,... (passed to mpiexec -hosts; over ssh unless --cluster)")
+    p.add_argument("--cluster", action="store_true",
+                   help="launch on the hosts of `ringscope cluster up` (all of them unless -H names some)")
     p.add_argument("--timeline", help="write a per-rank timeline to this path")
     p.add_argument("--mark-cycles", action="store_true", help="record engine cycles in the timeline")
     p.add_argument("--fusion-threshold-mb", type=float, help="fusion threshold in MiB (0 disables)")
@@ -146,7 +151,11 @@ def build(ns, environ=None):
     if ns.backend:
         env["RINGSCOPE_BACKEND"] = ns.backend
     cmd = [mpiexec_path() or "mpiexec", "-n", str(ns.np)]
-    if ns.hosts:
+    if ns.cluster:
+        hosts = cluster.check_hosts(ns.hosts)
+        cmd += ["-launcher", "ssh", "-launcher-exec", str(cluster.LAUNCHER), "-hosts", hosts]
+        env.update(cluster.MPI_ENV)
+    elif ns.hosts:
         cmd += ["-hosts", ns.hosts]
     cmd += command_line(ns.command)
     return cmd, env
@@ -160,7 +169,7 @@ def main(argv=None) -> int:
         return 2
     try:
         cmd, env = build(ns)
-    except CommandError as exc:
+    except (CommandError, ClusterError) as exc:
         print(f"ringscope run: {exc}", file=sys.stderr)
         return 2
     try:

@@ -1,7 +1,7 @@
 """The ``ringscope`` command: a thin dispatcher to each subcommand's own module.
 
-Runtime subcommands (``run``) execute in a fresh interpreter (``python -m collectives...``), so the
-viewer never imports the runtime, torch or MPI.
+Runtime subcommands (``run``, ``cluster``) execute in a fresh interpreter (``python -m
+collectives...``), so the viewer never imports the runtime, torch or MPI.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import sys
 COMMANDS = {
     "demo": ("viewer", "viewer.demo", "4-rank training demo: traces, summary, dashboard"),
     "run": ("module", "collectives.launcher", "run a script on N ranks through mpiexec"),
+    "cluster": ("module", "collectives.cluster", "rehearsal cluster of namespaced hosts: up, hosts, down"),
     "summarize": ("viewer", "viewer.cli_summarize", "summarize a run: findings, stragglers, fusion, bandwidth"),
     "merge": ("viewer", "viewer.cli_merge", "merge per-rank traces into one aligned Chrome trace"),
     "whatif": ("viewer", "viewer.cli_whatif", "predict a run's step time under other settings"),

@@ -84,7 +84,17 @@ def run_facts(run) -> dict:
         "events_skipped": sum(s["events"] for s in m.get("skipped") or []),
         "skipped": list(m.get("skipped") or [])[:100],
         "last_event_ns": {int(r): _clean(t) for r, t in zip(run.ranks["rank"], run.ranks["last_ts_ns"])},
+        "hosts": hosts(run.ranks),
     }
+
+
+def hosts(ranks) -> dict:
+    """``{host: [ranks on it]}``, hosts in order of their first rank; ranks of unknown host left out."""
+    out: dict = {}
+    for r, h in sorted(zip(ranks["rank"], ranks["host"]), key=lambda rh: int(rh[0])):
+        if isinstance(h, str) and h:
+            out.setdefault(h, []).append(int(r))
+    return out
 
 
 def slowest_paths(path, top: int):

@@ -26,6 +26,8 @@ def print_summary(data: dict, tables: dict, top: int = 10, console=None) -> None
     facts.add_row("source", f"{files[0]}" + (f" (+{len(files) - 1} more)" if len(files) > 1 else ""))
     facts.add_row("format", str(run["format"]))
     facts.add_row("ranks", f"{run['size']} (traces for {len(run['ranks_loaded'])})")
+    if len(run.get("hosts") or {}) > 1:
+        facts.add_row("hosts", "; ".join(f"{h}: ranks {', '.join(map(str, rs))}" for h, rs in run["hosts"].items()))
     facts.add_row("backend", str(run["backend"] or "–"))
     facts.add_row("duration", _ns(run["duration_ns"]))
     facts.add_row("steps", str(run["steps"] or "– (no step marks)"))

@@ -1,0 +1,39 @@
+"""A rehearsal cluster for the tests: up once per test that asks, always torn down after, and
+checked to leave nothing behind (no namespace, link, file, or process inside its namespaces)."""
+import pytest
+
+from collectives import cluster
+
+
+def namespace_inodes() -> set[int]:
+    return cluster.netns_inodes(cluster.our_netns())
+
+
+processes_in = cluster.processes_in
+
+
+def skip_unless_possible() -> None:
+    problem = cluster.root_problem()
+    if problem:
+        pytest.skip(f"ringscope cluster {problem}")
+    if cluster.read_state() is not None:
+        pytest.skip("a ringscope cluster is up already (not this test's): leaving it alone")
+
+
+def assert_all_gone(inodes: set[int]) -> None:
+    assert cluster.leftovers() == []
+    assert processes_in(inodes) == []
+
+
+@pytest.fixture
+def two_hosts():
+    """2 hosts x 2 slots, torn down however the test ends."""
+    skip_unless_possible()
+    inodes: set[int] = set()
+    try:
+        state = cluster.up(2, 2)
+        inodes = namespace_inodes()
+        yield state
+    finally:
+        cluster.down()
+        assert_all_gone(inodes)
