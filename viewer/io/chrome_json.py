@@ -149,13 +149,10 @@ def find_events_start(data, damage, header: dict, fail) -> tuple[str, int]:
     return "object", j + 1
 
 
-class TraceReader:
-    """The header and event lines of one Chrome-trace file.
-
-    Attributes: ``form`` ("object"|"array"), ``header`` (top-level keys other than traceEvents),
-    ``closed`` (the JSON was complete), ``stop_offset`` (where reading stopped, ``size`` unless the
-    last line was cut), ``skipped`` (``[{"line", "byte", "reason", "events"}]``), ``n_events``.
-    """
+class JsonTrace:
+    """One JSON trace file's bytes, read whole: ``header`` (top-level keys other than traceEvents),
+    ``form`` ("object"|"array"), where the events begin, ``closed``, ``stop_offset`` (``size`` unless
+    reading stopped early), ``skipped`` (``[{"line", "byte", "reason", "events"}]``), ``n_events``."""
 
     def __init__(self, path):
         self.path = str(path)
@@ -166,7 +163,31 @@ class TraceReader:
         self.stop_offset = self.size
         self.n_events = 0
         self.skipped: list = []
-        self.form, self._start = self._find_events_start()
+        self.form, self._start = find_events_start(self.data, self.damage, self.header, self._fail)
+
+    def _fail(self, problem: str):
+        raise TraceError(self.path, problem)
+
+    def line_of(self, offset: int) -> int:
+        """1-based line number of a byte offset."""
+        return self.data.count(b"\n", 0, offset) + 1
+
+    def skip(self, offset: int | None, reason: str, events: int = 1) -> None:
+        """Record a skipped piece of the file (at most 1000 kept; ``events`` counted for all)."""
+        if len(self.skipped) < 1000:
+            self.skipped.append({"line": None if offset is None else self.line_of(offset), "byte": offset,
+                                 "reason": reason, "events": events})
+        else:
+            self.skipped[-1]["events"] += events
+
+
+class TraceReader(JsonTrace):
+    """The header and event lines of one Chrome-trace file.
+
+    Attributes: ``form`` ("object"|"array"), ``header`` (top-level keys other than traceEvents),
+    ``closed`` (the JSON was complete), ``stop_offset`` (where reading stopped, ``size`` unless the
+    last line was cut), ``skipped`` (``[{"line", "byte", "reason", "events"}]``), ``n_events``.
+    """
 
     @property
     def dropped(self) -> bool:
@@ -174,12 +195,6 @@ class TraceReader:
         return self.stop_offset < self.size or self.damage is not None
 
     # ---- header ---------------------------------------------------------------------------
-    def _fail(self, problem: str):
-        raise TraceError(self.path, problem)
-
-    def _find_events_start(self):
-        return find_events_start(self.data, self.damage, self.header, self._fail)
-
     def other(self, key: str) -> dict:
         """``otherData[key]`` when it is an object, else {}."""
         other = self.header.get("otherData")
@@ -217,19 +232,6 @@ class TraceReader:
                     self.closed = True
                     return tail_from + idx
         return self.size
-
-    def line_of(self, offset: int) -> int:
-        """1-based line number of a byte offset."""
-        return self.data.count(b"\n", 0, offset) + 1
-
-    def skip(self, offset: int | None, reason: str, events: int = 1) -> None:
-        """Record a skipped piece of the file (at most 1000 kept; ``events`` counted for all)."""
-        if len(self.skipped) < 1000:
-            self.skipped.append({"line": None if offset is None else self.line_of(offset), "byte": offset,
-                                 "reason": reason,
-                                 "events": events})
-        else:
-            self.skipped[-1]["events"] += events
 
     # ---- events as dicts ------------------------------------------------------------------
     def chunks(self):

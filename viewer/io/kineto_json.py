@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import re
 
-from viewer.errors import TraceError
-from viewer.io.chrome_json import _BAD_JSON, find_events_start, loads, read_bytes
+from viewer.io.chrome_json import _BAD_JSON, JsonTrace, loads
 
 CHUNK_BYTES = 512 << 10   # a piece's parsed objects weigh ~8x its bytes: keep them small against the trace
 _EVENT_END = re.compile(rb"\}\s*,")
@@ -23,39 +22,10 @@ _SPACE = b" \t\r\n"
 _MAX_BACKTRACK = 32   # candidate cuts tried before damage when salvaging the events ahead of it
 
 
-class KinetoReader:
+class KinetoReader(JsonTrace):
     """``header`` (every top-level key but traceEvents), ``closed`` (the array and object were
     complete), ``stop_offset`` (where a cut file stopped, else ``size``), ``skipped``
     (``[{"line", "byte", "reason", "events"}]``), ``damage`` (a broken gzip stream), ``n_events``."""
-
-    def __init__(self, path):
-        self.path = str(path)
-        self.data, self.damage = read_bytes(path)
-        self.size = len(self.data)
-        self.header: dict = {}
-        self.closed = False
-        self.stop_offset = self.size
-        self.skipped: list = []
-        self.n_events = 0
-        self._start = self._find_events()
-
-    def _fail(self, problem: str):
-        raise TraceError(self.path, problem)
-
-    def _find_events(self) -> int:
-        return find_events_start(self.data, self.damage, self.header, self._fail)[1]
-
-    def line_of(self, offset: int) -> int:
-        """1-based line number of a byte offset."""
-        return self.data.count(b"\n", 0, offset) + 1
-
-    def skip(self, offset: int | None, reason: str, events: int) -> None:
-        """Record a skipped piece (at most 1000 kept; ``events`` counted for all)."""
-        if len(self.skipped) < 1000:
-            self.skipped.append({"line": None if offset is None else self.line_of(offset), "byte": offset,
-                                 "reason": reason, "events": events})
-        else:
-            self.skipped[-1]["events"] += events
 
     @property
     def dropped(self) -> bool:
