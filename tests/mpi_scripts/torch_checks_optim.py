@@ -158,8 +158,8 @@ def check_duplicate_and_missing_names():
         return None
 
 
-def check_synchronize_then_skip_synchronize():
-    """Horovod's gradient-clipping recipe: synchronize(), clip, step() under skip_synchronize()."""
+def _synchronized():
+    """A model and its DistributedOptimizer after one backward pass and ``synchronize()``."""
     m = model()
     opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1),
                                    named_parameters=m.named_parameters())
@@ -167,6 +167,12 @@ def check_synchronize_then_skip_synchronize():
     opt.zero_grad()
     nn.functional.mse_loss(m(x), y).backward()
     opt.synchronize()
+    return m, opt
+
+
+def check_synchronize_then_skip_synchronize():
+    """Horovod's gradient-clipping recipe: synchronize(), clip, step() under skip_synchronize()."""
+    m, opt = _synchronized()
     torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -322,13 +328,7 @@ def check_sparse_gradients():
 
 
 def check_step_after_synchronize_warns_as_horovod():
-    m = model()
-    opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1),
-                                   named_parameters=m.named_parameters())
-    x, y = batch(hvd.rank(), 0)
-    opt.zero_grad()
-    nn.functional.mse_loss(m(x), y).backward()
-    opt.synchronize()
+    m, opt = _synchronized()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         opt.step()
