@@ -1,8 +1,20 @@
 """A rehearsal cluster for the tests: up once per test that asks, always torn down after, and
 checked to leave nothing behind (no namespace, link, file, or process inside its namespaces)."""
+import fcntl
+
 import pytest
 
 from collectives import cluster
+
+# The cluster is one per machine (fixed names and subnet): checkouts testing side by side take turns.
+LOCK = "/tmp/ringscope-cluster.lock"
+
+
+@pytest.fixture(autouse=True)
+def one_cluster_at_a_time():
+    with open(LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def namespace_inodes() -> set[int]:
