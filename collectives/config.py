@@ -68,6 +68,7 @@ class Config:
     switch_interval_ms: float = 0.5
     timeline: str | None = None
     mark_cycles: bool = False
+    hierarchical_allreduce: bool = False              # ring/mpi: host by host (backends/hierarchical)
     extra: dict = field(default_factory=dict)
 
 
@@ -90,6 +91,7 @@ def load(environ=None) -> Config:
         cfg.backend = val.lower()
     cfg.timeline = _raw("TIMELINE", env)[1]
     cfg.mark_cycles = _flag("TIMELINE_MARK_CYCLES", env)
+    cfg.hierarchical_allreduce = _flag("HIERARCHICAL_ALLREDUCE", env)
     return cfg
 
 

@@ -41,6 +41,8 @@ def parse(argv):
     p.add_argument("--fusion-threshold-mb", type=float, help="fusion threshold in MiB (0 disables)")
     p.add_argument("--cycle-time-ms", type=float, help="longest a cycle waits to gather work")
     p.add_argument("--backend", choices=("ring", "mpi", "nccl", "gloo"), help="collective backend")
+    p.add_argument("--hierarchical-allreduce", action="store_true",
+                   help="ring/mpi: allreduce within each host, then across hosts, then within again")
     p.add_argument("command", nargs=argparse.REMAINDER,
                    help="what to run: script.py [args], python script.py [args], -m module [args], "
                         "or any executable [args]")
@@ -150,6 +152,8 @@ def build(ns, environ=None):
         env["RINGSCOPE_CYCLE_TIME"] = repr(ns.cycle_time_ms)
     if ns.backend:
         env["RINGSCOPE_BACKEND"] = ns.backend
+    if ns.hierarchical_allreduce:
+        env["RINGSCOPE_HIERARCHICAL_ALLREDUCE"] = "1"
     cmd = [mpiexec_path() or "mpiexec", "-n", str(ns.np)]
     if ns.cluster:
         hosts = cluster.check_hosts(ns.hosts)

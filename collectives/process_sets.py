@@ -97,7 +97,13 @@ class SetTable:
     def remove(self, set_id: int) -> None:
         with self._lock:
             info = self._sets.pop(set_id, None)
-        if info is not None and info.mpi is not None:
+        if info is None:
+            return
+        for state in info.backend_state.values():
+            close = getattr(state, "close", None)
+            if close is not None:
+                close()
+        if info.mpi is not None:
             info.mpi.Free()
 
     def ids(self):

@@ -63,6 +63,7 @@ def init(process_sets: Iterable[ProcessSetSpec] | None = None) -> None:
         local_rank, local_size = local.Get_rank(), local.Get_size()
         cross = world.Split(local_rank, rank)
         cross_rank, cross_size = cross.Get_rank(), cross.Get_size()
+        hier = _hierarchical_meta(cfg, world, local)
         local.Free()
         cross.Free()
         offset, unc = clock_sync.measure(ctrl)
@@ -72,7 +73,7 @@ def init(process_sets: Iterable[ProcessSetSpec] | None = None) -> None:
                 "host": socket.gethostname(), "pid": os.getpid(), "backend": cfg.backend,
                 "fusion_threshold": cfg.fusion_threshold, "cycle_time_ms": cfg.cycle_time_ms,
                 "clock_offset_ns": offset, "clock_offset_uncertainty_ns": unc,
-                "process_sets": TABLE.as_meta(), "mark_cycles": cfg.mark_cycles}
+                "process_sets": TABLE.as_meta(), "mark_cycles": cfg.mark_cycles, **hier}
         tracer.configure(meta)
         tracer.get_recorder().set_clock_offset(offset, unc, "init")
         _clock["init"] = (offset, unc)
@@ -91,6 +92,22 @@ def init(process_sets: Iterable[ProcessSetSpec] | None = None) -> None:
         if not _atexit_registered:
             atexit.register(_at_exit)
             _atexit_registered = True
+
+
+def _hierarchical_meta(cfg, world, local) -> dict:
+    """Run meta: whether allreduces on the global set run host by host, and if asked for but not,
+    why (``hierarchical_fallback``)."""
+    from collectives.backends import hierarchical
+    if not cfg.hierarchical_allreduce:
+        return {"hierarchical_allreduce": False}
+    if cfg.backend not in _config.CPU_BACKENDS:
+        return {"hierarchical_allreduce": False,
+                "hierarchical_fallback": f"the {cfg.backend} backend has no hierarchical allreduce"}
+    counts = hierarchical.host_counts(world, local)
+    reason = hierarchical.fallback_reason(int(counts[:, 0].sum()), int(counts[:, 1].max()))
+    if reason is not None:
+        return {"hierarchical_allreduce": False, "hierarchical_fallback": reason}
+    return {"hierarchical_allreduce": True}
 
 
 def _known(ps: ProcessSetSpec, size: int) -> tuple[ProcessSet, int | None]:

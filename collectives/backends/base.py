@@ -92,12 +92,15 @@ class Backend:
         pass
 
 
-def activity(comm, name, nbytes, backend):
+def activity(comm, name, nbytes, backend, extra=None):
     """``with activity(comm, "RING_ALLREDUCE", nbytes, "ring"):``: one X span on the backend
-    thread, in the response the engine runs (``comm.response``); a no-op when nothing records."""
+    thread, in the response the engine runs (``comm.response``), its args plus ``extra``; a no-op
+    when nothing records."""
     rec = get_recorder()
     if not rec.enabled:
         return rec.span(V.TID_BACKEND, name, V.CAT_COMM)   # a no-op: no args built
-    return rec.span(V.TID_BACKEND, name, V.CAT_COMM, {
-        V.ARG_RESPONSE: comm.response, V.ARG_BYTES: int(nbytes), V.ARG_BACKEND: backend,
-        "size": comm.size, V.ARG_PROCESS_SET: comm.set_id, V.ARG_STEP: rec.step})
+    args = {V.ARG_RESPONSE: comm.response, V.ARG_BYTES: int(nbytes), V.ARG_BACKEND: backend,
+            "size": comm.size, V.ARG_PROCESS_SET: comm.set_id, V.ARG_STEP: rec.step}
+    if extra:
+        args.update(extra)
+    return rec.span(V.TID_BACKEND, name, V.CAT_COMM, args)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from collectives import mpi_wait
+from collectives.backends import hierarchical
 from collectives.backends.base import Backend, activity, register_backend
 from collectives.ops import mpi_op
 from tracer import vocab as V
@@ -37,15 +38,31 @@ class MpiBackend(Backend):
 
     def __init__(self, config=None):
         self.config = config
+        self._scratch = np.empty(0, dtype=np.uint8)
+
+    def scratch_of(self, numel, dtype):
+        """A reused scratch array of ``numel`` elements (valid until the next call)."""
+        need = numel * dtype.itemsize
+        if self._scratch.nbytes < need:
+            self._scratch = np.empty(max(need, 2 * self._scratch.nbytes), dtype=np.uint8)
+        return self._scratch[:need].view(dtype)
 
     takes_src = True
+    allreduce_activity = V.MPI_ALLREDUCE
 
     def allreduce(self, buf, op, comm, src=None) -> None:
-        """Reduce into ``buf``; the input is ``src`` (same size) or, when None, ``buf`` itself."""
-        with activity(comm, V.MPI_ALLREDUCE, buf.nbytes, self.name):
-            self.mpi_allreduce(buf, op, comm, src)
+        """Reduce into ``buf``; the input is ``src`` (same size) or, when None, ``buf`` itself.
+        Hierarchical (host by host) when the config asks and the set spans hosts, else flat."""
+        lay = hierarchical.plan(self.config, comm, buf)
+        extra = None if lay is None else {V.ARG_HIERARCHICAL: True}
+        with activity(comm, self.allreduce_activity, buf.nbytes, self.name, extra):
+            if lay is not None:
+                hierarchical.allreduce(self, buf, op, comm, buf if src is None else src, lay)
+            else:
+                self.flat_allreduce(buf, op, comm, src, phases=True)
 
-    def mpi_allreduce(self, buf, op, comm, src=None) -> None:
+    def flat_allreduce(self, buf, op, comm, src=None, phases=False) -> None:
+        """MPI's allreduce over ``comm``, without the span (``phases``: nothing nested to record)."""
         from mpi4py import MPI
         if comm.size == 1 or buf.size == 0:
             if src is not None and src is not buf:

@@ -10,6 +10,7 @@ Other ops use MPI's native nonblocking collectives (inherited from the mpi backe
 """
 from __future__ import annotations
 
+import contextlib
 import os
 
 import numpy as np
@@ -36,34 +37,24 @@ def chunk_bounds(n: int, parts: int) -> list[int]:
 class RingBackend(MpiBackend):
     name = "ring"
 
-    def __init__(self, config=None):
-        super().__init__(config)
-        self._scratch = np.empty(0, dtype=np.uint8)
+    allreduce_activity = V.RING_ALLREDUCE
 
-    def _scratch_of(self, numel, dtype):
-        need = numel * dtype.itemsize
-        if self._scratch.nbytes < need:
-            self._scratch = np.empty(max(need, 2 * self._scratch.nbytes), dtype=np.uint8)
-        return self._scratch[:need].view(dtype)
-
-    takes_src = True
-
-    def allreduce(self, buf, op, comm, src=None) -> None:
-        """Reduce into ``buf``; the input is ``src`` (same size) or, when None, ``buf`` itself."""
+    def flat_allreduce(self, buf, op, comm, src=None, phases=False) -> None:
+        """The ring (or direct exchange) over ``comm``, without the outer span; ``phases`` records
+        the ring's reduce-scatter and allgather spans."""
         src = buf if src is None else src
-        with activity(comm, V.RING_ALLREDUCE, buf.nbytes, self.name):
-            if comm.size == 1 or buf.size == 0:
-                if src is not buf:
-                    buf[...] = src
-                return
-            if buf.nbytes * (comm.size - 1) <= DIRECT_BUDGET:
-                self._direct(buf, op, comm, src)
-            else:
-                self._ring(buf, op, comm, src)
+        if comm.size == 1 or buf.size == 0:
+            if src is not buf:
+                buf[...] = src
+            return
+        if buf.nbytes * (comm.size - 1) <= DIRECT_BUDGET:
+            self._direct(buf, op, comm, src)
+        else:
+            self._ring(buf, op, comm, src, phases)
 
     def _direct(self, buf, op, comm, src) -> None:
         p, me, mpi, n = comm.size, comm.rank, comm.mpi, buf.size
-        slots = self._scratch_of(p * n, buf.dtype).reshape(p, n)
+        slots = self.scratch_of(p * n, buf.dtype).reshape(p, n)
         reqs = []
         for peer in range(p):
             if peer != me:
@@ -76,14 +67,14 @@ class RingBackend(MpiBackend):
         mpi_wait.wait_all(reqs)
         numpy_ufunc(op).reduce(slots, axis=0, out=buf)
 
-    def _ring(self, buf, op, comm, src) -> None:
+    def _ring(self, buf, op, comm, src, phases) -> None:
         # out of place without a copy: step 0 sends from src, every reduction reads src and writes
         # buf, and the allgather fills the one chunk no reduction wrote
         p, me, mpi = comm.size, comm.rank, comm.mpi
         left, right = (me - 1) % p, (me + 1) % p
         bounds = chunk_bounds(buf.size, p)
         ufunc = numpy_ufunc(op)
-        scratch = self._scratch_of(bounds[1] - bounds[0], buf.dtype)
+        scratch = self.scratch_of(bounds[1] - bounds[0], buf.dtype)
         raw = buf.view(np.uint8)
         raw_src = src.view(np.uint8)
         item = buf.dtype.itemsize
@@ -92,8 +83,7 @@ class RingBackend(MpiBackend):
             i %= p
             return bounds[i], bounds[i + 1]
 
-        rec_phase = activity(comm, V.RING_REDUCE_SCATTER, buf.nbytes, self.name)
-        with rec_phase:
+        with _phase(phases, comm, V.RING_REDUCE_SCATTER, buf.nbytes, self.name):
             for step in range(p - 1):
                 s0, s1 = chunk(me - step - 1)
                 r0, r1 = chunk(me - step - 2)
@@ -107,7 +97,7 @@ class RingBackend(MpiBackend):
                 mpi_wait.wait_all(reqs)
                 if r1 > r0:
                     ufunc(src[r0:r1], tmp, out=buf[r0:r1])
-        with activity(comm, V.RING_ALLGATHER, buf.nbytes, self.name):
+        with _phase(phases, comm, V.RING_ALLGATHER, buf.nbytes, self.name):
             for step in range(p - 1):
                 s0, s1 = chunk(me - step)
                 r0, r1 = chunk(me - step - 1)
@@ -117,6 +107,10 @@ class RingBackend(MpiBackend):
                 if s1 > s0:
                     reqs.append(mpi.Isend(raw[s0 * item:s1 * item], right, TAG))
                 mpi_wait.wait_all(reqs)
+
+
+def _phase(on, comm, name, nbytes, backend):
+    return activity(comm, name, nbytes, backend) if on else contextlib.nullcontext()
 
 
 register_backend("ring", RingBackend)
