@@ -1,5 +1,6 @@
 """A rehearsal cluster for the tests: up once per test that asks, always torn down after, and
 checked to leave nothing behind (no namespace, link, file, or process inside its namespaces)."""
+import contextlib
 import fcntl
 
 import pytest
@@ -8,12 +9,31 @@ from collectives import cluster
 
 # The cluster is one per machine (fixed names and subnet): checkouts testing side by side take turns.
 LOCK = "/tmp/ringscope-cluster.lock"
+_held = [0]   # this process's nesting depth (a second flock on a new descriptor would wait on us)
+
+
+@contextlib.contextmanager
+def cluster_lock():
+    """Hold the machine's cluster lock (re-entrant within this process)."""
+    if _held[0]:
+        _held[0] += 1
+        try:
+            yield
+        finally:
+            _held[0] -= 1
+        return
+    with open(LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _held[0] = 1
+        try:
+            yield
+        finally:
+            _held[0] = 0
 
 
 @pytest.fixture(autouse=True)
 def one_cluster_at_a_time():
-    with open(LOCK, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with cluster_lock():
         yield
 
 
