@@ -41,16 +41,17 @@ class HostLayout:
     """A process set's ranks by host: ``local`` (this host's communicator), ``cross`` (a CommInfo
     over the local rank 0s; None elsewhere), ``fallback`` (why the set runs flat, or None)."""
 
-    __slots__ = ("local", "cross", "fallback")
+    __slots__ = ("local", "cross", "peers", "fallback")
 
-    def __init__(self, local, cross, fallback):
-        self.local, self.cross, self.fallback = local, cross, fallback
+    def __init__(self, local, cross, fallback, peers=None):
+        self.local, self.cross, self.fallback, self.peers = local, cross, fallback, peers
 
     def close(self) -> None:
-        for c in (self.local, self.cross.mpi if self.cross is not None else None):
+        for c in (self.local, self.cross.mpi if self.cross is not None else None,
+                  self.peers.mpi if self.peers is not None else None):
             if c is not None:
                 c.Free()
-        self.local = self.cross = None
+        self.local = self.cross = self.peers = None
 
 
 def host_counts(mpi_comm, local) -> np.ndarray:
@@ -85,7 +86,11 @@ def _build(comm: CommInfo) -> HostLayout:
     if is_root:
         roots = [comm.ranks[i] for i in np.flatnonzero(counts[:, 0])]
         info = CommInfo(comm.set_id, roots, cross.Get_rank(), cross)
-    return HostLayout(local, info, None)
+    peers = None
+    if (counts[:, 1] == counts[0, 1]).all():
+        pc = comm.mpi.Split(local.Get_rank(), comm.rank)
+        peers = CommInfo(comm.set_id, list(range(pc.Get_size())), pc.Get_rank(), pc)
+    return HostLayout(local, info, None, peers)
 
 
 def plan(config, comm: CommInfo, buf) -> HostLayout | None:
@@ -99,6 +104,9 @@ def plan(config, comm: CommInfo, buf) -> HostLayout | None:
 def allreduce(backend, buf, op, comm: CommInfo, src, lay: HostLayout) -> None:
     """Reduce ``src`` into ``buf`` over the set, host by host; the caller holds the outer span.
     ``backend.flat_allreduce(buf, op, comm, src)`` runs the cross-host step."""
+    if getattr(backend.config, "hierarchical_split", False) and lay.peers is not None:
+        _split(backend, buf, op, comm, src, lay)
+        return
     local = lay.local
     size, me, name = local.Get_size(), local.Get_rank(), backend.name
     raw = buf.view(np.uint8)
@@ -125,3 +133,32 @@ def allreduce(backend, buf, op, comm: CommInfo, src, lay: HostLayout) -> None:
         if size > 1:
             from mpi4py import MPI
             mpi_wait.wait(local.Ibcast([raw, MPI.BYTE], root=0))
+
+
+def _split(backend, buf, op, comm, src, lay):
+    from mpi4py import MPI
+
+    from collectives.backends.ring import chunk_bounds
+    local = lay.local
+    size, me, name = local.Get_size(), local.Get_rank(), backend.name
+    bounds = chunk_bounds(buf.size, size)
+    item = buf.dtype.itemsize
+    lo, hi = bounds[me], bounds[me + 1]
+    with activity(comm, V.INTRA_HOST_REDUCE, buf.nbytes, name, {V.ARG_LINK: V.LINK_INTRA}):
+        reqs = [local.Isend(src[bounds[k]:bounds[k + 1]].view(np.uint8), k, TAG)
+                for k in range(size) if k != me and bounds[k + 1] > bounds[k]]
+        ufunc = numpy_ufunc(op)
+        scratch = backend.scratch_of(hi - lo, buf.dtype)
+        buf[lo:hi] = src[lo:hi]
+        for peer in range(size):
+            if peer != me and hi > lo:
+                mpi_wait.wait(local.Irecv(scratch.view(np.uint8), peer, TAG))
+                ufunc(buf[lo:hi], scratch, out=buf[lo:hi])
+        mpi_wait.wait_all(reqs)
+    lay.peers.response = comm.response
+    with activity(comm, V.CROSS_HOST_ALLREDUCE, (hi - lo) * item, name, {V.ARG_LINK: V.LINK_CROSS}):
+        backend.flat_allreduce(buf[lo:hi], op, lay.peers)
+    with activity(comm, V.INTRA_HOST_BROADCAST, buf.nbytes, name, {V.ARG_LINK: V.LINK_INTRA}):
+        counts = [(bounds[k + 1] - bounds[k]) * item for k in range(size)]
+        displs = [b * item for b in bounds[:-1]]
+        mpi_wait.wait(local.Iallgatherv(MPI.IN_PLACE, [buf.view(np.uint8), counts, displs, MPI.BYTE]))
