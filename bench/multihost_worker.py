@@ -19,8 +19,7 @@ from mpi4py import MPI  # noqa: E402
 from bench import mpi_side  # noqa: E402
 from bench.launch import emit  # noqa: E402
 
-# variant -> (hierarchical_allreduce, hierarchical_split)
-VARIANTS = {"flat": (False, False), "hierarchical": (True, False), "split": (True, True)}
+VARIANTS = {"flat": False, "hierarchical": True}   # variant -> config.hierarchical_allreduce
 
 
 def main() -> int:
@@ -38,7 +37,7 @@ def main() -> int:
     variants = ns.variants.split(",")
 
     def use(v):
-        cfg.hierarchical_allreduce, cfg.hierarchical_split = VARIANTS[v]
+        cfg.hierarchical_allreduce = VARIANTS[v]
 
     out = {}
     for mib in (float(m) for m in ns.mib.split(",")):

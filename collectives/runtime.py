@@ -103,8 +103,7 @@ def _hierarchical_meta(cfg, world, local) -> dict:
     if cfg.backend not in _config.CPU_BACKENDS:
         return {"hierarchical_allreduce": False,
                 "hierarchical_fallback": f"the {cfg.backend} backend has no hierarchical allreduce"}
-    counts = hierarchical.host_counts(world, local)
-    reason = hierarchical.fallback_reason(int(counts[:, 0].sum()), int(counts[:, 1].max()))
+    reason = hierarchical.fallback_reason(hierarchical.host_counts(world, local))
     if reason is not None:
         return {"hierarchical_allreduce": False, "hierarchical_fallback": reason}
     return {"hierarchical_allreduce": True}

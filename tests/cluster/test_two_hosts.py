@@ -112,6 +112,9 @@ def _spans(doc, names):
 @pytest.mark.parametrize("backend", ["ring", "mpi"])
 def test_hierarchical_trace_has_the_three_phases_with_bytes(runs, backend):
     outer_name = V.RING_ALLREDUCE if backend == "ring" else V.MPI_ALLREDUCE
+    want = [V.INTRA_HOST_REDUCE, V.CROSS_HOST_ALLREDUCE, V.INTRA_HOST_BROADCAST]
+    shards: dict = {}   # (response, host) -> cross-host bytes of the host's ranks
+    totals: dict = {}   # response -> its buffer's bytes
     for r, doc in runs[f"{backend}-hier"]["traces"].items():
         m = _meta(doc)
         assert m["hierarchical_allreduce"] is True and m.get("hierarchical_fallback") is None, m
@@ -120,17 +123,22 @@ def test_hierarchical_trace_has_the_three_phases_with_bytes(runs, backend):
         assert len(outers) > 20, (r, len(outers))
         subs = _spans(doc, V.HIERARCHICAL_SUBPHASES)
         for outer in outers:
-            inside = [e for e in subs if e["args"][V.ARG_RESPONSE] == outer["args"][V.ARG_RESPONSE]
-                      and outer["ts"] <= e["ts"] and e["ts"] + e["dur"] <= outer["ts"] + outer["dur"]]
-            names = [e["name"] for e in sorted(inside, key=lambda e: e["ts"])]
-            want = [V.INTRA_HOST_REDUCE, V.CROSS_HOST_ALLREDUCE, V.INTRA_HOST_BROADCAST]
-            if m["local_rank"] != 0:   # only local rank 0s cross
-                want.remove(V.CROSS_HOST_ALLREDUCE)
-            assert names == want, (r, outer["args"], names)
-            for e in inside:
-                assert e["args"][V.ARG_BYTES] == outer["args"][V.ARG_BYTES] > 0
-                link = V.LINK_CROSS if e["name"] == V.CROSS_HOST_ALLREDUCE else V.LINK_INTRA
-                assert e["args"][V.ARG_LINK] == link
+            resp, nbytes = outer["args"][V.ARG_RESPONSE], outer["args"][V.ARG_BYTES]
+            inside = sorted((e for e in subs if e["args"][V.ARG_RESPONSE] == resp
+                             and outer["ts"] <= e["ts"] <= e["ts"] + e["dur"] <= outer["ts"] + outer["dur"]),
+                            key=lambda e: e["ts"])
+            assert [e["name"] for e in inside] == want, (r, outer["args"], inside)
+            reduce_, cross, gather = inside
+            assert reduce_["args"][V.ARG_BYTES] == gather["args"][V.ARG_BYTES] == nbytes > 0
+            assert (reduce_["args"][V.ARG_LINK], cross["args"][V.ARG_LINK],
+                    gather["args"][V.ARG_LINK]) == (V.LINK_INTRA, V.LINK_CROSS, V.LINK_INTRA)
+            assert cross["args"]["size"] == 2   # one rank of each host
+            key = (resp, m["host"])
+            shards[key] = shards.get(key, 0) + cross["args"][V.ARG_BYTES]
+            totals[resp] = nbytes
+    # each host's two local ranks cross with one shard each: together the whole buffer
+    for (resp, host), got in shards.items():
+        assert got == totals[resp], (resp, host, got)
     for doc in runs[f"{backend}-flat"]["traces"].values():
         assert _meta(doc)["hierarchical_allreduce"] is False
         assert not _spans(doc, V.HIERARCHICAL_SUBPHASES)
