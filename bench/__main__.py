@@ -19,12 +19,13 @@ import time
 
 from bench import machine, report, targets
 
-GROUPS = ("allreduce", "fusion", "negotiation", "tracer", "analyzer", "dashboard", "horovod", "kineto")
+GROUPS = ("allreduce", "fusion", "negotiation", "tracer", "analyzer", "dashboard", "horovod", "kineto",
+          "multihost")
 OPT_IN = ("whatif",)   # only with --only: minutes of real 4-rank reruns
 MODULE = {"allreduce": "bench.allreduce", "fusion": "bench.fusion", "horovod": "bench.yardstick",
           "negotiation": "bench.negotiation_scale", "tracer": "bench.tracer",
           "analyzer": "bench.analyzer", "dashboard": "bench.dashboard", "kineto": "bench.kineto",
-          "whatif": "bench.whatif_accuracy"}
+          "whatif": "bench.whatif_accuracy", "multihost": "bench.multihost"}
 
 
 def parse(argv):
