@@ -1,8 +1,11 @@
 """Environment parsing (no MPI needed) and the malformed-variable error at init (real ranks)."""
+import json
+
 import pytest
 
 from collectives import config
 from tests.mpi_util import SCRIPTS, run_mpi
+from tracer import vocab as V
 
 
 def test_defaults():
@@ -34,11 +37,33 @@ def test_ringscope_wins_over_horovod_fallback():
     ("RINGSCOPE_STALL_CHECK_TIME_SECONDS", "nan", "is not a number"),
     ("RINGSCOPE_BACKEND", "tcp", "is not one of"),
     ("RINGSCOPE_TIMELINE_MARK_CYCLES", "maybe", "is not a boolean"),
+    ("HOROVOD_HIERARCHICAL_ALLREDUCE", "yes please", "is not a boolean"),
 ])
 def test_malformed_value_names_variable(var, val, needle):
     with pytest.raises(config.ConfigError) as exc:
         config.load({var: val})
     assert var in str(exc.value) and needle in str(exc.value) and repr(val) in str(exc.value)
+
+
+def test_hierarchical_allreduce_flag():
+    assert not config.load({}).hierarchical_allreduce
+    assert config.load({"HOROVOD_HIERARCHICAL_ALLREDUCE": "1"}).hierarchical_allreduce
+    assert not config.load({"HOROVOD_HIERARCHICAL_ALLREDUCE": "1",
+                            "RINGSCOPE_HIERARCHICAL_ALLREDUCE": "0"}).hierarchical_allreduce
+
+
+def test_hierarchical_on_one_host_runs_flat_and_says_so(tmp_path):
+    # (on several hosts: tests/cluster/test_two_hosts.py)
+    trace = tmp_path / "trace"
+    proc = run_mpi(2, [SCRIPTS / "runtime_init_only.py"], timeout=60,
+                   env={"HOROVOD_HIERARCHICAL_ALLREDUCE": "1", "RINGSCOPE_TIMELINE": f"{trace}/"})
+    assert proc.returncode == 0, proc.stdout
+    for r in range(2):
+        doc = json.loads((trace / f"rank-{r:05d}.json").read_text())
+        meta = doc["otherData"]["ringscope"]
+        assert meta["hierarchical_allreduce"] is False and meta["hierarchical_fallback"] == "one host"
+        assert not [e for e in doc["traceEvents"] if e.get("name") in V.HIERARCHICAL_SUBPHASES]
+        assert [e for e in doc["traceEvents"] if e.get("name") == V.RING_ALLREDUCE]
 
 
 def test_malformed_env_fails_init_on_every_rank_without_traceback():

@@ -27,6 +27,10 @@ def test_options_set_environment():
     assert env["RINGSCOPE_FUSION_THRESHOLD"] == str(2 * 1024 * 1024)
     assert env["RINGSCOPE_CYCLE_TIME"] == "0.5" and env["RINGSCOPE_TIMELINE_MARK_CYCLES"] == "1"
     assert env["RINGSCOPE_TIMELINE"].endswith("t.json") and str(ROOT) in env["PYTHONPATH"]
+    assert "RINGSCOPE_HIERARCHICAL_ALLREDUCE" not in env
+    _, env = launcher.build(launcher.parse(["-np", "2", "--hierarchical-allreduce",
+                                            str(SCRIPTS / "runtime_init_only.py")]), {})
+    assert env["RINGSCOPE_HIERARCHICAL_ALLREDUCE"] == "1"
 
 
 def test_timeline_directory_keeps_its_trailing_slash():

@@ -11,7 +11,8 @@ CHECKS = ["allreduce_every_op_dtype", "allreduce_sync_every_op_dtype", "allreduc
           "process_sets", "join"]
 # ring2/ring3 force the ring schedule for every size (no direct exchange for small buffers), so
 # lengths below the rank count and odd rank counts run through the ring itself
-CONFIGS = {"ring4": (4, {"RINGSCOPE_BACKEND": "ring"}),
+# ring4 asks for hierarchical allreduce: on one host every set runs flat after building its layout
+CONFIGS = {"ring4": (4, {"RINGSCOPE_BACKEND": "ring", "RINGSCOPE_HIERARCHICAL_ALLREDUCE": 1}),
            "ring2": (2, {"RINGSCOPE_BACKEND": "ring", "RINGSCOPE_RING_DIRECT_BUDGET": 0}),
            "ring3": (3, {"RINGSCOPE_BACKEND": "ring", "RINGSCOPE_RING_DIRECT_BUDGET": 0,
                          "RINGSCOPE_FUSION_THRESHOLD": 64 * 1024}),
