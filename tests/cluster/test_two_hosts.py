@@ -155,3 +155,14 @@ def test_one_rank_per_host_falls_back_to_flat_and_says_so(runs):
         assert m["hierarchical_fallback"] == "one rank per host"
         assert not _spans(doc, V.HIERARCHICAL_SUBPHASES)
         assert _spans(doc, {V.RING_REDUCE_SCATTER})   # ran the flat ring (4 MiB)
+
+
+def test_bench_group_skips_in_one_line_without_root():
+    # a user namespace of its own: not root there (tests/cluster/test_cluster.py does the same)
+    proc = subprocess.run(["unshare", "--user", sys.executable, "-m", "bench", "--only", "multihost"],
+                          cwd=ROOT, env=mpi_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [ln for ln in proc.stderr.splitlines() if "multihost:" in ln]
+    assert lines == ["[bench] multihost: skipped: the rehearsal cluster needs root (network namespaces "
+                     "and veth links); run it as root"], proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr + proc.stdout
