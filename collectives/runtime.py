@@ -94,7 +94,7 @@ def init(process_sets: Iterable[ProcessSetSpec] | None = None) -> None:
             _atexit_registered = True
 
 
-def _hierarchical_meta(cfg, world, local) -> dict:
+def _hierarchical_meta(cfg: _config.Config, world: MPI.Comm, local: MPI.Comm) -> dict[str, Any]:
     """Run meta: whether allreduces on the global set run host by host, and if asked for but not,
     why (``hierarchical_fallback``)."""
     from collectives.backends import hierarchical
