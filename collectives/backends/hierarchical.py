@@ -1,8 +1,8 @@
 """Hierarchical allreduce for the ``ring`` and ``mpi`` backends (RINGSCOPE_HIERARCHICAL_ALLREDUCE).
 
 The buffer is cut into one shard per local rank. Three steps, as Horovod does it:
-1. within each host, a reduce-scatter: local rank j ends with shard j summed over its host
-   (point to point over shared memory, reduced with numpy in local-rank order, so every dtype works);
+1. within each host, a reduce-scatter: local rank j ends with shard j reduced over its host
+   (point to point over shared memory, reduced with numpy, so every dtype works);
 2. across hosts, local rank j allreduces shard j with the local rank j of every other host (the
    backend's own flat allreduce: a ring, or MPI's), all local ranks at once;
 3. within each host, an allgather of the shards.
@@ -123,8 +123,8 @@ def allreduce(backend, buf, op, comm: CommInfo, src, lay: HostLayout) -> None:
         if src is not buf:
             mine[...] = src[lo:hi]
         if hi > lo:
-            # one peer at a time into one shard of scratch, in local-rank order (the same order
-            # on every host)
+            # one peer at a time into one shard of scratch (memory stays at one shard); each shard
+            # is reduced by one rank only, so every rank still ends with the same bits
             ufunc = numpy_ufunc(op)
             scratch = backend.scratch_of(hi - lo, buf.dtype)
             for peer in range(size):
