@@ -214,6 +214,6 @@ ARG_HIERARCHICAL = "hierarchical"
 ARG_LINK = "link"
 LINK_INTRA = "intra"
 LINK_CROSS = "cross"
-# run meta: "hierarchical_allreduce" (bool: the setting asked for it), and where it falls back to a
-# flat allreduce, "hierarchical_fallback" (why, e.g. one host)
+# run meta: "hierarchical_allreduce" (bool: the global set's allreduces run host by host), and where
+# the setting asked for it but they run flat, "hierarchical_fallback" (why, e.g. "one host")
 META_KEYS = META_KEYS + ("hierarchical_allreduce", "hierarchical_fallback")
