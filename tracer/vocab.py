@@ -201,3 +201,17 @@ def async_id(event: dict):
     if isinstance(id2, dict):
         return id2.get("local", id2.get("global"))
     return event.get("id")
+
+# ---- hierarchical allreduce (issue 31): nested in RING_ALLREDUCE / MPI_ALLREDUCE on the backend thread,
+# whose args gain ARG_HIERARCHICAL: true; each carries ARG_BYTES and ARG_LINK ("intra" or "cross")
+INTRA_HOST_REDUCE = "INTRA_HOST_REDUCE"        # reduce to the host's local rank 0
+CROSS_HOST_ALLREDUCE = "CROSS_HOST_ALLREDUCE"  # allreduce among local rank 0s (only on those)
+INTRA_HOST_BROADCAST = "INTRA_HOST_BROADCAST"  # the host's local rank 0 to the others
+HIERARCHICAL_SUBPHASES = frozenset({INTRA_HOST_REDUCE, CROSS_HOST_ALLREDUCE, INTRA_HOST_BROADCAST})
+ARG_HIERARCHICAL = "hierarchical"
+ARG_LINK = "link"
+LINK_INTRA = "intra"
+LINK_CROSS = "cross"
+# run meta: "hierarchical_allreduce" (bool: the setting asked for it), and where it falls back to a
+# flat allreduce, "hierarchical_fallback" (why, e.g. one host)
+META_KEYS = META_KEYS + ("hierarchical_allreduce", "hierarchical_fallback")
