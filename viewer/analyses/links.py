@@ -68,7 +68,8 @@ def link_ops(tables):
     hier = set(zip(sub["rank"].tolist(), sub["response"].tolist()))
     ring_sub = ev[(names == V.RING_REDUCE_SCATTER).to_numpy(dtype=bool, na_value=False)]
     ringed = set(zip(ring_sub["rank"].tolist(), ring_sub["response"].tolist()))
-    rows = _flat_rows(tables.fused_ops, host, hier, ringed) + _hier_rows(sub, host)
+    size = int(tables.meta.get("size") or 0)
+    rows = _flat_rows(tables.fused_ops, host, hier, ringed, size) + _hier_rows(sub, host)
     if not rows:
         return _empty(OP_COLUMNS)
     return pd.DataFrame(rows, columns=OP_COLUMNS).sort_values(["response", "link", "phase"], ignore_index=True)
@@ -78,13 +79,13 @@ def _busbw(bus_bytes: float, time_ns: int) -> float:
     return bus_bytes / time_ns if time_ns > 0 else float("nan")   # bytes/ns = GB/s
 
 
-def _flat_rows(fused, host, hier, ringed) -> list[dict]:
+def _flat_rows(fused, host, hier, ringed, size: int) -> list[dict]:
     fo = fused[(fused["activity"] == V.RING_ALLREDUCE) & (fused["op"] == V.ALLREDUCE) & (fused["bytes"] > 0)]
     rows = []
     for resp, g in fo.groupby("response", sort=True):
         parts = sorted(set(g["rank"].astype(int).tolist()))
         n = len(parts)
-        if n < 2 or n != int(g["size"].max()) or any(p not in host for p in parts) \
+        if n < 2 or n != (int(g["size"].max()) or size) or any(p not in host for p in parts) \
                 or any((p, resp) in hier for p in parts):
             continue   # a participant's trace or host is missing, or it ran hierarchically
         hs = [host[p] for p in parts]

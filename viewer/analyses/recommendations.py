@@ -27,10 +27,22 @@ def _row(kind, severity, score, message):
     return {"kind": kind, "severity": severity, "score": float(score), "message": message}
 
 
-def _why(causes) -> dict:
-    """``{late rank: the root cause's sentence}``."""
-    late_causes = causes[causes["late"]] if causes is not None and len(causes) else None
-    return {} if late_causes is None else dict(zip(late_causes["rank"], late_causes["message"]))
+def _why(causes, late_only: bool = True) -> dict:
+    """``{rank: the root cause's sentence}`` for the late ranks (or every rank it named)."""
+    if causes is None or not len(causes):
+        return {}
+    named = causes[causes["late"].astype(bool)] if late_only else causes
+    return dict(zip(named["rank"].astype(int), named["message"]))
+
+
+def _its(message: str, rank: int) -> str:
+    """A root cause's sentence about ``rank``, said after "rank N:"."""
+    own = f"rank {rank}'s "
+    return "its " + message[len(own):] if message.startswith(own) else message
+
+
+def _ranks_of(late_hosts) -> set:
+    return {int(r) for rs in (late_hosts["ranks"] if late_hosts is not None and len(late_hosts) else []) for r in rs}
 
 
 def straggler_findings(late, causes=None, late_hosts=None):
@@ -41,8 +53,7 @@ def straggler_findings(late, causes=None, late_hosts=None):
     if late is None or not len(late):
         return out
     why = _why(causes)
-    on_late_host = {r for rs in (late_hosts["ranks"] if late_hosts is not None and len(late_hosts) else [])
-                    for r in rs}
+    on_late_host = _ranks_of(late_hosts)
     for _, r in late.iterrows():
         rank, share = int(r["rank"]), float(r["share_pct"])
         if rank in on_late_host:
@@ -67,7 +78,7 @@ def late_host_findings(late_hosts, late=None, causes=None):
     if late_hosts is None or not len(late_hosts):
         return out
     flagged = set() if late is None or not len(late) else {int(r) for r in late["rank"]}
-    why = _why(causes)
+    why = _why(causes, late_only=False)
     for _, h in late_hosts.iterrows():
         ranks, share = [int(r) for r in h["ranks"]], float(h["share_pct"])
         unit = "per step" if h["steps"] else "in total"
@@ -78,8 +89,8 @@ def late_host_findings(late_hosts, late=None, causes=None):
                + "; the other hosts' ranks were not")
         named = [r for r in ranks if r in flagged]
         if named:
-            msg += f"; the straggler rule flags rank(s) {', '.join(map(str, named))} for it"
-        msg += "".join(f"; rank {r}: {why[r]}" for r in ranks if r in why)
+            msg += f"; on its own the straggler rule would flag rank(s) {', '.join(map(str, named))}"
+        msg += "".join(f"; rank {r}: {_its(why[r], r)}" for r in ranks if r in why)
         unc = h["clock_uncertainty_ns"]
         doubt = unc is not None and unc == unc and float(h["median_lead_ns"]) <= 2 * float(unc)
         if doubt:
@@ -134,18 +145,20 @@ def _latency_bound_below(ab) -> float:
 
 
 def _slow_link_remedy(cross, small, small_time, small_cut, fus, prefix, hierarchical) -> str:
-    if small_time >= 0.5:
-        what = (f"{small_time * 100:.0f} % of that link time went to {small['response'].nunique()} ops under "
-                f"{fmt_bytes(small_cut)} (median {fmt_bytes(small['op_bytes'].median())}), which pay the link's "
-                "latency each")
+    steps = cross.loc[cross["step"] >= 0, "step"].nunique()
+    per_step = small["response"].nunique() / steps if steps else 0.0
+    if small_time >= 0.5 and per_step >= 4:   # several latency-bound collectives a step: one would do
+        what = (f"{small_time * 100:.0f} % of that link time went to {per_step:.0f} ops per step under "
+                f"{fmt_bytes(small_cut)} (median {fmt_bytes(small['op_bytes'].median())}), each paying the "
+                "link's latency")
         s = fus.iloc[0] if fus is not None and len(fus) else None
         if s is not None and s["full_pct"] == s["full_pct"] and s["full_pct"] >= 25:
             return (what + f": raise {prefix}FUSION_THRESHOLD (now {fmt_bytes(s['threshold'])}, filled by "
                     f"{s['full_pct']:.0f} % of ops) so fewer, larger collectives cross it")
         thr = "" if s is None or s["threshold"] != s["threshold"] else \
-            f" (the {fmt_bytes(s['threshold'])} threshold is not what limits fusion)"
-        return what + (f": fuse more per cycle{thr}: raise {prefix}CYCLE_TIME, or a larger "
-                       f"{prefix}FUSION_THRESHOLD where ops fill it, so fewer, larger collectives cross it")
+            f" (ops fill {100 * s['median_fill']:.1f} % of the {fmt_bytes(s['threshold'])} threshold at the median)"
+        return what + (f": fuse more per cycle{thr}: raise {prefix}CYCLE_TIME so fewer, larger collectives "
+                       "cross it")
     flat = cross[cross["algorithm"] == "ring"]
     if not hierarchical and len(flat):
         n, c = int(flat["ranks"].max()), int(flat["hosts"].max())
@@ -153,18 +166,21 @@ def _slow_link_remedy(cross, small, small_time, small_cut, fus, prefix, hierarch
             cut = ((n - 1) / n) / ((c - 1) / c)
             return (f"most of it went to large ops on a flat ring of {n} ranks over {c} hosts: run hierarchical "
                     f"allreduce ({prefix}HIERARCHICAL_ALLREDUCE=1, or ringscope run --hierarchical-allreduce), "
-                    f"which sends each buffer over a host's link {2 * (c - 1) / c:.2g}x instead of "
-                    f"{2 * (n - 1) / n:.2g}x its size ({cut:.2g}x less)")
-    return ("the link itself is the limit for these large ops: a faster link between hosts, or fewer bytes "
-            "(fp16 gradient compression)")
+                    f"which sends {2 * (c - 1) / c:.2g}x each buffer's size over a host's link instead of "
+                    f"{2 * (n - 1) / n:.2g}x ({cut:.2g}x less)")
+    return ("fusing or regrouping cannot cut it much: the link itself is the limit, so a faster link between "
+            "hosts or fewer bytes (fp16 gradients) would")
 
 
-def imbalance_findings(causes):
-    """A rank not flagged late whose phase is far longer than the others' (root cause, ``late`` False)."""
+def imbalance_findings(causes, late_hosts=None):
+    """A rank not flagged late whose phase is far longer than the others' (root cause, ``late`` False);
+    on a host late as a whole, :func:`late_host_findings` says it."""
     if causes is None or not len(causes):
         return []
+    skip = _ranks_of(late_hosts)
+    others = causes[~causes["late"].astype(bool) & ~causes["rank"].astype(int).isin(skip)]
     return [_row("phase_imbalance", "high" if r["share_pct"] >= 10 else "medium", 45 + min(r["share_pct"], 50),
-                 r["message"]) for _, r in causes[~causes["late"].astype(bool)].iterrows()]
+                 r["message"]) for _, r in others.iterrows()]
 
 
 def fusion_findings(summary, prefix="RINGSCOPE_"):
@@ -317,7 +333,7 @@ def findings(run, peak_busbw_gbps=None):
                           hangs.rank_ends(run.tables))
     rows += late_host_findings(run.late_hosts(), run.late_ranks(), run.root_causes())
     rows += straggler_findings(run.late_ranks(), run.root_causes(), run.late_hosts())
-    rows += imbalance_findings(run.root_causes())
+    rows += imbalance_findings(run.root_causes(), run.late_hosts())
     fill = run.fusion()
     fill = fill[fill["op"] == "ALLREDUCE"]  # broadcasts and the like are not fused
     prefix = "HOROVOD_" if str(run.meta.get("format", "")).startswith("horovod") else "RINGSCOPE_"
