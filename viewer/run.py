@@ -25,7 +25,7 @@ R = TypeVar("R")
 RunSource: TypeAlias = "str | Path | Iterable[str | Path]"
 
 
-def _isna(v) -> bool:
+def _isna(v: object) -> bool:
     import pandas as pd
 
     return bool(pd.isna(v))
