@@ -63,7 +63,7 @@ def register(app, ctx):
     def negotiation(tab, run_id):
         view = _view(ctx, tab, "negotiation", run_id)
         waits = derive.tensor_waits(view.late)
-        return (fig_negotiation.lateness_heatmap(derive.lateness_matrix(view.late)),
+        return (fig_negotiation.lateness_heatmap(derive.lateness_matrix(view.late), view.hosts),
                 fig_negotiation.times_last_bar(view.stragglers),
                 table(waits, {"mean_wait_ms": "{:,.3f}", "max_wait_ms": "{:,.3f}"}, table_id="neg-wait-table"))
 
