@@ -64,7 +64,7 @@ def register(app, ctx):
         view = _view(ctx, tab, "negotiation", run_id)
         waits = derive.tensor_waits(view.late)
         return (fig_negotiation.lateness_heatmap(derive.lateness_matrix(view.late), view.hosts),
-                fig_negotiation.times_last_bar(view.stragglers),
+                fig_negotiation.times_last_bar(view.stragglers, view.hosts),
                 table(waits, {"mean_wait_ms": "{:,.3f}", "max_wait_ms": "{:,.3f}"}, table_id="neg-wait-table"))
 
     @app.callback(Output("fus-facts", "children"), Output("fus-fill", "figure"), Output("fus-count", "figure"),

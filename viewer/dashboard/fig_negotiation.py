@@ -51,12 +51,15 @@ def lateness_heatmap(matrix, hosts: dict | None = None) -> go.Figure:
     return fig
 
 
-def times_last_bar(last) -> go.Figure:
-    """Per rank: share of negotiations in which it was last, with the wait it imposed."""
+def times_last_bar(last, hosts: dict | None = None) -> go.Figure:
+    """Per rank: share of negotiations in which it was last, with the wait it imposed (and its host
+    when ``hosts`` names two or more)."""
     fig = go.Figure()
+    hosts = hosts if hosts and len(set(hosts.values())) > 1 else {}
     if last is not None and len(last):
         fig.add_trace(go.Bar(
-            x=[f"rank {int(r)}" for r in last["rank"]], y=last["share_last"] * 100,
+            x=[f"rank {int(r)}" + (f" ({hosts.get(int(r), '?')})" if hosts else "") for r in last["rank"]],
+            y=last["share_last"] * 100,
             marker_color="#e45756", customdata=np.c_[last["times_last"], last["wait_imposed_ms"]],
             hovertemplate="%{x}: last in %{customdata[0]} negotiations (%{y:.1f} %)<br>"
                           "imposed %{customdata[1]:.1f} ms of waiting on the others<extra></extra>"))

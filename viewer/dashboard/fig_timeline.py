@@ -62,6 +62,7 @@ def add_host_groups(fig: go.Figure, lanes: list, hosts: list) -> None:
         if k:
             fig.add_shape(type="line", xref="paper", yref="y", x0=0, x1=1, y0=top, y1=top,
                           line={"color": "#555", "width": 1.5, "dash": "dot"}, name=f"host-rule-{host}")
-        fig.add_annotation(text=f"<b>{host}</b>", xref="paper", yref="y", x=1.0, y=top, xanchor="right",
-                           yanchor="top", showarrow=False, font={"size": 11, "color": "#333"},
-                           bgcolor="rgba(255,255,255,0.8)", name=f"host-label-{host}")
+        fig.add_annotation(text=f"<b>host {host}</b>", xref="paper", yref="y", x=1.0, y=top, xanchor="right",
+                           yanchor="top", showarrow=False, font={"size": 12, "color": "#222"},
+                           bgcolor="rgba(255,255,255,0.9)", bordercolor="#555", borderwidth=1, borderpad=2,
+                           name=f"host-label-{host}")
