@@ -203,10 +203,12 @@ def async_id(event: dict):
     return event.get("id")
 
 # ---- hierarchical allreduce (issue 31): nested in RING_ALLREDUCE / MPI_ALLREDUCE on the backend thread,
-# whose args gain ARG_HIERARCHICAL: true; each carries ARG_BYTES and ARG_LINK ("intra" or "cross")
-INTRA_HOST_REDUCE = "INTRA_HOST_REDUCE"        # reduce to the host's local rank 0
-CROSS_HOST_ALLREDUCE = "CROSS_HOST_ALLREDUCE"  # allreduce among local rank 0s (only on those)
-INTRA_HOST_BROADCAST = "INTRA_HOST_BROADCAST"  # the host's local rank 0 to the others
+# whose args gain ARG_HIERARCHICAL: true; each carries ARG_BYTES and ARG_LINK ("intra" or "cross").
+# The buffer (S bytes) is cut into one shard per local rank (docs/MULTIHOST.md), on every rank:
+INTRA_HOST_REDUCE = "INTRA_HOST_REDUCE"        # reduce-scatter within the host: bytes S
+CROSS_HOST_ALLREDUCE = "CROSS_HOST_ALLREDUCE"  # this rank's shard with the same local rank of every
+                                               # host: bytes = the shard, "size" = the hosts
+INTRA_HOST_BROADCAST = "INTRA_HOST_BROADCAST"  # allgather of the shards within the host: bytes S
 HIERARCHICAL_SUBPHASES = frozenset({INTRA_HOST_REDUCE, CROSS_HOST_ALLREDUCE, INTRA_HOST_BROADCAST})
 ARG_HIERARCHICAL = "hierarchical"
 ARG_LINK = "link"

@@ -29,6 +29,7 @@ def test_hosts_on_timeline_heatmap_and_findings(server, page, artifacts):
     page.wait_for_selector(PAGE_READY["overview"], timeout=60_000)
     page.wait_for_function("() => document.body.innerText.includes('the cross-host link bounds the step')",
                            timeout=60_000)
+    assert "h0: ranks 0, 1; h1: ranks 2, 3" in page.inner_text("#overview-body")
     page.screenshot(path=str(artifacts / "hosts-overview.png"), full_page=True)
 
     open_tab(page, "timeline")

@@ -43,8 +43,9 @@ def write_run(out: Path, size: int = 4, steps: int = 12, slow: dict | None = Non
     counter values (cpu_pct 95, rss_mb 800 and load1 2 otherwise), sampled every 5 ms;
     ``gap_ms``: ``{rank: ms}`` of untraced work at each step's start (no phase covers it);
     ``hosts``: each rank's host (run meta host, local and cross ranks); ``cross_frac``: the allreduce
-    runs hierarchically (docs/MULTIHOST.md), its CROSS_HOST_ALLREDUCE on each host's first rank taking
-    that fraction of it between INTRA_HOST_REDUCE and INTRA_HOST_BROADCAST.
+    runs hierarchically (docs/MULTIHOST.md): every rank's CROSS_HOST_ALLREDUCE of its shard (the
+    buffer over its host's ranks) takes that fraction of it, between INTRA_HOST_REDUCE and
+    INTRA_HOST_BROADCAST.
     """
     out.mkdir(parents=True, exist_ok=True)
     rnd = random.Random(seed)
@@ -90,7 +91,7 @@ def write_run(out: Path, size: int = 4, steps: int = 12, slow: dict | None = Non
                           **({V.ARG_HIERARCHICAL: True} if cross_frac is not None else {})})
             if cross_frac is not None:
                 _hierarchical(rec, resp, nbytes, start + 1000, done - 1000, cross_frac,
-                              hosts is None or hosts.index(hosts[r]) == r)
+                              _layout(hosts, r).get("local_size", 1))
             rec.ops_done(ops, done)
             if phases:
                 rec.complete(V.TID_FRAMEWORK, V.OPTIMIZER_STEP, V.CAT_PHASE, bw1, end)
@@ -119,14 +120,13 @@ def _layout(hosts, r) -> dict:
             "cross_rank": names.index(hosts[r]), "cross_size": len(names)}
 
 
-def _hierarchical(rec, resp, nbytes, t0, t1, cross_frac, local_root):
-    """The three sub-phases nested in the backend span; the cross-host step only on the local root."""
+def _hierarchical(rec, resp, nbytes, t0, t1, cross_frac, local_size):
+    """The three sub-phases nested in the backend span, as collectives/backends/hierarchical.py writes
+    them: reduce-scatter in the host, this rank's shard across hosts, allgather in the host."""
     a = t0 + int((t1 - t0) * (1 - cross_frac) / 2)
     b = t1 - int((t1 - t0) * (1 - cross_frac) / 2)
     args = {V.ARG_RESPONSE: resp, V.ARG_BYTES: nbytes}
     rec.complete(V.TID_BACKEND, V.INTRA_HOST_REDUCE, V.CAT_COMM, t0, a, {**args, V.ARG_LINK: V.LINK_INTRA})
-    if local_root:
-        rec.complete(V.TID_BACKEND, V.CROSS_HOST_ALLREDUCE, V.CAT_COMM, a, b, {**args, V.ARG_LINK: V.LINK_CROSS})
-    # the others wait for the cross-host step inside the broadcast
-    rec.complete(V.TID_BACKEND, V.INTRA_HOST_BROADCAST, V.CAT_COMM, b if local_root else a, t1,
-                 {**args, V.ARG_LINK: V.LINK_INTRA})
+    rec.complete(V.TID_BACKEND, V.CROSS_HOST_ALLREDUCE, V.CAT_COMM, a, b,
+                 {**args, V.ARG_BYTES: nbytes // local_size, V.ARG_LINK: V.LINK_CROSS})
+    rec.complete(V.TID_BACKEND, V.INTRA_HOST_BROADCAST, V.CAT_COMM, b, t1, {**args, V.ARG_LINK: V.LINK_INTRA})

@@ -8,9 +8,10 @@ Two sources (docs/MULTIHOST.md):
   backend's direct exchange instead (no ``RING_REDUCE_SCATTER`` nested in it): every rank sends its
   whole buffer to every other one. The ring is lock-step, so its hops all run at the pace of the
   slowest one (on several hosts: the cross-host link); its busbw is the cross link's.
-- a hierarchical allreduce: its sub-phases ``INTRA_HOST_REDUCE`` and ``INTRA_HOST_BROADCAST`` (each
-  moves the buffer once per non-root rank of a host, over that host's intra links) and
-  ``CROSS_HOST_ALLREDUCE`` among one rank per host (2(C-1)/C of the buffer per host, as a ring).
+- a hierarchical allreduce: its sub-phases ``INTRA_HOST_REDUCE`` (a reduce-scatter within each host)
+  and ``INTRA_HOST_BROADCAST`` (an allgather), each moving (L-1)·S within a host of L ranks, and
+  ``CROSS_HOST_ALLREDUCE``: each local rank allreduces its shard with the same local rank of the
+  other hosts, so a host's link carries 2(H-1)/H of the buffer each way over H hosts.
 
 Other collectives (MPI's own algorithms, broadcasts) do not say which ranks exchanged what, so they
 are left out; runs whose ranks' hosts are unknown (or all one) have no rows.
@@ -69,7 +70,8 @@ def link_ops(tables):
     ring_sub = ev[(names == V.RING_REDUCE_SCATTER).to_numpy(dtype=bool, na_value=False)]
     ringed = set(zip(ring_sub["rank"].tolist(), ring_sub["response"].tolist()))
     size = int(tables.meta.get("size") or 0)
-    rows = _flat_rows(tables.fused_ops, host, hier, ringed, size) + _hier_rows(sub, host)
+    local = {int(r): int(k) for r, k in zip(tables.ranks["rank"], tables.ranks["local_rank"]) if pd.notna(k)}
+    rows = _flat_rows(tables.fused_ops, host, hier, ringed, size) + _hier_rows(sub, host, local)
     if not rows:
         return _empty(OP_COLUMNS)
     return pd.DataFrame(rows, columns=OP_COLUMNS).sort_values(["response", "link", "phase"], ignore_index=True)
@@ -111,31 +113,38 @@ def _flat_rows(fused, host, hier, ringed, size: int) -> list[dict]:
     return rows
 
 
-def _hier_rows(sub, host) -> list[dict]:
+def _hier_rows(sub, host, local) -> list[dict]:
+    """Rows of the hierarchical allreduces: per host a reduce-scatter and an allgather over its L ranks
+    (each moves (L-1)·S within the host), and across hosts one allreduce per local rank of that rank's
+    shard among the H hosts (2(H-1) shards' bytes each; together 2(H-1)·S)."""
     rows = []
-    sub = sub[sub["rank"].isin(list(host))]
+    sub = sub[sub["rank"].isin(list(host)) & sub["bytes"].notna()]
     for (resp, phase), g in sub.groupby(["response", "name"], sort=True):
-        s = int(g["bytes"].max()) if g["bytes"].notna().any() else 0
-        if s <= 0:
-            continue
         on = g.assign(host=[host[int(r)] for r in g["rank"]])
+        n_hosts = on["host"].nunique()
         step = int(g["step"].max())
         if phase == V.CROSS_HOST_ALLREDUCE:
-            c = len(on)   # one rank per host takes part
-            t = int(on["dur_ns"].min())
+            if n_hosts < 2:
+                continue
+            s = int(on["bytes"].sum()) // n_hosts   # a host's shards add up to the buffer
+            # each shard's ring ends when its last rank joined and it finished; the step, with the slowest
+            ring = [local.get(int(r), 0) for r in on["rank"]]
+            t = int(on.assign(ring=ring).groupby("ring")["dur_ns"].min().max())
             rows.append({"response": int(resp), "step": step, "op_bytes": s, "link": CROSS,
-                         "algorithm": "hierarchical", "phase": phase, "ranks": c, "hosts": on["host"].nunique(),
-                         "traffic_bytes": int(2 * (c - 1) * s), "time_ns": t,
-                         "busbw_gbps": _busbw(2.0 * (c - 1) / c * s, t)})
+                         "algorithm": "hierarchical", "phase": phase, "ranks": len(on), "hosts": n_hosts,
+                         "traffic_bytes": 2 * (n_hosts - 1) * s, "time_ns": t,
+                         "busbw_gbps": _busbw(2.0 * (n_hosts - 1) / n_hosts * s, t)})
         else:
+            s = int(on["bytes"].max())
             per_host = on.groupby("host")
-            # hosts work in parallel; within one, the root's span is the transfer (the others may wait)
+            # hosts work in parallel; within one, the rank that joined last waited least
             t = int(per_host["dur_ns"].min().max())
-            moved = int(sum((k - 1) * s for k in per_host.size()))
+            sizes = per_host.size()
+            most = int(sizes.max())
             rows.append({"response": int(resp), "step": step, "op_bytes": s, "link": INTRA,
-                         "algorithm": "hierarchical", "phase": phase, "ranks": len(on),
-                         "hosts": on["host"].nunique(), "traffic_bytes": moved, "time_ns": t,
-                         "busbw_gbps": _busbw(float(s), t)})
+                         "algorithm": "hierarchical", "phase": phase, "ranks": len(on), "hosts": n_hosts,
+                         "traffic_bytes": int(sum((k - 1) * s for k in sizes)), "time_ns": t,
+                         "busbw_gbps": _busbw((most - 1) / most * s, t)})
     return rows
 
 
