@@ -189,3 +189,14 @@ def test_late_host_ranks_get_no_imbalance_finding_either(tmp_path):
     assert kinds.count("late_host") == 1 and "phase_imbalance" not in kinds
     msg = _finding(run, "late_host")["message"]
     assert "rank 2: its data wait" in msg and "rank 3: its data wait" in msg
+
+
+def test_hierarchical_gain_follows_the_ring_layout():
+    from viewer.analyses.recommendations import slow_link_findings
+
+    cost = pd.DataFrame({"rank": [0], "host": ["h0"], "steps": [4], "step_ns": [1e8], "cross_ns": [6e7],
+                         "exposed_cross_ns": [5e7], "share_pct": [50.0]})
+    # round-robin placement: all four hops cross, each host's link carries 3x the buffer
+    ops = _ops(4, 64 << 20, 500_000_000).assign(traffic_bytes=4 * 1.5 * (64 << 20))
+    (f,) = slow_link_findings(ops, cost)
+    assert "instead of 3x (3x less)" in f["message"]

@@ -163,11 +163,14 @@ def _slow_link_remedy(cross, small, small_time, small_cut, fus, prefix, hierarch
     if not hierarchical and len(flat):
         n, c = int(flat["ranks"].max()), int(flat["hosts"].max())
         if n > c:
-            cut = ((n - 1) / n) / ((c - 1) / c)
+            # bytes over one host's link per byte of buffer: the ring's crossing hops shared by the hosts,
+            # against 2(c-1)/c when every local rank's shard crosses (docs/MULTIHOST.md)
+            now = float((flat["traffic_bytes"] / (c * flat["op_bytes"])).median())
+            then = 2 * (c - 1) / c
             return (f"most of it went to large ops on a flat ring of {n} ranks over {c} hosts: run hierarchical "
                     f"allreduce ({prefix}HIERARCHICAL_ALLREDUCE=1, or ringscope run --hierarchical-allreduce), "
-                    f"which sends {2 * (c - 1) / c:.2g}x each buffer's size over a host's link instead of "
-                    f"{2 * (n - 1) / n:.2g}x ({cut:.2g}x less)")
+                    f"which sends {then:.2g}x each buffer's size over a host's link instead of {now:.2g}x "
+                    f"({now / then:.2g}x less)")
     return ("fusing or regrouping cannot cut it much: the link itself is the limit, so a faster link between "
             "hosts or fewer bytes (fp16 gradients) would")
 
