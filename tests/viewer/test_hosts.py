@@ -200,3 +200,21 @@ def test_hierarchical_gain_follows_the_ring_layout():
     ops = _ops(4, 64 << 20, 500_000_000).assign(traffic_bytes=4 * 1.5 * (64 << 20))
     (f,) = slow_link_findings(ops, cost)
     assert "instead of 3x (3x less)" in f["message"]
+
+
+def test_covered_before_matches_clipping_each_window():
+    import random
+
+    import numpy as np
+
+    from viewer.analyses import intervals
+
+    rnd = random.Random(3)
+    spans = [(s, s + rnd.randint(1, 50)) for s in (rnd.randint(0, 1000) for _ in range(60))]
+    merged = intervals.merge(spans)
+    windows = [(a, a + rnd.randint(0, 200)) for a in (rnd.randint(-50, 1100) for _ in range(40))]
+    w0, w1 = (np.array(w) for w in zip(*windows))
+    got = intervals.covered_before(merged, w1) - intervals.covered_before(merged, w0)
+    want = [intervals.length((max(s, a), min(e, b)) for s, e in merged) for a, b in windows]
+    assert got.tolist() == want
+    assert intervals.length(intervals.intersection(spans, windows)) == intervals.intersection_length(spans, windows)

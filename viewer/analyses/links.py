@@ -201,6 +201,7 @@ def cross_link_cost(tables, ops):
         collectives), ``exposed_cross_ns`` (of which the framework waited in SYNCHRONIZE: what the
         link added to the step) and ``share_pct`` (exposed, % of the step).
     """
+    import numpy as np
     import pandas as pd
 
     from viewer.analyses import intervals
@@ -213,24 +214,23 @@ def cross_link_cost(tables, ops):
     fw = ev[((ev["thread"] == "framework") & (ev["ph"] == "X")
              & ev["name"].isin([V.STEP, V.SYNCHRONIZE])).to_numpy(dtype=bool, na_value=False)]
     rows = []
+    by_rank = dict(tuple(fw.groupby("rank")))
     for rank, cross in sorted(spans.items()):
-        mine = fw[fw["rank"] == rank]
+        mine = by_rank.get(rank, fw.iloc[:0])
         steps = mine[(mine["name"] == V.STEP) & (mine["step"] >= 0)]
         windows = list(zip(steps["t_ns"], steps["t_ns"] + steps["dur_ns"]))
         if not windows:
             r_ev = ev[ev["rank"] == rank]
             windows = [(int(r_ev["t_ns"].min()), int((r_ev["t_ns"] + r_ev["dur_ns"]).max()))]
         syncs = mine[mine["name"] == V.SYNCHRONIZE]
-        waits = list(zip(syncs["t_ns"], syncs["t_ns"] + syncs["dur_ns"]))
         cross = intervals.merge(cross)
-        step_ns = cross_ns = exposed = 0
-        for w0, w1 in windows:
-            clip = [(max(s, w0), min(e, w1)) for s, e in cross if e > w0 and s < w1]
-            step_ns += w1 - w0
-            cross_ns += intervals.length(clip)
-            exposed += intervals.intersection_length(clip, waits)
+        exposed = intervals.intersection(cross, zip(syncs["t_ns"], syncs["t_ns"] + syncs["dur_ns"]))
+        w0, w1 = (np.array(w, dtype="int64") for w in zip(*windows))
         k = len(windows)
+        step_ns = float((w1 - w0).sum())
+        busy = float((intervals.covered_before(cross, w1) - intervals.covered_before(cross, w0)).sum())
+        waited = float((intervals.covered_before(exposed, w1) - intervals.covered_before(exposed, w0)).sum())
         rows.append({"rank": rank, "host": host.get(rank), "steps": len(steps), "step_ns": step_ns / k,
-                     "cross_ns": cross_ns / k, "exposed_cross_ns": exposed / k,
-                     "share_pct": 100.0 * exposed / step_ns if step_ns > 0 else 0.0})
+                     "cross_ns": busy / k, "exposed_cross_ns": waited / k,
+                     "share_pct": 100.0 * waited / step_ns if step_ns > 0 else 0.0})
     return pd.DataFrame(rows, columns=COST_COLUMNS)
