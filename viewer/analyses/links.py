@@ -82,33 +82,45 @@ def _busbw(bus_bytes: float, time_ns: int) -> float:
 
 
 def _flat_rows(fused, host, hier, ringed, size: int) -> list[dict]:
+    import numpy as np
+    import pandas as pd
+
     fo = fused[(fused["activity"] == V.RING_ALLREDUCE) & (fused["op"] == V.ALLREDUCE) & (fused["bytes"] > 0)]
+    if not len(fo):
+        return []
+    fo = fo.sort_values(["response", "rank"], kind="stable")
+    key = pd.MultiIndex.from_arrays([fo["rank"].astype("int64"), fo["response"].astype("int64")])
+    fo = fo.assign(hier=key.isin(list(hier)) if hier else False, ring=key.isin(list(ringed)) if ringed else False)
+    agg = fo.groupby("response", sort=True).agg(
+        n=("rank", "size"), size=("size", "max"), s=("bytes", "max"), t=("comm_ns", "min"), step=("step", "max"),
+        hier=("hier", "any"), ring=("ring", "any"))
+    ranks = fo["rank"].astype("int64").tolist()
+    ends = np.cumsum(agg["n"].to_numpy()).tolist()
+    split: dict = {}   # participants -> (hosts in ring order, or None when a host is unknown)
     rows = []
-    for resp, g in fo.groupby("response", sort=True):
-        parts = sorted(set(g["rank"].astype(int).tolist()))
+    for a, end, r in zip([0, *ends[:-1]], ends, agg.itertuples()):
+        parts = tuple(ranks[a:end])
         n = len(parts)
-        if n < 2 or n != (int(g["size"].max()) or size) or any(p not in host for p in parts) \
-                or any((p, resp) in hier for p in parts):
-            continue   # a participant's trace or host is missing, or it ran hierarchically
-        hs = [host[p] for p in parts]
-        if len(set(hs)) < 2:
+        if n < 2 or n != (int(r.size) or size) or r.hier:
+            continue   # a participant's trace is missing, or it ran hierarchically
+        if parts not in split:
+            split[parts] = [host[p] for p in parts] if all(p in host for p in parts) else None
+        hs = split[parts]
+        if hs is None or len(set(hs)) < 2:
             continue
-        s = int(g["bytes"].max())
-        t = int(g["comm_ns"].min())
-        if any((p, resp) in ringed for p in parts):
-            algorithm = "ring"
+        s, t = int(r.s), int(r.t)
+        if r.ring:
             intra_hops, cross_hops = ring_hops(hs)
             per_hop = 2.0 * (n - 1) / n * s
             traffic = {INTRA: intra_hops * per_hop, CROSS: cross_hops * per_hop}
         else:
-            algorithm = "direct"
             same = sum(hs.count(h) ** 2 for h in set(hs))
             traffic = {INTRA: float(s * (same - n)), CROSS: float(s * (n * n - same))}
         bw = _busbw(2.0 * (n - 1) / n * s, t)
         for link, b in traffic.items():
             if b > 0:
-                rows.append({"response": int(resp), "step": int(g["step"].max()), "op_bytes": s, "link": link,
-                             "algorithm": algorithm, "phase": V.RING_ALLREDUCE, "ranks": n,
+                rows.append({"response": int(r.Index), "step": int(r.step), "op_bytes": s, "link": link,
+                             "algorithm": "ring" if r.ring else "direct", "phase": V.RING_ALLREDUCE, "ranks": n,
                              "hosts": len(set(hs)), "traffic_bytes": int(b), "time_ns": t, "busbw_gbps": bw})
     return rows
 
