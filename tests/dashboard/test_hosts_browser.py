@@ -45,6 +45,12 @@ def test_hosts_on_timeline_heatmap_and_findings(server, page, artifacts):
     assert "host-rule-h1" in shapes and page.locator("#tl-graph .shapelayer path").count() >= 2
     page.screenshot(path=str(artifacts / "hosts-timeline.png"), full_page=True)
 
+    open_tab(page, "communication")
+    page.wait_for_selector("#comm-links-table", timeout=30_000)
+    links = page.inner_text("#comm-links-table")
+    assert "cross" in links and "intra" in links and "RING_ALLREDUCE" in links
+    page.screenshot(path=str(artifacts / "hosts-communication.png"), full_page=True)
+
     open_tab(page, "negotiation")
     ticks = _svg_texts(page, "#neg-heatmap .ytick text")
     assert ticks == ["0 (h0)", "1 (h0)", "2 (h1)", "3 (h1)"]
