@@ -4,6 +4,10 @@
 #   bash sample_traces/regenerate.sh            # all scenarios
 #   bash sample_traces/regenerate.sh straggler  # one
 #
+# two-hosts-slow-link is a real 2 hosts x 2 ranks run on the rehearsal cluster (needs root): the
+# cluster is brought up with a rate-limited link (RATE, default 200mbit), the demo's healthy job runs
+# across it, and the cluster is always taken down, all under the one-cluster-per-machine lock.
+#
 # Each scenario is one `ringscope demo` run (viewer/demo.py) writing per-rank traces into
 # sample_traces/<scenario>/ (gzipped: the viewer reads .json.gz); few steps keep each directory at a few
 # hundred KB. After a run the
@@ -13,12 +17,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 SCENARIOS=("$@")
-[ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(healthy straggler tiny-tensors large-tensors hang slow-data cpu-contention)
+[ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(healthy straggler tiny-tensors large-tensors hang slow-data cpu-contention
+                                        two-hosts-slow-link)
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 for s in "${SCENARIOS[@]}"; do
   # the root-cause scenarios (and healthy, their negative) compare phases step by step: a few more steps
-  case "$s" in healthy|slow-data|cpu-contention) n=${STEPS:-6} ;; *) n=${STEPS:-4} ;; esac
+  case "$s" in healthy|slow-data|cpu-contention|two-hosts-slow-link) n=${STEPS:-6} ;; *) n=${STEPS:-4} ;; esac
   out="sample_traces/$s"
+  if [ "$s" = two-hosts-slow-link ] && [ "$(id -u)" != 0 ]; then
+    echo "== $s: skipped (the rehearsal cluster needs root); the committed traces are left as they are"
+    continue
+  fi
   rm -rf "$out"
   mkdir -p "$out"
   echo "== $s -> $out"
@@ -36,6 +45,16 @@ for s in "${SCENARIOS[@]}"; do
     sleep 1.5   # let every writer flush once more
     kill -9 -- "-$job" 2>/dev/null || true
     wait "$job" 2>/dev/null || true
+  elif [ "$s" = two-hosts-slow-link ]; then
+    # one cluster per machine: hold its lock from up to down; down runs however the job ends
+    if ! flock /tmp/ringscope-cluster.lock env PY="$PY" OUT="$out" N="$n" RATE="${RATE:-200mbit}" bash -c '
+        trap "\"\$PY\" -m viewer.cli cluster down" EXIT
+        "$PY" -m viewer.cli cluster up --hosts 2 --slots 2 --rate "$RATE" || exit 2
+        "$PY" -m viewer.cli run -np 4 -H h0:2,h1:2 --cluster --timeline "$OUT/" \
+          collectives/torch/demo_train.py --scenario healthy --steps "$N"'; then
+      echo "== $s: not regenerated (see above; the cluster needs root)"
+      continue
+    fi
   else
     "$PY" -m viewer.cli demo --scenario "$s" --ranks 4 --steps "$n" --out "$out" --no-view
   fi

@@ -25,6 +25,12 @@ R = TypeVar("R")
 RunSource: TypeAlias = "str | Path | Iterable[str | Path]"
 
 
+def _isna(v: object) -> bool:
+    import pandas as pd
+
+    return bool(pd.isna(v))
+
+
 def _memo(method: Callable[Concatenate[Run, P], R]) -> Callable[Concatenate[Run, P], R]:
     """Compute an analysis once per Run and arguments (tables do not change after loading); ``f()``,
     ``f(None)`` and ``f(x=None)`` are one call."""
@@ -150,6 +156,40 @@ class Run:
         by_rank = breakdown.breakdown_by_rank(self.breakdown())
         step_ns = float(by_rank["step_ns"].median()) if len(by_rank) else None
         return stragglers.late_ranks(self.stragglers(), self.size, step_ns)
+
+    @_memo
+    def late_hosts(self) -> pd.DataFrame:
+        """The hosts whose ranks were late together (and the clock uncertainty of their ranks)."""
+        from viewer.analyses import breakdown, links, stragglers
+
+        by_rank = breakdown.breakdown_by_rank(self.breakdown())
+        step_ns = float(by_rank["step_ns"].median()) if len(by_rank) else None
+        out = stragglers.late_hosts(self.negotiations(), links.hosts_of(self.ranks), step_ns)
+        unc = {int(r): int(u) for r, u in zip(self.ranks["rank"], self.ranks["clock_offset_uncertainty_ns"])
+               if not _isna(u)}
+        out["clock_uncertainty_ns"] = [max((unc[r] for r in rs if r in unc), default=None) for rs in out["ranks"]]
+        return out
+
+    @_memo
+    def links(self) -> pd.DataFrame:
+        """Per collective and link kind (intra-host, cross-host): traffic, time and busbw."""
+        from viewer.analyses import links
+
+        return links.link_ops(self.tables)
+
+    @_memo
+    def links_by_size(self) -> pd.DataFrame:
+        """Intra-host and cross-host traffic and busbw per op size."""
+        from viewer.analyses import links
+
+        return links.by_size(self.links())
+
+    @_memo
+    def cross_link_cost(self) -> pd.DataFrame:
+        """Per rank: time per step the cross-host link carried its collectives and left it waiting."""
+        from viewer.analyses import links
+
+        return links.cross_link_cost(self.tables, self.links())
 
     @_memo
     def root_causes(self) -> pd.DataFrame:

@@ -48,7 +48,7 @@ def analyses(run, peak_busbw_gbps=None) -> dict:
 
     return {
         "negotiations": stragglers.per_tensor(neg),
-        "stragglers": run.stragglers(),
+        "stragglers": with_hosts(run.stragglers(), run.ranks),
         "fused_ops": fill,
         "fusion": fusion.fusion_summary(fill),
         "tensor_sizes": run.tensor_sizes(),
@@ -57,13 +57,26 @@ def analyses(run, peak_busbw_gbps=None) -> dict:
         "bandwidth": run.bandwidth_by_size(peak_busbw_gbps),
         "alpha_beta": communication.alpha_beta_fit(bw),
         "breakdown": run.breakdown(),
-        "breakdown_by_rank": breakdown.breakdown_by_rank(run.breakdown()),
+        "breakdown_by_rank": with_hosts(breakdown.breakdown_by_rank(run.breakdown()), run.ranks),
         "hangs": hang_df,
         "hangs_by_rank": hangs.hangs_by_rank(hang_df),
         "root_cause": run.root_causes(),
         "critical_path": run.critical_path(),
+        "links": run.links_by_size(),
+        "cross_link": run.cross_link_cost(),
+        "late_hosts": run.late_hosts(),
         "findings": run.findings(peak_busbw_gbps),
     }
+
+
+def with_hosts(df, ranks):
+    """``df`` (one row per rank) with each rank's ``host`` after its ``rank`` column (None when unknown)."""
+    from viewer.analyses import links
+
+    host = links.hosts_of(ranks)
+    out = df.copy()
+    out.insert(1 if "rank" in out else 0, "host", [host.get(int(r)) for r in out["rank"]] if len(out) else [])
+    return out
 
 
 def run_facts(run) -> dict:
@@ -130,6 +143,9 @@ def build_summary(run, top: int = 10, tables: dict | None = None, steps: bool = 
         "root_cause": [{**r, "counters": [_clean_dict(c) for c in r["counters"] or []]}
                        for r in records(t["root_cause"])],
         "critical_path": records(slowest_paths(t["critical_path"], top)),
+        "links": records(t["links"]),
+        "cross_link": records(t["cross_link"]),
+        "late_hosts": records(t["late_hosts"]),
         **extra,
     }
 

@@ -55,11 +55,14 @@ def print_summary(data: dict, tables: dict, top: int = 10, console=None) -> None
         fnd.add_row("", "", "nothing stands out")
     con.print(fnd)
 
+    hosted = len(run.get("hosts") or {}) > 1
     st = Table(title="Stragglers (who was last to submit)", title_justify="left")
-    for c in ("rank", "negotiations", "last", "% last", "wait imposed", "per step", "median lateness"):
+    for c in ("rank", *(("host",) if hosted else ()), "negotiations", "last", "% last", "wait imposed", "per step",
+              "median lateness"):
         st.add_column(c, justify="right")
     for r in data["stragglers"]:
-        st.add_row(str(r["rank"]), str(r["negotiations"]), str(r["times_last"]), f"{r['pct_last']:.0f}",
+        st.add_row(str(r["rank"]), *((str(r.get("host") or "–"),) if hosted else ()), str(r["negotiations"]),
+                   str(r["times_last"]), f"{r['pct_last']:.0f}",
                    _ns(r["wait_imposed_ns"]), _ns(r["wait_imposed_per_step_ns"]) if r["steps"] else "–",
                    _ns(r["median_lateness_ns"]))
     if data["stragglers"]:
@@ -89,6 +92,7 @@ def print_summary(data: dict, tables: dict, top: int = 10, console=None) -> None
     if data["bandwidth"]:
         con.print(bw)
 
+    _print_links(con, data.get("links") or [], data.get("cross_link") or [])
     _print_breakdown(con, data["breakdown"][:top])
     _print_root_causes(con, data["root_cause"])
 
@@ -99,6 +103,30 @@ def print_summary(data: dict, tables: dict, top: int = 10, console=None) -> None
         for r in data["hangs_by_rank"]:
             h.add_row(str(r["rank"]), str(r["tensors"]), str(r["first_step"]), ", ".join(r["names"][:3]))
         con.print(h)
+
+
+def _print_links(con, rows, cost) -> None:
+    from rich.table import Table
+
+    if not rows:
+        return
+    t = Table(title="Links: intra-host and cross-host traffic by op size (busbw in Gbit/s; a flat ring's hops "
+                    "all run at its slowest link's pace)", title_justify="left")
+    for c in ("size", "link", "phase", "ops", "traffic", "time µs", "busbw", "busbw max"):
+        t.add_column(c, justify="right")
+    for r in rows:
+        t.add_row(fmt_bytes(r["size_bytes"]), r["link"], r["phase"], str(r["ops"]), fmt_bytes(r["traffic_bytes"]),
+                  _num(r["time_us"], "{:.1f}"), _num(None if r["busbw_gbps"] is None else 8 * r["busbw_gbps"]),
+                  _num(None if r["busbw_max_gbps"] is None else 8 * r["busbw_max_gbps"]))
+    con.print(t)
+    if cost:
+        c = Table(title="What the cross-host link cost, mean per step", title_justify="left")
+        for col in ("rank", "host", "step", "link busy", "of which waited on", "share"):
+            c.add_column(col, justify="right")
+        for r in cost:
+            c.add_row(str(r["rank"]), str(r["host"]), _ns(r["step_ns"]), _ns(r["cross_ns"]),
+                      _ns(r["exposed_cross_ns"]), f"{r['share_pct']:.0f} %")
+        con.print(c)
 
 
 def _ms(v) -> str:

@@ -34,20 +34,27 @@ class _Op:
 
 def write_run(out: Path, size: int = 4, steps: int = 12, slow: dict | None = None, phases: bool = True,
               noise: float = 0.05, seed: int = 0, counters: dict | None = None, comm_ms: float = 2.0,
-              gap_ms: dict | None = None) -> Path:
+              gap_ms: dict | None = None, hosts: list[str] | None = None,
+              cross_frac: float | None = None) -> Path:
     """Write ``size`` rank traces into ``out`` and return it.
 
     ``slow``: ``{rank: {phase: extra_ms}}`` (phase one of BASE's keys); ``phases``: False writes no
     phase spans at all (a script without wrap_loader/watch); ``counters``: ``{rank: {name: value}}``
     counter values (cpu_pct 95, rss_mb 800 and load1 2 otherwise), sampled every 5 ms;
-    ``gap_ms``: ``{rank: ms}`` of untraced work at each step's start (no phase covers it).
+    ``gap_ms``: ``{rank: ms}`` of untraced work at each step's start (no phase covers it);
+    ``hosts``: each rank's host (run meta host, local and cross ranks); ``cross_frac``: the allreduce
+    runs hierarchically (docs/MULTIHOST.md): every rank's CROSS_HOST_ALLREDUCE of its shard (the
+    buffer over its host's ranks) takes that fraction of it, between INTRA_HOST_REDUCE and
+    INTRA_HOST_BROADCAST.
     """
     out.mkdir(parents=True, exist_ok=True)
     rnd = random.Random(seed)
     slow, counters, gap_ms = slow or {}, counters or {}, gap_ms or {}
     settings = TimelineSettings(spec=str(out) + "/", flush_interval_s=60.0)
     recs = [TimelineRecorder({"rank": r, "size": size, "backend": "ring", "fusion_threshold": 1 << 20,
-                              "format_version": V.FORMAT_VERSION}, settings, out / f"rank-{r:05d}.json")
+                              "format_version": V.FORMAT_VERSION, **_layout(hosts, r),
+                              "hierarchical_allreduce": cross_frac is not None},
+                             settings, out / f"rank-{r:05d}.json")
             for r in range(size)]
     t = [time.perf_counter_ns() + MS] * size   # every rank's step starts together
     resp = 0
@@ -78,8 +85,13 @@ def write_run(out: Path, size: int = 4, steps: int = 12, slow: dict | None = Non
                          {V.ARG_RESPONSE: resp, V.ARG_TENSORS: names, V.ARG_COUNT: len(names),
                           V.ARG_BYTES: sum(g[1] for g in GRADS), V.ARG_OP: V.ALLREDUCE, V.ARG_DTYPE: "float32",
                           V.ARG_BACKEND: "ring", V.ARG_THRESHOLD: 1 << 20, V.ARG_QUEUE_NS: int(0.1 * MS)})
+            nbytes = sum(g[1] for g in GRADS)
             rec.complete(V.TID_BACKEND, V.RING_ALLREDUCE, V.CAT_COMM, start + 1000, done - 1000,
-                         {V.ARG_RESPONSE: resp, V.ARG_BYTES: sum(g[1] for g in GRADS)})
+                         {V.ARG_RESPONSE: resp, V.ARG_BYTES: nbytes,
+                          **({V.ARG_HIERARCHICAL: True} if cross_frac is not None else {})})
+            if cross_frac is not None:
+                _hierarchical(rec, resp, nbytes, start + 1000, done - 1000, cross_frac,
+                              _layout(hosts, r).get("local_size", 1))
             rec.ops_done(ops, done)
             if phases:
                 rec.complete(V.TID_FRAMEWORK, V.OPTIMIZER_STEP, V.CAT_PHASE, bw1, end)
@@ -96,3 +108,25 @@ def write_run(out: Path, size: int = 4, steps: int = 12, slow: dict | None = Non
     for rec in recs:
         rec.close()
     return out
+
+
+def _layout(hosts, r) -> dict:
+    """Run meta of rank ``r`` on ``hosts`` (each rank's host), as the runtime writes it."""
+    if hosts is None:
+        return {}
+    names = list(dict.fromkeys(hosts))
+    mine = [k for k, h in enumerate(hosts) if h == hosts[r]]
+    return {"host": hosts[r], "local_rank": mine.index(r), "local_size": len(mine),
+            "cross_rank": names.index(hosts[r]), "cross_size": len(names)}
+
+
+def _hierarchical(rec, resp, nbytes, t0, t1, cross_frac, local_size):
+    """The three sub-phases nested in the backend span, as collectives/backends/hierarchical.py writes
+    them: reduce-scatter in the host, this rank's shard across hosts, allgather in the host."""
+    a = t0 + int((t1 - t0) * (1 - cross_frac) / 2)
+    b = t1 - int((t1 - t0) * (1 - cross_frac) / 2)
+    args = {V.ARG_RESPONSE: resp, V.ARG_BYTES: nbytes}
+    rec.complete(V.TID_BACKEND, V.INTRA_HOST_REDUCE, V.CAT_COMM, t0, a, {**args, V.ARG_LINK: V.LINK_INTRA})
+    rec.complete(V.TID_BACKEND, V.CROSS_HOST_ALLREDUCE, V.CAT_COMM, a, b,
+                 {**args, V.ARG_BYTES: nbytes // local_size, V.ARG_LINK: V.LINK_CROSS})
+    rec.complete(V.TID_BACKEND, V.INTRA_HOST_BROADCAST, V.CAT_COMM, b, t1, {**args, V.ARG_LINK: V.LINK_INTRA})

@@ -19,20 +19,42 @@ def length(intervals) -> int:
     return sum(e - s for s, e in merge(intervals))
 
 
-def intersection_length(a, b) -> int:
-    """Length of (union of a) ∩ (union of b)."""
+def intersection(a, b) -> list[tuple[int, int]]:
+    """(union of a) ∩ (union of b) as sorted, disjoint pairs."""
     a, b = merge(a), merge(b)
-    i = j = total = 0
+    i = j = 0
+    out = []
     while i < len(a) and j < len(b):
         s = max(a[i][0], b[j][0])
         e = min(a[i][1], b[j][1])
         if e > s:
-            total += e - s
+            out.append((s, e))
         if a[i][1] < b[j][1]:
             i += 1
         else:
             j += 1
-    return total
+    return out
+
+
+def intersection_length(a, b) -> int:
+    """Length of (union of a) ∩ (union of b)."""
+    return sum(e - s for s, e in intersection(a, b))
+
+
+def covered_before(merged, times):
+    """For each of ``times`` (numpy int64), the length of ``merged`` (sorted, disjoint pairs, as
+    :func:`merge` returns) before it: the length inside [t0, t1) is ``covered_before(m, t1) -
+    covered_before(m, t0)``, for many windows at once."""
+    import numpy as np
+
+    times = np.asarray(times, dtype="int64")
+    if not merged:
+        return np.zeros(len(times), dtype="int64")
+    s, e = (np.array(x, dtype="int64") for x in zip(*merged))
+    cum = np.concatenate([[0], np.cumsum(e - s)])
+    k = np.searchsorted(s, times, "right")   # intervals that started by t; only the last may run past it
+    past = np.where(k > 0, np.maximum(0, e[np.maximum(k - 1, 0)] - times), 0)
+    return cum[k] - past
 
 
 def grouped(keys, starts, ends) -> dict:

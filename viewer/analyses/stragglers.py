@@ -162,3 +162,61 @@ def late_ranks(strag, size: int, step_ns: float | None = None):
     keep = ((strag["times_last"] >= max(3, 0.25 * groups))
             & (often | dominant & (strag["pct_last"] >= 150.0 / size)) & ((per_step >= 100_000) | (share >= 2)))
     return strag.assign(per_step_ns=per_step, share_pct=share)[keep].reset_index(drop=True)
+
+
+HOST_COLUMNS = ["host", "ranks", "negotiations", "times_last", "pct_last", "wait_imposed_ns", "per_step_ns",
+                "share_pct", "median_lead_ns", "clock_uncertainty_ns", "steps"]
+
+
+def late_hosts(neg, hosts: dict, step_ns: float | None = None):
+    """The hosts whose ranks were late together: in a negotiation a host is last as a whole when its
+    first rank was ready after the last rank of every other host. Flagged (as :func:`late_ranks`
+    does for a rank) when that happened in at least half the negotiations (a 2 x 2 run does it by
+    chance in 1 in 6) and cost the others more than noise (100 µs or 2 % of the step per step).
+
+    Args:
+        neg: output of :func:`negotiations`; hosts: ``{rank: host}``; step_ns: the median step.
+    Returns:
+        DataFrame ``HOST_COLUMNS``, one row per flagged host with two or more ranks (one rank alone is
+        a rank's lateness): ``ranks`` (list), ``wait_imposed_ns`` (union of the intervals from the
+        other hosts' last rank to this host's last), ``per_step_ns``, ``share_pct`` (of the step),
+        ``median_lead_ns`` (how far, at the median, the host's first rank came after the others' last)
+        and ``clock_uncertainty_ns`` (the largest clock-offset uncertainty among the host's ranks;
+        filled by the caller, NA here).
+    """
+    import numpy as np
+    import pandas as pd
+
+    empty = pd.DataFrame({c: pd.Series(dtype="object") for c in HOST_COLUMNS})
+    if neg is None or not len(neg) or len(set(hosts.values())) < 2:
+        return empty
+    df = neg[neg["rank"].isin(list(hosts))]
+    df = df.assign(host=[hosts[int(r)] for r in df["rank"]],
+                   key=df["step"].where(df["step"] >= 0, df["occurrence"]))
+    per = df.groupby(["tensor", "key", "host"], sort=False)["ready_ns"].agg(["min", "max"]).reset_index()
+    n_groups = int(df.groupby(["tensor", "key"]).ngroups)
+    steps = df["step"].where(df["step"] >= 0, df["occurrence"])
+    n_steps = max(int(steps.nunique()), 1)
+    steps_known = bool((df["step"] >= 0).any())
+    size = {h: sorted(r for r, x in hosts.items() if x == h) for h in set(hosts.values())}
+    rows = []
+    for h, ranks in sorted(size.items()):
+        if len(ranks) < 2:
+            continue
+        mine = per[per["host"] == h].set_index(["tensor", "key"])
+        others = per[per["host"] != h].groupby(["tensor", "key"])["max"].max()
+        both = mine.join(others.rename("others_last"), how="inner")
+        last = both[both["min"] > both["others_last"]]
+        if not len(last):
+            continue
+        waits = intervals.length(zip(last["others_last"], last["max"]))
+        per_step = waits / n_steps if steps_known else float(waits)
+        share = 100.0 * per_step / step_ns if step_ns and steps_known else 0.0
+        pct = 100.0 * len(last) / n_groups
+        if len(last) >= 3 and pct >= 50.0 and (per_step >= 100_000 or share >= 2):
+            rows.append({"host": h, "ranks": ranks, "negotiations": n_groups, "times_last": int(len(last)),
+                         "pct_last": pct, "wait_imposed_ns": int(waits), "per_step_ns": per_step,
+                         "share_pct": share,
+                         "median_lead_ns": float(np.median(last["min"] - last["others_last"])),
+                         "clock_uncertainty_ns": pd.NA, "steps": n_steps if steps_known else 0})
+    return pd.DataFrame(rows, columns=HOST_COLUMNS) if rows else empty

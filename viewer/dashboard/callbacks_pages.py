@@ -39,6 +39,19 @@ def headline_cards(view, peak=None):
     ], className="cards")
 
 
+def links_block(view) -> list:
+    """On two or more hosts: intra-host and cross-host traffic and busbw per op size."""
+    links = view.run.links_by_size()
+    if not len(links):
+        return []
+    shown = links.assign(busbw_gbit=links["busbw_gbps"] * 8, busbw_max_gbit=links["busbw_max_gbps"] * 8).drop(
+        columns=["busbw_gbps", "busbw_max_gbps"])
+    fmts = {"size_bytes": "{:,}", "traffic_bytes": "{:,}", "time_us": "{:,.1f}", "busbw_gbit": "{:.3f}",
+            "busbw_max_gbit": "{:.3f}"}
+    return [html.H3("Intra-host and cross-host links (busbw in Gbit/s; a flat ring's hops all run at its "
+                    "slowest link's pace)"), table(shown, fmts, max_rows=60, table_id="comm-links-table")]
+
+
 def register(app, ctx):
     @app.callback(Output("overview-body", "children"), Input("tabs", "value"), Input("run-a", "value"))
     def overview(tab, run_id):
@@ -63,8 +76,8 @@ def register(app, ctx):
     def negotiation(tab, run_id):
         view = _view(ctx, tab, "negotiation", run_id)
         waits = derive.tensor_waits(view.late)
-        return (fig_negotiation.lateness_heatmap(derive.lateness_matrix(view.late)),
-                fig_negotiation.times_last_bar(view.stragglers),
+        return (fig_negotiation.lateness_heatmap(derive.lateness_matrix(view.late), view.hosts),
+                fig_negotiation.times_last_bar(view.stragglers, view.hosts),
                 table(waits, {"mean_wait_ms": "{:,.3f}", "max_wait_ms": "{:,.3f}"}, table_id="neg-wait-table"))
 
     @app.callback(Output("fus-facts", "children"), Output("fus-fill", "figure"), Output("fus-count", "figure"),
@@ -87,7 +100,8 @@ def register(app, ctx):
         best = float(comm["busbw"].max()) if len(comm) else None
         fig = fig_comm.busbw_figure(comm, derive.alpha_beta(comm), peak or best, peak_given=bool(peak))
         fmts = {"time_us": "{:,.1f}", "algbw": "{:.3f}", "busbw": "{:.3f}", "size": "{:,}", "count": "{:,}"}
-        return fig, table(derive.nccl_table(comm), fmts, max_rows=40, table_id="comm-nccl-table")
+        return fig, [table(derive.nccl_table(comm), fmts, max_rows=40, table_id="comm-nccl-table"),
+                     *links_block(view)]
 
     @app.callback(Output("cmp-body", "children"), Output("cmp-stragglers", "figure"),
                   Output("cmp-fusion", "figure"), Output("cmp-bandwidth", "figure"),

@@ -7,10 +7,12 @@ import plotly.graph_objects as go
 MAX_STEP_COLUMNS = 600
 
 
-def lateness_heatmap(matrix) -> go.Figure:
+def lateness_heatmap(matrix, hosts: dict | None = None) -> go.Figure:
     """Heatmap of mean lateness (ms) behind the first ready rank; rows ranks, columns steps.
 
     More than MAX_STEP_COLUMNS steps are binned (each column then shows the first step of its bin).
+    With ``hosts`` (``{rank: host}``, two or more hosts) each row names its host and a rule separates
+    ranks of different hosts.
     """
     fig = go.Figure()
     if matrix is None or matrix.empty:
@@ -25,27 +27,39 @@ def lateness_heatmap(matrix) -> go.Figure:
         z = np.nanmean(np.pad(z, ((0, 0), (0, pad)), constant_values=np.nan).reshape(len(z), -1, k), axis=2)
         steps = steps[::k]
     ranks = [int(r) for r in matrix.index]
+    hosts = hosts if hosts and len(set(hosts.values())) > 1 else {}
+    on = [hosts.get(r) or "?" for r in ranks]
     fig.add_trace(go.Heatmap(
         z=z, x=steps, y=ranks, colorscale="Reds", colorbar={"title": "ms late"},
-        hovertemplate="rank %{y} · step %{x}<br>%{z:.3f} ms behind the first rank<extra></extra>",
+        customdata=[[h] * z.shape[1] for h in on] if hosts else None,
+        hovertemplate="rank %{y}" + (" on %{customdata}" if hosts else "")
+        + " · step %{x}<br>%{z:.3f} ms behind the first rank<extra></extra>",
         xgap=0, ygap=1))
+    for (a, ha), (b, hb) in zip(zip(ranks, on), zip(ranks[1:], on[1:])):
+        if hosts and ha != hb:
+            fig.add_shape(type="line", xref="paper", yref="y", x0=0, x1=1, y0=(a + b) / 2, y1=(a + b) / 2,
+                          line={"color": "#222", "width": 2}, name=f"host-rule-{hb}")
     fig.update_layout(
         title={"text": "Lateness behind the first ready rank (click a cell to open it on the timeline)",
                "font": {"size": 13}},
         xaxis={"title": "step (Horovod timelines: n-th negotiation)"},
-        yaxis={"title": "rank", "autorange": "reversed", "tickmode": "array", "tickvals": ranks,
+        yaxis={"title": "rank (host)" if hosts else "rank", "autorange": "reversed", "tickmode": "array",
+               "tickvals": ranks, "ticktext": [f"{r} ({h})" if hosts else str(r) for r, h in zip(ranks, on)],
                "type": "category" if len(ranks) < 2 else "linear", "dtick": 1},
-        height=max(260, 30 * len(ranks) + 140), margin={"l": 60, "r": 20, "t": 40, "b": 50},
+        height=max(260, 30 * len(ranks) + 140), margin={"l": 80 if hosts else 60, "r": 20, "t": 40, "b": 50},
         template="plotly_white")
     return fig
 
 
-def times_last_bar(last) -> go.Figure:
-    """Per rank: share of negotiations in which it was last, with the wait it imposed."""
+def times_last_bar(last, hosts: dict | None = None) -> go.Figure:
+    """Per rank: share of negotiations in which it was last, with the wait it imposed (and its host
+    when ``hosts`` names two or more)."""
     fig = go.Figure()
+    hosts = hosts if hosts and len(set(hosts.values())) > 1 else {}
     if last is not None and len(last):
         fig.add_trace(go.Bar(
-            x=[f"rank {int(r)}" for r in last["rank"]], y=last["share_last"] * 100,
+            x=[f"rank {int(r)}" + (f" ({hosts.get(int(r), '?')})" if hosts else "") for r in last["rank"]],
+            y=last["share_last"] * 100,
             marker_color="#e45756", customdata=np.c_[last["times_last"], last["wait_imposed_ms"]],
             hovertemplate="%{x}: last in %{customdata[0]} negotiations (%{y:.1f} %)<br>"
                           "imposed %{customdata[1]:.1f} ms of waiting on the others<extra></extra>"))

@@ -21,6 +21,7 @@ def run_facts(view) -> list[tuple[str, str]]:
         ("files", ", ".join(f.rsplit("/", 1)[-1] for f in files[:8]) + (" …" if len(files) > 8 else "")),
         ("format", ", ".join(formats) or "n/a"),
         ("ranks", str(derive.run_size(t))),
+        *_hosts_fact(view.hosts),
         ("backend", str(meta.get("backend") or "n/a")),
         ("fusion threshold", fmt(derive.fusion_threshold(t), "{:,} B")),
         ("cycle time", fmt(meta.get("cycle_time_ms"), "{} ms")),
@@ -28,6 +29,16 @@ def run_facts(view) -> list[tuple[str, str]]:
         ("events / tensor ops / fused ops", f"{len(ev):,} / {len(t.tensor_ops):,} / {len(t.fused_ops):,}"),
         ("truncated files / events dropped", f"{truncated} / {dropped:,}"),
     ]
+
+
+def _hosts_fact(hosts: dict) -> list[tuple[str, str]]:
+    """("hosts", "h0: ranks 0, 1; h1: ranks 2, 3") on two or more hosts, else nothing."""
+    by: dict = {}
+    for r in sorted(hosts):
+        by.setdefault(hosts[r], []).append(str(r))
+    if len(by) < 2:
+        return []
+    return [("hosts", "; ".join(f"{h}: ranks {', '.join(rs)}" for h, rs in by.items()))]
 
 
 def findings_block(view):

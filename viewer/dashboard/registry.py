@@ -85,7 +85,13 @@ class RunView:
     @cached_property
     def timeline(self):
         from viewer.dashboard.timeline_agg import TimelineIndex
-        return TimelineIndex(self.tables.events)
+        return TimelineIndex(self.tables.events, self.hosts)
+
+    @cached_property
+    def hosts(self) -> dict:
+        """``{rank: host}`` where the traces name the host."""
+        from viewer.analyses.links import hosts_of
+        return hosts_of(self.tables.ranks)
 
     @cached_property
     def step_spans(self):

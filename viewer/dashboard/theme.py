@@ -18,6 +18,8 @@ PHASES = {
     "COMM": "#4c78a8",
     "REDUCE_SCATTER": "#54a24b",
     "ALLGATHER": "#88d27a",
+    "INTRA_HOST": "#9ecae9",     # hierarchical allreduce: reduce and broadcast within a host
+    "CROSS_HOST": "#d62728",     # hierarchical allreduce: the allreduce across hosts
     "CYCLE": "#9d755d",
     "GPU NCCL": "#1f3d7a",
     "GPU kernel": "#2ca02c",
@@ -40,6 +42,7 @@ _EXACT = {
     "MEMCPY_IN_FUSION_BUFFER": "MEMCPY_IN", "MEMCPY_OUT_FUSION_BUFFER": "MEMCPY_OUT",
     "MEMCPY_IN_HOST_BUFFER": "MEMCPY_IN", "MEMCPY_OUT_HOST_BUFFER": "MEMCPY_OUT",
     "RING_REDUCE_SCATTER": "REDUCE_SCATTER", "RING_ALLGATHER": "ALLGATHER", "CYCLE": "CYCLE",
+    "INTRA_HOST_REDUCE": "INTRA_HOST", "INTRA_HOST_BROADCAST": "INTRA_HOST", "CROSS_HOST_ALLREDUCE": "CROSS_HOST",
 }
 
 

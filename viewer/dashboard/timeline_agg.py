@@ -38,6 +38,7 @@ class WindowView:
     t0_ns: int
     t1_ns: int
     lanes: list                      # lane labels, top to bottom
+    hosts: list = field(default_factory=list)  # each lane's host (None when unknown), parallel to lanes
     bars: dict = field(default_factory=dict)  # phase -> {"y","base","width","opacity","text"}
     n_events: int = 0                # spans overlapping the window
     n_exact: int = 0
@@ -63,10 +64,12 @@ def _lane_sort_key(key):
 
 
 class TimelineIndex:
-    """Spans of one run's events table grouped into lanes (rank, thread, depth), ready to window."""
+    """Spans of one run's events table grouped into lanes (rank, thread, depth), ready to window.
+    With ``hosts`` (``{rank: host}``) the lanes are grouped by host, hosts in order of their first rank."""
 
-    def __init__(self, events: pd.DataFrame):
+    def __init__(self, events: pd.DataFrame, hosts: dict | None = None):
         self.events = events
+        self.hosts = dict(hosts or {})
         spans = events[(events["ph"] == "X") & (events["dur_ns"] > 0)]
         self.lanes: list[Lane] = []
         if spans.empty:
@@ -89,7 +92,9 @@ class TimelineIndex:
             s, e = start[order], end[order]
             self.lanes.append(Lane(rank, thr, dep, lane_label(rank, thr, dep), s, e, phase[order],
                                    rows[order], int((e - s).max())))
-        self.lanes.sort(key=lambda ln: _lane_sort_key((ln.rank, ln.thread, ln.depth)))
+        order = {h: k for k, h in enumerate(dict.fromkeys(self.hosts[r] for r in sorted(self.hosts)))}
+        self.lanes.sort(key=lambda ln: (order.get(self.hosts.get(ln.rank), len(order)),
+                                        *_lane_sort_key((ln.rank, ln.thread, ln.depth))))
         self.t_min = int(min(ln.start[0] for ln in self.lanes))
         self.t_max = int(max(ln.end.max() for ln in self.lanes))
 
@@ -114,7 +119,8 @@ class TimelineIndex:
         if (all_vis >= min_exact).sum() > budget:   # keep only the longest spans exact
             min_exact = max(min_exact, float(np.partition(all_vis, len(all_vis) - budget)[len(all_vis) - budget]) + 1)
         while True:
-            view = WindowView(t0, t1, [ln.label for ln in lanes], n_events=n_events)
+            view = WindowView(t0, t1, [ln.label for ln in lanes], [self.hosts.get(ln.rank) for ln in lanes],
+                              n_events=n_events)
             acc = {}
             for ln, (s, e, ph, rows), v in zip(lanes, clipped, vis):
                 exact = v >= min_exact
