@@ -38,7 +38,8 @@ def _launch(out, np_, hosts, worker, backend, hierarchical):
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     run = {"results": {r: json.loads((results / f"rank-{r}.json").read_text()) for r in range(np_)},
-           "traces": {r: json.loads((trace / f"rank-{r:05d}.json").read_text()) for r in range(np_)}}
+           "traces": {r: json.loads((trace / f"rank-{r:05d}.json").read_text()) for r in range(np_)},
+           "dir": trace}
     if (results / "results.npz").exists():
         with np.load(results / "results.npz") as saved:
             run["saved"] = dict(saved)
@@ -143,6 +144,23 @@ def test_hierarchical_trace_has_the_three_phases_with_bytes(runs, backend):
         assert _meta(doc)["hierarchical_allreduce"] is False
         assert not _spans(doc, V.HIERARCHICAL_SUBPHASES)
         assert not any(e["args"].get(V.ARG_HIERARCHICAL) for e in _spans(doc, {outer_name}))
+
+
+def test_viewer_splits_the_real_runs_links_and_hierarchical_crosses_less(runs):
+    from viewer.analyses.links import link_ops
+    from viewer.run import Run
+
+    cross = {}
+    for name in ("ring-flat", "ring-hier"):
+        ops = link_ops(Run.load(runs[name]["dir"]).tables)
+        rows = ops[(ops["link"] == "cross") & (ops["algorithm"] != "direct")]
+        assert len(rows) >= 4 and (rows["busbw_gbps"] > 0).all(), (name, ops)
+        assert set(rows["algorithm"]) == {"hierarchical" if name.endswith("hier") else "ring"}
+        cross[name] = rows.groupby("op_bytes")["traffic_bytes"].sum() / rows.groupby("op_bytes").size()
+    both = cross["ring-flat"].index.intersection(cross["ring-hier"].index)
+    assert len(both) > 0
+    # 2 x 2: a flat ring's two cross hops carry 1.5 S each; hierarchical, S over each host's link
+    assert (cross["ring-hier"][both] < cross["ring-flat"][both]).all(), (cross["ring-hier"], cross["ring-flat"])
 
 
 def test_one_rank_per_host_falls_back_to_flat_and_says_so(runs):
