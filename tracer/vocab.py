@@ -201,3 +201,9 @@ def async_id(event: dict):
     if isinstance(id2, dict):
         return id2.get("local", id2.get("global"))
     return event.get("id")
+
+# ---- elastic jobs (issue 32): X spans on the framework thread, see docs/ELASTIC.md -------------
+CAT_ELASTIC = "elastic"
+ELASTIC_RESET = "ELASTIC_RESET"      # a new world's rank: from its init to the end of its first step
+ELASTIC_COMMIT = "ELASTIC_COMMIT"    # around State.commit() (args bytes, step)
+ELASTIC_RESTORE = "ELASTIC_RESTORE"  # fetching + restoring + syncing the committed state (args bytes)
