@@ -341,8 +341,6 @@ class Driver:
                 prev_hosts = gen.hosts
                 for info in out.lost:
                     self.members.lose(info.host)
-                print(f"ringscope run --elastic: generation {number}: {reset['cause']}; "
-                      f"restarting from the last commit", file=sys.stderr)
                 number += 1
         except KeyboardInterrupt:
             if self.gen is not None:
@@ -358,9 +356,15 @@ class Driver:
                   "start_epoch_ns": time.time_ns(), "end_epoch_ns": None, "end": None,
                   "step_base": base}
         if reset is not None:
-            reset.update(size_after=M.total(hosts), hosts_after=M.hosts_text(hosts),
-                         added=_added(prev_hosts or [], hosts))
+            added = _added(prev_hosts or [], hosts)
+            reset.update(size_after=M.total(hosts), hosts_after=M.hosts_text(hosts), added=added)
+            if reset["kind"] == "added":
+                reset["cause"] = "the host discovery script reported new slots: " + ", ".join(
+                    f"{a['host']} +{a['slots']}" for a in added)
             self.journal.data["resets"].append(reset)
+            print(f"ringscope run --elastic: generation {number - 1}: {reset['cause']}; "
+                  f"generation {number}: {M.total(hosts)} ranks from the last commit"
+                  f" (trace step {base})", file=sys.stderr)
         self.journal.data["generations"].append(record)
         gen = Generation(number, hosts, base, reset, record)
         with self.lock:
@@ -395,11 +399,9 @@ class Driver:
         if self.journal.data["generations"]:
             self.journal.data["generations"][-1]["end"] = "below_min_np"
             self.journal.write()
-        lost = ", ".join(f"rank {r['rank']} (host {r['host']}, pid {r['pid']})"
-                         for r in (reset or {}).get("lost", []))
-        print(f"ringscope run --elastic: {M.total(hosts)} slot(s) left"
-              f"{' after losing ' + lost if lost else ''}, below --min-np {self.min_np}; stopping",
-              file=sys.stderr)
+        cause = f"{reset['cause']}; " if reset else ""
+        print(f"ringscope run --elastic: {cause}{M.total(hosts)} slot(s) left, below --min-np "
+              f"{self.min_np}; stopping", file=sys.stderr)
         return 1
 
 

@@ -3,7 +3,7 @@ with DistributedOptimizer, ElasticSampler and TorchState, committing every few s
 
 Rank 0 appends one JSON line per step (and per commit) to ``--log``. ``--kill-rank R
 --kill-at-step S`` SIGKILLs rank R of generation 0 after its S-th step; ``--touch FILE
---touch-at-step S`` makes rank 0 of generation 0 create FILE after step S (a discovery script can
+--touch-at-step S`` makes rank 0 create FILE after step S (a discovery script can
 then report more slots).
 """
 from __future__ import annotations
