@@ -27,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,8 @@ from collectives.elastic import membership as M
 from collectives.elastic import protocol
 from collectives.elastic.journal import Journal, gen_dir
 
+Build = Callable[[argparse.Namespace], tuple[list[str], dict[str, str]]]   # launcher.build
+Reset = dict[str, Any]      # one record of elastic.json's "resets"
 GRACE_S = 0.2          # ranks whose connections close this soon after a first death died with it
 STOP_WAIT_S = 3.0      # SIGTERM (ranks finish their timelines) before SIGKILL
 LOCAL_NAMES = {"localhost", "127.0.0.1", socket.gethostname()}
@@ -87,7 +90,7 @@ class Outcome:
 
 
 class Driver:
-    def __init__(self, ns: argparse.Namespace, members: M.Membership, build):
+    def __init__(self, ns: argparse.Namespace, members: M.Membership, build: Build):
         self.ns = ns
         self.members = members
         self.build = build                   # launcher.build(ns) -> (cmd, env)
@@ -135,9 +138,9 @@ class Driver:
                     return
                 if msg["op"] == "register":
                     who = self._register(msg)
-                    if who is None:
-                        protocol.send(sock, {"op": "error", "error": "not this job's generation"})
-                        return
+                if who is None:   # a stale generation's rank, or not a rank at all
+                    protocol.send(sock, {"op": "error", "error": "not a rank of this generation"})
+                    return
                 reply, out = self._handle(who, msg, payload)
                 protocol.send(sock, reply, out)
         except (OSError, protocol.ProtocolError, ValueError, KeyError):
@@ -176,7 +179,7 @@ class Driver:
                 gen.reset["reformed_epoch_ns"] = time.time_ns()
             return gen, r
 
-    def _handle(self, who, msg: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
+    def _handle(self, who: tuple[Generation, int], msg: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
         gen, r = who
         op, now = msg["op"], time.time_ns()
         with self.lock:
@@ -315,6 +318,7 @@ class Driver:
 
     # ---- the job ---------------------------------------------------------------------------------
     def main(self) -> int:
+        signal.signal(signal.SIGTERM, _interrupt)   # a stopped driver stops its world too
         threading.Thread(target=self._accept, daemon=True).start()
         if self.members.discovery_script:
             threading.Thread(target=self._discover, daemon=True).start()
@@ -350,7 +354,8 @@ class Driver:
             self._stop_threads.set()
             self.server.close()
 
-    def _new_generation(self, number: int, hosts: M.Hosts, reset, prev_hosts) -> Generation:
+    def _new_generation(self, number: int, hosts: M.Hosts, reset: Reset | None,
+                        prev_hosts: M.Hosts | None) -> Generation:
         base = max(self.commit_step or 0, 0)
         record = {"generation": number, "size": M.total(hosts), "hosts": M.hosts_text(hosts),
                   "start_epoch_ns": time.time_ns(), "end_epoch_ns": None, "end": None,
@@ -395,7 +400,7 @@ class Driver:
                 "relaunched_epoch_ns": None, "reformed_epoch_ns": None, "restored_epoch_ns": None,
                 "first_step_end_epoch_ns": None}
 
-    def _below_min(self, hosts: M.Hosts, reset) -> int:
+    def _below_min(self, hosts: M.Hosts, reset: Reset | None) -> int:
         if self.journal.data["generations"]:
             self.journal.data["generations"][-1]["end"] = "below_min_np"
             self.journal.write()
@@ -419,6 +424,10 @@ def _guarded(cmd: list[str], np: int) -> list[str]:
     return [cmd[0], "-disable-auto-cleanup", *cmd[1:at], sys.executable, str(GUARD), *cmd[at:]]
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def _signal(pid: int, sig: int) -> bool:
     """Send ``sig`` to ``pid``; False when no such process is left."""
     try:
@@ -435,7 +444,7 @@ def _added(before: M.Hosts, after: M.Hosts) -> list[dict[str, Any]]:
     return [{"host": h, "slots": n - old.get(h, 0)} for h, n in after if n > old.get(h, 0)]
 
 
-def run(ns: argparse.Namespace, build) -> int:
+def run(ns: argparse.Namespace, build: Build) -> int:
     """Run the elastic job of ``ringscope run --elastic`` (options parsed by the launcher)."""
     try:
         if ns.host_discovery_script:

@@ -56,7 +56,7 @@ def report(rank: int, pid: int, status: int) -> bool:
 def main(argv: list[str]) -> int:
     child = subprocess.Popen(argv, close_fds=False, preexec_fn=_die_with_parent)  # keeps PMI's fd
 
-    def forward(signum, frame):
+    def forward(signum: int, frame: object) -> None:
         if child.poll() is None:
             child.send_signal(signum)
         else:

@@ -8,7 +8,7 @@ reset (``from_bytes`` on rank 0, then ``sync()``); the commit returns only once 
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import tracer
@@ -46,7 +46,7 @@ class State:
         self._rank = get_rank
         self._reset_callbacks: list[Callable[[], None]] = []
 
-    def register_reset_callbacks(self, callbacks) -> None:
+    def register_reset_callbacks(self, callbacks: Iterable[Callable[[], None]]) -> None:
         """Functions called after every reset (a rank lost or hosts added), once the state is
         restored: e.g. scale the learning rate by the new ``hvd.size()``."""
         self._reset_callbacks.extend(callbacks)

@@ -71,6 +71,8 @@ class TorchState(ObjectState):
     """State of a torch training: ``model``, ``optimizer`` and any other keyword arguments,
     each exposed as an attribute."""
 
+    _handlers: dict[str, _Handler]
+
     def __init__(self, model: torch.nn.Module | None = None,
                  optimizer: torch.optim.Optimizer | None = None, **kwargs: Any):
         kwargs.update(model=model, optimizer=optimizer)
