@@ -139,6 +139,8 @@ def test_slot_added_by_discovery_joins_at_the_next_commit(tmp_path):
     assert log[-1]["step"] == 30
     assert log[-1]["w"] == pytest.approx(0.15 * last0 + 0.2 * (30 - last0))
     assert log[-1]["resets"] == [3], "the reset callbacks ran once, with the new size"
+    # the process set the callback made again spans the new world's even ranks
+    assert {(x["gen"], tuple(x["evens"]), x["n_evens"]) for x in log} == {(0, (0,), 1), (1, (0, 2), 2)}
     for p in (tmp_path / "tl" / "gen-001").iterdir():
         (ev,) = events(p, "ELASTIC_RESET")
         assert ev["args"]["kind"] == "added" and ev["args"]["added"] == reset["added"]

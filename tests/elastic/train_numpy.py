@@ -1,7 +1,9 @@
 """An elastic numpy job for the tests: an ObjectState ``w`` moved each step by the average of the
 ranks' ``rank + 1`` (so the world size at each step shows in the result), committed every few
-steps. Rank 0 appends one JSON line per step to ``--log``; ``--kill-rank``/``--kill-at-step`` and
-``--touch``/``--touch-at-step`` as in train_elastic.py (the kill only in generation 0).
+steps; a process set of the even ranks, made again for each world by a reset callback, sums a
+one over its ranks every step. Rank 0 appends one JSON line per step to ``--log``;
+``--kill-rank``/``--kill-at-step`` and ``--touch``/``--touch-at-step`` as in train_elastic.py
+(the kill only in generation 0).
 """
 from __future__ import annotations
 
@@ -31,7 +33,18 @@ hvd.init()
 generation = int(os.environ.get("RINGSCOPE_ELASTIC_GENERATION", "0"))
 state = hvd.elastic.ObjectState(step=0, w=np.zeros(4))
 resets = []
-state.register_reset_callbacks([lambda: resets.append(hvd.size())])
+evens = hvd.add_process_set(list(range(0, hvd.size(), 2)))
+
+
+def remake_process_sets() -> None:
+    """Horovod's pattern: a reset callback makes the process sets again for the new world."""
+    global evens
+    hvd.remove_process_set(evens)
+    evens = hvd.add_process_set(list(range(0, hvd.size(), 2)))
+    resets.append(hvd.size())
+
+
+state.register_reset_callbacks([remake_process_sets])
 log = open(args.log, "a") if hvd.rank() == 0 else None
 
 
@@ -42,9 +55,12 @@ def train(state) -> None:
         state.w = state.w + 0.1 * g
         state.step += 1
         hvd.mark_step()
+        n_evens = (hvd.allreduce(np.ones(1), name="evens", op=hvd.Sum, process_set=evens)[0]
+                   if hvd.rank() in evens.ranks else None)
         if log is not None:
             log.write(json.dumps({"gen": generation, "size": hvd.size(), "step": state.step,
-                                  "w": float(state.w[0]), "resets": resets}) + "\n")
+                                  "w": float(state.w[0]), "resets": resets,
+                                  "evens": evens.ranks, "n_evens": n_evens}) + "\n")
             log.flush()
         if generation == 0 and hvd.rank() == args.kill_rank and state.step == args.kill_at_step:
             os.kill(os.getpid(), signal.SIGKILL)
