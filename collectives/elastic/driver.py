@@ -238,7 +238,8 @@ class Driver:
         cmd = _guarded(cmd, ns.np)
         env.update({protocol.ENV_DRIVER: self.address, protocol.ENV_GENERATION: str(gen.number),
                     protocol.ENV_STEP_BASE: str(gen.step_base)})
-        gen.proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+        gen.proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.PIPE)
+        threading.Thread(target=_forward, args=(gen, gen.proc.stdout), daemon=True).start()
 
     def _stop(self, gen: Generation) -> None:
         """End what is left of a world: SIGTERM to its ranks on this host (they finish their
@@ -422,6 +423,35 @@ def _guarded(cmd: list[str], np: int) -> list[str]:
     while at < len(cmd) and cmd[at].startswith("-"):   # -hosts, -launcher ... and their values
         at += 2
     return [cmd[0], "-disable-auto-cleanup", *cmd[1:at], sys.executable, str(GUARD), *cmd[at:]]
+
+
+# what mpiexec prints on stdout when a process of a world ends by a signal: after the driver
+# stopped the world on purpose it only misleads ("a problem with your application")
+_BANNER = (b"YOUR APPLICATION TERMINATED WITH THE EXIT STRING", b"This typically refers to a problem",
+           b"Please see the FAQ page", b"=====", b"=   ")
+
+
+def _forward(gen: Generation, src: Any) -> None:
+    """Pass mpiexec's stdout (the ranks' output) on as it comes; once the driver is stopping the
+    world, whole lines, without mpiexec's termination banner."""
+    out = sys.stdout.buffer
+    pending = b""
+    while True:
+        chunk = os.read(src.fileno(), 65536)
+        if not chunk:
+            break
+        if not gen.stopping:
+            out.write(chunk)
+            out.flush()
+            continue
+        *whole, pending = (pending + chunk).split(b"\n")
+        kept = [line for line in whole if line.strip() and not line.startswith(_BANNER)]
+        if kept:
+            out.write(b"\n".join(kept) + b"\n")
+            out.flush()
+    if pending and not pending.startswith(_BANNER):
+        out.write(pending)
+        out.flush()
 
 
 def _interrupt(signum: int, frame: object) -> None:
