@@ -479,10 +479,13 @@ def run(ns: argparse.Namespace, build: Build) -> int:
     try:
         if ns.host_discovery_script:
             members = M.Membership(discovery_script=ns.host_discovery_script)
+        elif ns.cluster:   # -H's hosts, or every host of the rehearsal cluster
+            from collectives.cluster import check_hosts
+            members = M.Membership(M.parse_hosts(check_hosts(ns.hosts), "--cluster"))
         else:
             members = M.Membership(M.parse_hosts(ns.hosts, "-H") if ns.hosts
                                    else [("localhost", ns.np)])
-    except M.MembershipError as exc:
+    except (M.MembershipError, RuntimeError) as exc:   # RuntimeError: cluster.ClusterError
         print(f"ringscope run: {exc}", file=sys.stderr)
         return 2
     return Driver(ns, members, build).main()
