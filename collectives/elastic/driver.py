@@ -108,14 +108,11 @@ class Driver:
         self.hosts_updated = False
         self.discovery_interval = _env_float("RINGSCOPE_ELASTIC_DISCOVERY_INTERVAL", 1.0)
         self.register_timeout = _env_float("RINGSCOPE_ELASTIC_REGISTER_TIMEOUT", 300.0)
-        local = all(h in LOCAL_NAMES for h, _ in members.available())
-        self.server = socket.create_server(("127.0.0.1" if local and not ns.cluster else "", 0))
-        port = self.server.getsockname()[1]
-        if ns.cluster:
-            from collectives.cluster import GATEWAY
-            self.address = f"{GATEWAY}:{port}"
-        else:
-            self.address = f"{'127.0.0.1' if local else socket.gethostname()}:{port}"
+        # only this host's ranks may reach the control socket unless other hosts can join
+        local = (not members.discovery_script and not ns.cluster
+                 and all(h in LOCAL_NAMES for h, _ in members.available()))
+        self.server = socket.create_server(("127.0.0.1" if local else "", 0))
+        self.port = self.server.getsockname()[1]
         self._stop_threads = threading.Event()
 
     # ---- the control socket ----------------------------------------------------------------------
@@ -236,10 +233,17 @@ class Driver:
         ns.timeline = str(gen_dir(self.root, gen.number)) + "/" if self.root else None
         cmd, env = self.build(ns)
         cmd = _guarded(cmd, ns.np)
-        env.update({protocol.ENV_DRIVER: self.address, protocol.ENV_GENERATION: str(gen.number),
+        env.update({protocol.ENV_DRIVER: self._address(local), protocol.ENV_GENERATION: str(gen.number),
                     protocol.ENV_STEP_BASE: str(gen.step_base)})
         gen.proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.PIPE)
         threading.Thread(target=_forward, args=(gen, gen.proc.stdout), daemon=True).start()
+
+    def _address(self, local: bool) -> str:
+        """Where a world's ranks find the control socket."""
+        if self.ns.cluster:
+            from collectives.cluster import GATEWAY  # this machine, as the namespaced hosts see it
+            return f"{GATEWAY}:{self.port}"
+        return f"{'127.0.0.1' if local else socket.gethostname()}:{self.port}"
 
     def _stop(self, gen: Generation) -> None:
         """End what is left of a world: SIGTERM to its ranks on this host (they finish their
