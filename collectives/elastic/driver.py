@@ -56,6 +56,7 @@ class RankInfo:
     host: str            # the slot's host, as in the membership
     pid: int
     goodbye: str | None = None
+    goodbye_ns: int = 0
     detail: str = ""
     how: str = ""        # the guard's word on how it ended: "killed by signal 9"
     died_ns: int | None = None
@@ -206,6 +207,7 @@ class Driver:
                 info = gen.ranks.get(r)
                 if info is not None and info.goodbye is None:
                     info.goodbye, info.detail = str(msg.get("reason")), str(msg.get("detail") or "")
+                    info.goodbye_ns = now
             return {"op": "ok"}, b""
 
     def _discover(self) -> None:
@@ -291,12 +293,18 @@ class Driver:
                         first_death, grace_end = ev[3], time.monotonic() + GRACE_S
             with self.lock:
                 ranks = list(gen.ranks.values())
-            if first_death is not None and (time.monotonic() >= grace_end
-                                            or any(i.goodbye == "abort" for i in ranks)):
+            # a rank that aborts (an error of the job) says so first; MPI_Abort then kills the
+            # others, and those deaths are not lost slots
+            abort_ns = min((i.goodbye_ns for i in ranks if i.goodbye == "abort"), default=None)
+            if first_death is not None and (time.monotonic() >= grace_end or abort_ns is not None):
                 detected = time.time_ns()
-                lost = [i for i in ranks if i.died_ns is not None]
+                lost = [i for i in ranks if i.died_ns is not None
+                        and (abort_ns is None or i.died_ns < abort_ns)]
                 self._stop(gen)
-                return Outcome("failure", lost=lost, failed_ns=first_death, detected_ns=detected)
+                if not lost:
+                    return Outcome("error", 1, message=_aborted(ranks))
+                return Outcome("failure", lost=lost, failed_ns=min(i.died_ns or 0 for i in lost),
+                               detected_ns=detected)
             if ev is not None:
                 continue
             rc = gen.proc.poll() if gen.proc else 0
@@ -316,10 +324,10 @@ class Driver:
                                detected_ns=time.time_ns())
             if len(ranks) == gen.size and reasons == {"done"}:
                 return Outcome("done", rc)
-            aborted = sorted((i.rank, i.detail) for i in ranks if i.goodbye == "abort")
-            why = (f"rank {aborted[0][0]} failed: {aborted[0][1] or 'see its error above'}"
-                   if aborted else f"{len(ranks)} of {gen.size} ranks registered")
-            return Outcome("error", rc or 1, message=f"mpiexec exited with status {rc} ({why})")
+            if any(i.goodbye == "abort" for i in ranks):
+                return Outcome("error", rc or 1, message=_aborted(ranks))
+            return Outcome("error", rc or 1, message=f"mpiexec exited with status {rc} "
+                           f"({len(ranks)} of {gen.size} ranks registered)")
 
     # ---- the job ---------------------------------------------------------------------------------
     def main(self) -> int:
@@ -456,6 +464,12 @@ def _forward(gen: Generation, src: Any) -> None:
     if pending and not pending.startswith(_BANNER):
         out.write(pending)
         out.flush()
+
+
+def _aborted(ranks: list[RankInfo]) -> str:
+    """The first rank that aborted, and why."""
+    first = min((i for i in ranks if i.goodbye == "abort"), key=lambda i: i.goodbye_ns)
+    return f"rank {first.rank} failed: {first.detail or 'see its error above'}"
 
 
 def _interrupt(signum: int, frame: object) -> None:

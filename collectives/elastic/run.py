@@ -17,7 +17,7 @@ from typing import Any
 import tracer
 from collectives.elastic import worker
 from collectives.elastic.state import State
-from collectives.exceptions import HorovodInternalError, HostsUpdatedInterrupt
+from collectives.exceptions import HostsUpdatedInterrupt
 from tracer import vocab
 
 
@@ -39,7 +39,7 @@ def run(func: Callable[..., Any]) -> Callable[..., Any]:
         except HostsUpdatedInterrupt:
             conn.goodbye("hosts_updated")
             raise SystemExit(0) from None
-        except HorovodInternalError as exc:   # a collective failed: the driver decides what next
+        except Exception as exc:   # an error of the job, not a lost rank: the driver stops it
             conn.goodbye("abort", f"{type(exc).__name__}: {exc}")
             raise
         conn.goodbye("done")

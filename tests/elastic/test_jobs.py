@@ -157,3 +157,14 @@ def test_job_below_min_np_stops_with_one_line(tmp_path):
     assert ours[0].endswith("killed by signal 9 (SIGKILL); 1 slot(s) left, below --min-np 2; stopping")
     journal = json.loads((tmp_path / "tl" / "elastic.json").read_text())
     assert [g["end"] for g in journal["generations"]] == ["below_min_np"]
+
+
+def test_an_error_of_the_job_is_not_a_reset(tmp_path):
+    rc, out = elastic(["-np", 2, "--min-np", 1, "--timeline", f"{tmp_path}/tl/",
+                       HERE / "train_numpy.py", "--log", tmp_path / "log.jsonl", "--steps", 20,
+                       "--raise-at-step", 3], timeout=120)
+    assert rc == 1
+    ours = [x for x in out.splitlines() if x.startswith("ringscope run")]
+    assert ours == ["ringscope run --elastic: generation 0: rank 1 failed: ValueError: bad batch at step 3"]
+    journal = json.loads((tmp_path / "tl" / "elastic.json").read_text())
+    assert [g["end"] for g in journal["generations"]] == ["failure"] and journal["resets"] == []

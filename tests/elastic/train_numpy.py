@@ -25,6 +25,7 @@ p.add_argument("--commit-every", type=int, default=2)
 p.add_argument("--step-sleep", type=float, default=0.0)
 p.add_argument("--kill-rank", type=int, default=-1)
 p.add_argument("--kill-at-step", type=int, default=-1)
+p.add_argument("--raise-at-step", type=int, default=-1)   # rank 1 raises ValueError there
 p.add_argument("--touch")
 p.add_argument("--touch-at-step", type=int, default=-1)
 args = p.parse_args()
@@ -64,6 +65,8 @@ def train(state) -> None:
             log.flush()
         if generation == 0 and hvd.rank() == args.kill_rank and state.step == args.kill_at_step:
             os.kill(os.getpid(), signal.SIGKILL)
+        if hvd.rank() == 1 and state.step == args.raise_at_step:
+            raise ValueError(f"bad batch at step {state.step}")
         if hvd.rank() == 0 and state.step == args.touch_at_step:
             Path(args.touch).touch()
         if args.step_sleep:
