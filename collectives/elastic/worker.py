@@ -8,6 +8,7 @@ and says goodbye before it exits on purpose.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import socket
 import threading
@@ -77,6 +78,9 @@ def connect(rank: int, size: int) -> Connection | None:
     tracer.get_recorder().set_run_meta(generation=conn.generation)
     from collectives import fatal
     fatal.ON_ABORT.append(_on_abort)
+    # a rank that ends normally, elastic.run or not, is done (it did not die): before the
+    # runtime's own exit handler (atexit runs the last registered first)
+    atexit.register(conn.goodbye, "done")
     return conn
 
 

@@ -168,3 +168,13 @@ def test_an_error_of_the_job_is_not_a_reset(tmp_path):
     assert ours == ["ringscope run --elastic: generation 0: rank 1 failed: ValueError: bad batch at step 3"]
     journal = json.loads((tmp_path / "tl" / "elastic.json").read_text())
     assert [g["end"] for g in journal["generations"]] == ["failure"] and journal["resets"] == []
+
+
+def test_a_script_without_elastic_run_ends_as_done(tmp_path):
+    script = tmp_path / "plain.py"
+    script.write_text("import numpy as np\nimport collectives as hvd\nhvd.init()\n"
+                      "hvd.allreduce(np.ones(2), name='g')\nprint('finished', hvd.rank())\n")
+    rc, out = elastic(["-np", 2, "--timeline", f"{tmp_path}/tl/", script], timeout=120)
+    assert rc == 0 and out.count("finished") == 2, out
+    journal = json.loads((tmp_path / "tl" / "elastic.json").read_text())
+    assert [g["end"] for g in journal["generations"]] == ["done"]
