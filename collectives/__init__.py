@@ -4,7 +4,7 @@ Framework-neutral (numpy) API; the torch frontend lives in ``collectives.torch``
 (:mod:`collectives.timeline`) marks regions and data-loading waits in the trace. Launch with
 ``python -m collectives.launcher -np N script.py`` (or plain ``mpiexec -n N python script.py``).
 """
-from collectives import timeline
+from collectives import elastic, timeline
 from collectives.api import (
                              allgather,
                              allgather_async,
@@ -56,5 +56,5 @@ __all__ = [
     "alltoall", "alltoall_async", "reducescatter", "reducescatter_async", "barrier", "join", "poll",
     "synchronize", "Average", "Sum", "Min", "Max", "Product", "ReduceOp", "ProcessSet",
     "global_process_set", "add_process_set", "remove_process_set", "Handle", "GroupHandle",
-    "CollectiveError", "ConfigError", "timeline",
+    "CollectiveError", "ConfigError", "timeline", "elastic",
 ]

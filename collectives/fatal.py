@@ -10,10 +10,16 @@ ABORT_GRACE_S = 0.3
 
 _installed = False
 _previous_hook = None
+ON_ABORT: list = []   # callables run first in abort() (an elastic rank says goodbye to its driver)
 
 
 def abort(code: int = 1) -> None:
     """Close the timeline and abort the whole MPI job (mpiexec then ends every rank)."""
+    for fn in ON_ABORT:
+        try:
+            fn()
+        except Exception:
+            pass
     try:
         import tracer
         tracer.close()

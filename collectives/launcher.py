@@ -43,6 +43,12 @@ def parse(argv):
     p.add_argument("--backend", choices=("ring", "mpi", "nccl", "gloo"), help="collective backend")
     p.add_argument("--hierarchical-allreduce", action="store_true",
                    help="ring/mpi: allreduce within each host, then across hosts, then within again")
+    p.add_argument("--elastic", action="store_true",
+                   help="elastic job: survive dead ranks and take new hosts (docs/ELASTIC.md)")
+    p.add_argument("--min-np", type=int, help="elastic: fewest ranks to go on with (default -np)")
+    p.add_argument("--max-np", type=int, help="elastic: most ranks to grow to (default unbounded)")
+    p.add_argument("--host-discovery-script", metavar="S",
+                   help="elastic: executable printing the usable host[:slots], one a line")
     p.add_argument("command", nargs=argparse.REMAINDER,
                    help="what to run: script.py [args], python script.py [args], -m module [args], "
                         "or any executable [args]")
@@ -53,11 +59,30 @@ def parse(argv):
         p.error("the command to run is missing (e.g. python train.py)")
     if ns.np < 1:
         p.error("-np must be at least 1")
+    _check_elastic(p, ns)
     for opt in ("fusion_threshold_mb", "cycle_time_ms"):
         val = getattr(ns, opt)
         if val is not None and val < 0:
             p.error(f"--{opt.replace('_', '-')} must be >= 0")
     return ns
+
+
+def _check_elastic(p, ns) -> None:
+    if not ns.elastic:
+        for opt in ("min_np", "max_np", "host_discovery_script"):
+            if getattr(ns, opt) is not None:
+                p.error(f"--{opt.replace('_', '-')} needs --elastic")
+        return
+    if ns.min_np is None:
+        ns.min_np = ns.np
+    if ns.min_np < 1 or ns.min_np > ns.np:
+        p.error("--min-np must be between 1 and -np")
+    if ns.max_np is not None and ns.max_np < ns.np:
+        p.error("--max-np must be at least -np")
+    if ns.host_discovery_script and ns.hosts:
+        p.error("give -H or --host-discovery-script, not both")
+    if ns.timeline and not ns.timeline.endswith(("/", os.sep)) and Path(ns.timeline).is_file():
+        p.error(f"--timeline {ns.timeline}: an elastic job writes a directory (gen-NNN/ per world)")
 
 
 def _split_options(parser, argv):
@@ -171,6 +196,14 @@ def main(argv=None) -> int:
         print("ringscope run: mpiexec not found (install the runtime extra: mpi4py + mpich)",
               file=sys.stderr)
         return 2
+    if ns.elastic:
+        from collectives.elastic import driver
+        try:
+            build(ns)   # a bad command or cluster fails here, once, before any world starts
+        except (CommandError, ClusterError) as exc:
+            print(f"ringscope run: {exc}", file=sys.stderr)
+            return 2
+        return driver.run(ns, build)
     try:
         cmd, env = build(ns)
     except (CommandError, ClusterError) as exc:

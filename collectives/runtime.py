@@ -89,6 +89,9 @@ def init(process_sets: Iterable[ProcessSetSpec] | None = None) -> None:
         _state.update(config=cfg, ctrl=ctrl, rank=rank, size=size, local_rank=local_rank,
                       local_size=local_size, cross_rank=cross_rank, cross_size=cross_size,
                       engine=eng, previous_switch=previous_switch)
+        if os.environ.get("RINGSCOPE_ELASTIC_DRIVER"):   # an elastic job: register with its driver
+            from collectives.elastic import worker
+            worker.connect(rank, size)
         if not _atexit_registered:
             atexit.register(_at_exit)
             _atexit_registered = True

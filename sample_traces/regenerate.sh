@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 SCENARIOS=("$@")
 [ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(healthy straggler tiny-tensors large-tensors hang slow-data cpu-contention
-                                        two-hosts-slow-link)
+                                        two-hosts-slow-link elastic)
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 for s in "${SCENARIOS[@]}"; do
   # the root-cause scenarios (and healthy, their negative) compare phases step by step: a few more steps
@@ -55,11 +55,28 @@ for s in "${SCENARIOS[@]}"; do
       echo "== $s: not regenerated (see above; the cluster needs root)"
       continue
     fi
+  elif [ "$s" = elastic ]; then
+    # An elastic job (docs/ELASTIC.md): 4 ranks, rank 2 SIGKILLs itself after step 10 -> 3 ranks
+    # from the last commit; rank 0 then makes the discovery script report one more slot -> the
+    # next commit interrupts -> 4 ranks again. elastic.json stays plain; gen-NNN/ hold the ranks.
+    tmp=$(mktemp -d)
+    printf '#!/bin/sh\nif [ -f %s/grow ]; then echo localhost:5; else echo localhost:4; fi\n' "$tmp" \
+      > "$tmp/discover.sh"
+    chmod +x "$tmp/discover.sh"
+    RINGSCOPE_ELASTIC_DISCOVERY_INTERVAL=0.3 "$PY" -m collectives.launcher --elastic -np 4 --min-np 2 \
+      --max-np 4 --host-discovery-script "$tmp/discover.sh" --timeline "$out/" \
+      tests/elastic/train_elastic.py --log "$tmp/log.jsonl" --kill-rank 2 --kill-at-step 10 \
+      --touch "$tmp/grow" --touch-at-step 16 --step-sleep 0.03
+    rm -rf "$tmp"
   else
     "$PY" -m viewer.cli demo --scenario "$s" --ranks 4 --steps "$n" --out "$out" --no-view
   fi
   rm -rf "$out/.ringscope-cache"
-  gzip -9 -f "$out"/*.json   # the viewer reads .json.gz directly; ~15x smaller to commit
+  if [ "$s" = elastic ]; then
+    gzip -9 -f "$out"/gen-*/*.json
+  else
+    gzip -9 -f "$out"/*.json   # the viewer reads .json.gz directly; ~15x smaller to commit
+  fi
   du -sh "$out"
   echo "load after $s: $(cut -d' ' -f1-3 /proc/loadavg)"
   "$PY" -m viewer.cli summarize "$out" --top 5 --no-cache || true

@@ -6,6 +6,7 @@ Runtime-facing entry points:
                                   TimelineConfigError with a one-line message on a bad path/value
     start_timeline(path, mark_cycles=False) / stop_timeline()
     mark_step(step=None)          advance the training step that events carry
+    begin_step(step), after_next_step(fn)   an elastic restore: continue the step numbers; a hook
     close()                       flush and finish the file (idempotent)
     flush()                       write what is buffered now (tests; signal handlers)
 
@@ -112,9 +113,31 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+_after_step: list = []
+
+
 def mark_step(step=None):
     """Advance (or set) the training step carried by subsequent events."""
     get_recorder().mark_step(step)
+    if _after_step:
+        hooks = _after_step[:]
+        _after_step.clear()
+        for fn in hooks:
+            fn()
+
+
+def after_next_step(fn) -> None:
+    """Call ``fn()`` once, right after the next :func:`mark_step` (an elastic rank's first step
+    after a restore ends its ELASTIC_RESET slice)."""
+    _after_step.append(fn)
+
+
+def begin_step(step):
+    """Make ``step`` the current step from now on, without closing the one before as a STEP span
+    (an elastic job's new world continues the step numbers of the committed state)."""
+    rec = get_recorder()
+    rec.step = -1
+    rec.mark_step(int(step))
 
 
 def flush(timeout: float = 5.0) -> bool:

@@ -217,3 +217,9 @@ LINK_CROSS = "cross"
 # run meta: "hierarchical_allreduce" (bool: the global set's allreduces run host by host), and where
 # the setting asked for it but they run flat, "hierarchical_fallback" (why, e.g. "one host")
 META_KEYS = META_KEYS + ("hierarchical_allreduce", "hierarchical_fallback")
+
+# ---- elastic jobs (issue 32): X spans on the framework thread, see docs/ELASTIC.md -------------
+CAT_ELASTIC = "elastic"
+ELASTIC_RESET = "ELASTIC_RESET"      # a new world's rank: from its init to the end of its first step
+ELASTIC_COMMIT = "ELASTIC_COMMIT"    # around State.commit() (args bytes, step)
+ELASTIC_RESTORE = "ELASTIC_RESTORE"  # fetching + restoring + syncing the committed state (args bytes)

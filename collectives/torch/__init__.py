@@ -16,6 +16,7 @@ from collectives import process_sets as _ps
 from collectives import timeline  # noqa: F401  (hvd.timeline.region / wrap_loader / watch)
 from collectives.handles import CollectiveError as HorovodInternalError  # noqa: F401
 from collectives.ops import Average, Max, Min, Product, Sum  # noqa: F401
+from collectives.torch import elastic  # noqa: F401  (hvd.elastic.run / TorchState / ElasticSampler)
 from collectives.torch.autograd import (  # noqa: F401
     allgather,
     allreduce,
