@@ -201,3 +201,9 @@ def async_id(event: dict):
     if isinstance(id2, dict):
         return id2.get("local", id2.get("global"))
     return event.get("id")
+
+# ---- elastic jobs (issue 32, docs/ELASTIC.md): X spans on the framework thread ----------------
+CAT_ELASTIC = "elastic"
+ELASTIC_RESET = "ELASTIC_RESET"      # a new generation's rank: hvd.init() -> end of its first step after the restore
+ELASTIC_COMMIT = "ELASTIC_COMMIT"    # one state.commit() (args bytes, step)
+ELASTIC_RESTORE = "ELASTIC_RESTORE"  # fetching + restoring + syncing the committed state (args bytes)

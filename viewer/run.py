@@ -175,6 +175,13 @@ class Run:
         return hangs.incomplete_tensors(self.tables, size=self.size)
 
     @_memo
+    def recoveries(self) -> pd.DataFrame:
+        """Elastic runs: one row per reset of the world, with its cause and what it cost (docs/ELASTIC.md)."""
+        from viewer.analyses import recoveries
+
+        return recoveries.recoveries(self.tables)
+
+    @_memo
     def findings(self, peak_busbw_gbps: float | None = None) -> pd.DataFrame:
         """Recommendations: one row per finding (severity, kind, sentence with numbers and action)."""
         from viewer.analyses import recommendations

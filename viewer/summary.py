@@ -62,6 +62,7 @@ def analyses(run, peak_busbw_gbps=None) -> dict:
         "hangs_by_rank": hangs.hangs_by_rank(hang_df),
         "root_cause": run.root_causes(),
         "critical_path": run.critical_path(),
+        "recoveries": run.recoveries(),
         "findings": run.findings(peak_busbw_gbps),
     }
 
@@ -85,7 +86,15 @@ def run_facts(run) -> dict:
         "skipped": list(m.get("skipped") or [])[:100],
         "last_event_ns": {int(r): _clean(t) for r, t in zip(run.ranks["rank"], run.ranks["last_ts_ns"])},
         "hosts": hosts(run.ranks),
+        "generations": generations(m),
     }
+
+
+def generations(meta: dict) -> list[dict]:
+    """An elastic run's worlds (docs/ELASTIC.md): number, size, ranks, hosts, how it ended, its first step
+    number and its span on the run's axis; [] for another run."""
+    keys = ("generation", "size", "ranks", "hosts", "end", "step_base", "start_ns", "end_ns", "truncated_ranks")
+    return [{k: g.get(k) for k in keys} for g in (meta.get("elastic") or {}).get("generations", [])]
 
 
 def hosts(ranks) -> dict:
@@ -130,6 +139,7 @@ def build_summary(run, top: int = 10, tables: dict | None = None, steps: bool = 
         "root_cause": [{**r, "counters": [_clean_dict(c) for c in r["counters"] or []]}
                        for r in records(t["root_cause"])],
         "critical_path": records(slowest_paths(t["critical_path"], top)),
+        "recoveries": records(t["recoveries"]),
         **extra,
     }
 

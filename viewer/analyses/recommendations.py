@@ -197,7 +197,7 @@ def findings(run, peak_busbw_gbps=None):
     """
     import pandas as pd
 
-    from viewer.analyses import breakdown, fusion, hangs, priorities
+    from viewer.analyses import breakdown, fusion, hangs, priorities, recoveries
 
     bd = run.breakdown()
     bd_rank = breakdown.breakdown_by_rank(bd)
@@ -205,6 +205,7 @@ def findings(run, peak_busbw_gbps=None):
     rows = []
     rows += hang_findings(hangs.hangs_by_rank(hang_df), hang_df, run.meta.get("truncated_ranks") or [],
                           hangs.rank_ends(run.tables))
+    rows += recoveries.recovery_findings(run.recoveries())
     rows += straggler_findings(run.late_ranks(), run.root_causes())
     rows += imbalance_findings(run.root_causes())
     fill = run.fusion()
