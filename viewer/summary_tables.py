@@ -149,19 +149,20 @@ def _print_recoveries(con, rows) -> None:
 
     if not rows:
         return
-    t = Table(title="Recoveries (elastic resets; ms; lost = failure -> end of the first step after; redone = "
+    t = Table(title="Recoveries (elastic resets, ms; lost = failure -> end of the first step after, redone = "
                     "last commit -> failure)", title_justify="left")
-    for c in ("#", "kind", "cause", "size", "detect", "re-form", "restore", "1st step", "lost", "redone",
-              "% of job", "biggest", "no reset slice"):
-        t.add_column(c, justify="left" if c in ("kind", "cause", "biggest") else "right", overflow="fold")
+    for c in ("#", "kind", "size", "detect", "re-form", "restore", "1st step", "lost", "redone", "% job"):
+        t.add_column(c, justify="right")
     for r in rows:
-        t.add_row(str(r["reset"]), r["kind"], r["cause"], f"{r['size_before']} → {r['size_after']}",
+        t.add_row(str(r["reset"]), r["kind"], f"{r['size_before']}→{r['size_after']}",
                   *(_num(r[c], "{:.1f}") for c in ("detect_ms", "reform_ms", "restore_ms", "first_step_ms",
-                                                    "lost_ms", "redone_ms")),
-                  _num(r["share_pct"], "{:.1f}"), r["biggest"] or "–",
-                  ", ".join(map(str, r["ranks_missing_slice"])) or "–",
-                  style="yellow" if r["ranks_missing_slice"] else "")
+                                                    "lost_ms", "redone_ms", "share_pct")))
     con.print(t)
+    for r in rows:
+        missing = r["ranks_missing_slice"]
+        con.print(f"  #{r['reset']}: {r['cause']}; biggest part: {r['biggest'] or '–'}"
+                  + (f"; [yellow]no ELASTIC_RESET slice on rank(s) {', '.join(map(str, missing))}[/yellow]"
+                     if missing else ""), highlight=False)
 
 
 def _print_root_causes(con, rows) -> None:

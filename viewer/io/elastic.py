@@ -148,8 +148,8 @@ def mark_redone(parsed: dict, first_redone: int | None) -> None:
         if len(df):
             parsed[t] = df[df["step"] < first_redone].reset_index(drop=True)
     ev = parsed["events"]
-    if len(ev):
-        ev.loc[ev["step"] >= first_redone, "step"] = -1
+    if len(ev):   # a new column: a cached table's arrays are read-only
+        ev["step"] = ev["step"].where(ev["step"] < first_redone, -1)
 
 
 def continue_occurrences(parsed: list[dict]) -> None:

@@ -1,0 +1,218 @@
+"""Elastic runs (docs/ELASTIC.md): every generation loads as one run, recoveries are costed and checked
+against the ranks' ELASTIC_RESET slices, the summary reports them, bad manifests get one line."""
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+
+import pytest
+
+from tests.viewer.elastic_runs import write_elastic_run
+from viewer.run import Run
+
+
+@pytest.fixture(scope="module")
+def lost_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("elastic") / "run"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        manifest = write_elastic_run(out)
+    return out, manifest
+
+
+def _load(path, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Run.load(path, **kw)
+
+
+def test_generations_load_as_one_run_on_one_axis(lost_run):
+    path, manifest = lost_run
+    run = _load(path, cache=False)
+    ranks = run.ranks
+    assert sorted(zip(ranks["rank"], ranks["generation"])) == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1), (3, 0)]
+    assert run.meta["ranks_loaded"] == [0, 1, 2, 3]
+    assert run.size == 3   # the smallest world: a step's collective is complete with 3 ranks
+    # the second world's events sit after the first's, at their wall-clock distance
+    ev = run.events
+    gens = manifest["generations"]
+    origin = run.meta["origin_epoch_ns"]
+    reset = ev[ev["name"] == "ELASTIC_RESET"]
+    assert sorted(reset["rank"]) == [0, 1, 2]
+    first = int(reset["t_ns"].min())
+    assert abs(first - (gens[1]["start_epoch_ns"] - origin)) < 1_000_000
+    assert int(ev[ev["rank"] == 3]["t_ns"].max()) < first
+    # only the last world's cut traces count as truncated; each generation keeps its own list
+    assert run.meta["truncated_ranks"] == []
+    assert [g["truncated_ranks"] for g in run.meta["elastic"]["generations"]] == [[0, 1, 2, 3], []]
+    assert not (run.findings()["kind"].isin(["rank_died", "hang", "truncated"])).any()
+
+
+def test_redone_steps_count_once_from_the_later_world(lost_run):
+    path, _ = lost_run
+    run = _load(path, cache=False)
+    bd = run.breakdown()
+    bd = bd[bd["step"] >= 0]
+    assert not bd.duplicated(["rank", "step"]).any()
+    # steps 4 and 5 ran in both worlds (after the commit at step 3): the second world's 30 ms copy counts
+    for step in (4, 5):
+        assert set(bd[bd["step"] == step]["rank"]) == {0, 1, 2}
+        assert (bd[bd["step"] == step]["step_ns"] == 30_000_000).all()
+    assert sorted(bd[bd["rank"] == 3]["step"]) == [0, 1, 2, 3]
+    assert sorted(bd[bd["rank"] == 0]["step"]) == list(range(12))
+    neg = run.negotiations()
+    assert sorted(neg["step"].unique()) == list(range(12))
+    assert (neg.groupby(["tensor", "step"])["rank"].nunique().loc[lambda s: s.index.get_level_values(1) >= 4]
+            == 3).all()
+    assert not run.hangs().shape[0]
+    # the redone copies stay on the timeline, out of the step analyses (step -1)
+    ev = run.events
+    step_spans = ev[(ev["name"] == "STEP") & (ev["rank"] == 0)]
+    assert len(step_spans) == 14 and (step_spans["step"] == -1).sum() == 2
+
+
+def test_recoveries_cost_each_part(lost_run):
+    path, manifest = lost_run
+    run = _load(path, cache=False)
+    rec = run.recoveries()
+    assert len(rec) == 1
+    row = rec.iloc[0]
+    exp = manifest["expected"][0]
+    for k in ("detect_ms", "reform_ms", "restore_ms", "first_step_ms", "lost_ms", "redone_ms"):
+        assert row[k] == pytest.approx(exp[k], abs=0.01), k
+    assert exp["lost_ms"] == pytest.approx(exp["detect_ms"] + exp["reform_ms"] + exp["restore_ms"]
+                                           + exp["first_step_ms"])
+    assert row["kind"] == "lost" and (row["size_before"], row["size_after"]) == (4, 3)
+    assert "rank 2" in row["cause"] and "signal 9" in row["cause"] and row["lost"].startswith("rank 2")
+    assert row["last_commit_step"] == 3
+    g = manifest["generations"]
+    wall = g[-1]["end_epoch_ns"] - g[0]["start_epoch_ns"]
+    assert row["share_pct"] == pytest.approx(100 * (exp["lost_ms"] + exp["redone_ms"]) * 1e6 / wall)
+    assert row["biggest"] == "re-forming the world"
+    assert row["ranks_with_slice"] == [0, 1, 2] and row["ranks_missing_slice"] == []
+    f = run.findings()
+    msg = f[f["kind"] == "recoveries"]["message"].iloc[0]
+    assert "re-forming the world" in msg and "start-up" in msg and f"{row['share_pct']:.0f} %" in msg
+
+
+def test_rank_without_reset_slice_is_reported(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        write_elastic_run(tmp_path / "run", no_reset_slice=((1, 2),))
+    rec = _load(tmp_path / "run", cache=False).recoveries()
+    assert rec.iloc[0]["ranks_with_slice"] == [0, 1] and rec.iloc[0]["ranks_missing_slice"] == [2]
+
+
+def test_lost_then_added_two_rows_and_redone_work_advice(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = write_elastic_run(tmp_path / "run", worlds=((4, 7), (3, 4), (4, 4)), kinds=("lost", "added"),
+                              step_ms=(40.0, 40.0, 40.0), commit_every=4, fail_after_ms=30.0, detect_ms=1.0,
+                              relaunch_ms=1.0, start_ms=5.0, register_ms=1.0, restore_ms=1.0)
+    run = _load(tmp_path / "run", cache=False)
+    rec = run.recoveries()
+    assert list(rec["kind"]) == ["lost", "added"]
+    assert list(zip(rec["size_before"], rec["size_after"])) == [(4, 3), (3, 4)]
+    assert rec.iloc[1]["redone_ms"] == 0 and "h2" in rec.iloc[1]["added"]
+    assert rec.iloc[0]["redone_ms"] == pytest.approx(m["expected"][0]["redone_ms"])
+    assert rec.iloc[0]["biggest"] == "work redone"
+    assert run.size == 3
+    bd = run.breakdown()
+    bd = bd[bd["step"] >= 0]
+    assert not bd.duplicated(["rank", "step"]).any()
+    assert sorted(bd[bd["rank"] == 3]["step"]) == [0, 1, 2, 3, 8, 9, 10, 11]
+    msg = run.findings().set_index("kind").loc["recoveries", "message"]
+    assert "2 recoveries (1 added, 1 lost)" in msg and "commit more often" in msg
+
+
+def test_cheap_recovery_no_finding(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        write_elastic_run(tmp_path / "run", worlds=((4, 6), (3, 80)), commit_every=2, fail_after_ms=5.0,
+                          detect_ms=5.0, relaunch_ms=5.0, start_ms=5.0, register_ms=5.0, restore_ms=5.0)
+    run = _load(tmp_path / "run", cache=False)
+    rec = run.recoveries()
+    assert len(rec) == 1 and 0 < rec.iloc[0]["share_pct"] < 5
+    assert "recoveries" not in set(run.findings()["kind"])
+
+
+def test_cache_keys_on_every_generation(tmp_path, monkeypatch):
+    monkeypatch.setenv("RINGSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        write_elastic_run(tmp_path / "a")
+        write_elastic_run(tmp_path / "b", step_ms=(40.0, 20.0))
+    first = _load(tmp_path / "a")
+    again = _load(tmp_path / "a")   # from the cache
+    assert first.breakdown().equals(again.breakdown()) and first.recoveries().equals(again.recoveries())
+    # a new second generation (same paths, other contents) is parsed again, not served from the cache
+    shutil.rmtree(tmp_path / "a" / "gen-001")
+    shutil.copytree(tmp_path / "b" / "gen-001", tmp_path / "a" / "gen-001")
+    shutil.copy(tmp_path / "b" / "elastic.json", tmp_path / "a" / "elastic.json")
+    bd = _load(tmp_path / "a").breakdown()
+    assert (bd[(bd["step"] >= 4) & (bd["rank"] == 0)]["step_ns"] == 20_000_000).all()
+
+
+def test_summarize_json_csv_and_table(lost_run, tmp_path, capsys):
+    from viewer.cli_summarize import main
+
+    path, _ = lost_run
+    assert main([str(path), "--json", "--csv", str(tmp_path / "csv")]) == 0
+    data = json.loads(capsys.readouterr().out)
+    rec = data["recoveries"]
+    assert len(rec) == 1 and rec[0]["kind"] == "lost" and rec[0]["reform_ms"] == pytest.approx(1140.0)
+    assert [g["size"] for g in data["run"]["generations"]] == [4, 3]
+    assert data["findings"][0]["kind"] == "recoveries"
+    import pandas as pd
+
+    csv = pd.read_csv(tmp_path / "csv" / "recoveries.csv")
+    assert len(csv) == 1 and csv.loc[0, "redone_ms"] == pytest.approx(90.0)
+    assert main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "Recoveries" in out and "4→3" in out and "killed by signal 9" in out and "generation 1" in out
+
+
+def test_plain_run_has_no_recoveries():
+    from tests.viewer.conftest import SAMPLES
+
+    run = _load(SAMPLES / "healthy", cache=False)
+    assert run.recoveries().empty and run.ranks["generation"].isna().all() and "elastic" not in run.meta
+
+
+def _broken(tmp_path, lost_run):
+    dst = tmp_path / "run"
+    shutil.copytree(lost_run[0], dst, ignore=shutil.ignore_patterns(".ringscope-cache"))
+    return dst
+
+
+@pytest.mark.parametrize("damage, where, words", [
+    (lambda d: (d / "elastic.json").write_text('{"elastic_format": 1, "generations": ['), "elastic.json",
+     "not valid JSON"),
+    (lambda d: (d / "elastic.json").write_text('{"elastic_format": 7}'), "elastic.json", "elastic_format"),
+    (lambda d: (d / "elastic.json").write_text(json.dumps(
+        {**json.loads((d / "elastic.json").read_text()), "resets": [{"kind": "lost"}]})), "elastic.json",
+     "generation_before"),
+    (lambda d: (d / "elastic.json").write_text(json.dumps(
+        {**json.loads((d / "elastic.json").read_text()), "generations": "x"})), "elastic.json", "generations"),
+    (lambda d: shutil.rmtree(d / "gen-001"), "gen-001", "directory is missing"),
+    (lambda d: [f.unlink() for f in (d / "gen-001").iterdir()], "gen-001", "holds no trace files"),
+])
+def test_bad_elastic_dir_one_line(tmp_path, lost_run, capsys, damage, where, words):
+    from viewer.cli_summarize import main
+
+    d = _broken(tmp_path, lost_run)
+    damage(d)
+    assert main([str(d)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"ringscope: {d / where}:") and words in err[0], err
+
+
+def test_unlisted_generation_is_reported(tmp_path, lost_run):
+    from viewer.io.elastic import ElasticWarning
+
+    d = _broken(tmp_path, lost_run)
+    shutil.copytree(d / "gen-001", d / "gen-002")
+    with pytest.warns(ElasticWarning, match="gen-002: not listed"):
+        run = Run.load(d, cache=False)
+    assert sorted(run.ranks["generation"].dropna().unique()) == [0, 1]
