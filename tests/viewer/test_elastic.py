@@ -216,3 +216,39 @@ def test_unlisted_generation_is_reported(tmp_path, lost_run):
     with pytest.warns(ElasticWarning, match="gen-002: not listed"):
         run = Run.load(d, cache=False)
     assert sorted(run.ranks["generation"].dropna().unique()) == [0, 1]
+
+
+def test_merge_one_trace_across_generations(lost_run, tmp_path):
+    from viewer.cli_merge import main
+
+    path, manifest = lost_run
+    out = tmp_path / "merged.json"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main([str(path), "-o", str(out)]) == 0
+    data = json.loads(out.read_text())
+    head = data["otherData"]["ringscope_merged"]
+    assert sorted((r["rank"], r["generation"]) for r in head["ranks"]) == \
+        [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1), (3, 0)]
+    assert head["elastic"]["resets"][0]["kind"] == "lost"
+    ev = data["traceEvents"]
+    origin = head["origin_epoch_ns"]
+    steps0 = [e for e in ev if e.get("pid") == 0 and e.get("name") == "STEP"]
+    assert len(steps0) == 14   # both worlds' steps of rank 0 in one process
+    gen1_start_us = (manifest["generations"][1]["start_epoch_ns"] - origin) / 1000
+    assert sum(e["ts"] >= gen1_start_us for e in steps0) == 8
+    # the later world's tensor threads are its own (numbered anew there), named
+    tensor_tids = {e["tid"] for e in ev if e.get("pid") == 0 and e.get("cat") == "tensor"}
+    assert any(t < 100_000 for t in tensor_tids) and any(t > 100_000 for t in tensor_tids)
+    named = {e["tid"] for e in ev if e.get("ph") == "M" and e.get("name") == "thread_name" and e.get("pid") == 0}
+    assert tensor_tids <= named
+    driver = [e for e in ev if e.get("pid") == 1 << 30 and e.get("ph") == "X"]
+    reset = [e for e in driver if e["name"].startswith("ELASTIC_RESET")]
+    assert len(reset) == 1 and "killed by signal 9" in reset[0]["name"]
+    exp = manifest["expected"][0]
+    assert reset[0]["dur"] == pytest.approx(exp["lost_ms"] * 1000, abs=1)
+    assert {e["name"] for e in driver} >= {"detection", "re-forming the world", "restoring the state",
+                                             "the first step after", "work redone (since the last commit)"}
+    # every rank row is one process: no second process_name per rank
+    names = [e["pid"] for e in ev if e.get("ph") == "M" and e.get("name") == "process_name"]
+    assert len(names) == len(set(names))
