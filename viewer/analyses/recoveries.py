@@ -83,7 +83,8 @@ def recoveries(tables):
             "detect_ms": _ms(t["failed"], t["detected"]), "reform_ms": _ms(t["detected"], t["reformed"]),
             "restore_ms": _ms(t["reformed"], t["restored"]), "first_step_ms": _ms(t["restored"], t["first_step_end"]),
             "lost_ms": _ms(t["failed"], t["first_step_end"]),
-            "redone_ms": 0.0 if r["kind"] == "added" and t["last_commit"] is None else _ms(t["last_commit"], t["failed"]),
+            "redone_ms": 0.0 if r["kind"] == "added" and t["last_commit"] is None
+            else _ms(t["last_commit"], t["failed"]),
             "ranks_with_slice": have, "ranks_missing_slice": [x for x in world if x not in have],
         }
         parts = {c: row[c] for c, _ in PARTS if row[c] is not None}
