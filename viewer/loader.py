@@ -129,16 +129,23 @@ def load_run(paths, use_cache: bool = True, cache_dir=None, progress=None) -> Ru
     done = 0
     parsed = []
     redone = elastic.redone_from(manifest) if manifest else {}
+    gens = {g["generation"]: g for g in manifest["generations"]} if manifest else {}
+    cut: dict = {g: [] for g in gens}
     for f in files:
-        p = parse_one(f, use_cache, cache_dir)
         if manifest:
+            with elastic.stopped_world(gens[generation[f]], cut[generation[f]]):
+                p = parse_one(f, use_cache, cache_dir)
             p["rank_info"]["generation"] = generation[f]
             elastic.mark_redone(p, redone.get(generation[f]))
+        else:
+            p = parse_one(f, use_cache, cache_dir)
         parsed.append(p)
         memory.release()
         done += f.stat().st_size
         if progress:
             progress(done, total, f)
+    for g, files_cut in cut.items():
+        elastic.report_cut(paths, gens[g], files_cut)
     if any(p["rank_info"].get("format") == "kineto" for p in parsed):
         from viewer.io.kineto_attach import attach
         from viewer.io.kineto_clock import apply

@@ -252,3 +252,15 @@ def test_merge_one_trace_across_generations(lost_run, tmp_path):
     # every rank row is one process: no second process_name per rank
     names = [e["pid"] for e in ev if e.get("ph") == "M" and e.get("name") == "process_name"]
     assert len(names) == len(set(names))
+
+
+def test_a_stopped_worlds_unclosed_traces_are_one_line(lost_run):
+    from viewer.errors import TruncatedTraceWarning
+    from viewer.io.elastic import ElasticWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        Run.load(lost_run[0], cache=False)
+    assert not [w for w in caught if issubclass(w.category, TruncatedTraceWarning)]
+    lines = [str(w.message) for w in caught if issubclass(w.category, ElasticWarning)]
+    assert len(lines) == 1 and "gen-000: 4 trace(s) unclosed, as expected" in lines[0] and "failure" in lines[0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 from viewer.errors import TraceError
@@ -124,6 +125,34 @@ def generation_files(run_dir, manifest: dict) -> list[tuple[int, list[Path]]]:
             warnings.warn(ElasticWarning(f"{d}: not listed in {Path(run_dir) / MANIFEST}; not loaded"),
                           stacklevel=3)
     return out
+
+
+@contextmanager
+def stopped_world(gen: dict, cut: list):
+    """While parsing a trace of a generation the driver stopped (it ended by a failure), its "unfinished
+    trace" warning is expected: collect the file into ``cut`` (see :func:`report_cut`); other warnings pass."""
+    if gen.get("end") not in ("failure", "below_min_np"):
+        yield
+        return
+    from viewer.errors import TruncatedTraceWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for w in caught:
+        if issubclass(w.category, TruncatedTraceWarning) and ": unfinished trace" in str(w.message):
+            cut.append(str(w.message).split(": unfinished trace")[0])
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+def report_cut(run_dir, gen: dict, cut: list) -> None:
+    """One line for the traces of a stopped generation that were never closed (all their events read)."""
+    if cut:
+        warnings.warn(ElasticWarning(
+            f"{generation_dir(run_dir, gen['generation'])}: {len(cut)} trace(s) unclosed, as expected: the driver "
+            f"stopped generation {gen['generation']} after its {gen['end']}; every recorded event was read"),
+            stacklevel=3)
 
 
 def redone_from(manifest: dict) -> dict[int, int]:
