@@ -134,7 +134,9 @@ def load_run(paths, use_cache: bool = True, cache_dir=None, progress=None) -> Ru
     for f in files:
         if manifest:
             with elastic.stopped_world(gens[generation[f]], cut[generation[f]]):
-                p = parse_one(f, use_cache, cache_dir)
+                p = elastic.parse_stopped(parse_one, f, gens[generation[f]], use_cache, cache_dir)
+            if p is None:
+                continue
             p["rank_info"]["generation"] = generation[f]
             elastic.mark_redone(p, redone.get(generation[f]))
         else:

@@ -264,3 +264,22 @@ def test_a_stopped_worlds_unclosed_traces_are_one_line(lost_run):
     assert not [w for w in caught if issubclass(w.category, TruncatedTraceWarning)]
     lines = [str(w.message) for w in caught if issubclass(w.category, ElasticWarning)]
     assert len(lines) == 1 and "gen-000: 4 trace(s) unclosed, as expected" in lines[0] and "failure" in lines[0]
+
+
+def test_a_stopped_worlds_rank_without_events_is_reported_and_left_out(tmp_path, lost_run):
+    from viewer.io.elastic import ElasticWarning
+
+    d = _broken(tmp_path, lost_run)
+    f = d / "gen-000" / "rank-00003.json"
+    head = f.read_text().split("\n")[:3]   # killed before its first flush: header and process name only
+    f.write_text("\n".join(head) + "\n")
+    with pytest.warns(ElasticWarning, match="rank-00003.json: no trace events: the driver stopped generation 0"):
+        run = Run.load(d, cache=False)
+    assert sorted(run.ranks["rank"][run.ranks["generation"] == 0]) == [0, 1, 2]
+    # the same in the last world (not stopped by the driver) is the usual one-line error
+    g = d / "gen-001" / "rank-00001.json"
+    g.write_text("\n".join(g.read_text().split("\n")[:3]) + "\n")
+    from viewer.errors import TraceError
+
+    with pytest.raises(TraceError, match="rank-00001.json: no trace events"):
+        _load(d, cache=False)

@@ -146,6 +146,19 @@ def stopped_world(gen: dict, cut: list):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
+def parse_stopped(parse, f: Path, gen: dict, *args):
+    """``parse(f, *args)``; in a generation the driver stopped, a trace killed before it wrote any event is
+    reported (ElasticWarning) and left out (None) instead of failing the whole run."""
+    try:
+        return parse(f, *args)
+    except TraceError as exc:
+        if gen.get("end") not in ("failure", "below_min_np") or not exc.problem.startswith("no trace events"):
+            raise
+    warnings.warn(ElasticWarning(f"{f}: no trace events: the driver stopped generation {gen['generation']} "
+                                 "before this rank wrote any; left out"), stacklevel=4)
+    return None
+
+
 def report_cut(run_dir, gen: dict, cut: list) -> None:
     """One line for the traces of a stopped generation that were never closed (all their events read)."""
     if cut:
