@@ -33,8 +33,8 @@ def real_elastic(tmp_path_factory):
               (2, {"START": 4, "STEPS": 4, "GENERATION": 1, "NO_RESET_RANK": 1})]
     for g, (n, env) in enumerate(worlds):
         (d / f"gen-{g:03d}").mkdir(parents=True)
-        env = {"RINGSCOPE_TIMELINE": str(d / f"gen-{g:03d}") + "/", "COMMIT_EVERY": 4, "RINGSCOPE_TIMELINE_FLUSH_S": 0.05,
-               "RINGSCOPE_CACHE_DIR": str(d.parent / "cache"), **env}
+        env = {"RINGSCOPE_TIMELINE": str(d / f"gen-{g:03d}") + "/", "COMMIT_EVERY": 4,
+               "RINGSCOPE_TIMELINE_FLUSH_S": 0.05, "RINGSCOPE_CACHE_DIR": str(d.parent / "cache"), **env}
         proc = run_mpi(n, [SCRIPT], env=env, timeout=240)
         assert (proc.returncode != 0) == (g == 0), proc.stdout[-3000:]
     g0, g1 = _load(d / "gen-000"), _load(d / "gen-001")
