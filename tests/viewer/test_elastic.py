@@ -283,3 +283,42 @@ def test_a_stopped_worlds_rank_without_events_is_reported_and_left_out(tmp_path,
 
     with pytest.raises(TraceError, match="rank-00001.json: no trace events"):
         _load(d, cache=False)
+
+
+def check_elastic_run(path, tmp_path):
+    """What must hold of any elastic run the runtime's driver wrote (a real one: sample_traces/elastic)."""
+    from viewer.cli_merge import main as merge_main
+    from viewer.cli_summarize import main as summarize_main
+
+    m = json.loads((path / "elastic.json").read_text())
+    run = _load(path, cache=False)
+    for g in m["generations"]:
+        ranks = set(run.ranks.loc[run.ranks["generation"] == g["generation"], "rank"])
+        assert ranks and ranks <= set(range(g["size"])), (g, ranks)
+    rec = run.recoveries()
+    assert len(rec) == len(m["resets"])
+    for r in rec.to_dict("records"):
+        parts = [r[c] for c in ("detect_ms", "reform_ms", "restore_ms", "first_step_ms")]
+        assert all(p is not None and p >= 0 for p in parts), r
+        assert r["lost_ms"] == pytest.approx(sum(parts), abs=0.01) and 0 < r["share_pct"] < 100
+        assert r["ranks_missing_slice"] == [] and r["ranks_with_slice"], r   # the runtime writes it everywhere
+    bd = run.breakdown()
+    assert not bd[bd["step"] >= 0].duplicated(["rank", "step"]).any()
+    assert not set(run.findings()["kind"]) & {"rank_died", "hang"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert summarize_main([str(path), "--json", "--no-cache"]) == 0
+        assert merge_main([str(path), "-o", str(tmp_path / "merged.json")]) == 0
+    return run, rec
+
+
+def test_sample_elastic_run(tmp_path, capsys):
+    from tests.viewer.conftest import SAMPLES
+
+    if not (SAMPLES / "elastic" / "elastic.json").is_file():
+        pytest.skip("sample_traces/elastic is absent (a real elastic run made by the runtime stream)")
+    check_elastic_run(SAMPLES / "elastic", tmp_path)
+
+
+def test_fixture_meets_what_a_real_run_must(lost_run, tmp_path, capsys):
+    check_elastic_run(lost_run[0], tmp_path)
