@@ -185,6 +185,8 @@ def assemble(parsed: list[dict], elastic_manifest: dict | None = None) -> RunTab
         base = ri.get("base_epoch_ns")
         bases.append(None if base is None else base - (ri.get("clock_offset_ns") or 0))
     known = [b for b in bases if b is not None]
+    if known and elastic_manifest is not None:   # time 0: the job's start (the driver's first launch)
+        known += [g["start_epoch_ns"] for g in elastic_manifest["generations"]]
     origin = min(known) if known else None
     out = {}
     for t, cols in _TIME_COLUMNS.items():
