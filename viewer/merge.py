@@ -81,6 +81,8 @@ def plan_merge(paths) -> MergePlan:
         del reader
     check_ranks((e[0], part, e[1], gen_of.get(f)) for e, part, f in zip(entries, parts, files))
     known = [a for _, _, _, a, _ in entries if a is not None]
+    if known and manifest:   # time 0: the job's start, as the loader has it
+        known += [g["start_epoch_ns"] for g in manifest["generations"]]
     origin = min(known) if known else None
     ranks = [RankSource(r, f, fmt, 0 if a is None or origin is None else a - origin, host,
                         legacy=fmt == "horovod" and a is None, generation=gen_of.get(Path(f)))

@@ -49,6 +49,7 @@ def write_elastic_run(out: Path, worlds=((4, 6), (3, 8)), kinds=("lost",), step_
 
     gens, resets, expected = [], [], []
     t = t0
+    launch = t0 - 50 * MS   # the driver starts mpiexec before any rank's init
     step = 0
     last_commit = (None, None)   # (step, time)
     pending = None               # the reset that starts the next generation
@@ -61,7 +62,6 @@ def write_elastic_run(out: Path, worlds=((4, 6), (3, 8)), kinds=("lost",), step_
                                   "generation": g}, settings, d / f"rank-{r:05d}.json", step=step)
                    for r in range(size)]
         offs = [epoch0 - (rec.meta["base_epoch_ns"] + (t0 - rec.base_ns)) for rec in recs]  # wall vs ours
-        start = t
         step_base = step
         if pending is not None:   # this world's ranks: init, register, restore, then the first step
             init = t
@@ -140,7 +140,7 @@ def write_elastic_run(out: Path, worlds=((4, 6), (3, 8)), kinds=("lost",), step_
                 pending = {"lost": [], "added": [{"host": "h2", "slots": worlds[g + 1][0] - size}],
                            "cause": f"host h2 added by the discovery script ({worlds[g + 1][0] - size} slot(s))"}
                 nxt = worlds[g + 1][0]
-        gens.append({"generation": g, "size": size, "hosts": [f"localhost:{size}"], "start_epoch_ns": epoch(start),
+        gens.append({"generation": g, "size": size, "hosts": [f"localhost:{size}"], "start_epoch_ns": epoch(launch),
                      "end_epoch_ns": epoch(t_end), "end": "done" if last else
                      ("failure" if kind == "lost" else "hosts_updated"), "step_base": step_base})
         if pending is not None:
@@ -152,6 +152,7 @@ def write_elastic_run(out: Path, worlds=((4, 6), (3, 8)), kinds=("lost",), step_
                        "failed_epoch_ns": epoch(failed), "detected_epoch_ns": epoch(detected),
                        "relaunched_epoch_ns": epoch(relaunched)}
             step = last_commit[0] + 1
+            launch = relaunched
             t = relaunched + int(start_ms * MS)
         elif not last:
             raise ValueError(kind)

@@ -41,7 +41,8 @@ def test_generations_load_as_one_run_on_one_axis(lost_run):
     reset = ev[ev["name"] == "ELASTIC_RESET"]
     assert sorted(reset["rank"]) == [0, 1, 2]
     first = int(reset["t_ns"].min())
-    assert abs(first - (gens[1]["start_epoch_ns"] - origin)) < 1_000_000
+    assert origin == gens[0]["start_epoch_ns"]   # time 0: the driver's first launch
+    assert abs(first - (manifest["resets"][0]["relaunched_epoch_ns"] + 1_000_000_000 - origin)) < 1_000_000
     assert int(ev[ev["rank"] == 3]["t_ns"].max()) < first
     # only the last world's cut traces count as truncated; each generation keeps its own list
     assert run.meta["truncated_ranks"] == []
