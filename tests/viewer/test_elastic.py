@@ -345,3 +345,13 @@ def test_merged_elastic_run_opens_cleanly_in_perfetto(lost_run, tmp_path):
     rows = perfetto_query(out, "select name, dur from slice where name like 'ELASTIC_RESET lost%'", ["name", "dur"])
     assert len(rows) == 1 and "killed by signal 9" in rows[0][0]
     assert int(rows[0][1]) == pytest.approx(lost_run[1]["expected"][0]["lost_ms"] * 1e6, abs=2000)
+
+
+def test_whatif_replays_the_last_world(lost_run, capsys):
+    from viewer.cli_whatif import main
+
+    path, _ = lost_run
+    assert main([str(path), "--json"]) == 0
+    cap = capsys.readouterr()
+    assert json.loads(cap.out)["run_settings"]["ranks"] == 3
+    assert f"replaying its last generation ({path / 'gen-001'}, 3 ranks)" in cap.err
