@@ -355,3 +355,24 @@ def test_whatif_replays_the_last_world(lost_run, capsys):
     cap = capsys.readouterr()
     assert json.loads(cap.out)["run_settings"]["ranks"] == 3
     assert f"replaying its last generation ({path / 'gen-001'}, 3 ranks)" in cap.err
+
+
+def test_a_hang_in_the_last_world_names_its_missing_rank(tmp_path):
+    """3 -> 4 ranks; in the 4-rank world rank 3 never submits the last step's tensors: a hang on rank 3,
+    though the run's smallest world has 3 ranks."""
+    import pandas as pd
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        write_elastic_run(tmp_path / "run", worlds=((3, 4), (4, 4)), kinds=("added",), commit_every=4)
+        run = Run.load(tmp_path / "run", cache=False)
+    ops = run.tables.tensor_ops
+    last = (ops["step"] == ops["step"].max())
+    drop = last & (ops["rank"] == 3)
+    keep = last & ~drop
+    ops = ops[~drop].copy()
+    ops.loc[keep[~drop], ["done_ns", "end_ns"]] = pd.NA   # the others wait for it forever
+    run.tables.tensor_ops = ops.reset_index(drop=True)
+    run._memo.clear()
+    h = run.hangs()
+    assert len(h) and (h["kind"] == "missing").all() and all(m == [3] for m in h["missing_ranks"])
