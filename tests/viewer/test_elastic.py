@@ -376,3 +376,24 @@ def test_a_hang_in_the_last_world_names_its_missing_rank(tmp_path):
     run._memo.clear()
     h = run.hangs()
     assert len(h) and (h["kind"] == "missing").all() and all(m == [3] for m in h["missing_ranks"])
+
+
+def test_driver_record_without_end_or_first_step_falls_back_on_the_traces(tmp_path, lost_run, capsys):
+    """A driver that died mid-job leaves the last generation without an end and the reset without its
+    restore and first step: the ranks' ELASTIC_RESTORE / ELASTIC_RESET slices and last events stand in."""
+    from viewer.cli_summarize import main
+
+    d = _broken(tmp_path, lost_run)
+    m = json.loads((d / "elastic.json").read_text())
+    m["generations"][-1].update(end_epoch_ns=None, end=None)
+    m["resets"][0].update(restored_epoch_ns=None, first_step_end_epoch_ns=None)
+    (d / "elastic.json").write_text(json.dumps(m))
+    run = _load(d, cache=False)
+    row = run.recoveries().iloc[0]
+    exp = lost_run[1]["expected"][0]
+    assert row["restore_ms"] == pytest.approx(exp["restore_ms"], abs=0.01)
+    assert row["lost_ms"] == pytest.approx(exp["lost_ms"], abs=0.01)
+    ev = run.events
+    end = int((ev["t_ns"] + ev["dur_ns"]).max())
+    assert row["share_pct"] == pytest.approx(100 * row["cost_ms"] * 1e6 / end)
+    assert main([str(d)]) == 0 and "ended: ?" in capsys.readouterr().out
