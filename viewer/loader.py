@@ -115,12 +115,10 @@ def load_run(paths, use_cache: bool = True, cache_dir=None, progress=None) -> Ru
     """
     from viewer.io import elastic
 
-    manifest, generation = None, {}
-    if isinstance(paths, (str, Path)) and elastic.is_elastic(paths):
-        manifest = elastic.read_manifest(paths)
-        groups = elastic.generation_files(paths, manifest)
-        generation = {f: g for g, fs in groups for f in fs}
-        files = list(generation)
+    manifest = elastic.read_manifest(paths) if isinstance(paths, (str, Path)) and elastic.is_elastic(paths) else None
+    if manifest:
+        member = elastic.Members(paths, manifest)   # each file's generation
+        files = list(member.generation)
     elif isinstance(paths, (str, Path)):
         files = find_traces(paths)
     else:
@@ -128,26 +126,16 @@ def load_run(paths, use_cache: bool = True, cache_dir=None, progress=None) -> Ru
     total = sum(f.stat().st_size for f in files)
     done = 0
     parsed = []
-    redone = elastic.redone_from(manifest) if manifest else {}
-    gens = {g["generation"]: g for g in manifest["generations"]} if manifest else {}
-    cut: dict = {g: [] for g in gens}
     for f in files:
-        if manifest:
-            with elastic.stopped_world(gens[generation[f]], cut[generation[f]]):
-                p = elastic.parse_stopped(parse_one, f, gens[generation[f]], use_cache, cache_dir)
-            if p is None:
-                continue
-            p["rank_info"]["generation"] = generation[f]
-            elastic.mark_redone(p, redone.get(generation[f]))
-        else:
-            p = parse_one(f, use_cache, cache_dir)
-        parsed.append(p)
+        p = member.parse(parse_one, f, use_cache, cache_dir) if manifest else parse_one(f, use_cache, cache_dir)
+        if p is not None:   # None: a stopped world's rank that wrote nothing (reported)
+            parsed.append(p)
         memory.release()
         done += f.stat().st_size
         if progress:
             progress(done, total, f)
-    for g, files_cut in cut.items():
-        elastic.report_cut(paths, gens[g], files_cut)
+    if manifest:
+        member.report()
     if any(p["rank_info"].get("format") == "kineto" for p in parsed):
         from viewer.io.kineto_attach import attach
         from viewer.io.kineto_clock import apply

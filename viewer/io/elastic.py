@@ -165,7 +165,35 @@ def report_cut(run_dir, gen: dict, cut: list) -> None:
         warnings.warn(ElasticWarning(
             f"{generation_dir(run_dir, gen['generation'])}: {len(cut)} trace(s) unclosed, as expected: the driver "
             f"stopped generation {gen['generation']} after its {gen['end']}; every recorded event was read"),
-            stacklevel=3)
+            stacklevel=4)
+
+
+class Members:
+    """The trace files of an elastic run's generations, parsed as members of their generation."""
+
+    def __init__(self, run_dir, manifest: dict):
+        self.run_dir = run_dir
+        self.gens = {g["generation"]: g for g in manifest["generations"]}
+        self.generation = {f: g for g, fs in generation_files(run_dir, manifest) for f in fs}
+        self.redone = redone_from(manifest)
+        self.cut: dict = {g: [] for g in self.gens}
+
+    def parse(self, parse, f: Path, *args):
+        """``parse(f, *args)`` with the file's generation in its rank_info and the steps a later generation
+        ran again marked (:func:`mark_redone`); in a world the driver stopped, the expected "unfinished trace"
+        warnings are gathered (:meth:`report`) and a trace with no events is reported and left out (None)."""
+        g = self.generation[f]
+        with stopped_world(self.gens[g], self.cut[g]):
+            p = parse_stopped(parse, f, self.gens[g], *args)
+        if p is not None:
+            p["rank_info"]["generation"] = g
+            mark_redone(p, self.redone.get(g))
+        return p
+
+    def report(self) -> None:
+        """One line per stopped generation whose traces were never closed."""
+        for g, files in self.cut.items():
+            report_cut(self.run_dir, self.gens[g], files)
 
 
 def redone_from(manifest: dict) -> dict[int, int]:
