@@ -111,8 +111,9 @@ def _who(items) -> str:
 _ADVICE = {
     "work redone": "commit more often (state.commit() every fewer steps, or when a step ends after a time "
                    "budget), since everything after the last commit is run again",
-    "detection": "the driver noticed the failure late: a rank that hangs instead of exiting is only seen once "
-                 "its control connection closes, so make a stuck rank exit (a stall timeout)",
+    "detection": "the driver was slow to act: a rank that hangs instead of exiting is only seen once its "
+                 "control connection closes, so make a stuck rank exit (a stall timeout); for an added host, "
+                 "the old world must first leave after its commit, so keep its shutdown short",
     "re-forming the world": "the new world took long to start and register: keep the script's start-up before "
                             "hvd.init() light (imports, data set opening) and the launch close to the hosts",
     "restoring the state": "commit and restore less state (the model and optimizer, not data caches), or "
