@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,11 +30,25 @@ def load_model(paths):
     show_warnings_on_stderr()
     src = paths[0] if len(paths) == 1 else paths
     try:
+        src = _one_world(src)
         return fit(Run.load(src).tables), None
     except TraceError as exc:
         return None, str(exc)
     except ModelError as exc:
         return None, f"{' '.join(map(str, paths))}: {exc}"
+
+
+def _one_world(src):
+    """An elastic run's last generation (the replay models one world); any other source as it is."""
+    from viewer.io import elastic
+
+    if not isinstance(src, (str, Path)) or not elastic.is_elastic(src):
+        return src
+    last = elastic.read_manifest(src)["generations"][-1]
+    d = elastic.generation_dir(src, last["generation"])
+    print(f"ringscope: {src} is an elastic run: replaying its last generation ({d}, {last['size']} ranks); "
+          f"its resets: ringscope summarize {src}", file=sys.stderr)
+    return d
 
 
 def _settings(args, p):

@@ -28,6 +28,10 @@ def find_traces(path) -> list[Path]:
         raise TraceError(p, "no such file or directory")
     if p.is_file():
         return [p]
+    from viewer.io import elastic
+
+    if elastic.is_elastic(p):   # every generation's traces (docs/ELASTIC.md)
+        return [f for _, fs in elastic.generation_files(p, elastic.read_manifest(p)) for f in fs]
     files = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES)
                    and _looks_like_trace(f))
     if (p / "kineto").is_dir():   # torch.profiler's traces beside ours (collectives.kineto_profile)
@@ -109,7 +113,13 @@ def load_run(paths, use_cache: bool = True, cache_dir=None, progress=None) -> Ru
 
     ``progress(done_bytes, total_bytes, path)`` is called after each file when given.
     """
-    if isinstance(paths, (str, Path)):
+    from viewer.io import elastic
+
+    manifest = elastic.read_manifest(paths) if isinstance(paths, (str, Path)) and elastic.is_elastic(paths) else None
+    if manifest:
+        member = elastic.Members(paths, manifest)   # each file's generation
+        files = list(member.generation)
+    elif isinstance(paths, (str, Path)):
         files = find_traces(paths)
     else:
         files = [f for p in paths for f in find_traces(p)]
@@ -117,41 +127,54 @@ def load_run(paths, use_cache: bool = True, cache_dir=None, progress=None) -> Ru
     done = 0
     parsed = []
     for f in files:
-        parsed.append(parse_one(f, use_cache, cache_dir))
+        p = member.parse(parse_one, f, use_cache, cache_dir) if manifest else parse_one(f, use_cache, cache_dir)
+        if p is not None:   # None: a stopped world's rank that wrote nothing (reported)
+            parsed.append(p)
         memory.release()
         done += f.stat().st_size
         if progress:
             progress(done, total, f)
+    if manifest:
+        member.report()
     if any(p["rank_info"].get("format") == "kineto" for p in parsed):
         from viewer.io.kineto_attach import attach
         from viewer.io.kineto_clock import apply
 
         parsed = attach(parsed)   # beside our trace of the same rank: joins it
         apply(parsed)   # Kineto traces hold no clock offsets: estimate them from their collectives
-    tables = assemble(parsed)
+    if manifest:
+        elastic.continue_occurrences(parsed)
+    tables = assemble(parsed, manifest)
     memory.release()
     return tables
 
 
 def check_ranks(entries) -> None:
-    """Refuse two files of one rank (its rotation parts aside): ``entries`` = (rank, part, file)."""
+    """Refuse two files of one rank (its rotation parts aside): ``entries`` = (rank, part, file), or
+    (rank, part, file, generation) in an elastic run, where each generation holds each rank once."""
     seen: dict = {}
-    for r, part, f in entries:
-        if r in seen and (part is None or part in seen[r][1] or None in seen[r][1]):
-            raise TraceError(f, f"rank {r} also comes from {seen[r][0]} "
+    for r, part, f, *gen in entries:
+        key = (r, *gen)
+        if key in seen and (part is None or part in seen[key][1] or None in seen[key][1]):
+            where = f" of generation {gen[0]}" if gen and gen[0] is not None else ""
+            raise TraceError(f, f"rank {r}{where} also comes from {seen[key][0]} "
                              "(a run holds one trace per rank, plus its rotation parts)")
-        seen.setdefault(r, (f, set()))[1].add(part)
+        seen.setdefault(key, (f, set()))[1].add(part)
 
 
-def assemble(parsed: list[dict]) -> RunTables:
-    """Shift each file's local times onto the common axis and concatenate the tables."""
-    check_ranks((p["rank_info"]["rank"], p["meta"].get("part"), p["rank_info"]["file"]) for p in parsed)
+def assemble(parsed: list[dict], elastic_manifest: dict | None = None) -> RunTables:
+    """Shift each file's local times onto the common axis and concatenate the tables (an elastic run's
+    generations too: ``elastic_manifest`` is its elastic.json, each file's rank_info has its generation)."""
+    check_ranks((p["rank_info"]["rank"], p["meta"].get("part"), p["rank_info"]["file"],
+                 p["rank_info"].get("generation")) for p in parsed)
     bases = []
     for p in parsed:
         ri = p["rank_info"]
         base = ri.get("base_epoch_ns")
         bases.append(None if base is None else base - (ri.get("clock_offset_ns") or 0))
     known = [b for b in bases if b is not None]
+    if known and elastic_manifest is not None:   # time 0: the job's start (the driver's first launch)
+        known += [g["start_epoch_ns"] for g in elastic_manifest["generations"]]
     origin = min(known) if known else None
     out = {}
     for t, cols in _TIME_COLUMNS.items():
@@ -171,8 +194,15 @@ def assemble(parsed: list[dict]) -> RunTables:
             ri["last_ts_ns"] += base - origin
     ranks = frames.build("ranks", {k: [p["rank_info"].get(k) for p in parsed]
                                    for k in frames.TABLES["ranks"]})
-    ranks = ranks.sort_values("rank", ignore_index=True)
-    return RunTables(meta=_run_meta(parsed, origin, bases), ranks=ranks, **out)
+    meta = _run_meta(parsed, origin, bases)
+    if elastic_manifest is None:
+        ranks = ranks.sort_values("rank", ignore_index=True)
+    else:
+        ranks = ranks.sort_values(["rank", "generation"], kind="stable", ignore_index=True)
+        from viewer.io.elastic import run_meta
+
+        run_meta(meta, elastic_manifest, ranks)
+    return RunTables(meta=meta, ranks=ranks, **out)
 
 
 def _concat_events(dfs: list):

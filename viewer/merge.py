@@ -20,6 +20,8 @@ from tracer import vocab as V
 MERGED_KEY = "ringscope_merged"
 _LANE_TID = 1_000_000  # overlap lanes get tid + k * 1e6 (clear of format 3's tensor threads, 1000 + k)
 _THREAD_META = ("thread_name", "thread_sort_index")
+_GEN_TID = 100_000     # a later generation's own threads (tensors, user threads): tid + generation * 1e5
+_DRIVER_PID = 1 << 30  # the elastic driver's lane: one slice per reset
 
 
 @dataclass
@@ -30,20 +32,29 @@ class RankSource:
     shift_ns: int          # add to the rank's local ns (ts * 1000) to get ns since the origin
     host: str | None = None
     legacy: bool = False   # a Horovod timeline from before 0.20.1: never closed, so no news if unclosed
+    generation: int | None = None   # elastic runs: the world this trace belongs to (docs/ELASTIC.md)
 
 
 @dataclass
 class MergePlan:
     origin_epoch_ns: int | None
     ranks: list[RankSource] = field(default_factory=list)
+    elastic: dict | None = None   # an elastic run's elastic.json (its resets get a lane of their own)
 
 
 def plan_merge(paths) -> MergePlan:
     """Work out each rank's clock shift from its recorded base and clock offset (headers only)."""
+    from viewer.io import elastic
     from viewer.io.chrome_json import TraceReader
     from viewer.loader import check_ranks, detect_format, find_traces
 
-    files = find_traces(paths) if isinstance(paths, (str, Path)) else [f for p in paths for f in find_traces(p)]
+    manifest, gen_of = None, {}
+    if isinstance(paths, (str, Path)) and elastic.is_elastic(paths):
+        manifest = elastic.read_manifest(paths)
+        gen_of = {f: g for g, fs in elastic.generation_files(paths, manifest) for f in fs}
+        files = list(gen_of)
+    else:
+        files = find_traces(paths) if isinstance(paths, (str, Path)) else [f for p in paths for f in find_traces(p)]
     entries, parts = [], []
     for f in files:
         fmt = detect_format(f)
@@ -68,13 +79,15 @@ def plan_merge(paths) -> MergePlan:
                         meta.get("host") if isinstance(meta.get("host"), str) else None))
         parts.append(_int(meta.get("part")))
         del reader
-    check_ranks((e[0], part, e[1]) for e, part in zip(entries, parts))
+    check_ranks((e[0], part, e[1], gen_of.get(f)) for e, part, f in zip(entries, parts, files))
     known = [a for _, _, _, a, _ in entries if a is not None]
+    if known and manifest:   # time 0: the job's start, as the loader has it
+        known += [g["start_epoch_ns"] for g in manifest["generations"]]
     origin = min(known) if known else None
     ranks = [RankSource(r, f, fmt, 0 if a is None or origin is None else a - origin, host,
-                        legacy=fmt == "horovod" and a is None)
+                        legacy=fmt == "horovod" and a is None, generation=gen_of.get(Path(f)))
              for r, f, fmt, a, host in entries]
-    return MergePlan(origin, sorted(ranks, key=lambda s: s.rank))
+    return MergePlan(origin, sorted(ranks, key=lambda s: (s.rank, s.generation or 0)), manifest)
 
 
 def _int(v):
@@ -104,7 +117,10 @@ def _rank_events(src: RankSource):
             if src.format == "ringscope":
                 ev["pid"] = src.rank
                 if "id" in ev:  # a plain id is global in Perfetto: keep ranks apart
-                    ev["id"] = f"{src.rank}/{ev['id']}"
+                    ev["id"] = f"{src.rank}/{ev['id']}" if not src.generation else \
+                        f"{src.rank}/g{src.generation}/{ev['id']}"
+                if src.generation and ev.get("tid").__class__ is int and ev["tid"] not in V.THREAD_NAMES:
+                    ev["tid"] += src.generation * _GEN_TID   # a later world numbers its tensor threads anew
             if ts is not None:
                 ev["ts"] = round(ts + shift_us, 3)
             out.append(ev)
@@ -189,7 +205,11 @@ def write_merged(plan: MergePlan, out, extra_events=None) -> dict:
             extra_by_pid.setdefault(e.get("pid"), []).append(e)
     ours = {s.rank for s in plan.ranks if s.format == "ringscope"}
     header = {MERGED_KEY: {"origin_epoch_ns": plan.origin_epoch_ns,
-                           "ranks": [{"rank": s.rank, "file": s.file, "shift_ns": s.shift_ns} for s in plan.ranks]}}
+                           "ranks": [{"rank": s.rank, "file": s.file, "shift_ns": s.shift_ns,
+                                      **({"generation": s.generation} if s.generation is not None else {})}
+                                     for s in plan.ranks]}}
+    if plan.elastic:
+        header[MERGED_KEY]["elastic"] = {k: v for k, v in plan.elastic.items() if k != "file"}
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     n_events, lanes_all, skipped = 0, set(), 0
     with open(out, "wb") as fh:
@@ -203,6 +223,9 @@ def write_merged(plan: MergePlan, out, extra_events=None) -> dict:
                 first = False
 
         # one rank at a time, so memory holds one rank's events, not the whole run's
+        if plan.elastic:
+            put(_driver_lane(plan))
+        seen_pids: set = set()
         for src in plan.ranks:
             events, reader = _rank_events(src)
             events += extra_by_pid.pop(src.rank, [])
@@ -211,7 +234,8 @@ def write_merged(plan: MergePlan, out, extra_events=None) -> dict:
             lanes = _relane(events)
             tids = {(e.get("pid"), e.get("tid")) for e in events
                     if "tid" in e and e.get("pid") in ours and isinstance(e.get("pid"), int)}
-            put(_metadata(MergePlan(plan.origin_epoch_ns, [src]), lanes, tids))
+            put(_metadata(MergePlan(plan.origin_epoch_ns, [src] if src.rank not in seen_pids else []), lanes, tids))
+            seen_pids.add(src.rank)
             put(events)
             n_events += len(events)
             lanes_all |= lanes
@@ -223,6 +247,47 @@ def write_merged(plan: MergePlan, out, extra_events=None) -> dict:
         n_events += len(rest)
         fh.write(b"\n]}\n")
     return {"events": n_events, "ranks": len(plan.ranks), "overlap_lanes": len(lanes_all), "skipped": skipped}
+
+
+def _driver_lane(plan: MergePlan) -> list:
+    """An "elastic driver" process: each reset as a slice from the failure to the end of the first step
+    after (cause, membership and costs in its args), its parts nested in it; each generation as a slice."""
+    from viewer.analyses.recoveries import PARTS
+
+    origin = plan.origin_epoch_ns or 0
+
+    def us(ns):
+        return round((ns - origin) / 1000.0, 3)
+
+    out = [{"ph": "M", "name": "process_name", "pid": _DRIVER_PID, "args": {"name": "elastic driver"}},
+           {"ph": "M", "name": "process_sort_index", "pid": _DRIVER_PID, "args": {"sort_index": -1}},
+           {"ph": "M", "name": "thread_name", "pid": _DRIVER_PID, "tid": 1, "args": {"name": "generations"}},
+           {"ph": "M", "name": "thread_name", "pid": _DRIVER_PID, "tid": 2, "args": {"name": "resets"}},
+           {"ph": "M", "name": "thread_name", "pid": _DRIVER_PID, "tid": 3, "args": {"name": "work redone"}}]
+    for g in plan.elastic["generations"]:
+        if g.get("end_epoch_ns") is not None:
+            out.append({"ph": "X", "name": f"generation {g['generation']} ({g['size']} ranks)", "cat": V.CAT_ELASTIC,
+                        "pid": _DRIVER_PID, "tid": 1, "ts": us(g["start_epoch_ns"]),
+                        "dur": round((g["end_epoch_ns"] - g["start_epoch_ns"]) / 1000.0, 3),
+                        "args": {k: g.get(k) for k in ("generation", "size", "hosts", "end", "step_base")}})
+    names = dict(PARTS)
+    for r in plan.elastic["resets"]:
+        t = [r.get(k) for k in ("failed_epoch_ns", "detected_epoch_ns", "reformed_epoch_ns", "restored_epoch_ns",
+                                "first_step_end_epoch_ns")]
+        end = next((x for x in reversed(t) if x is not None), t[0])
+        args = {k: v for k, v in r.items() if not k.endswith("_epoch_ns")}
+        out.append({"ph": "X", "name": f"{V.ELASTIC_RESET} {r['kind']}: {r.get('cause', '')}", "cat": V.CAT_ELASTIC,
+                    "pid": _DRIVER_PID, "tid": 2, "ts": us(t[0]), "dur": round((end - t[0]) / 1000.0, 3),
+                    "args": args})
+        for (col, _), a, b in zip(PARTS[1:], t, t[1:]):
+            if a is not None and b is not None:
+                out.append({"ph": "X", "name": names[col], "cat": V.CAT_ELASTIC, "pid": _DRIVER_PID, "tid": 2,
+                            "ts": us(a), "dur": round((b - a) / 1000.0, 3)})
+        if r.get("last_commit_epoch_ns") is not None and r["kind"] == "lost":
+            out.append({"ph": "X", "name": "work redone (since the last commit)", "cat": V.CAT_ELASTIC,
+                        "pid": _DRIVER_PID, "tid": 3, "ts": us(r["last_commit_epoch_ns"]),
+                        "dur": round((r["failed_epoch_ns"] - r["last_commit_epoch_ns"]) / 1000.0, 3)})
+    return out
 
 
 def _report(path, reader, legacy: bool) -> None:

@@ -209,10 +209,20 @@ class Run:
 
     @_memo
     def hangs(self) -> pd.DataFrame:
-        """Tensors some ranks submitted and others never completed, by missing rank."""
+        """Tensors some ranks submitted and others never completed, by missing rank (an elastic run: judged
+        against its last world, where a job that hangs stops)."""
         from viewer.analyses import hangs
 
-        return hangs.incomplete_tensors(self.tables, size=self.size)
+        elastic = self.meta.get("elastic")
+        size = elastic["generations"][-1]["size"] if elastic else self.size
+        return hangs.incomplete_tensors(self.tables, size=size)
+
+    @_memo
+    def recoveries(self) -> pd.DataFrame:
+        """Elastic runs: one row per reset of the world, with its cause and what it cost (docs/ELASTIC.md)."""
+        from viewer.analyses import recoveries
+
+        return recoveries.recoveries(self.tables)
 
     @_memo
     def findings(self, peak_busbw_gbps: float | None = None) -> pd.DataFrame:

@@ -109,6 +109,7 @@ RANKS = {
     "closed": "bool",           # the trace was closed cleanly (complete JSON and SHUTDOWN record)
     "last_ts_ns": "Int64",      # end of its last event (common axis): where a killed rank stopped
     "events_skipped": "Int64",  # events lost to damaged lines the loader skipped (meta["skipped"])
+    "generation": "Int64",      # elastic runs: the generation (world) this file's rank belonged to; else NA
 }
 
 TABLES = {

@@ -65,6 +65,7 @@ def analyses(run, peak_busbw_gbps=None) -> dict:
         "links": run.links_by_size(),
         "cross_link": run.cross_link_cost(),
         "late_hosts": run.late_hosts(),
+        "recoveries": run.recoveries(),
         "findings": run.findings(peak_busbw_gbps),
     }
 
@@ -98,7 +99,15 @@ def run_facts(run) -> dict:
         "skipped": list(m.get("skipped") or [])[:100],
         "last_event_ns": {int(r): _clean(t) for r, t in zip(run.ranks["rank"], run.ranks["last_ts_ns"])},
         "hosts": hosts(run.ranks),
+        "generations": generations(m),
     }
+
+
+def generations(meta: dict) -> list[dict]:
+    """An elastic run's worlds (docs/ELASTIC.md): number, size, ranks, hosts, how it ended, its first step
+    number and its span on the run's axis; [] for another run."""
+    keys = ("generation", "size", "ranks", "hosts", "end", "step_base", "start_ns", "end_ns", "truncated_ranks")
+    return [{k: g.get(k) for k in keys} for g in (meta.get("elastic") or {}).get("generations", [])]
 
 
 def hosts(ranks) -> dict:
@@ -146,6 +155,7 @@ def build_summary(run, top: int = 10, tables: dict | None = None, steps: bool = 
         "links": records(t["links"]),
         "cross_link": records(t["cross_link"]),
         "late_hosts": records(t["late_hosts"]),
+        "recoveries": records(t["recoveries"]),
         **extra,
     }
 

@@ -34,6 +34,9 @@ def print_summary(data: dict, tables: dict, top: int = 10, console=None) -> None
     facts.add_row("events / tensor ops / fused ops", f"{run['events']} / {run['tensor_ops']} / {run['fused_ops']}")
     if run["fusion_threshold"]:
         facts.add_row("fusion threshold", fmt_bytes(run["fusion_threshold"]))
+    for g in run.get("generations") or []:
+        facts.add_row(f"generation {g['generation']}", f"{g['size']} rank(s) from step {g['step_base']}, "
+                      f"{_ns(g['start_ns'])} to {_ns(g['end_ns'])}, ended: {g['end'] or '?'}")
     if run["truncated_ranks"]:
         facts.add_row("truncated traces", ", ".join(map(str, run["truncated_ranks"])), style="yellow")
     if run["skipped"]:
@@ -93,6 +96,7 @@ def print_summary(data: dict, tables: dict, top: int = 10, console=None) -> None
         con.print(bw)
 
     _print_links(con, data.get("links") or [], data.get("cross_link") or [])
+    _print_recoveries(con, data.get("recoveries") or [])
     _print_breakdown(con, data["breakdown"][:top])
     _print_root_causes(con, data["root_cause"])
 
@@ -166,6 +170,27 @@ def _print_breakdown(con, rows) -> None:
                    _ms(r["queue_ns"]), _ms(r["memcpy_ns"]), _ms(r["comm_ns"]), _ms(r["exposed_ns"]),
                    _ms(r["overlapped_ns"]), f"{r['exposed_pct']:.0f}")
     con.print(bd)
+
+
+def _print_recoveries(con, rows) -> None:
+    from rich.table import Table
+
+    if not rows:
+        return
+    t = Table(title="Recoveries (elastic resets, ms; lost = failure -> end of the first step after, redone = "
+                    "last commit -> failure)", title_justify="left")
+    for c in ("#", "kind", "size", "detect", "re-form", "restore", "1st step", "lost", "redone", "% job"):
+        t.add_column(c, justify="right")
+    for r in rows:
+        t.add_row(str(r["reset"]), r["kind"], f"{r['size_before']}→{r['size_after']}",
+                  *(_num(r[c], "{:.1f}") for c in ("detect_ms", "reform_ms", "restore_ms", "first_step_ms",
+                                                    "lost_ms", "redone_ms", "share_pct")))
+    con.print(t)
+    for r in rows:
+        missing = r["ranks_missing_slice"]
+        con.print(f"  #{r['reset']}: {r['cause']}; biggest part: {r['biggest'] or '–'}"
+                  + (f"; [yellow]no ELASTIC_RESET slice on rank(s) {', '.join(map(str, missing))}[/yellow]"
+                     if missing else ""), highlight=False)
 
 
 def _print_root_causes(con, rows) -> None:

@@ -61,3 +61,18 @@ def test_a_symlink_loop_is_refused(root):
     (root / "loop").symlink_to(root / "loop")
     with pytest.raises(PathRefused, match="loop"):
         resolve_under(root, "loop")
+
+
+def test_an_elastic_run_with_a_generation_leading_outside_is_refused(root, tmp_path):
+    run = root / "runs" / "elastic"
+    (run / "gen-000").mkdir(parents=True)
+    (run / "elastic.json").write_text("{}")
+    (run / "gen-000" / "rank-00000.json").write_text("{}")
+    assert resolve_under(root, "runs/elastic") == run.resolve()
+    (run / "gen-000" / "rank-00001.json").symlink_to(tmp_path / "outside" / "secret.json")
+    with pytest.raises(PathRefused, match="runs/elastic/gen-000/rank-00001.json: a symlink leads outside"):
+        resolve_under(root, "runs/elastic")
+    (run / "gen-000" / "rank-00001.json").unlink()
+    (run / "gen-001").symlink_to(tmp_path / "outside", target_is_directory=True)
+    with pytest.raises(PathRefused, match="runs/elastic/gen-001: a symlink leads outside"):
+        resolve_under(root, "runs/elastic")

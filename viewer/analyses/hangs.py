@@ -11,7 +11,8 @@ STOP_GAP_NS = 1_000_000_000
 
 
 def rank_ends(tables):
-    """Per loaded rank: where its trace stops and whether it was closed cleanly.
+    """Per loaded rank: where its trace stops and whether it was closed cleanly (in an elastic run, the
+    last generation's ranks: earlier worlds ended by a failure the recoveries report).
 
     Returns DataFrame ``rank, last_ns, closed`` ordered by ``last_ns``. ``last_ns`` is the end of the
     rank's last event (the ranks table's ``last_ts_ns`` where the loader gives it); ``closed`` comes
@@ -20,6 +21,8 @@ def rank_ends(tables):
     import pandas as pd
 
     ranks = tables.ranks
+    if "generation" in ranks and ranks["generation"].notna().any():   # elastic: the last world (docs/ELASTIC.md)
+        ranks = ranks[ranks["generation"] == ranks["generation"].max()]
     if not len(ranks):
         return pd.DataFrame({"rank": [], "last_ns": [], "closed": []})
     if "last_ts_ns" in ranks and ranks["last_ts_ns"].notna().all():

@@ -326,7 +326,7 @@ def findings(run, peak_busbw_gbps=None):
     """
     import pandas as pd
 
-    from viewer.analyses import breakdown, fusion, hangs, priorities
+    from viewer.analyses import breakdown, fusion, hangs, priorities, recoveries
 
     bd = run.breakdown()
     bd_rank = breakdown.breakdown_by_rank(bd)
@@ -335,6 +335,7 @@ def findings(run, peak_busbw_gbps=None):
     rows += hang_findings(hangs.hangs_by_rank(hang_df), hang_df, run.meta.get("truncated_ranks") or [],
                           hangs.rank_ends(run.tables))
     rows += late_host_findings(run.late_hosts(), run.late_ranks(), run.root_causes())
+    rows += recoveries.recovery_findings(run.recoveries())
     rows += straggler_findings(run.late_ranks(), run.root_causes(), run.late_hosts())
     rows += imbalance_findings(run.root_causes(), run.late_hosts())
     fill = run.fusion()

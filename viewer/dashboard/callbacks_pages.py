@@ -7,7 +7,7 @@ from __future__ import annotations
 from dash import Input, Output, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from viewer.dashboard import derive, fig_comm, fig_compare, fig_fusion, fig_negotiation, fig_overview
+from viewer.dashboard import derive, fig_comm, fig_compare, fig_fusion, fig_negotiation, fig_overview, fig_recoveries
 from viewer.dashboard.components import card, facts, fmt, table
 from viewer.dashboard.pages_text import compare_rows, findings_block, run_facts
 
@@ -64,7 +64,7 @@ def register(app, ctx):
         return [html.H2(f"Run {view.label}"), headline_cards(view),
                 dcc.Graph(id="ov-steps", figure=fig_overview.step_time_figure(view.step_spans),
                           config={"displaylogo": False}),
-                *kineto_overview.block(view.tables),
+                *kineto_overview.block(view.tables), *fig_recoveries.recoveries_block(view.recoveries),
                 html.H3("Run facts"), facts(run_facts(view))]
 
     @app.callback(Output("overview-findings", "children"), Input("tabs", "value"), Input("run-a", "value"))

@@ -6,6 +6,7 @@ from dash.exceptions import PreventUpdate
 
 from viewer.dashboard import derive
 from viewer.dashboard.fig_critical import add_critical_path
+from viewer.dashboard.fig_recoveries import add_reset_bands
 from viewer.dashboard.fig_timeline import timeline_figure
 
 PIXELS = 1400
@@ -88,6 +89,7 @@ def register(app, ctx):
         t0, t1 = window if window else (None, None)
         win = view.timeline.window(t0, t1, ranks=ranks or None, px=PIXELS, max_bars=MAX_BARS)
         fig = timeline_figure(win, title=view.label + ":")
+        add_reset_bands(fig, view.recoveries, win.lanes, win.t0_ns, win.t1_ns)
         if critical:
             add_critical_path(fig, view.critical_path, win.lanes, win.t0_ns, win.t1_ns)
         return fig

@@ -28,6 +28,7 @@ def run_facts(view) -> list[tuple[str, str]]:
         ("time span", fmt(span, "{:,.3f} s")),
         ("events / tensor ops / fused ops", f"{len(ev):,} / {len(t.tensor_ops):,} / {len(t.fused_ops):,}"),
         ("truncated files / events dropped", f"{truncated} / {dropped:,}"),
+        *_generations(meta),
     ]
 
 
@@ -39,6 +40,16 @@ def _hosts_fact(hosts: dict) -> list[tuple[str, str]]:
     if len(by) < 2:
         return []
     return [("hosts", "; ".join(f"{h}: ranks {', '.join(rs)}" for h, rs in by.items()))]
+
+
+def _generations(meta) -> list[tuple[str, str]]:
+    """An elastic run's worlds, one fact each (none for another run)."""
+    out = []
+    for g in (meta.get("elastic") or {}).get("generations", []):
+        end = fmt(None if g["end_ns"] is None else g["end_ns"] / 1e9, "{:,.3f} s", "?")
+        out.append((f"generation {g['generation']}", f"{g['size']} ranks from step {g['step_base']}, "
+                    f"{g['start_ns'] / 1e9:,.3f} s to {end}, ended: {g['end'] or '?'}"))
+    return out
 
 
 def findings_block(view):

@@ -54,14 +54,23 @@ def _check_reads(root: Path, real: Path, rel: str) -> None:
     folder = real if real.is_dir() else real.parent
     where = rel.rstrip("/") if real.is_dir() else rel.rsplit("/", 1)[0] if "/" in rel else "."
     entries = [e for e in folder.iterdir() if is_trace_file(e.name)] if real.is_dir() else []
-    cache = folder / CACHE_DIRNAME
-    if os.path.lexists(cache):
-        entries.append(cache)
-        if _inside(root, _real(cache)) and cache.is_dir():
-            for sub in cache.iterdir():
-                entries.append(sub)
-                if sub.is_dir():
-                    entries.extend(sub.iterdir())
+    folders = [folder]
+    if real.is_dir() and (folder / "elastic.json").is_file():   # an elastic run reads its gen-*/ too
+        gens = [e for e in folder.iterdir() if e.name.startswith("gen-")]
+        entries += gens
+        for g in gens:
+            if _inside(root, _real(g)) and g.is_dir():
+                entries += [e for e in g.iterdir() if is_trace_file(e.name)]
+                folders.append(g)
+    for f in folders:
+        cache = f / CACHE_DIRNAME
+        if os.path.lexists(cache):
+            entries.append(cache)
+            if _inside(root, _real(cache)) and cache.is_dir():
+                for sub in cache.iterdir():
+                    entries.append(sub)
+                    if sub.is_dir():
+                        entries.extend(sub.iterdir())
     for entry in entries:
         if not _inside(root, _real(entry)):
             name = entry.relative_to(folder).as_posix()

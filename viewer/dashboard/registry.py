@@ -171,6 +171,14 @@ class RunView:
             return None
 
     @cached_property
+    def recoveries(self):
+        """An elastic run's resets with their costs (empty for another run; None when the analysis fails)."""
+        try:
+            return self.run.recoveries()
+        except Exception:
+            return None
+
+    @cached_property
     def findings(self):
         """The analyses' recommendations (a DataFrame), or the exception that stopped them."""
         try:

@@ -1,0 +1,144 @@
+"""Recoveries of an elastic run (docs/ELASTIC.md): what each reset of the world cost, from the driver's
+elastic.json, checked against the ELASTIC_RESET slices the new world's ranks recorded."""
+from __future__ import annotations
+
+from tracer import vocab as V
+
+COLUMNS = ["reset", "generation_before", "generation_after", "kind", "cause", "lost", "added", "size_before",
+           "size_after", "last_commit_step", "failed_ns", "detected_ns", "relaunched_ns", "reformed_ns",
+           "restored_ns", "first_step_end_ns", "detect_ms", "reform_ms", "restore_ms", "first_step_ms", "lost_ms",
+           "redone_ms", "cost_ms", "share_pct", "biggest", "ranks_with_slice", "ranks_missing_slice"]
+# the parts of a reset's cost, in time order: (column, what the finding calls it)
+PARTS = [("redone_ms", "work redone"), ("detect_ms", "detection"), ("reform_ms", "re-forming the world"),
+         ("restore_ms", "restoring the state"), ("first_step_ms", "the first step after")]
+SHARE_FINDING_PCT = 5.0
+_TIMES = ("detected", "relaunched", "reformed", "restored", "first_step_end")
+
+
+def _ms(a, b):
+    return None if a is None or b is None else (b - a) / 1e6
+
+
+def job_span(meta: dict, events=None) -> tuple[int, int]:
+    """The job's wall time on the run's axis: the first generation's start to the last one's end (where
+    the manifest has no end, the last recorded event's)."""
+    gens = meta["elastic"]["generations"]
+    start = gens[0]["start_ns"]
+    end = gens[-1]["end_ns"]
+    if end is None:
+        end = int((events["t_ns"] + events["dur_ns"]).max()) if events is not None and len(events) else start
+    return int(start), int(end)
+
+
+def recoveries(tables):
+    """One row per reset of an elastic run (none for another run).
+
+    Args:
+        tables: :class:`viewer.schema.RunTables` of a run loaded from an elastic run directory.
+    Returns:
+        DataFrame with ``COLUMNS``: times ``*_ns`` on the run's axis; ``detect_ms`` (failure -> the driver's
+        decision), ``reform_ms`` (-> every rank of the new world registered), ``restore_ms`` (-> state restored
+        on every rank), ``first_step_ms`` (-> end of the first step after), ``lost_ms`` (failure -> that step's
+        end: their sum), ``redone_ms`` (last commit -> failure: work run again), ``cost_ms`` (lost + redone),
+        ``share_pct`` (of the job's wall time), ``biggest`` (the largest part), ``ranks_with_slice`` and
+        ``ranks_missing_slice`` (the new world's ranks with and without an ELASTIC_RESET slice). Where
+        elastic.json lacks the restore or the first step's end, the ranks' ELASTIC_RESTORE and ELASTIC_RESET
+        slices give it (their latest end).
+    """
+    import pandas as pd
+
+    meta = tables.meta
+    el = meta.get("elastic")
+    if not el or not el.get("resets"):
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS})
+    origin = meta.get("origin_epoch_ns") or 0
+    ev = tables.events
+    el_ev = ev[(ev["cat"] == V.CAT_ELASTIC).to_numpy(dtype=bool, na_value=False)]
+    ranks = tables.ranks
+    start, end = job_span(meta, ev)
+    wall = max(end - start, 1)
+    resets = el["resets"]
+    rows = []
+    for i, r in enumerate(resets):
+        t = {k: None if r.get(f"{k}_epoch_ns") is None else r[f"{k}_epoch_ns"] - origin
+             for k in ("last_commit", "failed", *_TIMES)}
+        until = resets[i + 1]["failed_epoch_ns"] - origin if i + 1 < len(resets) else None
+        window = (el_ev["t_ns"] >= t["failed"]) & (True if until is None else el_ev["t_ns"] < until)
+        mine = el_ev[window.to_numpy(dtype=bool)]
+        slices = mine[mine["name"] == V.ELASTIC_RESET]
+        g = r["generation_after"]
+        world = sorted(int(x) for x in ranks.loc[ranks["generation"] == g, "rank"])
+        have = sorted(set(int(x) for x in slices["rank"]) & set(world))
+        if t["restored"] is None:
+            restores = mine[mine["name"] == V.ELASTIC_RESTORE]
+            t["restored"] = int((restores["t_ns"] + restores["dur_ns"]).max()) if len(restores) else None
+        if t["first_step_end"] is None and len(slices):
+            t["first_step_end"] = int((slices["t_ns"] + slices["dur_ns"]).max())
+        row = {
+            "reset": i, "generation_before": r["generation_before"], "generation_after": g, "kind": r["kind"],
+            "cause": r.get("cause") or "", "lost": _who(r.get("lost")), "added": _who(r.get("added")),
+            "size_before": r.get("size_before"), "size_after": r.get("size_after"),
+            "last_commit_step": r.get("last_commit_step"),
+            **{f"{k}_ns": t[k] for k in ("failed", *_TIMES)},
+            "detect_ms": _ms(t["failed"], t["detected"]), "reform_ms": _ms(t["detected"], t["reformed"]),
+            "restore_ms": _ms(t["reformed"], t["restored"]), "first_step_ms": _ms(t["restored"], t["first_step_end"]),
+            "lost_ms": _ms(t["failed"], t["first_step_end"]),
+            "redone_ms": 0.0 if r["kind"] == "added" and t["last_commit"] is None
+            else _ms(t["last_commit"], t["failed"]),
+            "ranks_with_slice": have, "ranks_missing_slice": [x for x in world if x not in have],
+        }
+        parts = {c: row[c] for c, _ in PARTS if row[c] is not None}
+        row["cost_ms"] = (row["lost_ms"] or 0.0) + (row["redone_ms"] or 0.0)
+        row["share_pct"] = 100.0 * row["cost_ms"] * 1e6 / wall
+        row["biggest"] = dict(PARTS)[max(parts, key=parts.get)] if parts else None
+        rows.append(row)
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _who(items) -> str:
+    """``rank 2 (localhost, pid 4321)`` / ``h2 (1 slot)``, comma-separated."""
+    out = []
+    for x in items or []:
+        if not isinstance(x, dict):
+            out.append(str(x))
+        elif "rank" in x:
+            out.append(f"rank {x['rank']}" + (f" ({x.get('host')}, pid {x.get('pid')})" if x.get("host") else ""))
+        else:
+            out.append(f"{x.get('host')} ({x.get('slots', '?')} slot(s))")
+    return ", ".join(out)
+
+
+_ADVICE = {
+    "work redone": "commit more often (state.commit() every fewer steps, or when a step ends after a time "
+                   "budget), since everything after the last commit is run again",
+    "detection": "the driver was slow to act: a rank that hangs instead of exiting is only seen once its "
+                 "control connection closes, so make a stuck rank exit (a stall timeout); for an added host, "
+                 "the old world must first leave after its commit, so keep its shutdown short",
+    "re-forming the world": "the new world took long to start and register: keep the script's start-up before "
+                            "hvd.init() light (imports, data set opening) and the launch close to the hosts",
+    "restoring the state": "commit and restore less state (the model and optimizer, not data caches), or "
+                           "restore from a faster place",
+    "the first step after": "the first step after the restore ran long (warm-up: allocation, caches, "
+                            "compilation): warm up before the restore or keep the world's processes alive",
+}
+
+
+def recovery_findings(rec) -> list[dict]:
+    """A finding when the recoveries cost more than SHARE_FINDING_PCT of the job: their count, cost and
+    share, the biggest part over all of them, and what to do about it."""
+    from viewer.analyses.recommendations import _row, fmt_ns
+
+    if rec is None or not len(rec):
+        return []
+    share = float(rec["share_pct"].sum())
+    if share <= SHARE_FINDING_PCT:
+        return []
+    totals = {name: float(rec[c].fillna(0).sum()) for c, name in PARTS}
+    biggest = max(totals, key=totals.get)
+    cost = float(rec["cost_ms"].sum()) * 1e6
+    kinds = ", ".join(f"{n} {k}" for k, n in rec["kind"].value_counts().sort_index().items())
+    worst = rec.sort_values("cost_ms", ascending=False).iloc[0]
+    msg = (f"{len(rec)} recover{'y' if len(rec) == 1 else 'ies'} ({kinds}) cost {fmt_ns(cost)}, {share:.0f} % of "
+           f"the job; the biggest part was {biggest} ({fmt_ns(totals[biggest] * 1e6)} in all; the costliest "
+           f"reset followed: {worst['cause']}): " + _ADVICE[biggest])
+    return [_row("recoveries", "high" if share >= 20 else "medium", 40 + min(share, 50), msg)]
