@@ -222,13 +222,32 @@ static inline void ws(Scan *s) {
         s->pos++;
 }
 
-/* After the opening quote: leaves pos after the closing one; raw and n: the text between. */
+/* Well-formed UTF-8 (no overlong forms, surrogates or code points beyond U+10FFFF). */
+static int utf8_ok(const unsigned char *p, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n;) {
+        unsigned char c = p[i];
+        if (c < 0x80) { i++; continue; }
+        int len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        if (!len || i + len > n) return 0;
+        for (int k = 1; k < len; k++)
+            if ((p[i + k] & 0xC0) != 0x80) return 0;
+        if ((c == 0xE0 && p[i + 1] < 0xA0) || (c == 0xED && p[i + 1] > 0x9F) || (c == 0xF0 && p[i + 1] < 0x90)
+                || (c == 0xF4 && p[i + 1] > 0x8F))
+            return 0;
+        i += len;
+    }
+    return 1;
+}
+
+/* After the opening quote: leaves pos after the closing one; raw and n: the text between, which is
+ * checked to be UTF-8 (as every JSON string must be). */
 static int scan_string(Scan *s, const unsigned char **raw, Py_ssize_t *n) {
     const unsigned char *b = s->b;
     Py_ssize_t i = s->pos, end = s->end;
+    unsigned char high = 0;
     *raw = b + i;
     for (;;) {
-        while (i < end && !STR_STOP[b[i]]) i++;
+        while (i < end && !STR_STOP[b[i]]) high |= b[i++];
         if (i >= end) return fail(s, end, "unexpected end of data in a string");
         if (b[i] == '"') break;
         if (b[i] != '\\') return fail(s, i, "a control character in a string");
@@ -237,6 +256,14 @@ static int scan_string(Scan *s, const unsigned char **raw, Py_ssize_t *n) {
         if (c == 'u') {
             unsigned u;
             if (i + 6 > end || hex4(b + i + 2, &u) < 0) return fail(s, i, "invalid \\u escape");
+            if (u >= 0xDC00 && u < 0xE000) return fail(s, i, "a lone surrogate escape in a string");
+            if (u >= 0xD800 && u < 0xDC00) {   /* a high surrogate: its low half must follow */
+                unsigned lo;
+                if (i + 12 > end || b[i + 6] != '\\' || b[i + 7] != 'u' || hex4(b + i + 8, &lo) < 0
+                        || lo < 0xDC00 || lo >= 0xE000)
+                    return fail(s, i, "a lone surrogate escape in a string");
+                i += 6;
+            }
             i += 6;
         } else if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't') {
             i += 2;
@@ -245,6 +272,7 @@ static int scan_string(Scan *s, const unsigned char **raw, Py_ssize_t *n) {
         }
     }
     *n = b + i - *raw;
+    if ((high & 0x80) && !utf8_ok(*raw, *n)) return fail(s, s->pos, "invalid UTF-8 in a string");
     s->pos = i + 1;
     return 0;
 }
@@ -264,15 +292,32 @@ static int scan_number(Scan *s, Py_ssize_t *len, int *is_int) {
         if (i >= end || b[i] < '0' || b[i] > '9') return fail(s, at, "invalid number");
         while (i < end && b[i] >= '0' && b[i] <= '9') i++;
     }
+    Py_ssize_t int_digits = i - at - (b[at] == '-'), exp = 0;
+    if (*is_int == 0) {   /* the digits before the point */
+        const unsigned char *dot = memchr(b + at, '.', i - at);
+        if (dot) int_digits = dot - (b + at) - (b[at] == '-');
+    }
     if (i < end && (b[i] == 'e' || b[i] == 'E')) {
         *is_int = 0;
         i++;
+        int neg = i < end && b[i] == '-';
         if (i < end && (b[i] == '+' || b[i] == '-')) i++;
         if (i >= end || b[i] < '0' || b[i] > '9') return fail(s, at, "invalid number");
-        while (i < end && b[i] >= '0' && b[i] <= '9') i++;
+        for (; i < end && b[i] >= '0' && b[i] <= '9'; i++)
+            if (exp < 100000) exp = exp * 10 + (b[i] - '0');
+        if (neg) exp = -exp;
     }
     *len = i - at;
     s->pos = i;
+    if (int_digits + exp > 308) {   /* perhaps beyond a double, which JSON readers refuse */
+        char *tmp = PyMem_Malloc(*len + 1);
+        if (!tmp) return fail(s, at, "out of memory");
+        memcpy(tmp, b + at, *len);
+        tmp[*len] = 0;
+        double v = strtod_l(tmp, NULL, s->c_locale);
+        PyMem_Free(tmp);
+        if (isinf(v)) return fail(s, at, "a number beyond a double's range");
+    }
     return 0;
 }
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from viewer.io.chrome_json import loads
+from viewer.io.chrome_json import _BAD_JSON, loads
+from viewer.io.columns import distinct
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
 # older Kineto (torch 1.8-1.10) spelled some categories differently
@@ -64,8 +65,10 @@ class Events:
 
         cat_st, cat, cat_v = _col(scanned, "cat", np.int32)
         cats = [_CAT_ALIASES.get(c, c) for c in cat_v] + [""]
-        cat_code, self.cats = _recode(cats, np.where(cat_st[rows] == _READ, cat[rows], len(cat_v)))
-        name_code, self.names = _recode(name_v, name[rows])
+        cat_code, cats = distinct(np.where(cat_st[rows] == _READ, cat[rows], len(cat_v)), cats)
+        name_code, names = distinct(name[rows], name_v)
+        self.cats = {v: k for k, v in enumerate(cats)}
+        self.names = {v: k for k, v in enumerate(names)}
         annotation = self.cats.get("gpu_user_annotation", -2)
         thread_key = (pid[rows].astype(np.int64) * (len(tid_v) + 1) + tid[rows]) * 2 + (cat_code == annotation)
         uniq, first, thread_code = np.unique(thread_key, return_index=True, return_inverse=True)
@@ -91,8 +94,8 @@ class Events:
             "corr": corr, "stream": np.where(gpu, s, -1), "bytes": np.where(gpu, nbytes, -1),
         }
         special = _lut(list(self.names), lambda n: n.startswith(_SPECIAL))[name_code]
-        self.special = [(int(r), loads(bytes(data[starts[rows[r]]:ends[rows[r]]])))
-                        for r in np.flatnonzero(special)]
+        self.special = [(int(r), e) for r in np.flatnonzero(special)
+                        if (e := _whole(data, starts[rows[r]], ends[rows[r]])) is not None]
 
     def _count(self, mask, why: str) -> None:
         n = int(mask.sum())
@@ -112,7 +115,7 @@ class Events:
     def _meta(self, data, starts, ends, rows) -> None:
         """Process labels from the metadata events (each parsed alone: there are a few)."""
         for r in rows:
-            e = loads(bytes(data[starts[r]:ends[r]]))
+            e = _whole(data, starts[r], ends[r]) or {}
             a = e.get("args")
             pid = e.get("pid")
             if e.get("name") == "process_labels" and a.__class__ is dict and a.get("labels").__class__ is str \
@@ -127,9 +130,9 @@ class Events:
         return self._cols
 
 
-def _recode(values: list, codes):
-    """Codes into ``values`` (which may repeat) as codes into their distinct values: ``(codes,
-    {value: code})``, the distinct values numbered in order of first use."""
-    index: dict = {}
-    remap = np.array([index.setdefault(v, len(index)) for v in values] + [-1], dtype=np.int32)
-    return remap[codes], index
+def _whole(data, lo, hi):
+    """The event object in ``data[lo:hi]`` (valid JSON to the scanner, hence to the parser; None if not)."""
+    try:
+        return loads(bytes(data[lo:hi]))
+    except _BAD_JSON:
+        return None
