@@ -712,7 +712,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             all[i]->st = ST_ABSENT;
             all[i]->items.len = all[i]->mark;
         }
-        Py_ssize_t next = resync(&s, s.err_at < at ? at : s.err_at, lines);
+        Py_ssize_t next = resync(&s, lines || s.err_at < at ? at : s.err_at, lines);   /* lines: the event's own */
         PyObject *o = Py_BuildValue("(nnsn)", at, s.err_at, s.err, next);
         if (!o || PyList_Append(errors, o) < 0) { Py_XDECREF(o); goto done; }
         Py_DECREF(o);

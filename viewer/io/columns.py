@@ -109,11 +109,13 @@ class Columns:
         kind = self._kinds[name]
         if kind == "l":
             flat = self._flattened(name, rows)
-            out: list = [[] for _ in range(len(rows))]
-            if flat is not None:
+            if flat is None:
+                out: list = [[] for _ in range(len(rows))]
+            else:
                 codes, uniq, parent = flat
-                for c, r in zip(codes.tolist(), parent.tolist()):
-                    out[r].append(uniq[c])
+                items = np.array(uniq, dtype=object)[codes].tolist() if len(codes) else []
+                bounds = np.r_[0, np.cumsum(np.bincount(parent, minlength=len(rows)))].tolist()
+                out = [items[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
         elif kind in "sk":
             codes, values = self.codes(name)
             out = [values[c] if c >= 0 else None for c in codes[rows].tolist()]
