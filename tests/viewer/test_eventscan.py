@@ -139,6 +139,8 @@ def test_glued_events_are_read_and_non_objects_recorded():
     got = _scan(b'{"name": "a"}{"name": "b"},\n7,\n"x",\n{"name": "c"}', (("name", "s"),))
     assert _values(got, "name")[0] == ["a", "b", "c"] and got["glued"] == [13]
     assert [text for text in got["other"]] == [(28, 29), (31, 34)] and not got["errors"]
+    ndjson = _scan(b'{"name": "a"}\n{"name": "b"}', (("name", "s"),))   # one per line, no commas
+    assert _values(ndjson, "name")[0] == ["a", "b"] and not ndjson["glued"]
 
 
 def test_bad_arguments_are_refused():

@@ -12,7 +12,7 @@
  * where the error is, why, and where reading goes on) and scanning resumes at the next event end
  * ('}' then ',' for Kineto's multi-line events, the next line when `lines` is true); the event's
  * partial values are dropped. Elements that are not objects are recorded and skipped; objects
- * written without a separator are read and recorded. Public C API only (no numpy: the columns are
+ * written without a separator (a comma, or with `lines` a newline) are read and recorded. Public C API only (no numpy: the columns are
  * returned as bytes).
  */
 #define PY_SSIZE_T_CLEAN
@@ -675,7 +675,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         int sep = 0;
         while (s.pos < end && (b[s.pos] == ' ' || b[s.pos] == '\n' || b[s.pos] == '\r' || b[s.pos] == '\t'
                                || b[s.pos] == ',')) {
-            sep |= b[s.pos] == ',';
+            sep |= b[s.pos] == ',' || (lines && b[s.pos] == '\n');   /* one event per line: a newline separates */
             s.pos++;
         }
         if (s.pos >= end) break;
