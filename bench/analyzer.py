@@ -4,7 +4,7 @@ Input: a real 4-rank demo training run with the timeline on (``bench/train_worke
 and time-shifted to 8 ranks x >= 100k events (``bench/tracegen.py``). Each viewer command runs in a
 fresh interpreter (``bench/analyzer_probe.py``); summarize is timed cold (a fresh Parquet cache dir,
 so it parses and writes the cache, as a user's first run does), with ``--no-cache`` (parse only) and
-warm (cache hit).
+warm (cache hit); the reader alone (each trace into columns, ``viewer.io.ringscope.read``) too.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def run(quick: bool) -> dict:
     reps = 1 if quick else 3
     rows, metrics, notes, raw = [], {}, [], {"load_first": [], "load_cached": [],
                                              "summarize": [], "nocache": [], "warm": [],
-                                             "merge": []}
+                                             "merge": [], "read": []}
     work = Path(tempfile.mkdtemp(prefix="ringscope-bench-an-"))
     try:
         src = _real_run(work)
@@ -56,13 +56,15 @@ def run(quick: bool) -> dict:
                                                ["summarize", big, cache], timeout=300))
                 raw["nocache"].append(run_py_json("analyzer_probe.py",
                                                   ["summarize-nocache", big], timeout=300))
+            raw["read"].append(run_py_json("analyzer_probe.py", ["read", big], timeout=300))
             out = work / "merged.json"
             raw["merge"].append(run_py_json("analyzer_probe.py", ["merge", big, out], timeout=300))
             out.unlink(missing_ok=True)
             shutil.rmtree(cache, ignore_errors=True)
         for key, label in (("summarize", "summarize, first run (parse + write cache)"),
                            ("nocache", "summarize --no-cache (parse only)"),
-                           ("warm", "summarize, cached"), ("merge", "merge -> one Chrome trace")):
+                           ("warm", "summarize, cached"), ("merge", "merge -> one Chrome trace"),
+                           ("read", "read into columns (viewer.io.ringscope.read)")):
             rs = raw[key]
             if not rs:
                 continue
@@ -77,6 +79,9 @@ def run(quick: bool) -> dict:
                        "net_peak_vs_trace": (peak - base) / mb, "baseline_MB": base}
             rows.append(by[key])
         first, merge = by["summarize"], by["merge"]
+        metrics["analyzer.read_MBps_per_core"] = {
+            "value": by["read"]["MBps_per_core"],
+            "detail": f"{mb:.0f} MB of trace / {by['read']['cpu_s']:.2f} CPU s: the events into columns, no tables"}
         parse_only = f"; parse only: {by['nocache']['MBps_per_core']:.0f} MB/s" \
             if "nocache" in by else ""
         metrics["analyzer.summarize_MBps_per_core"] = {

@@ -3,6 +3,7 @@
     python bench/analyzer_probe.py summarize RUN_DIR [CACHE_DIR]
     python bench/analyzer_probe.py summarize-nocache RUN_DIR
     python bench/analyzer_probe.py merge RUN_DIR OUT.json
+    python bench/analyzer_probe.py read RUN_DIR      (each rank's trace into columns, no tables)
 
 Imports (viewer, pandas, pyarrow, orjson) are loaded first and timed apart, so the figures are the
 command's own work; peak memory is the whole process's ``ru_maxrss`` (imports included), with the
@@ -55,6 +56,16 @@ def main() -> int:
                 Run.load(argv[0], cache_dir=argv[1])
                 return 0
         argv = list(args[:2])
+    elif what == "read":    # the reader alone: each file's events into columns
+        from viewer.io.ringscope import read
+
+        class mod:  # noqa: N801
+            @staticmethod
+            def main(argv):
+                for f in sorted(Path(argv[0]).glob("rank-*.json")):
+                    read(f)
+                return 0
+        argv = [args[0]]
     elif what == "merge":
         from viewer import cli_merge as mod
         argv = [args[0], "-o", args[1]]

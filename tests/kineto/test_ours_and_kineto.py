@@ -70,3 +70,54 @@ def test_merge_writes_both_on_one_axis(mixed_run, tmp_path):
     for rank in (0, 1):
         names = {n for p, n in lanes if p == rank}
         assert any(n.startswith("cpu:") for n in names) and any(not n.startswith(("cpu:", "profiler")) for n in names)
+
+
+def _nesting(run):
+    """Per rank, (Kineto optimizer steps around ours, ours around Kineto's) as the run places them."""
+    ev = run.events
+    out = {}
+    for rank in (0, 1):
+        mine = ev[ev["rank"] == rank]
+        ours = mine[mine["name"] == "OPTIMIZER_STEP"]
+        theirs = mine[mine["name"].str.startswith("Optimizer.step#")]
+        around = inside = 0
+        for a, d in zip(ours["t_ns"], ours["dur_ns"]):
+            b = a + d
+            for s, e in zip(theirs["t_ns"], theirs["t_ns"] + theirs["dur_ns"]):
+                around += bool(s <= a and e >= b)
+                inside += bool(s >= a and e <= b)
+        out[rank] = (around, inside)
+    return out
+
+
+def test_the_alignment_is_refined_on_the_optimizer_steps_both_recorded(mixed_run, tmp_path):
+    """Our OPTIMIZER_STEP sits inside torch's Optimizer.step# hook span and around the wrapped
+    optimizer's: those pairs bound the residual offset after the wall clock. A Kineto wall clock read
+    3 ms wrong is corrected exactly (the bounds move with it)."""
+    import shutil
+
+    import pandas as pd
+
+    from viewer.run import Run
+
+    run = Run.load(mixed_run, cache=False)
+    got = sorted(run.meta["kineto_alignment"], key=lambda a: a["rank"])
+    assert [a["rank"] for a in got] == [0, 1]
+    for a in got:
+        assert a["spans"] >= 6 and a["refined_ns"] is not None, a
+        assert a["uncertainty_ns"] < 500_000 and abs(a["refined_ns"]) < 5_000_000, a
+    assert all(around >= 3 and inside >= 3 for around, inside in _nesting(run).values()), _nesting(run)
+
+    moved = tmp_path / "moved"
+    shutil.copytree(mixed_run, moved)
+    for f in (moved / "kineto").glob("*.json"):
+        doc = json.loads(f.read_bytes())
+        doc["baseTimeNanoseconds"] += 3_000_000
+        f.write_text(json.dumps(doc))
+    run2 = Run.load(moved, cache=False)
+    got2 = sorted(run2.meta["kineto_alignment"], key=lambda a: a["rank"])
+    for a, b in zip(got, got2):
+        assert b["wall_clock_shift_ns"] == a["wall_clock_shift_ns"] + 3_000_000
+        assert b["refined_ns"] == a["refined_ns"] - 3_000_000 and b["uncertainty_ns"] == a["uncertainty_ns"]
+    cols = ["rank", "thread", "name", "t_ns", "dur_ns"]
+    pd.testing.assert_frame_equal(run.events[cols], run2.events[cols])

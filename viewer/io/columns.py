@@ -1,4 +1,4 @@
-"""numpy access to one trace's event columns (Arrow), and pandas columns built back from them.
+"""numpy access to one trace's event columns (the C scanner's), and pandas columns built from them.
 
 String columns are read as dictionary codes (int32 per row, -1 = null) plus the distinct strings they
 index, so selecting, comparing and grouping rows works on small integers, and strings are materialised
@@ -8,23 +8,31 @@ from __future__ import annotations
 
 import numpy as np
 
+_READ = 1   # the scanner's status of a value that was there with the asked type
+
 
 class Columns:
-    """The flattened Arrow table of one trace's events (``args.step``, ``id2.local``, ...)."""
+    """One trace's event columns as :func:`viewer.io._eventscan.scan` returns them (``args.step``,
+    ``args.tensors``, ...; ``kinds``: the scanner's kind of each), keeping the rows of ``keep`` (a
+    boolean mask; None: all)."""
 
-    def __init__(self, table):
-        self._t = table
-        self.n = table.num_rows
-        self._memo = {}
+    def __init__(self, scanned: dict, kinds: dict, keep=None):
+        self._c = scanned["columns"]
+        self._kinds = kinds
+        self._keep = keep
+        self.n = scanned["rows"] if keep is None else int(np.count_nonzero(keep))
+        self._memo: dict = {}
         self.shutdown = None   # the SHUTDOWN event's args, read apart (see viewer.io.ringscope)
 
     def has(self, name: str) -> bool:
         """The column was read."""
-        return name in self._t.column_names
+        return name in self._c
 
-    def _col(self, name):
-        col = self._t.column(name)
-        return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+    def _rows(self, a):
+        return a if self._keep is None else a[self._keep]
+
+    def _status(self, name: str):
+        return self._rows(np.frombuffer(self._c[name][0], dtype=np.uint8))
 
     def codes(self, name: str):
         """``(codes, values)``: int32 code per row (-1 = null or absent) and the strings they index."""
@@ -33,79 +41,98 @@ class Columns:
             if not self.has(name):
                 hit = (np.full(self.n, -1, dtype=np.int32), [])
             else:
-                hit = encode(self._col(name))
+                _, raw, values = self._c[name]
+                hit = distinct(self._rows(np.frombuffer(raw, dtype=np.int32)), values)
             self._memo[name] = hit
         return hit
 
     def floats(self, name: str, fill=np.nan):
-        """float64 per row, ``fill`` where null."""
+        """float64 per row, ``fill`` where null or absent."""
         if not self.has(name):
             return np.full(self.n, fill, dtype="float64")
-        out = np.asarray(self._col(name).to_numpy(zero_copy_only=False), dtype="float64")
-        if fill == fill:  # nulls arrive as NaN
-            out = np.where(np.isnan(out), fill, out)
-        return out
+        dtype = np.int64 if self._kinds[name] == "i" else np.float64
+        values = self._rows(np.frombuffer(self._c[name][1], dtype=dtype))
+        return np.where(self._status(name) == _READ, values, fill).astype("float64")
 
     def ints(self, name: str, fill: int = -1):
         """``(values, valid)``: int64 per row (``fill`` where null) and the non-null mask."""
         if not self.has(name):
             return np.full(self.n, fill, dtype="int64"), np.zeros(self.n, dtype=bool)
-        col = self._col(name)
-        if not col.null_count:
-            return np.asarray(col.to_numpy(), dtype="int64"), np.ones(self.n, dtype=bool)
-        import pyarrow.compute as pc
-
-        return (np.asarray(pc.fill_null(col, fill).to_numpy(), dtype="int64"),
-                np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool))
+        ok = self._status(name) == _READ
+        return np.where(ok, self._rows(np.frombuffer(self._c[name][1], dtype=np.int64)), fill), ok
 
     def _flattened(self, name: str, rows):
-        """The items of a list column at ``rows`` as one Arrow array, and the position in ``rows``
-        each came from (None when the column is missing or ``rows`` is empty)."""
-        import pyarrow.compute as pc
-
+        """The item codes of a list column at ``rows`` (into its distinct values) and the position in
+        ``rows`` each came from (None when the column is missing or ``rows`` is empty)."""
         if not self.has(name) or not len(rows):
             return None
-        lists = self._t.column(name).take(np.asarray(rows, dtype="int64")).combine_chunks()
-        return pc.list_flatten(lists), np.asarray(pc.list_parent_indices(lists).to_numpy(), dtype="int64")
+        st, ends, items, values = self._c[name]
+        ends = np.frombuffer(ends, dtype=np.int64)
+        begins = np.r_[0, ends[:-1]]
+        if self._keep is not None:
+            ends, begins = ends[self._keep], begins[self._keep]
+        rows = np.asarray(rows, dtype="int64")
+        lo, hi = begins[rows], ends[rows]
+        counts = hi - lo
+        parent = np.repeat(np.arange(len(rows), dtype="int64"), counts)
+        at = np.arange(int(counts.sum()), dtype="int64") - np.repeat(np.cumsum(counts) - counts, counts) \
+            + np.repeat(lo, counts)
+        codes, uniq = distinct(np.frombuffer(items, dtype=np.int32)[at], values)
+        return codes, uniq, parent
 
     def listed(self, name: str, rows, values: list):
         """The strings of a list column at ``rows``, flattened: ``(codes, parent)``, each item's index
         into ``values`` (-1 when not there) and the position in ``rows`` it came from."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         flat = self._flattened(name, rows)
         if flat is None:
             empty = np.zeros(0, dtype="int64")
             return empty, empty
-        codes = pc.index_in(flat[0], value_set=pa.array(values, type=pa.string()))
-        return np.asarray(pc.fill_null(codes, -1).to_numpy(), dtype="int64"), flat[1]
+        codes, uniq, parent = flat
+        where = {v: i for i, v in enumerate(values)}
+        remap = np.array([where.get(v, -1) for v in uniq] + [-1], dtype="int64")
+        return remap[codes], parent
 
     def list_items(self, name: str, rows):
         """The strings of a list column at ``rows``, flattened: ``(codes, values, parent)``, each
-        item's code into ``values`` (-1 for null) and the position in ``rows`` it came from."""
+        item's code into ``values`` and the position in ``rows`` it came from."""
         flat = self._flattened(name, rows)
         if flat is None:
             return np.zeros(0, dtype=np.int32), [], np.zeros(0, dtype="int64")
-        codes, values = encode(flat[0])
-        return codes, values, flat[1]
+        return flat
 
     def pylist(self, name: str, rows) -> list:
         """Python values of a few rows (lists, rare columns)."""
         if not self.has(name):
             return [None] * len(rows)
-        return self._t.column(name).take(np.asarray(rows, dtype="int64")).to_pylist()
+        rows = np.asarray(rows, dtype="int64")
+        ok = self._status(name)[rows] == _READ
+        kind = self._kinds[name]
+        if kind == "l":
+            flat = self._flattened(name, rows)
+            if flat is None:
+                out: list = [[] for _ in range(len(rows))]
+            else:
+                codes, uniq, parent = flat
+                items = np.array(uniq, dtype=object)[codes].tolist() if len(codes) else []
+                bounds = np.r_[0, np.cumsum(np.bincount(parent, minlength=len(rows)))].tolist()
+                out = [items[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+        elif kind in "sk":
+            codes, values = self.codes(name)
+            out = [values[c] if c >= 0 else None for c in codes[rows].tolist()]
+        else:
+            dtype = np.float64 if kind == "f" else np.int64
+            out = self._rows(np.frombuffer(self._c[name][1], dtype=dtype))[rows].tolist()
+        return [v if k else None for v, k in zip(out, ok.tolist())]
 
 
-def encode(arr):
-    """``(codes, values)`` of an Arrow string array."""
-    import pyarrow.compute as pc
-
-    d = arr.dictionary_encode()
-    codes = d.indices
-    if codes.null_count:
-        codes = pc.fill_null(codes, -1)
-    return np.asarray(codes.to_numpy(), dtype=np.int32), d.dictionary.to_pylist()
+def distinct(codes, values: list):
+    """``(codes, values)`` with repeated values (equal strings written differently, aliases) folded
+    into one, numbered in the order of ``values``."""
+    if len(set(values)) == len(values):
+        return codes, list(values)
+    index: dict = {}
+    remap = np.array([index.setdefault(v, len(index)) for v in values] + [-1], dtype=np.int32)
+    return remap[codes], list(index)
 
 
 def lut(values: list, pred) -> np.ndarray:

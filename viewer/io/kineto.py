@@ -27,7 +27,7 @@ from viewer import frames
 from viewer.errors import TraceError, warn_damage
 from viewer.io.columns import int_na, strings
 from viewer.io.kineto_comms import collectives
-from viewer.io.kineto_events import GPU_CATS, Events
+from viewer.io.kineto_events import FIELDS, GPU_CATS, Events
 from viewer.io.kineto_json import KinetoReader
 
 FORMAT = "kineto"
@@ -53,13 +53,11 @@ def rank_from_name(path) -> int | None:
 def parse_file(path, warn: bool = True) -> dict:
     """Per-file tables of one Kineto trace (local times in ns since its first event)."""
     reader = KinetoReader(path)
-    ev = Events()
-    for chunk in reader.chunks():
-        ev.feed(chunk)
+    ev = Events(reader.scan(FIELDS), reader.data)
     reader.data = bytearray()   # every event is in columns now: let the text go before the tables
     for why, n in ev.bad.items():   # the reader knows no line here: one entry per reason
         reader.skipped.append({"line": None, "byte": None, "reason": why, "events": n})
-    if not ev.ts:
+    if not len(ev):
         raise TraceError(path, "no trace events" + (f" ({sum(x['events'] for x in reader.skipped)} unusable "
                                                     "event(s) skipped)" if reader.skipped else ""))
     hdr = reader.header

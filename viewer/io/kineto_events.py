@@ -1,128 +1,138 @@
-"""Kineto events gathered into numpy columns, one pass over the parsed objects of each piece.
+"""Kineto events as numpy columns, from the scanner's columns of every event object.
 
-Only complete events (``ph`` X) become rows; process and thread names are kept from the metadata;
-flows, instants and counters are not used. The few events the collectives need (NCCL kernels,
-``record_param_comms``, ``<backend>:<op>`` annotations, ``ProfilerStep#N``) are also kept whole.
+Only complete events (``ph`` X) become rows; process labels are kept from the metadata; flows,
+instants and counters are not used. The few events the collectives need (NCCL kernels,
+``record_param_comms``, ``<backend>:<op>`` annotations, ``ProfilerStep#N``) are also kept whole:
+their text is parsed again, alone.
 """
 from __future__ import annotations
 
 import numpy as np
+
+from viewer.io.chrome_json import _BAD_JSON, loads
+from viewer.io.columns import distinct
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
 # older Kineto (torch 1.8-1.10) spelled some categories differently
 _CAT_ALIASES = {"Kernel": "kernel", "Memcpy": "gpu_memcpy", "Memset": "gpu_memset", "Runtime": "cuda_runtime",
                 "Operator": "cpu_op", "user_annotation": "user_annotation"}
 _SPECIAL = ("nccl", "gloo", "mpi:", "ucc:", "record_param_comms", "ProfilerStep")
-_NUM = (int, float)
 MAX_US = 1e17   # beyond this a time is damage (epoch µs today are ~1.8e15)
+_ID_MAX = 1 << 62
+# what the scanner keeps of each event (status per row: 0 absent, 1 read, 2 null, 3 another type)
+FIELDS = (("ph", "s"), ("name", "s"), ("cat", "s"), ("pid", "k"), ("tid", "k"), ("ts", "f"), ("dur", "f"),
+          ("args", "o"), ("args.correlation", "i"), ("args.stream", "i"), ("args.bytes", "i"))
+_READ, _ABSENT = 1, 0
+
+
+def _col(scanned: dict, name: str, dtype):
+    st, raw, *values = scanned["columns"][name]
+    return np.frombuffer(st, dtype=np.uint8), np.frombuffer(raw, dtype=dtype), (values[0] if values else None)
+
+
+def _lut(values: list, pred) -> np.ndarray:
+    """``pred(value)`` per code, False for code -1 (the extra last entry)."""
+    return np.array([bool(pred(v)) for v in values] + [False], dtype=bool)
 
 
 class Events:
-    """Columns of one rank's X events plus the metadata and the events kept whole."""
+    """One rank's X events as columns (``arrays()``), their names, categories and lanes, the events
+    kept whole (``special``: (row, event)), ``process_labels`` and ``bad`` (why -> events left out)."""
 
-    def __init__(self):
-        self.ts: list = []
-        self.dur: list = []
-        self.name: list = []      # codes into self.names
-        self.cat: list = []       # codes into self.cats
-        self.thread: list = []    # codes into self.threads ((pid, tid) keys)
-        self.corr: list = []      # args.correlation, -1 when none
-        self.stream: list = []    # args.stream (GPU events), -1 otherwise
-        self.nbytes: list = []    # args.bytes (memcpy / memset), -1 otherwise
-        self.names: dict = {}
-        self.cats: dict = {}
-        self.threads: dict = {}   # (pid, tid) -> code; GPU annotations (pid, tid, "annotations")
-        self.special: list = []   # (row, event) of the events the collectives and steps need
-        self.process_labels: dict = {}   # pid -> "CPU" | "GPU 0" ...
-        self.process_names: dict = {}
-        self.thread_names: dict = {}     # (pid, tid) -> name
-        self.bad: dict = {}              # why -> events left out
+    def __init__(self, scanned: dict, data):
+        self.bad: dict = {}
+        self.process_labels: dict = {}
+        ph_st, ph, ph_v = _col(scanned, "ph", np.int32)
+        name_st, name, name_v = _col(scanned, "name", np.int32)
+        ts_st, ts, _ = _col(scanned, "ts", np.float64)
+        dur_st, dur, _ = _col(scanned, "dur", np.float64)
+        pid_st, pid, pid_v = _col(scanned, "pid", np.int32)
+        tid_st, tid, tid_v = _col(scanned, "tid", np.int32)
+        starts = np.frombuffer(scanned["start"], dtype=np.int64)
+        ends = np.frombuffer(scanned["end"], dtype=np.int64)
+        x = ph == (ph_v.index("X") if "X" in ph_v else -2)
+        self._meta(data, starts, ends, np.flatnonzero(ph == (ph_v.index("M") if "M" in ph_v else -2)))
+        self._count(ph_st != _READ, "event without a string 'ph'")
+        # the checks in order: an event counts once, for the first it fails
+        ok = x.copy()
+        ok = self._check(ok, name_st != _READ, "event without a string 'name'")
+        bad_t = (ts_st != _READ) | ~(np.abs(ts) < MAX_US) | (dur_st != _READ) & (dur_st != _ABSENT) \
+            | ~(np.abs(dur) < MAX_US)
+        ok = self._check(ok, bad_t, "'ts' or 'dur' is not a time in µs")
+        ok = self._check(ok, (pid_st != _READ) | (tid_st != _READ), "'pid' or 'tid' is not an integer or a string")
+        rows = np.flatnonzero(ok)
+        self._rows = rows
 
-    def feed(self, events: list) -> None:
-        """Add one piece's event objects."""
-        names, cats, threads = self.names, self.cats, self.threads
-        ts_l, dur_l, name_l, cat_l, th_l = self.ts, self.dur, self.name, self.cat, self.thread
-        corr_l, stream_l, bytes_l, special = self.corr, self.stream, self.nbytes, self.special
-        for e in events:
-            ph = e.get("ph")
-            if ph != "X":
-                if ph == "M":
-                    self._meta(e)
-                elif ph.__class__ is not str:
-                    self._bad("event without a string 'ph'")
-                continue
-            name, ts, dur = e.get("name"), e.get("ts"), e.get("dur", 0)
-            if name.__class__ is not str:
-                self._bad("event without a string 'name'")
-                continue
-            if ts.__class__ not in _NUM or dur.__class__ not in _NUM or not -MAX_US < ts < MAX_US \
-                    or not -MAX_US < dur < MAX_US:
-                self._bad("'ts' or 'dur' is not a time in µs")
-                continue
-            pid, tid = e.get("pid"), e.get("tid")
-            if pid.__class__ not in (int, str) or tid.__class__ not in (int, str):
-                self._bad("'pid' or 'tid' is not an integer or a string")
-                continue
-            cat = e.get("cat")
-            if cat.__class__ is not str:
-                cat = ""
-            else:
-                cat = _CAT_ALIASES.get(cat, cat)
+        cat_st, cat, cat_v = _col(scanned, "cat", np.int32)
+        cats = [_CAT_ALIASES.get(c, c) for c in cat_v] + [""]
+        cat_code, cats = distinct(np.where(cat_st[rows] == _READ, cat[rows], len(cat_v)), cats)
+        name_code, names = distinct(name[rows], name_v)
+        self.cats = {v: k for k, v in enumerate(cats)}
+        self.names = {v: k for k, v in enumerate(names)}
+        annotation = self.cats.get("gpu_user_annotation", -2)
+        thread_key = (pid[rows].astype(np.int64) * (len(tid_v) + 1) + tid[rows]) * 2 + (cat_code == annotation)
+        uniq, first, thread_code = np.unique(thread_key, return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")   # lanes numbered in order of first appearance
+        rank_of = np.empty(len(order), dtype=np.int32)
+        rank_of[order] = np.arange(len(order), dtype=np.int32)
+        self.threads = {}
+        for k in order:
+            r = rows[first[k]]
+            key = (pid_v[pid[r]], tid_v[tid[r]])
+            self.threads[key + ("annotations",) if uniq[k] & 1 else key] = len(self.threads)
+        gpu = _lut(list(self.cats), lambda c: c in GPU_CATS)[cat_code]
+        tid_int = np.array([v if v.__class__ is int and 0 <= v < _ID_MAX else -1 for v in tid_v] + [-1],
+                           dtype=np.int64)
+        corr = self._arg(scanned, "args.correlation", rows, -1)
+        stream_st, stream, _ = _col(scanned, "args.stream", np.int64)
+        s = self._arg(scanned, "args.stream", rows, -1)
+        s = np.where(stream_st[rows] == _ABSENT, tid_int[tid[rows]], s)   # no stream: the tid
+        nbytes = self._arg(scanned, "args.bytes", rows, -1)
+        self._cols = {
+            "ts": ts[rows].copy(), "dur": np.where(dur_st[rows] == _READ, dur[rows], 0.0),
+            "name": name_code, "cat": cat_code, "thread": rank_of[thread_code.reshape(-1)].astype(np.int32),
+            "corr": corr, "stream": np.where(gpu, s, -1), "bytes": np.where(gpu, nbytes, -1),
+        }
+        special = _lut(list(self.names), lambda n: n.startswith(_SPECIAL))[name_code]
+        self.special = [(int(r), e) for r in np.flatnonzero(special)
+                        if (e := _whole(data, starts[rows[r]], ends[rows[r]])) is not None]
+
+    def _count(self, mask, why: str) -> None:
+        n = int(mask.sum())
+        if n:
+            self.bad[why] = self.bad.get(why, 0) + n
+
+    def _check(self, ok, bad, why: str):
+        self._count(ok & bad, why)
+        return ok & ~bad
+
+    @staticmethod
+    def _arg(scanned: dict, name: str, rows, fill: int):
+        st, v, _ = _col(scanned, name, np.int64)
+        v, st = v[rows], st[rows]
+        return np.where((st == _READ) & (v >= 0) & (v < _ID_MAX), v, fill)
+
+    def _meta(self, data, starts, ends, rows) -> None:
+        """Process labels from the metadata events (each parsed alone: there are a few)."""
+        for r in rows:
+            e = _whole(data, starts[r], ends[r]) or {}
             a = e.get("args")
-            if a.__class__ is not dict:
-                a = {}
-            c = names.get(name)
-            if c is None:
-                c = names[name] = len(names)
-            name_l.append(c)
-            c = cats.get(cat)
-            if c is None:
-                c = cats[cat] = len(cats)
-            cat_l.append(c)
-            key = (pid, tid, "annotations") if cat == "gpu_user_annotation" else (pid, tid)
-            c = threads.get(key)
-            if c is None:
-                c = threads[key] = len(threads)
-            th_l.append(c)
-            ts_l.append(ts)
-            dur_l.append(dur)
-            v = a.get("correlation", -1)
-            corr_l.append(v if v.__class__ is int and 0 <= v < 1 << 62 else -1)
-            if cat in GPU_CATS:
-                v = a.get("stream", tid)
-                stream_l.append(v if v.__class__ is int and 0 <= v < 1 << 62 else -1)
-                v = a.get("bytes", -1)
-                bytes_l.append(v if v.__class__ is int and 0 <= v < 1 << 62 else -1)
-            else:
-                stream_l.append(-1)
-                bytes_l.append(-1)
-            if name.startswith(_SPECIAL):
-                special.append((len(ts_l) - 1, e))
+            pid = e.get("pid")
+            if e.get("name") == "process_labels" and a.__class__ is dict and a.get("labels").__class__ is str \
+                    and pid.__class__ in (int, str):
+                self.process_labels[pid] = a["labels"]
 
-    def _bad(self, why: str) -> None:
-        self.bad[why] = self.bad.get(why, 0) + 1
-
-    def _meta(self, e: dict) -> None:
-        a = e.get("args")
-        if a.__class__ is not dict:
-            return
-        pid, name = e.get("pid"), e.get("name")
-        if pid.__class__ not in (int, str):
-            return
-        if name == "process_labels" and a.get("labels").__class__ is str:
-            self.process_labels[pid] = a["labels"]
-        elif name == "process_name" and a.get("name").__class__ is str:
-            self.process_names[pid] = a["name"]
-        elif name == "thread_name" and a.get("name").__class__ is str and e.get("tid").__class__ in (int, str):
-            self.thread_names[(pid, e["tid"])] = a["name"]
+    def __len__(self) -> int:
+        return len(self._rows)
 
     def arrays(self) -> dict:
-        """The columns as numpy arrays (the lists are let go)."""
-        out = {
-            "ts": np.asarray(self.ts, dtype="float64"), "dur": np.asarray(self.dur, dtype="float64"),
-            "name": np.asarray(self.name, dtype="int32"), "cat": np.asarray(self.cat, dtype="int32"),
-            "thread": np.asarray(self.thread, dtype="int32"), "corr": np.asarray(self.corr, dtype="int64"),
-            "stream": np.asarray(self.stream, dtype="int64"), "bytes": np.asarray(self.nbytes, dtype="int64"),
-        }
-        self.ts = self.dur = self.name = self.cat = self.thread = self.corr = self.stream = self.nbytes = []
-        return out
+        """The columns as numpy arrays: ts, dur (µs), name, cat, thread (codes), corr, stream, bytes."""
+        return self._cols
+
+
+def _whole(data, lo, hi):
+    """The event object in ``data[lo:hi]`` (valid JSON to the scanner, hence to the parser; None if not)."""
+    try:
+        return loads(bytes(data[lo:hi]))
+    except _BAD_JSON:
+        return None

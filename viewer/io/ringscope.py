@@ -1,11 +1,9 @@
-"""Read one ringscope trace (format 3, one event per line) into Arrow columns.
+"""Read one ringscope trace (format 3, one event per line) into columns.
 
-Clean files go to pyarrow's JSON reader in one piece: each line's trailing comma becomes a space
-(newline-delimited JSON, in place, no copy), read against an explicit schema of the fields the tables
-use. When Arrow refuses the file (a damaged line, a value of the wrong type) or a line is not an
-object (Arrow must never see one: ``null`` crashes it), the lines are read one by one instead: what
-cannot be used is skipped and recorded with its line, and the rest goes to Arrow as rows. Either way
-rows with times out of range are dropped and recorded too.
+The event lines are walked once by the C scanner (:mod:`viewer.io._eventscan`), which keeps the
+fields the tables use. A line that is not valid JSON is skipped and recorded with its line; so is an
+event with a value of the wrong type (why: from that event alone, parsed again), or without ph, name
+or ts, or with a time out of range. Metadata rows stay (the builder selects rows by phase).
 """
 from __future__ import annotations
 
@@ -15,23 +13,18 @@ import numpy as np
 
 from tracer import vocab as V
 from viewer.errors import TraceError
-from viewer.io.chrome_json import TraceReader, loads
+from viewer.io import _eventscan
+from viewer.io.chrome_json import _BAD_JSON, TraceReader, loads
 
 MAX_US = 1e15   # |ts| and dur beyond ~31 years in µs are damage, not time (and would overflow ns)
 _STR_ARGS = ("tensor", "op", "dtype", "backend", "error")
 _INT_ARGS = ("step", "response", "bytes", "process_set", "rank", "count", "threshold", "size", "cycle",
              "queue_ns", "priority")
-
-
-def schema():
-    """The fields the tables use (every field costs the reader time on every row)."""
-    import pyarrow as pa
-
-    i, s, f = pa.int64(), pa.string(), pa.float64()
-    args = pa.struct([(k, s) for k in _STR_ARGS] + [(k, i) for k in _INT_ARGS]
-                     + [("tensors", pa.list_(s)), ("value", f)])
-    return pa.schema([("ph", s), ("name", s), ("cat", s), ("tid", i), ("ts", f), ("dur", f),
-                      ("args", args), ("pid", i)])
+# the fields the tables use, as the scanner reads them (each costs it a little on every row)
+FIELDS = (("ph", "s"), ("name", "s"), ("cat", "s"), ("tid", "i"), ("ts", "f"), ("dur", "f"), ("pid", "i"),
+          ("args", "o"), *((f"args.{k}", "s") for k in _STR_ARGS), *((f"args.{k}", "i") for k in _INT_ARGS),
+          ("args.tensors", "l"), ("args.value", "f"))
+_READ, _ABSENT, _NULL, _TYPE = 1, 0, 2, 3
 
 
 def read(path):
@@ -47,11 +40,11 @@ def read(path):
                                "record the run again)")
     start, end = reader._start, reader.events_end()
     end = _cut_tail(reader, start, end)
-    table = _arrow(reader, start, end) if _clean(reader.data, start, end) else None
-    if table is None:
-        table = _salvage(reader, start, end)
-    flat, n_events = _checked(reader, table, start, end)
-    cols = Columns(flat)
+    scanned = _eventscan.scan(reader.data, start, end, FIELDS, True)
+    _damaged_lines(reader, scanned, start, end)
+    keep, n_events = _checked(reader, scanned)
+    reader.skipped.sort(key=lambda x: -1 if x["byte"] is None else x["byte"])
+    cols = Columns(scanned, dict(FIELDS), keep)
     cols.shutdown = _shutdown_args(reader.data, start, end)
     reader.data = b""
     if not n_events:
@@ -78,119 +71,94 @@ def _cut_tail(reader, start: int, end: int) -> int:
     return reader.stop_offset
 
 
-def _clean(data, start: int, end: int) -> bool:
-    """Every non-blank line looks like one object: ``{`` first, ``}`` or ``},`` last (a cheap
-    look at the line ends only)."""
-    if data.find(b"}{", start, end) >= 0:   # events glued together: read apart line by line
-        return False
-    arr = np.frombuffer(data, dtype=np.uint8)[start:end]
-    if not len(arr):
-        return True
-    nl = np.flatnonzero(arr == 10)
-    starts = np.r_[0, nl + 1]
-    stops = np.r_[nl, len(arr)]
-    keep = stops > starts
-    starts, stops = starts[keep], stops[keep]
-    first, lastc = arr[starts], arr[stops - 1]
-    lastc = np.where(lastc == 13, arr[np.maximum(stops - 2, 0)], lastc)  # \r\n line ends
-    before = arr[np.maximum(stops - 2, 0)]
-    blank = np.isin(first, (32, 9, 13, 44)) & (stops - starts <= 2)
-    ok = (first == 123) & ((lastc == 125) | ((lastc == 44) & (before == 125)))
-    return bool((ok | blank).all())
+def _line_start(data, start: int, at: int) -> int:
+    return max(start, data.rfind(b"\n", start, at) + 1)
 
 
-def _arrow(reader, start: int, end: int):
-    """The event lines read by Arrow, or None when it refuses them (commas put back then)."""
-    import pyarrow as pa
-    import pyarrow.json as pj
-
-    buf = reader.data
-    arr = np.frombuffer(buf, dtype=np.uint8)
-    w = arr[start:end]
-    nl = np.flatnonzero(w == 10)
-    prev = np.maximum(nl - 1, 0)
-    seps = prev[w[prev] == 44] + start
-    tail = end - 1
-    while tail > start and buf[tail] in b" \t\r\n":
-        tail -= 1
-    if tail >= start and buf[tail] == 44:
-        seps = np.append(seps, tail)
-    arr[seps] = 32
-    view = memoryview(buf)[start:end]
-    try:
-        table = pj.read_json(pa.BufferReader(pa.py_buffer(view)),
-                             read_options=pj.ReadOptions(use_threads=False, block_size=1 << 20),
-                             parse_options=pj.ParseOptions(explicit_schema=schema(),
-                                                           unexpected_field_behavior="ignore"))
-        table.validate(full=True)   # Arrow's reader lets invalid UTF-8 through; this finds it
-        return table
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        arr[seps] = 44
-        return None
-    finally:
-        try:
-            view.release()
-        except BufferError:  # still exported to Arrow; freed with it
-            pass
+def _damaged_lines(reader, scanned: dict, start: int, end: int) -> None:
+    """Record the lines the scanner could not read, the elements that were no objects, and the
+    lines where events were glued together (read apart)."""
+    data = reader.data
+    for at, _, why, nxt in scanned["errors"]:
+        line = _line_start(data, start, at)
+        stop = end if nxt < 0 else nxt
+        reader.skip(line, f"not valid JSON ({why})", max(1, data.count(b'"ph"', line, stop)))
+    for at, _ in scanned["other"]:
+        reader.skip(_line_start(data, start, at), "not an event object")
+    for at in scanned["glued"]:
+        reader.skip(_line_start(data, start, at), "events glued together without a separator (read apart)", 0)
 
 
-def _salvage(reader, start: int, end: int):
-    """The event lines read one by one: every event with usable fields becomes a row."""
-    import pyarrow as pa
+def _checked(reader, scanned: dict):
+    """``(keep, events)``: the rows the tables can use (None: all) and how many are not metadata.
+    Left out and recorded: an event with a value of the wrong type (why: from the event itself), or
+    without ph, name or ts, or with a time out of range; metadata rows of the wrong shape are left
+    out unrecorded (no event is lost)."""
+    c = scanned["columns"]
+    n = scanned["rows"]
 
-    rows = []
-    data, pos = reader.data, start
-    while pos < end:
-        nl = data.find(b"\n", pos, end)
-        stop = end if nl < 0 else nl
-        line = bytes(data[pos:stop])
-        for ev in reader.parse_line(line, pos):
-            row, why = _row(ev)
-            if row is not None:
-                rows.append(row)
-            elif why:
-                reader.skip(pos, why)
-        pos = stop + 1
-    return pa.Table.from_pylist(rows, schema=schema())
+    def status(name):
+        return np.frombuffer(c[name][0], dtype=np.uint8)
+
+    ph_st = status("ph")
+    ph = np.frombuffer(c["ph"][1], dtype=np.int32)
+    meta = np.isin(ph, [k for k, v in enumerate(c["ph"][2]) if v == "M"]) & (ph_st == _READ)
+    wrong = np.zeros(n, dtype=bool)
+    for name, _ in FIELDS:
+        wrong |= status(name) == _TYPE
+    ts, dur = (np.frombuffer(c[k][1], dtype=np.float64) for k in ("ts", "dur"))
+    missing = (ph_st != _READ) | (status("name") != _READ) | (status("ts") != _READ) \
+        | ~(np.abs(ts) <= MAX_US) | ~(np.abs(dur) <= MAX_US)
+    bad = wrong | missing & ~meta
+    if not bad.any():
+        return None, n - int(meta.sum())
+    data, starts = reader.data, np.frombuffer(scanned["start"], dtype=np.int64)
+    ends = np.frombuffer(scanned["end"], dtype=np.int64)
+    for r in np.flatnonzero(wrong & ~meta)[:1000].tolist():
+        reader.skip(int(starts[r]), _why(data, int(starts[r]), int(ends[r])))
+    other = np.flatnonzero(missing & ~wrong & ~meta)
+    for r in other[:1000].tolist():
+        reader.skip(int(starts[r]), "event without 'ph', 'name' or 'ts', or a time out of range")
+    if len(other) > 1000:
+        reader.skip(int(starts[other[1000]]), "more such events", len(other) - 1000)
+    return ~bad, n - int(bad.sum()) - int((meta & ~bad).sum())
 
 
 def _num(v) -> bool:
     return (v.__class__ is int or v.__class__ is float) and math.isfinite(v)
 
 
-def _row(ev: dict):
-    """``(row, None)``, or ``(None, why)`` for an event the tables cannot use (``(None, None)``:
-    a metadata event, not a loss)."""
+def _why(data, lo: int, hi: int) -> str:
+    """Why the event in ``data[lo:hi]``, which has a value of the wrong type, cannot be used."""
+    try:
+        ev = loads(bytes(data[lo:hi]))
+    except _BAD_JSON as exc:   # valid to the scanner, so not expected: say what the parser says
+        return f"not valid JSON ({str(exc).splitlines()[0][:80]})"
     ph, name = ev.get("ph"), ev.get("name")
-    if ph == "M":
-        return None, None
     if ph.__class__ is not str or name.__class__ is not str:
-        return None, "event without a string 'ph' and 'name'"
+        return "event without a string 'ph' and 'name'"
     for k in ("ts", "dur"):
         v = ev.get(k, 0.0 if k == "dur" else None)
         if not (_num(v) and abs(v) <= MAX_US):
-            return None, f"'{k}' is {_what(v)}, not a time in µs"
+            return f"'{k}' is {_what(v)}, not a time in µs"
     for k in ("tid", "pid"):
         v = ev.get(k)
         if v is not None and not _int64(v):
-            return None, f"'{k}' is {_what(v)}, not an integer"
+            return f"'{k}' is {_what(v)}, not an integer"
     cat = ev.get("cat")
     if cat is not None and cat.__class__ is not str:
-        return None, f"'cat' is {_what(cat)}, not a string"
+        return f"'cat' is {_what(cat)}, not a string"
     a = ev.get("args")
     if a is not None and a.__class__ is not dict:
-        return None, f"'args' is {_what(a)}, not an object"
-    args = {}
+        return f"'args' is {_what(a)}, not an object"
     for k, v in (a or {}).items():
         if v is None:
             continue
         if k in _STR_ARGS and v.__class__ is not str or k in _INT_ARGS and not _int64(v) \
                 or k == "value" and not _num(v) \
                 or k == "tensors" and not (v.__class__ is list and all(t.__class__ is str for t in v)):
-            return None, f"'args.{k}' is {_what(v)}"
-        args[k] = v
-    return {"ph": ph, "name": name, "cat": cat, "tid": ev.get("tid"), "ts": ev.get("ts"),
-            "dur": ev.get("dur"), "args": args or None, "pid": ev.get("pid")}, None
+            return f"'args.{k}' is {_what(v)}"
+    return "a value of the wrong type"
 
 
 def _int64(v) -> bool:
@@ -199,43 +167,6 @@ def _int64(v) -> bool:
 
 def _what(v) -> str:
     return f"{type(v).__name__} {str(v)[:24]!r}" if v is not None else "null"
-
-
-def _checked(reader, table, start: int, end: int):
-    """``(table, events)``: the table flattened (``args.step``, ...) without rows lacking ph, name or
-    ts or with times out of range (each recorded), and how many non-metadata events it holds."""
-    import pyarrow.compute as pc
-
-    flat = table.flatten().flatten()
-    ph, name = flat.column("ph"), flat.column("name")
-    meta = pc.fill_null(pc.equal(ph, "M"), False)
-    ts, dur = flat.column("ts"), flat.column("dur")
-    bad_t = pc.or_(pc.fill_null(pc.greater(pc.abs(ts), MAX_US), False),
-                   pc.fill_null(pc.greater(pc.abs(dur), MAX_US), False))
-    bad_t = pc.or_(bad_t, pc.or_(pc.is_nan(pc.fill_null(ts, 0.0)), pc.is_nan(pc.fill_null(dur, 0.0))))
-    bad = pc.or_(pc.or_(pc.is_null(ph), pc.is_null(name)), pc.or_(pc.is_null(ts), bad_t))
-    bad = pc.and_(bad, pc.invert(meta))
-    n_bad = pc.sum(bad).as_py() or 0
-    if n_bad:
-        rows = np.flatnonzero(np.asarray(bad.to_numpy(zero_copy_only=False)))
-        at = _row_offsets(reader.data, start, end)
-        for r in rows[:1000].tolist():
-            reader.skip(int(at[r]) if r < len(at) else start, "event without 'ph', 'name' or 'ts', or a "
-                        "time out of range")
-        if len(rows) > 1000:
-            reader.skip(start, "more such events", len(rows) - 1000)
-    # metadata rows stay (the builder selects rows by phase): filtering copies every column
-    return (flat.filter(pc.invert(bad)) if n_bad else flat), flat.num_rows - n_bad - (pc.sum(meta).as_py() or 0)
-
-
-def _row_offsets(data, start: int, end: int):
-    """Byte offset of each non-blank line (one Arrow row per line)."""
-    arr = np.frombuffer(data, dtype=np.uint8)[start:end]
-    nl = np.flatnonzero(arr == 10)
-    starts = np.r_[0, nl + 1]
-    stops = np.r_[nl, len(arr)]
-    s = starts[stops > starts]
-    return s[~np.isin(arr[np.minimum(s, len(arr) - 1)], (32, 44, 9, 13))] + start
 
 
 def _shutdown_args(buf, start: int, end: int) -> dict | None:
