@@ -7,8 +7,9 @@ after another on the backend at the fitted alpha-beta cost, slowed by the share 
 work meanwhile, after a dispatch latency; their ends are the tensors' completions, which end the
 waits; each rank's CPU work stretches by the collective time that runs during it beyond what ran
 during it in the run. Repeated until the completions and the stretches stop moving. The dispatch
-latency is the one free parameter: it is calibrated so that the run's own settings give the run's mean step time, so the baseline's
-error per step shows the spread the model leaves, and only a rerun shows its real accuracy.
+latency is the one free parameter: it is calibrated so that the run's own settings give the run's
+mean step time, so the baseline's error per step shows the spread the model leaves, and only a
+rerun shows its real accuracy.
 """
 from __future__ import annotations
 
