@@ -27,7 +27,7 @@ def test_whatif_json_has_the_three_step_times():
 def test_whatif_text_names_measured_baseline_and_prediction():
     p = _cli("whatif", SAMPLES / "healthy", "--fusion-threshold-mb", "0", "--ranks", "8")
     assert p.returncode == 0, p.stderr
-    for word in ("measured:", "baseline:", "predicted:", "an extrapolation", "median error"):
+    for word in ("measured:", "baseline:", "predicted:", "an extrapolation", "median error", "x busy)"):
         assert word in p.stdout
 
 
