@@ -47,6 +47,9 @@ def test_tune_gives_settings_and_how_to_apply_them():
     assert best == res["current"] or res["gain_pct"] > conf["keep_pct"]
     runner = conf["runner_up"]
     assert (runner["fusion_threshold"], runner["cycle_time_ms"]) != (best["fusion_threshold"], best["cycle_time_ms"])
+    assert conf["same_as_best"] >= 1 and conf["within_error"] >= 1
+    # only a kept run setting may trail the runner-up (by less than the model's error)
+    assert conf["lead_pct"] > 0 or (best == res["current"] and -conf["lead_pct"] < conf["keep_pct"])
     assert conf["lead_pct"] == pytest.approx(100 * (runner["predicted_step_ms"] / best["predicted_step_ms"] - 1))
     assert conf["level"] == ("high" if conf["lead_pct"] > 2 * conf["model_error_pct"] else
                              "low" if conf["lead_pct"] < conf["model_error_pct"] else "medium")
