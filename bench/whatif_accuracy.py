@@ -2,10 +2,12 @@
 
 For the demo's scenarios at 4 ranks: record a traced run; predict changed settings (fusion off, a
 10x longer cycle, a 4x smaller threshold, no straggler); rerun each for real (no straggler: the
-same scenario without the planted delay); report predicted against measured. Then ``tune`` on the
-healthy run against a real 3x3 grid of threshold x cycle. Not in CI (minutes of 4-rank runs):
-``python -m bench --only whatif``. Figures from a shared machine are noisy: reruns of one setting
-differ by 10-20 % there, which bounds what any prediction can show.
+same scenario without the planted delay); report predicted against measured. Then ``tune`` on a
+healthy run against a real 3x3 grid of threshold x cycle, each setting run ROUNDS times in rotated
+order (so a burst of load hits every setting alike) and measured as the median step over all its
+runs. Step times are medians over the steps after WARMUP, predicted and measured alike. Not in CI
+(minutes of 4-rank runs): ``python -m bench --quick --only whatif``. On a shared machine reruns of
+one setting differ by 10-20 %, which bounds what any prediction can show there.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ RANKS = 4
 MIB = 1 << 20
 GRID_THRESHOLDS_MB = (0.0625, 4.0, 128.0)
 GRID_CYCLES_MS = (0.5, 2.0, 10.0)
+WARMUP = 2   # steps left out of every median (first steps: caches, allocator, negotiation)
 
 
 def _model(d: Path):
@@ -29,9 +32,21 @@ def _model(d: Path):
         return fit(Run.load(d, cache=False).tables)
 
 
-def _measured(d: Path) -> float:
+def _steps(d: Path) -> list[float]:
+    """A run's step times (ms, mean over the ranks) after the warm-up."""
     m = _model(d)
-    return statistics.fmean(statistics.fmean(s.measured.values()) for s in m.steps) / 1e6
+    return [statistics.fmean(s.measured.values()) / 1e6 for s in m.steps if s.step >= WARMUP]
+
+
+def _measured(d: Path) -> float:
+    return statistics.median(_steps(d))
+
+
+def _predicted(model, settings) -> float:
+    from viewer.whatif import predict
+
+    rows = predict(model, settings)["steps"]
+    return statistics.median(r["predicted_ms"] for r in rows if r["step"] >= WARMUP)
 
 
 def _cases(scenario: str, model) -> list[tuple[str, object, dict]]:
@@ -51,17 +66,18 @@ def _cases(scenario: str, model) -> list[tuple[str, object, dict]]:
 
 
 def accuracy(scenarios, steps: int, root: Path) -> tuple[list, list]:
-    from viewer.whatif import Settings, predict
+    from viewer.whatif import Settings
     from viewer.whatif.rerun import record
 
     rows, errors, noise = [], [], []
     for sc in scenarios:
-        model = _model(record(sc, RANKS, steps, root / sc / "base"))
-        base = predict(model, Settings())
-        rows.append({"scenario": sc, "setting": "recorded", "predicted_ms": base["baseline_step_ms"],
-                     "measured_ms": base["measured_step_ms"], "error_pct": base["baseline_error_pct"]})
+        d = record(sc, RANKS, steps, root / sc / "base")
+        model = _model(d)
+        base, real = _predicted(model, Settings()), _measured(d)
+        rows.append({"scenario": sc, "setting": "recorded (the replay of its own trace)", "predicted_ms": base,
+                     "measured_ms": real, "error_pct": 100 * (base / real - 1)})
         for i, (label, settings, opts) in enumerate(_cases(sc, model)):
-            pred = predict(model, settings)["predicted_step_ms"]
+            pred = _predicted(model, settings)
             real = _measured(record(sc, RANKS, steps, root / sc / f"case{i}", **opts))
             err = 100 * (pred / real - 1)
             (noise if label == "same settings" else errors).append(abs(err))
@@ -70,39 +86,53 @@ def accuracy(scenarios, steps: int, root: Path) -> tuple[list, list]:
     return rows, errors, noise
 
 
-def tune_vs_grid(steps: int, root: Path) -> tuple[list, dict]:
+def tune_vs_grid(steps: int, rounds: int, root: Path) -> tuple[list, dict]:
+    """``tune`` on one healthy run, then the real grid and tune's pick, ``rounds`` runs each in
+    rotated order, each measured as the median step over all its runs."""
+    from viewer.whatif import Settings
     from viewer.whatif.rerun import record
     from viewer.whatif.tune import tune
 
-    res = tune(_model(record("healthy", RANKS, steps, root / "tune" / "base")))
+    model = _model(record("healthy", RANKS, steps, root / "tune" / "base"))
+    res = tune(model)
     best = res["best"]
-    picked = _measured(record("healthy", RANKS, steps, root / "tune" / "picked",
-                              fusion_threshold_mb=best["fusion_threshold"] / MIB,
-                              cycle_time_ms=best["cycle_time_ms"]))
-    rows = [{"scenario": "healthy", "setting": f"tune: {best['fusion_threshold'] / MIB:g} MiB, "
-             f"{best['cycle_time_ms']:g} ms", "predicted_ms": best["predicted_step_ms"],
-             "measured_ms": picked, "error_pct": 100 * (best["predicted_step_ms"] / picked - 1)}]
-    grid = []
-    for t in GRID_THRESHOLDS_MB:
-        for c in GRID_CYCLES_MS:
-            ms = _measured(record("healthy", RANKS, steps, root / "tune" / f"g{t}_{c}",
-                                  fusion_threshold_mb=t, cycle_time_ms=c))
-            grid.append(ms)
-            rows.append({"scenario": "healthy", "setting": f"grid: {t:g} MiB, {c:g} ms",
-                         "predicted_ms": None, "measured_ms": ms, "error_pct": None})
-    return rows, {"picked_ms": picked, "grid_best_ms": min(grid)}
+    pick = (best["fusion_threshold"] / MIB, best["cycle_time_ms"])
+    grid = [(t, c) for t in GRID_THRESHOLDS_MB for c in GRID_CYCLES_MS]
+    settings = grid + ([pick] if pick not in grid else [])
+    times: dict = {k: [] for k in settings}
+    for n in range(rounds):
+        order = settings[n % len(settings):] + settings[:n % len(settings)]
+        for t, c in order:
+            d = record("healthy", RANKS, steps, root / "tune" / f"g{t}_{c}_{n}", fusion_threshold_mb=t, cycle_time_ms=c)
+            times[(t, c)] += _steps(d)
+    measured = {k: statistics.median(v) for k, v in times.items()}
+    conf = res["confidence"]
+    rows = []
+    for t, c in settings:
+        pred = _predicted(model, Settings(fusion_threshold=int(t * MIB), cycle_time_ms=c))
+        label = ("tune's pick" if (t, c) == pick else "grid") + f": {t:g} MiB, {c:g} ms"
+        rows.append({"scenario": "healthy", "setting": label, "predicted_ms": pred, "measured_ms": measured[(t, c)],
+                     "error_pct": 100 * (pred / measured[(t, c)] - 1)})
+    return rows, {"picked_ms": measured[pick], "grid_best_ms": min(measured[k] for k in grid),
+                  "grid_best": min(grid, key=lambda k: measured[k]), "pick": pick, "confidence": conf}
 
 
 def run(quick: bool) -> dict:
-    steps = 6 if quick else 12
+    import os
+    import time
+
+    steps = 10 if quick else 16
+    rounds = 2 if quick else 3
     scenarios = ("healthy", "straggler") if quick else ("healthy", "straggler", "tiny-tensors", "large-tensors")
+    t0, load0 = time.monotonic(), os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="whatif-bench-") as tmp:
         root = Path(tmp)
         rows, errors, noise = accuracy(scenarios, steps, root)
-        trows, t = tune_vs_grid(steps, root)
+        trows, t = tune_vs_grid(steps, rounds, root)
     rows += trows
     med, worst = statistics.median(errors), max(errors)
     ratio = t["picked_ms"] / t["grid_best_ms"]
+    conf = t["confidence"]
     return {
         "rows": rows, "columns": ["scenario", "setting", "predicted_ms", "measured_ms", "error_pct"],
         "metrics": {
@@ -110,8 +140,13 @@ def run(quick: bool) -> dict:
             "whatif.worst_abs_error_pct": {"value": worst, "detail": "target <= 20"},
             "whatif.same_settings_rerun_error_pct": {"value": statistics.median(noise), "detail": (
                 "the recorded settings rerun: the noise floor no prediction can beat here")},
-            "whatif.tune_vs_grid_best": {"value": ratio, "detail": "tune's pick / the best of the real 3x3 "
-                                         "grid, measured (target <= 1.05)"}},
-        "notes": [f"{RANKS} ranks, {steps} steps per run, scenarios {', '.join(scenarios)}; one run per "
-                  "setting on a shared machine, so each measured figure carries the machine's noise"],
+            "whatif.tune_vs_grid_best": {"value": ratio, "detail": (
+                f"tune's pick {t['pick'][0]:g} MiB / {t['pick'][1]:g} ms against the real 3x3 grid's best "
+                f"{t['grid_best'][0]:g} MiB / {t['grid_best'][1]:g} ms, medians of {rounds} rotated runs each "
+                f"(target <= 1.05); tune's confidence {conf['level']}: lead {conf['lead_pct']:.1f} % over the "
+                f"runner-up, model error {conf['model_error_pct']:.1f} %")}},
+        "notes": [f"{RANKS} ranks, {steps} steps per run (medians leave out the first {WARMUP}), scenarios "
+                  f"{', '.join(scenarios)}, one rerun per setting; the grid {rounds} runs per setting; "
+                  f"{time.monotonic() - t0:.0f} s, load {load0:.1f} at the start, "
+                  f"{os.getloadavg()[0]:.1f} at the end"],
     }

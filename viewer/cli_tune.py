@@ -33,8 +33,16 @@ def main(argv=None) -> int:
           f" -> {best['predicted_step_ms']:.1f} ms ({res['gain_pct']:+.1f} %)")
     if res["assumed"]:
         print(f"          (current settings not in the trace, the defaults assumed: {', '.join(res['assumed'])})")
+    conf = res["confidence"]
+    run_up = conf["runner_up"]
     if best is cur:
-        print("keep the current settings (no setting of the grid is predicted faster by more than 1 %)")
+        print(f"keep the current settings (no setting of the grid is predicted faster by more than "
+              f"{conf['keep_pct']:.1f} %, the model's error on this run)")
+    print(f"confidence: {conf['level']} - the best leads the runner-up (fusion threshold "
+          f"{run_up['fusion_threshold'] / 2**20:g} MiB, cycle {run_up['cycle_time_ms']:g} ms, "
+          f"{run_up['predicted_step_ms']:.1f} ms) by {conf['lead_pct']:.1f} %; the model's median error per step "
+          f"on this run is {conf['model_error_pct']:.1f} %; {conf['within_error']} setting(s) of the grid "
+          f"lie within it of the best, {conf['same_as_best']} predicted the same as the best")
     print(f"\napply:    {res['apply']['ringscope_run']} ...")
     print(f"          {res['apply']['env']}")
     print(f"          {res['apply']['horovod_env']}")

@@ -108,10 +108,12 @@ def _print(res) -> None:
     print("\nstep  measured  baseline  predicted (ms)")
     for r in res["steps"]:
         print(f"{r['step']:>4}  {r['measured_ms']:8.1f}  {r['baseline_ms']:8.1f}  {r['predicted_ms']:9.1f}")
-    print(f"\ncommunication fit (dispatch latency {res['dispatch_latency_ms']:.2f} ms, calibrated on the run):")
+    print(f"\ncommunication fit (dispatch latency {res['dispatch_latency_ms']:.2f} ms, calibrated on the run; "
+          "busy: the share of ranks computing meanwhile):")
     for f in res["fits"]:
         bw = f"{f['gb_per_s']:.3f} GB/s" if f["gb_per_s"] else "latency only"
         print(f"  {f['backend']:<6} {f['op']:<10} alpha {f['alpha_us']:9.1f} us  {bw:<14} "
+              f"x(1 + {f['contention']:g} x busy)  "
               f"over {f['n']} collectives, median error {f['median_err_pct']:.0f} %, worst {f['worst_err_pct']:.0f} %")
 
 

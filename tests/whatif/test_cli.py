@@ -27,7 +27,7 @@ def test_whatif_json_has_the_three_step_times():
 def test_whatif_text_names_measured_baseline_and_prediction():
     p = _cli("whatif", SAMPLES / "healthy", "--fusion-threshold-mb", "0", "--ranks", "8")
     assert p.returncode == 0, p.stderr
-    for word in ("measured:", "baseline:", "predicted:", "an extrapolation", "median error"):
+    for word in ("measured:", "baseline:", "predicted:", "an extrapolation", "median error", "x busy)"):
         assert word in p.stdout
 
 
@@ -41,6 +41,19 @@ def test_tune_gives_settings_and_how_to_apply_them():
     assert res["apply"]["ringscope_run"].startswith("ringscope run --fusion-threshold-mb ")
     assert f"RINGSCOPE_CYCLE_TIME={best['cycle_time_ms']:g}" in res["apply"]["env"]
     assert "HOROVOD_FUSION_THRESHOLD=" in res["apply"]["horovod_env"]
+    conf = res["confidence"]
+    # the run's settings are kept unless another beats them by more than the model's error
+    assert conf["keep_pct"] >= max(1.0, conf["model_error_pct"]) > 0
+    assert best == res["current"] or res["gain_pct"] > conf["keep_pct"]
+    runner = conf["runner_up"]
+    assert (runner["fusion_threshold"], runner["cycle_time_ms"]) != (best["fusion_threshold"], best["cycle_time_ms"])
+    assert conf["same_as_best"] >= 1 and conf["within_error"] >= 1
+    # only a kept run setting may trail the runner-up (by less than the model's error)
+    assert conf["lead_pct"] > 0 or (best == res["current"] and -conf["lead_pct"] < conf["keep_pct"])
+    assert conf["lead_pct"] == pytest.approx(100 * (runner["predicted_step_ms"] / best["predicted_step_ms"] - 1))
+    assert conf["level"] == ("high" if conf["lead_pct"] > 2 * conf["model_error_pct"] else
+                             "low" if conf["lead_pct"] < conf["model_error_pct"] else "medium")
+    assert conf["within_error"] >= 1
 
 
 def test_tune_on_a_horovod_timeline():
@@ -50,6 +63,7 @@ def test_tune_on_a_horovod_timeline():
     p = _cli("tune", f)
     assert p.returncode == 0, p.stderr
     assert "defaults assumed" in p.stdout and "HOROVOD_CYCLE_TIME=" in p.stdout
+    assert "confidence: " in p.stdout and "the model's median error per step" in p.stdout
 
 
 @pytest.mark.parametrize("args, words", [

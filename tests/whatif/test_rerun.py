@@ -44,3 +44,40 @@ def test_fusion_off_predicted_against_a_real_rerun(runs):
 def test_the_rerun_ran_unfused(runs):
     fo = runs["off"].fused_ops
     assert (fo["count"] == 1).all() and (runs["base"].fused_ops["count"] > 1).any()
+
+
+# Fusion off under a straggler, predicted against a real 4-rank rerun. The target (the bench) is 20 %;
+# this bound is looser because on 2 shared cores two runs of one setting already differ by 10-25 %
+# (more under load), so the test checks the model's size, not the machine's noise. The model this
+# replaced (compute stretched by every added collective, hidden or not) was +95 % off on a quiet host.
+STRAGGLER_BOUND = 0.35
+
+
+@pytest.fixture(scope="module")
+def straggler_runs(tmp_path_factory):
+    pytest.importorskip("torch")
+    d = tmp_path_factory.mktemp("whatif_straggler")
+    return {"base": _load(record("straggler", 4, STEPS, d / "base")),
+            "off": _load(record("straggler", 4, STEPS, d / "off", fusion_threshold_mb=0))}
+
+
+def test_straggler_fusion_off_predicted_against_a_real_rerun(straggler_runs):
+    model = fit(straggler_runs["base"].tables)
+    pred = predict(model, Settings(fusion_threshold=0))
+    real = predict(fit(straggler_runs["off"].tables), Settings())["measured_step_ms"]
+    assert pred["predicted_step_ms"] > pred["baseline_step_ms"]
+    assert abs(pred["predicted_step_ms"] / real - 1) <= STRAGGLER_BOUND, (pred["predicted_step_ms"], real)
+
+
+def test_straggler_hides_the_unfused_collectives(straggler_runs):
+    """The late rank sets the step: the unfused collectives of the tensors it submits early run
+    while it still computes, so the step grows by less than the collective time fusion off adds."""
+    from viewer.whatif.replay import replay_step
+
+    model = fit(straggler_runs["base"].tables)
+    grew, added = [], []
+    for st in model.steps:
+        on, off = replay_step(model, Settings(), st), replay_step(model, Settings(fusion_threshold=0), st)
+        grew.append(off["predicted_ns"] - on["predicted_ns"])
+        added.append(sum(e - a for a, e, _ in off["runs"]) - sum(e - a for a, e, _ in on["runs"]))
+    assert sum(added) > 0 and sum(grew) < sum(added), (sum(grew), sum(added))

@@ -41,12 +41,15 @@ def test_knobs_move_the_right_way(scenario):
     assert _mean(m, Settings(ranks=2 * m.size)) > base                # ring: 2(p-1) latency steps
 
 
-@pytest.mark.parametrize("scenario", ("healthy", "straggler", "large-tensors"))
+@pytest.mark.parametrize("scenario", ("healthy", "large-tensors"))
 def test_a_long_cycle_delays_negotiation(scenario):
     """A cycle longer than the step holds tensors back while others are partly submitted (the
     coordinator) or until the next round (the response cache). Not `tiny-tensors`: its 64 KiB
     threshold fills, or nothing is partly submitted, before any cycle ends, so the runtime
-    (and the replay) send at once whatever the cycle."""
+    (and the replay) send at once whatever the cycle. Not `straggler`: the late rank's last
+    submission flushes everything at once, so the hold costs nothing there, and one fused
+    collective after the backward pass, instead of several during it, contends less with the
+    compute (the replay predicts it within 1 % of the run's own settings)."""
     m = sample_model(scenario)
     assert _mean(m, Settings(cycle_time_ms=200.0)) > _mean(m, Settings())
 

@@ -80,7 +80,7 @@ def _measured(step) -> dict:
 def _rows(source, step, result, origin):
     ms = 1e6
     rows = []
-    for r, (seg, waits, end, start) in sorted(result["chains"].items()):
+    for r, (seg, waits, end, start, _) in sorted(result["chains"].items()):
         prev = start
         for a, b in waits:
             rows.append((source, r, "framework", "compute", (prev - origin) / ms, (a - origin) / ms))

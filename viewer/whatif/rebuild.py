@@ -45,6 +45,19 @@ class Chain:
     waits_for: list              # per wait: indices into Step.tensors it waits on
     tail_ns: int                 # compute after the last wait
     phases: list = field(default_factory=list)   # (name, segment, offset, dur)
+    cpu: list | None = None      # per segment (gaps, then the tail): [(from, to)] offsets of CPU work;
+                                 # None: no phases recorded, all of it counts as CPU work
+
+    def cpu_ns(self, k: int) -> int:
+        """CPU work in segment ``k`` (k = len(gaps): the tail)."""
+        length = self.gaps[k] if k < len(self.gaps) else self.tail_ns
+        return length if self.cpu is None else sum(b - a for a, b in self.cpu[k])
+
+    def cpu_before(self, k: int, off: float) -> float:
+        """CPU work in segment ``k`` before ``off``."""
+        if self.cpu is None:
+            return off
+        return sum(max(0.0, min(b, off) - a) for a, b in self.cpu[k])
 
 
 @dataclass
@@ -154,7 +167,8 @@ def _build_step(s, windows, by_rank, syncs, phases, fused, backends, has_steps):
         placed = [(str(n), *_place(int(t) - a, ends), int(d)) for n, t, d in zip(ph["name"], ph["t_ns"], ph["dur_ns"])]
         # without STEP spans the step is its collectives: it ends when the last one does
         tail = (b - a) - (ends[-1] if ends else 0) if has_steps else 0
-        chains[r] = Chain(gaps, waits_for, tail, placed)
+        chains[r] = Chain(gaps, waits_for, tail, placed,
+                          _cpu_work(ph, a, starts, ends, tail + (ends[-1] if ends else 0)))
     full = [t for t in tensors.values() if set(t.submit) == set(windows)]
     if len(full) != len(tensors):
         return None   # a tensor some rank did not submit in this step (a hang, a skipped op)
@@ -165,6 +179,53 @@ def _build_step(s, windows, by_rank, syncs, phases, fused, backends, has_steps):
                 chains[r].waits_for[w].append(i)
     return Step(s, t0, {r: b - a for r, (a, b) in windows.items()}, chains, full,
                 _responses(fused, windows))
+
+
+def _cpu_work(ph, a: int, starts: list, ends: list, end: int) -> list | None:
+    """Per segment, the offsets of the rank's CPU work: from its first FORWARD/BACKWARD to the
+    last one's end, and OPTIMIZER_STEP, less DATA_WAIT (a loader) and anything outside them (the
+    straggler's sleep, a framework idle between steps). None when the rank recorded no phases."""
+    spans = {n: [(int(t) - a, int(t) + int(d) - a) for t, d in zip(g["t_ns"], g["dur_ns"])]
+             for n, g in ph.groupby("name")} if len(ph) else {}
+    fb = spans.get(V.FORWARD, []) + spans.get(V.BACKWARD, [])
+    if not fb:
+        return None
+    busy = [(min(x for x, _ in fb), max(y for _, y in fb)), *spans.get(V.OPTIMIZER_STEP, [])]
+    idle = spans.get(V.DATA_WAIT, [])
+    bounds = [(ends[k - 1] if k else 0, starts[k]) for k in range(len(starts))]
+    bounds.append((ends[-1] if ends else 0, end))
+    out = []
+    for lo, hi in bounds:
+        cut = _subtract(_clip(busy, lo, hi), _clip(idle, lo, hi))
+        out.append([(x - lo, y - lo) for x, y in cut])
+    return out
+
+
+def _clip(spans, lo, hi):
+    """The spans within [lo, hi], merged and sorted."""
+    out: list = []
+    for x, y in sorted((max(x, lo), min(y, hi)) for x, y in spans):
+        if y <= x:
+            continue
+        if out and x <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], y))
+        else:
+            out.append((x, y))
+    return out
+
+
+def _subtract(spans, holes):
+    out = []
+    for x, y in spans:
+        for hx, hy in holes:
+            if hy <= x or hx >= y:
+                continue
+            if hx > x:
+                out.append((x, hx))
+            x = max(x, hy)
+        if y > x:
+            out.append((x, y))
+    return out
 
 
 def _place(t: int, ends: list) -> tuple[int, int]:

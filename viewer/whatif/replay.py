@@ -2,16 +2,21 @@
 
 Each step is solved as a fixed point: the ranks' framework chains (compute offsets kept, waits
 recomputed) give the tensors' submission times; the coordinator's policy (:mod:`.policy`) plans
-them into fused responses; the responses run one after another on the backend at the fitted
-alpha-beta cost, after a dispatch latency; their ends are the tensors' completions, which end the
-waits. Repeated until the completions stop moving. The dispatch latency is the one free parameter:
-it is calibrated so that the run's own settings give the run's mean step time, so the baseline's
-error per step shows the spread the model leaves, and only a rerun shows its real accuracy.
+them, from each tensor's readiness on the last rank, into fused responses; the responses run one
+after another on the backend at the fitted alpha-beta cost, slowed by the share of ranks doing CPU
+work meanwhile, after a dispatch latency; their ends are the tensors' completions, which end the
+waits; each rank's CPU work stretches by the collective time that runs during it beyond what ran
+during it in the run. Repeated until the completions and the stretches stop moving. The dispatch
+latency is the one free parameter: it is calibrated so that the run's own settings give the run's
+mean step time, so the baseline's error per step shows the spread the model leaves, and only a
+rerun shows its real accuracy.
 """
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, replace
+
+import numpy as np
 
 from viewer.whatif import costs, policy
 from viewer.whatif.rebuild import Step
@@ -45,13 +50,28 @@ class Model:
     assumed: tuple = ()         # settings the trace does not record (defaults assumed)
 
 
-def cost_of(model: Model, s: Settings, backend: str, op: str, nbytes: int) -> float:
+def cost_of(model: Model, s: Settings, backend: str, op: str, nbytes: int, busy: float = 0.0) -> float:
     f = model.fits.get((backend, op)) or next((v for k, v in model.fits.items() if k[1] == op), None)
     if f is None:
         return 0.0
     if s.ranks and s.ranks != model.size:
         f = costs.ring_extrapolate(f, model.size, s.ranks)
-    return f.cost_ns(nbytes, s.bandwidth_scale, s.latency_scale)
+    return f.cost_ns(nbytes, s.bandwidth_scale, s.latency_scale, busy)
+
+
+def _busy_share(spans: list, a: float, e: float) -> float:
+    """The share of ranks doing CPU work during [a, e] (``spans``: per rank, an array of spans)."""
+    if not spans or e <= a:
+        return 0.0
+    tot = 0.0
+    for sp in spans:
+        if len(sp):
+            tot += float(np.clip(np.minimum(sp[:, 1], e) - np.maximum(sp[:, 0], a), 0.0, None).sum())
+    return tot / (len(spans) * (e - a))
+
+
+def _span_arrays(chains: dict) -> list:
+    return [np.asarray(ch[4], dtype=float).reshape(-1, 2) for ch in chains.values()]
 
 
 def _median_rank(step: Step) -> int:
@@ -60,10 +80,12 @@ def _median_rank(step: Step) -> int:
     return ranked[(len(ranked) - 1) // 2]
 
 
-def _framework(step: Step, done: list, no_straggler: bool, extra_busy_ns: float = 0.0):
-    """Per rank: (segment starts, wait spans, step end, start) and each tensor's submission per
-    rank. ``extra_busy_ns``: how much longer the engine works than in the run; on a CPU backend it
-    shares the cores and the interpreter with the training thread, so the compute stretches by it."""
+def _framework(step: Step, done: list, no_straggler: bool, extra_ns: dict | None = None):
+    """Per rank: (segment starts, wait spans, step end, start, CPU spans) and each tensor's
+    submission per rank. ``extra_ns``: per rank, how much longer the engine works during its CPU
+    work than in the run; on a CPU backend the engine shares the cores and the interpreter with the
+    training thread, so that work stretches by it (only the CPU work: a loader's wait or a sleep
+    outside the phases does not)."""
     m = _median_rank(step) if no_straggler else None
     t0 = step.t0[m] if m is not None else None
     chains: dict = {}
@@ -71,28 +93,58 @@ def _framework(step: Step, done: list, no_straggler: bool, extra_busy_ns: float 
     for r in step.chains:
         src = m if m is not None else r
         c = step.chains[src]
-        work = sum(c.gaps) + c.tail_ns
-        f = max(0.0, 1.0 + extra_busy_ns / work) if work > 0 else 1.0
+        work = sum(c.cpu_ns(k) for k in range(len(c.gaps) + 1))
+        extra = (extra_ns or {}).get(r, 0.0)
+        g = max(-1.0, extra / work) if work > 0 else 0.0   # stretch of each ns of CPU work
         start = t0 if t0 is not None else step.t0[r]
-        seg, waits = [start], []
+        seg, waits, cpu = [start], [], []
         for k, gap in enumerate(c.gaps):
-            a = seg[-1] + gap * f
+            _spans(c, k, seg[-1], g, cpu)
+            a = seg[-1] + gap + g * c.cpu_ns(k)
             need = [done[i] for i in c.waits_for[k]]
             b = max([a, *need])
             waits.append((a, b))
             seg.append(b)
-        end = seg[-1] + c.tail_ns * f
+        _spans(c, len(c.gaps), seg[-1], g, cpu)
+        end = seg[-1] + c.tail_ns + g * c.cpu_ns(len(c.gaps))
         late = [done[i] for i, t in enumerate(step.tensors) if t.wait.get(src, -1) < 0]
         end = max([end, *late])
-        chains[r] = (seg, waits, end, start)
+        chains[r] = (seg, waits, end, start, cpu)
         for i, t in enumerate(step.tensors):
             k, off = t.submit[src]
-            submit[i][r] = seg[min(k, len(seg) - 1)] + off * f
+            k = min(k, len(seg) - 1)
+            submit[i][r] = seg[k] + off + g * c.cpu_before(k, off)
     return chains, submit
 
 
-def _execute(model, s, step, submit):
-    """Plan and run the step's collectives: (done per tensor, [(start, end, batch)])."""
+def _spans(c, k: int, at: float, g: float, out: list) -> None:
+    """Append segment ``k``'s CPU spans (absolute, stretched by ``g``) starting at ``at``."""
+    if c.cpu is None:
+        length = c.gaps[k] if k < len(c.gaps) else c.tail_ns
+        out.append((at, at + length * (1 + g)))
+        return
+    for a, b in c.cpu[k]:
+        out.append((at + a + g * c.cpu_before(k, a), at + b + g * c.cpu_before(k, b)))
+
+
+def _overlap(spans: list, runs: list) -> float:
+    """Total time the ``runs`` [(start, end)] overlap the ``spans`` [(start, end)]."""
+    if not spans or not runs:
+        return 0.0
+    a, r = np.asarray(spans, dtype=float), np.asarray(runs, dtype=float)
+    lo = np.maximum(a[:, :1], r[:, 0])
+    hi = np.minimum(a[:, 1:], r[:, 1])
+    return float(np.clip(hi - lo, 0.0, None).sum())
+
+
+def _cpu_runs(step: Step, runs: list) -> list:
+    """The replayed collectives that take the training thread's cores (not on a GPU backend)."""
+    return [(a, e) for a, e, batch in runs if step.tensors[batch[0]].backend not in GPU_BACKENDS]
+
+
+def _execute(model, s, step, submit, spans=None):
+    """Plan and run the step's collectives: (done per tensor, [(start, end, batch)]); ``spans``:
+    the ranks' CPU work (per rank, an array of spans), which slows the collectives (contention)."""
     thr = model.fusion_threshold if s.fusion_threshold is None else s.fusion_threshold
     cyc = (model.cycle_time_ms if s.cycle_time_ms is None else s.cycle_time_ms) * 1e6
     cached = [i for i, t in enumerate(step.tensors) if t.cached]
@@ -108,35 +160,43 @@ def _execute(model, s, step, submit):
         t0 = step.tensors[batch[0]]
         nbytes = sum(step.tensors[i].nbytes for i in batch)
         a = max(d, free)
-        free = a + cost_of(model, s, t0.backend, t0.op, nbytes)
+        busy = 0.0
+        if spans is not None and t0.backend not in GPU_BACKENDS:
+            busy = _busy_share(spans, a, a + cost_of(model, s, t0.backend, t0.op, nbytes))
+        free = a + cost_of(model, s, t0.backend, t0.op, nbytes, busy)
         runs.append((a, free, batch))
         for i in batch:
             done[i] = free
     return done, runs
 
 
-def _busy(model: Model, s: Settings, step: Step, runs=None) -> float:
-    """The engine's collective time in a step: the run's responses, or the replay's ``runs``
-    (on a GPU backend it does not take the training thread's cores: 0)."""
-    if runs is None:
-        return sum(cost_of(model, Settings(), b, o, n) for _, b, o, n, _, _ in step.responses
-                   if b not in GPU_BACKENDS)
-    return sum(e - a for a, e, batch in runs if step.tensors[batch[0]].backend not in GPU_BACKENDS)
+def _reference_overlap(model: Model, step: Step) -> dict:
+    """Per rank: the collective time during its CPU work when the run is replayed with its own
+    settings and its measured compute (which already carries the run's own contention)."""
+    done = [float(max(t.done_ns[r] + step.t0[r] for r in t.done_ns)) for t in step.tensors]
+    chains, submit = _framework(step, done, False)
+    runs = _cpu_runs(step, _execute(model, Settings(), step, submit, _span_arrays(chains))[1])
+    return {r: _overlap(ch[4], runs) for r, ch in chains.items()}
 
 
 def replay_step(model: Model, s: Settings, step: Step) -> dict:
     """One step: predicted duration (ns, mean over ranks), chains and collectives at the fixed point."""
     done = [float(max(t.done_ns[r] + step.t0[r] for r in t.done_ns)) for t in step.tensors]
-    base_busy, extra = _busy(model, s, step), 0.0
+    base = _reference_overlap(model, step)
+    src = _median_rank(step) if s.no_straggler else None
+    extra: dict = {}
     for _ in range(MAX_ITER):
         chains, submit = _framework(step, done, s.no_straggler, extra)
-        new, runs = _execute(model, s, step, submit)
+        new, runs = _execute(model, s, step, submit, _span_arrays(chains))
         moved = max((abs(a - b) for a, b in zip(new, done)), default=0.0)
-        done, extra = new, _busy(model, s, step, runs) - base_busy
-        if moved < 1e3:
+        cpu_runs = _cpu_runs(step, runs)
+        target = {r: _overlap(ch[4], cpu_runs) - base[src if src is not None else r] for r, ch in chains.items()}
+        shift = max((abs(target[r] - extra.get(r, 0.0)) for r in target), default=0.0)
+        done, extra = new, target
+        if moved < 1e3 and shift < 1e3:
             break
     chains, submit = _framework(step, done, s.no_straggler, extra)
-    pred = statistics.fmean(end - start for _, _, end, start in chains.values())
+    pred = statistics.fmean(ch[2] - ch[3] for ch in chains.values())
     return {"step": step.step, "predicted_ns": pred, "measured_ns": statistics.fmean(step.measured.values()),
             "chains": chains, "runs": runs}
 
@@ -149,7 +209,7 @@ def fit_model(tables, steps: list) -> Model:
         t = tables.fused_ops["threshold"].dropna()
         thr = int(t.iloc[0]) if len(t) else None
     size = int(meta.get("size") or (len(steps[0].chains) if steps else 1))
-    model = Model(steps, costs.fit(tables.fused_ops), size,
+    model = Model(steps, costs.fit(tables.fused_ops, _measured_busy(steps)), size,
                   int(thr) if thr is not None else 128 << 20,
                   float(meta.get("cycle_time_ms") or 1.0), {},
                   assumed=tuple(k for k, v in (("fusion_threshold", thr),
@@ -159,6 +219,17 @@ def fit_model(tables, steps: list) -> Model:
         model.tick_ns = _fit_tick(model, cal)
         model.latency_ns = _fit_latency(model, cal)
     return model
+
+
+def _measured_busy(steps: list) -> dict:
+    """Per measured response: the share of ranks doing CPU work while it ran."""
+    out = {}
+    for step in steps:
+        done = [float(max(t.done_ns[r] + step.t0[r] for r in t.done_ns)) for t in step.tensors]
+        spans = _span_arrays(_framework(step, done, False)[0])
+        for resp, _, _, _, start, cost in step.responses:
+            out[resp] = _busy_share(spans, start, start + cost)
+    return out
 
 
 def _fit_tick(model: Model, steps: list) -> float:
