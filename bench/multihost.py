@@ -11,7 +11,7 @@ import fcntl
 import sys
 
 from bench import stats
-from bench.launch import ROOT, BenchError, run_json
+from bench.launch import ROOT, BenchError, run_json, run_text
 
 LOCK = "/tmp/ringscope-cluster.lock"   # the one tests/cluster/conftest.py holds
 HOSTS, SLOTS, RATE = 2, 2, "1gbit"
@@ -41,11 +41,29 @@ def run(quick: bool) -> dict:
         try:
             cluster.up(HOSTS, SLOTS, RATE)
             res = run_json(cmd, timeout=300 if quick else 600, env=env, label="multihost_worker.py")
+            res["flat_finding"] = _flat_run_finding(env)
         except (BenchError, cluster.ClusterError) as exc:
             return {"rows": [], "metrics": {}, "notes": [str(exc)]}
         finally:
             cluster.down()
     return summarize(res)
+
+
+def _flat_run_finding(env: dict) -> str:
+    """What ``ringscope summarize`` says of the link on a traced flat run of the demo's job here."""
+    import json
+    import tempfile
+
+    hosts = ",".join(f"h{k}:{SLOTS}" for k in range(HOSTS))
+    with tempfile.TemporaryDirectory() as tmp:
+        run_text([sys.executable, "-m", "viewer.cli", "run", "-np", str(HOSTS * SLOTS), "-H", hosts, "--cluster",
+                  "--timeline", f"{tmp}/", "collectives/torch/demo_train.py", "--scenario", "healthy",
+                  "--steps", "6"], timeout=300, env=env, label="demo_train.py (flat, traced)")
+        out = run_text([sys.executable, "-m", "viewer.cli", "summarize", tmp, "--json"], timeout=120,
+                       label="summarize")
+    findings = json.loads(out[out.index("{"):out.rindex("}") + 1])["findings"]   # stderr may hold notes
+    slow = [f["message"] for f in findings if f["kind"] == "slow_link"]
+    return slow[0] if slow else "no slow_link finding (kinds: " + ", ".join(f["kind"] for f in findings) + ")"
 
 
 def summarize(res: dict) -> dict:
@@ -70,5 +88,6 @@ def summarize(res: dict) -> dict:
                       f"{n // hosts} ranks at {RATE} (per-rep range {stats.ratio_range(t['flat'], t['hierarchical'])})"}
     return {"rows": rows, "metrics": metrics, "raw": res,
             "notes": [f"{res['hosts']} namespaced hosts x {res['ranks'] // res['hosts']} ranks, host links "
-                      f"{RATE} each way (tbf); link_gbit: what each host link carried each way per second"],
+                      f"{RATE} each way (tbf); link_gbit: what each host link carried each way per second",
+                      f"summary of a traced flat run of the demo's job: {res.get('flat_finding')}"],
             "columns": ["size", "flat_ms", "hierarchical_ms", "speedup", "flat_link_gbit", "hier_link_gbit"]}

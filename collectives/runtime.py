@@ -38,12 +38,17 @@ def _mpi() -> ModuleType:
     return MPI
 
 
-def init(process_sets: Iterable[ProcessSetSpec] | None = None) -> None:
-    """Start ringscope on every rank (collective). ``process_sets``: ProcessSets to register."""
+def init(process_sets: Iterable[ProcessSetSpec] | str | None = None) -> None:
+    """Start ringscope on every rank (collective). ``process_sets``: ProcessSets to register, or
+    ``"dynamic"`` as Horovod takes it (sets may be added and removed at any time either way)."""
     global _atexit_registered
     with _lock:
         if _state:
             return
+        if isinstance(process_sets, str):   # Horovod's "dynamic": add/remove_process_set, always on here
+            if process_sets != "dynamic":
+                raise ValueError(f"init(process_sets={process_sets!r}): ProcessSets, or 'dynamic'")
+            process_sets = None
         fatal.install()
         cfg = _config.load()
         MPI = _mpi()

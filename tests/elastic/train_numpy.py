@@ -30,7 +30,7 @@ p.add_argument("--touch")
 p.add_argument("--touch-at-step", type=int, default=-1)
 args = p.parse_args()
 
-hvd.init()
+hvd.init(process_sets="dynamic")   # as a Horovod elastic script asks for dynamic sets
 generation = int(os.environ.get("RINGSCOPE_ELASTIC_GENERATION", "0"))
 state = hvd.elastic.ObjectState(step=0, w=np.zeros(4))
 resets = []
