@@ -22,12 +22,17 @@ def _load(d):
         return Run.load(d, cache=False)
 
 
+def _recorded_and_unfused(tmp_path_factory, scenario: str, ranks: int) -> dict:
+    """A real run of the scenario, and its rerun with fusion off."""
+    pytest.importorskip("torch")
+    d = tmp_path_factory.mktemp(f"whatif_{scenario}")
+    return {"base": _load(record(scenario, ranks, STEPS, d / "base")),
+            "off": _load(record(scenario, ranks, STEPS, d / "off", fusion_threshold_mb=0))}
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    pytest.importorskip("torch")
-    d = tmp_path_factory.mktemp("whatif_rerun")
-    return {"base": _load(record("healthy", 2, STEPS, d / "base")),
-            "off": _load(record("healthy", 2, STEPS, d / "off", fusion_threshold_mb=0))}
+    return _recorded_and_unfused(tmp_path_factory, "healthy", 2)
 
 
 def test_fusion_off_predicted_against_a_real_rerun(runs):
@@ -55,10 +60,7 @@ STRAGGLER_BOUND = 0.35
 
 @pytest.fixture(scope="module")
 def straggler_runs(tmp_path_factory):
-    pytest.importorskip("torch")
-    d = tmp_path_factory.mktemp("whatif_straggler")
-    return {"base": _load(record("straggler", 4, STEPS, d / "base")),
-            "off": _load(record("straggler", 4, STEPS, d / "off", fusion_threshold_mb=0))}
+    return _recorded_and_unfused(tmp_path_factory, "straggler", 4)
 
 
 def test_straggler_fusion_off_predicted_against_a_real_rerun(straggler_runs):
