@@ -166,6 +166,8 @@ class Coordinator:
 
     def plan(self, now_s: float) -> list[tuple[M.Response, list[int]]]:
         """Responses to send now, each with the global ranks that execute it."""
+        if not (self.ready or self.table or self.reports or self.leaving):
+            return []   # (the engine asks every cycle; with the response cache mostly for nothing)
         out = []
         if self.should_flush(now_s):
             items, self.ready, self.first_ready_s = self.ready, [], None

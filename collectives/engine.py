@@ -50,6 +50,8 @@ class Engine:
     def __init__(self, config, world, ctrl, sets):
         self.config, self.world, self.ctrl, self.sets = config, world, ctrl, sets
         self.rank, self.size = world.Get_rank(), world.Get_size()
+        from mpi4py import MPI  # (loaded by now: world is an MPI communicator)
+        self._any_source = MPI.ANY_SOURCE
         self._cond = threading.Condition()
         self._queue: list = []
         self._inflight: dict = {}
@@ -345,11 +347,10 @@ class Engine:
             self._send_requests(late, report=M.STALL_REPORT)
 
     def _coordinate(self) -> bool:
-        from mpi4py import MPI
         did = False
         arrived = []
         while True:
-            msg = self.ctrl.improbe(source=MPI.ANY_SOURCE, tag=M.TAG_REQUEST)
+            msg = self.ctrl.improbe(source=self._any_source, tag=M.TAG_REQUEST)
             if msg is None:
                 break
             _, reqs = mpi_wait.wait_obj(msg.irecv())

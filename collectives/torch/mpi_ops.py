@@ -136,8 +136,8 @@ def _name(prefix: str, name: str | None, process_set: ProcessSet | None = None) 
 
 
 def _engine_obj() -> Engine:
-    from collectives.engine import get_engine
-    return get_engine()
+    from collectives import engine  # (at first use: importing it loads the runtime)
+    return engine.get_engine()
 
 
 def _use_gloo() -> bool:
@@ -149,12 +149,13 @@ def _entry(op_type: str, name: str, tensor: torch.Tensor, output: torch.Tensor |
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"expected a torch.Tensor, got {type(tensor).__name__}")
     kw["process_set"] = _ps.set_id_of(kw.get("process_set"))
-    if tensor.device.type == "cpu" and not _use_gloo():
-        arr = _t.to_numpy(tensor)
+    if tensor.is_cpu and not _use_gloo():
+        arr, view = _t.numpy_of(tensor)
         out = None
         if output is not None:
-            view = arr if output is tensor else _t.to_numpy(output)
-            out = view if _t.shares_memory(output, view) else None
+            if output is not tensor:
+                arr_out, view = _t.numpy_of(output)
+            out = (arr if output is tensor else arr_out) if view else None
         return Entry(name, op_type, arr, NUMPY, output=out, **kw)
     t = TORCH.check(tensor.detach())
     out_t = output.detach() if output is not None and output.is_contiguous() else None
@@ -166,7 +167,11 @@ def _enqueue(entry: Entry) -> _CoreHandle:
     return _engine_obj().enqueue(entry)
 
 
-def _finisher(tensor: torch.Tensor, output: torch.Tensor | None) -> Callable[[_Raw], torch.Tensor]:
+def _finisher(tensor: torch.Tensor, output: torch.Tensor | None,
+              entry: Entry | None = None) -> Callable[[_Raw], torch.Tensor]:
+    if output is not None and entry is not None and entry.output is not None:
+        return lambda result: output   # the engine wrote the result into output's own memory
+
     def finish(result: _Raw) -> torch.Tensor:
         if output is not None:
             return _t.copy_into(output, result)
@@ -183,7 +188,7 @@ def _allreduce_async(tensor: torch.Tensor, output: torch.Tensor | None, name: st
     e = _entry(V.ALLREDUCE, _name("allreduce", name, process_set), tensor, output, reduce_op=op,
                prescale=float(prescale_factor), postscale=float(postscale_factor),
                process_set=process_set, priority=int(priority))
-    return Handle(hid, _enqueue(e), _finisher(tensor, output), e)
+    return Handle(hid, _enqueue(e), _finisher(tensor, output, e), e)
 
 
 def allreduce_async(tensor: torch.Tensor, average: bool | None = None, name: str | None = None,
@@ -231,7 +236,7 @@ def _grouped_async(tensors: Iterable[torch.Tensor], outputs: Iterable[torch.Tens
                       postscale=float(postscale_factor), process_set=process_set,
                       priority=int(priority))
                for i, (t, o) in enumerate(zip(tensors, outs))]
-    finishers = [_finisher(t, o) for t, o in zip(tensors, outs)]
+    finishers = [_finisher(t, o, e) for t, o, e in zip(tensors, outs, entries)]
     handles = list(_engine_obj().enqueue_group(entries, group=base))
     return Handle(hid, handles, lambda rs: [f(r) for f, r in zip(finishers, rs)], entries)
 
@@ -285,7 +290,7 @@ def _broadcast_async(tensor: torch.Tensor, output: torch.Tensor | None, root_ran
     hid = next(_handle_ids)
     e = _entry(V.BROADCAST, _name("broadcast", name, process_set), tensor, output, root=root,
                process_set=process_set)
-    return Handle(hid, _enqueue(e), _finisher(tensor, output), e)
+    return Handle(hid, _enqueue(e), _finisher(tensor, output, e), e)
 
 
 def broadcast_async(tensor: torch.Tensor, root_rank: int, name: str | None = None,

@@ -129,13 +129,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def _on_grad_ready(self, p: torch.Tensor) -> None:
         if self._backward is None:
             self._open_backward()
-        if self._delay[p] <= 0:
+        delay = self._delay[p] - 1   # (a parameter's hash is a Python call: looked up once each)
+        if delay < 0:
             raise AssertionError(
                 "gradients were computed more than backward_passes_per_step times before step(); "
                 "raise backward_passes_per_step to accumulate gradients locally")
-        self._delay[p] -= 1
-        group = self._group_of.get(p)
-        if self._delay[p] != 0:
+        self._delay[p] = delay
+        group = self._group_of.get(p) if self._group_of else None
+        if delay != 0:
             self._handles[p] = (None, None)
         elif group is None:
             self._handles[p] = self._allreduce_grad_async(p)
