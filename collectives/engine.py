@@ -246,13 +246,16 @@ class Engine:
 
     def _route(self, entries) -> list:
         """Put cache hits under their bits (and stale ones aside); return what goes to rank 0."""
-        rounds, full = self._rounds, []
+        rounds, full, member = self._rounds, [], {}
         for e in entries:
             if e.op_type == V.JOIN:
                 rounds.joined = True
             elif e.op_type == M.SHUTDOWN:
                 rounds.leaving = True
-            if rounds.bypass or not RC.cacheable(e) or self.sets.get(e.process_set).rank < 0:
+            sid = e.process_set
+            if sid not in member:
+                member[sid] = self.sets.get(sid).rank >= 0
+            if rounds.bypass or not RC.cacheable(e) or not member[sid]:
                 full.append(e)
                 continue
             status, c = rounds.cache(e.process_set).lookup(e)

@@ -37,10 +37,11 @@ class Cached:
 
 
 def signature(e) -> tuple:
-    """What must not change for a cached response to answer ``e`` (tracer's trace_key aside)."""
-    return (e.op_type, e.dtype, e.shape, e.reduce_op.value, float(e.prescale), float(e.postscale),
-            e.device.split(":")[0], e.backend, e.priority,
-            e.adapter.name if e.adapter is not None else "")
+    """What must not change for a cached response to answer ``e`` (tracer's trace_key aside).
+    Built for every cached submission, so from the entry's fields as they are (the enum member,
+    the adapter object: equal exactly when their values are)."""
+    return (e.op_type, e.dtype, e.shape, e.reduce_op, e.prescale, e.postscale,
+            e.device.partition(":")[0], e.backend, e.priority, e.adapter)
 
 
 def cacheable(e) -> bool:

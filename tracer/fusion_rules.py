@@ -31,22 +31,22 @@ def fuse(units, key_of, bytes_of, threshold: int) -> list[list]:
     """Greedy fusion, shared by the coordinator and the response cache: each unit in turn takes
     every later unit with the same key (None: never fused) while the byte total stays within
     ``threshold``; a unit that does not fit is skipped over and starts a later batch."""
-    units = list(units)
+    left = [(key_of(u), bytes_of(u), u) for u in units]   # (each unit's key and size, once)
     out = []
-    while units:
-        first = units.pop(0)
-        batch, key = [first], key_of(first)
+    while left:
+        key, total, first = left[0]
+        batch, rest = [first], []
         if key is not None and threshold > 0:
-            total, i = bytes_of(first), 0
-            while i < len(units):
-                other = units[i]
-                if key_of(other) == key and total + bytes_of(other) <= threshold:
-                    batch.append(other)
-                    total += bytes_of(other)
-                    units.pop(i)
+            for item in left[1:]:
+                if item[0] == key and total + item[1] <= threshold:
+                    batch.append(item[2])
+                    total += item[1]
                 else:
-                    i += 1
+                    rest.append(item)
+        else:
+            rest = left[1:]
         out.append(batch)
+        left = rest
     return out
 
 
