@@ -97,11 +97,18 @@ class NumpyAdapter(TensorAdapter):
         """Copy ``tensors`` one after another into the flat ``buf`` (one call)."""
         np.concatenate([t.reshape(-1) for t in tensors], out=buf)
 
-    def unpack(self, buf, sizes) -> list:
-        """Flat results for consecutive pieces of ``buf``, in new memory (one copy)."""
-        whole, out, off = buf.copy(), [], 0
-        for n in sizes:
-            out.append(whole[off:off + n])
+    def unpack(self, buf, sizes, outputs) -> list:
+        """Results for consecutive pieces of ``buf``: written into ``outputs[i]`` where one is
+        given (in-place ops; the output itself is the result), else flat in new memory."""
+        whole = buf.copy() if all(o is None for o in outputs) else buf
+        out, off = [], 0
+        for n, o in zip(sizes, outputs):
+            piece = whole[off:off + n]
+            if o is None:
+                out.append(piece if whole is not buf else piece.copy())
+            else:
+                o[...] = piece.reshape(o.shape)
+                out.append(o)
             off += n
         return out
 
@@ -135,7 +142,7 @@ class NumpyAdapter(TensorAdapter):
     def result(self, entry, flat):
         shape = entry.meta.get("out_shape", entry.shape)
         if entry.output is not None:
-            if not np.shares_memory(entry.output, flat):
+            if flat is not entry.output and not np.shares_memory(entry.output, flat):
                 entry.output[...] = flat.reshape(entry.output.shape)
             return entry.output
         return flat.reshape(shape)

@@ -92,8 +92,8 @@ class Executor:
             return
         t0 = rec.now() if rec.enabled else 0
         unpack = getattr(ad, "unpack", None)
-        if unpack is not None and all(e.output is None for e in entries):
-            outs = unpack(buf, [e.meta["numel"] for e in entries])
+        if unpack is not None:
+            outs = unpack(buf, [e.meta["numel"] for e in entries], [e.output for e in entries])
         else:
             outs, off = [], 0
             for e in entries:
