@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar, cast
 
 import torch
 
+from collectives import engine as _engine
 from collectives import process_sets as _ps
 from collectives.adapters import NUMPY
 from collectives.entry import Entry
@@ -136,8 +137,7 @@ def _name(prefix: str, name: str | None, process_set: ProcessSet | None = None) 
 
 
 def _engine_obj() -> Engine:
-    from collectives import engine  # (at first use: importing it loads the runtime)
-    return engine.get_engine()
+    return _engine.get_engine()
 
 
 def _use_gloo() -> bool:

@@ -215,6 +215,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def _write_grad(self, p: torch.Tensor, output: torch.Tensor, ctx: torch.dtype | None) -> None:
         grad = p.grad
         assert grad is not None   # _dense_grad gave every reduced parameter one
+        if output is grad:   # reduced in place (the common case)
+            return
         with torch.no_grad():
             if grad.is_sparse:   # sparse_allreduce's result, or a densified one made sparse
                 out = output if output.is_sparse else \
