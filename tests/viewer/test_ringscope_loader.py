@@ -51,22 +51,44 @@ def test_array_form_and_gzip(tmp_path):
 
 
 def test_parquet_cache_hit_and_invalidation(tmp_path, monkeypatch):
+    import pandas as pd
+
     monkeypatch.delenv("RINGSCOPE_CACHE_DIR", raising=False)
     d = tmp_path / "run"
     paths = tracegen.write_run(d, size=2, steps=3)
     a = Run.load(d)
     root = cache_root(paths[0])
-    assert root == d / ".ringscope-cache" and len(list(root.iterdir())) == 2
+    assert root == d / ".ringscope-cache" and len(list(root.iterdir())) == 1   # one entry: the run
     b = Run.load(d)
-    for name in TABLES:
-        x, y = getattr(a, name), getattr(b, name)
-        assert x.astype(str).equals(y.astype(str)), name
+    for name in TABLES:   # the same tables, dtypes and all
+        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), obj=name)
+    assert a.meta == b.meta
     # a changed file (new size/mtime) is parsed again, not served stale
     tracegen.write_run(d, size=2, steps=4)
     os.utime(paths[0], ns=(time.time_ns(), time.time_ns() + 10**9))
     c = Run.load(d)
     assert len(c.tensor_ops) == 2 * 4 * 2
-    assert len(list(root.iterdir())) == 2  # stale entries replaced
+    assert len(list(root.iterdir())) == 1  # the stale entry replaced
+    # another set of files (one rank alone) is an entry of its own
+    assert len(Run.load(paths[0]).ranks) == 1 and len(list(root.iterdir())) == 2
+
+
+def test_a_cache_hit_gives_the_first_loads_warnings_again(tmp_path):
+    import warnings
+
+    from viewer.errors import TruncatedTraceWarning
+
+    d = tmp_path / "run"
+    tracegen.write_run(d, size=2, steps=2)
+    tracegen.write_rank(d / "rank-1.json", 1, 2, tracegen.rank_events(1, 2, steps=2), close=False, shutdown=False)
+    seen = []
+    for _ in range(2):   # parsed, then from the cache
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run = Run.load(d)
+        seen.append([(w.category, str(w.message)) for w in caught])
+    assert seen[0] == seen[1] and seen[0][0][0] is TruncatedTraceWarning and "rank-1.json" in seen[0][0][1]
+    assert run.ranks["truncated"].tolist() == [False, True]
 
 
 def test_cache_dir_option(tmp_path):
