@@ -236,10 +236,24 @@ def _concat_events(dfs: list):
     cols = {}
     for c in list(dfs[0].columns):
         col = pd.concat([d.pop(c) for d in dfs], ignore_index=True)
-        cols[c] = col if order is None else col.take(order).reset_index(drop=True)
+        cols[c] = col if order is None else pd.Series(_take(col.array, order), name=c, copy=False)
         del col
         memory.release()   # the per-rank pieces just freed: give them back before the next column
     return frames.conform("events", pd.DataFrame(cols, copy=False))
+
+
+def _take(arr, order):
+    """``arr`` (a pandas array) reordered by ``order`` (valid positions: no checks); Arrow strings as one
+    chunk first, which Arrow takes from at less than half the cost of the per-rank chunks."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+
+    if isinstance(arr, pd.arrays.ArrowStringArray):
+        return pd.arrays.ArrowStringArray(pa.chunked_array(pa.array(arr)).combine_chunks().take(order))
+    if isinstance(arr, pd.arrays.NumpyExtensionArray):
+        return np.asarray(arr).take(order)
+    return arr.take(order)
 
 
 def _run_meta(parsed, origin, bases) -> dict:
