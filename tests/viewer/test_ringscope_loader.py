@@ -96,3 +96,17 @@ def test_cache_dir_option(tmp_path):
     tracegen.write_run(d, size=1, steps=1)
     Run.load(d, cache_dir=tmp_path / "elsewhere")
     assert any((tmp_path / "elsewhere").iterdir())
+
+
+def test_a_meta_json_would_change_is_not_cached(tmp_path):
+    from viewer import cache
+    from viewer.loader import load_run
+
+    paths = tracegen.write_run(tmp_path / "run", size=1, steps=1)
+    tables = load_run(paths, use_cache=False)
+    tables.meta["ranks_loaded"] = (0,)   # JSON gives a list back
+    cache.store(paths, tables, [], cache_dir=tmp_path / "cache")
+    assert cache.load(paths, cache_dir=tmp_path / "cache") is None
+    tables.meta["ranks_loaded"] = [0]
+    cache.store(paths, tables, [], cache_dir=tmp_path / "cache")
+    assert cache.load(paths, cache_dir=tmp_path / "cache").meta == tables.meta
