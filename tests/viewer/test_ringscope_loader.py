@@ -50,7 +50,7 @@ def test_array_form_and_gzip(tmp_path):
     assert len(run.tensor_ops) == 2 and run.ranks["rank"].tolist() == [0]
 
 
-def test_parquet_cache_hit_and_invalidation(tmp_path, monkeypatch):
+def test_cache_hit_and_invalidation(tmp_path, monkeypatch):
     import pandas as pd
 
     monkeypatch.delenv("RINGSCOPE_CACHE_DIR", raising=False)
