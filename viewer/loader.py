@@ -128,6 +128,7 @@ def load_run(paths, use_cache: bool = True, cache_dir=None, progress=None) -> Ru
     with _cache.recording() as caught:
         tables = _load_files(files, member, manifest, progress)
     _cache.store(files, tables, caught, manifest_file, cache_dir)
+    memory.release()
     return tables
 
 

@@ -5,7 +5,7 @@ import os
 import time
 
 from tests.viewer import tracegen
-from viewer import Run
+from viewer import Run, cache
 from viewer.cache import cache_root
 from viewer.schema import TABLES
 
@@ -59,6 +59,7 @@ def test_cache_hit_and_invalidation(tmp_path, monkeypatch):
     a = Run.load(d)
     root = cache_root(paths[0])
     assert root == d / ".ringscope-cache" and len(list(root.iterdir())) == 1   # one entry: the run
+    assert cache.load(paths) is not None   # a hit
     b = Run.load(d)
     for name in TABLES:   # the same tables, dtypes and all
         pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), obj=name)
