@@ -88,12 +88,16 @@ def load(files: list[Path], manifest: Path | None = None, cache_dir=None):
 
 @contextlib.contextmanager
 def recording():
-    """Record the warnings given inside (a list of :class:`warnings.WarningMessage`) and give them on."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        yield caught
-    for w in caught:
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    """Record the warnings given inside (a list of :class:`warnings.WarningMessage`) and give them on,
+    also when the load fails."""
+    caught: list = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield caught
+    finally:
+        for w in caught:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def store(files: list[Path], tables, caught: list, manifest: Path | None = None, cache_dir=None) -> None:

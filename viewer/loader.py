@@ -1,4 +1,4 @@
-"""Find a run's trace files, parse (or fetch from cache) each one, and align them on one time axis."""
+"""Find a run's trace files, parse each one and align them on one time axis (or fetch the run from the cache)."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -111,3 +111,16 @@ def test_a_meta_json_would_change_is_not_cached(tmp_path):
     tables.meta["ranks_loaded"] = [0]
     cache.store(paths, tables, [], cache_dir=tmp_path / "cache")
     assert cache.load(paths, cache_dir=tmp_path / "cache").meta == tables.meta
+
+
+def test_warnings_before_a_failed_load_are_still_given(tmp_path):
+    import pytest
+
+    from viewer.errors import TraceError, TruncatedTraceWarning
+
+    d = tmp_path / "run"
+    d.mkdir()
+    tracegen.write_rank(d / "rank-0.json", 0, 1, tracegen.rank_events(0, 1, steps=1), close=False, shutdown=False)
+    tracegen.write_rank(d / "rank-0-again.json", 0, 1, tracegen.rank_events(0, 1, steps=1))
+    with pytest.warns(TruncatedTraceWarning, match="rank-0.json"), pytest.raises(TraceError, match="also comes"):
+        Run.load(d)
