@@ -2,7 +2,7 @@
 
 Input: a real 4-rank demo training run with the timeline on (``bench/train_worker.py``), replicated
 and time-shifted to 8 ranks x >= 100k events (``bench/tracegen.py``). Each viewer command runs in a
-fresh interpreter (``bench/analyzer_probe.py``); summarize is timed cold (a fresh Parquet cache dir,
+fresh interpreter (``bench/analyzer_probe.py``); summarize is timed cold (a fresh parse cache dir,
 so it parses and writes the cache, as a user's first run does), with ``--no-cache`` (parse only) and
 warm (cache hit); the reader alone (each trace into columns, ``viewer.io.ringscope.read``) too.
 """
@@ -96,7 +96,7 @@ def run(quick: bool) -> dict:
         metrics["analyzer.cached_load_speedup"] = {
             "value": first_load / cached_load,
             "detail": f"viewer.Run.load in a fresh process: {first_load:.2f} CPU s parsing (and "
-                      f"writing the Parquet cache), {cached_load:.2f} CPU s from the cache"}
+                      f"writing the cache), {cached_load:.2f} CPU s from the cache"}
         metrics["analyzer.merge_8x100k_s"] = {
             "value": merge["wall_s"],
             "detail": f"{RANKS} ranks x {gen['events_per_rank']:,}+ events ({mb:.0f} MB), wall; "

@@ -18,8 +18,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="also show where each rank's every step went (JSON: breakdown_steps)")
     p.add_argument("--top", type=int, default=10, metavar="N", help="rows per table (default 10)")
     p.add_argument("--peak-busbw", type=float, metavar="GBPS", help="link peak bus bandwidth (GB/s)")
-    p.add_argument("--no-cache", action="store_true", help="parse again, ignoring the Parquet cache")
-    p.add_argument("--cache-dir", metavar="DIR", help="where the Parquet cache lives")
+    p.add_argument("--no-cache", action="store_true", help="parse again, ignoring the parse cache")
+    p.add_argument("--cache-dir", metavar="DIR", help="where the parse cache lives")
     return p
 
 

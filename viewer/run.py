@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeAlias, TypeVar
 
+from viewer import memory
 from viewer.schema import RunTables
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ def _memo(method: Callable[Concatenate[Run, P], R]) -> Callable[Concatenate[Run,
         key = (method.__name__, tuple(bound.arguments.items())[1:])
         if key not in self._memo:
             self._memo[key] = method(self, *args, **kwargs)
+            memory.release()   # the analysis's intermediate frames: gone, not kept by the allocator
         return self._memo[key]
     return wrapper
 

@@ -27,7 +27,7 @@ def horovod_file(key: str) -> Path:
 
 @pytest.fixture
 def no_cache(tmp_path, monkeypatch):
-    """Keep the Parquet cache inside the test's tmp dir."""
+    """Keep the parse cache inside the test's tmp dir."""
     monkeypatch.setenv("RINGSCOPE_CACHE_DIR", str(tmp_path / "cache"))
     return tmp_path / "cache"
 

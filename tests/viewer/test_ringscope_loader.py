@@ -5,7 +5,7 @@ import os
 import time
 
 from tests.viewer import tracegen
-from viewer import Run
+from viewer import Run, cache
 from viewer.cache import cache_root
 from viewer.schema import TABLES
 
@@ -50,23 +50,46 @@ def test_array_form_and_gzip(tmp_path):
     assert len(run.tensor_ops) == 2 and run.ranks["rank"].tolist() == [0]
 
 
-def test_parquet_cache_hit_and_invalidation(tmp_path, monkeypatch):
+def test_cache_hit_and_invalidation(tmp_path, monkeypatch):
+    import pandas as pd
+
     monkeypatch.delenv("RINGSCOPE_CACHE_DIR", raising=False)
     d = tmp_path / "run"
     paths = tracegen.write_run(d, size=2, steps=3)
     a = Run.load(d)
     root = cache_root(paths[0])
-    assert root == d / ".ringscope-cache" and len(list(root.iterdir())) == 2
+    assert root == d / ".ringscope-cache" and len(list(root.iterdir())) == 1   # one entry: the run
+    assert cache.load(paths) is not None   # a hit
     b = Run.load(d)
-    for name in TABLES:
-        x, y = getattr(a, name), getattr(b, name)
-        assert x.astype(str).equals(y.astype(str)), name
+    for name in TABLES:   # the same tables, dtypes and all
+        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), obj=name)
+    assert a.meta == b.meta
     # a changed file (new size/mtime) is parsed again, not served stale
     tracegen.write_run(d, size=2, steps=4)
     os.utime(paths[0], ns=(time.time_ns(), time.time_ns() + 10**9))
     c = Run.load(d)
     assert len(c.tensor_ops) == 2 * 4 * 2
-    assert len(list(root.iterdir())) == 2  # stale entries replaced
+    assert len(list(root.iterdir())) == 1  # the stale entry replaced
+    # another set of files (one rank alone) is an entry of its own
+    assert len(Run.load(paths[0]).ranks) == 1 and len(list(root.iterdir())) == 2
+
+
+def test_a_cache_hit_gives_the_first_loads_warnings_again(tmp_path):
+    import warnings
+
+    from viewer.errors import TruncatedTraceWarning
+
+    d = tmp_path / "run"
+    tracegen.write_run(d, size=2, steps=2)
+    tracegen.write_rank(d / "rank-1.json", 1, 2, tracegen.rank_events(1, 2, steps=2), close=False, shutdown=False)
+    seen = []
+    for _ in range(2):   # parsed, then from the cache
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run = Run.load(d)
+        seen.append([(w.category, str(w.message)) for w in caught])
+    assert seen[0] == seen[1] and seen[0][0][0] is TruncatedTraceWarning and "rank-1.json" in seen[0][0][1]
+    assert run.ranks["truncated"].tolist() == [False, True]
 
 
 def test_cache_dir_option(tmp_path):
@@ -74,3 +97,30 @@ def test_cache_dir_option(tmp_path):
     tracegen.write_run(d, size=1, steps=1)
     Run.load(d, cache_dir=tmp_path / "elsewhere")
     assert any((tmp_path / "elsewhere").iterdir())
+
+
+def test_a_meta_json_would_change_is_not_cached(tmp_path):
+    from viewer import cache
+    from viewer.loader import load_run
+
+    paths = tracegen.write_run(tmp_path / "run", size=1, steps=1)
+    tables = load_run(paths, use_cache=False)
+    tables.meta["ranks_loaded"] = (0,)   # JSON gives a list back
+    cache.store(paths, tables, [], cache_dir=tmp_path / "cache")
+    assert cache.load(paths, cache_dir=tmp_path / "cache") is None
+    tables.meta["ranks_loaded"] = [0]
+    cache.store(paths, tables, [], cache_dir=tmp_path / "cache")
+    assert cache.load(paths, cache_dir=tmp_path / "cache").meta == tables.meta
+
+
+def test_warnings_before_a_failed_load_are_still_given(tmp_path):
+    import pytest
+
+    from viewer.errors import TraceError, TruncatedTraceWarning
+
+    d = tmp_path / "run"
+    d.mkdir()
+    tracegen.write_rank(d / "rank-0.json", 0, 1, tracegen.rank_events(0, 1, steps=1), close=False, shutdown=False)
+    tracegen.write_rank(d / "rank-0-again.json", 0, 1, tracegen.rank_events(0, 1, steps=1))
+    with pytest.warns(TruncatedTraceWarning, match="rank-0.json"), pytest.raises(TraceError, match="also comes"):
+        Run.load(d)

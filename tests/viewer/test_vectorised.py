@@ -59,7 +59,7 @@ def test_events_merged_in_time_then_rank_order():
     run = Run.load(d, cache=False)
     parts = []
     for f in find_traces(d):
-        p = parse_one(f, use_cache=False)
+        p = parse_one(f)
         parts.append(p["events"].assign(t_ns=p["events"]["t_ns"] + (p["rank_info"]["base_epoch_ns"]
                                                                      - run.meta["origin_epoch_ns"]
                                                                      - (p["rank_info"]["clock_offset_ns"] or 0))))
