@@ -19,11 +19,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from viewer.whatif import costs, policy
-from viewer.whatif.rebuild import Step
+from viewer.whatif.rebuild import CACHED_ID_BASE, Step
 
 MAX_ITER = 40
 CALIBRATION_STEPS = 40   # at most this many steps, spread over the run, fit the tick and latency
 GPU_BACKENDS = ("nccl",)
+ROUND_QUANTILE = 0.1     # of the cached responses' delays after their last submission: a round alone
+QUEUED_NS = 200_000      # a response that starts this soon after the one before had queued behind it
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,8 @@ class Model:
     fusion_threshold: int
     cycle_time_ms: float
     latency_ns: dict            # "coordinator" | "rounds" -> dispatch latency (ns)
-    tick_ns: float = 0.0        # how often the engine got to plan (fitted): at least the cycle
+    tick_ns: float = 0.0        # how often the coordinator got to plan (fitted): at least the cycle
+    round_ns: float = 0.0       # a bit round's completion after its last post (measured)
     assumed: tuple = ()         # settings the trace does not record (defaults assumed)
 
 
@@ -142,9 +145,17 @@ def _cpu_runs(step: Step, runs: list) -> list:
     return [(a, e) for a, e, batch in runs if step.tensors[batch[0]].backend not in GPU_BACKENDS]
 
 
-def _execute(model, s, step, submit, spans=None):
+def _idle_from(step: Step, chains: dict) -> dict:
+    """Per rank: where its engine's idle spell before the step's first submission began (its
+    last collective of the step before: the step's start less the compute after its last wait,
+    taken from this step's own)."""
+    return {r: ch[3] - step.chains[r].tail_ns for r, ch in chains.items()}
+
+
+def _execute(model, s, step, submit, spans=None, idle_from=None):
     """Plan and run the step's collectives: (done per tensor, [(start, end, batch)]); ``spans``:
-    the ranks' CPU work (per rank, an array of spans), which slows the collectives (contention)."""
+    the ranks' CPU work (per rank, an array of spans), which slows the collectives (contention);
+    ``idle_from``: per rank, where its rounds' idle schedule starts (default: its first submission)."""
     thr = model.fusion_threshold if s.fusion_threshold is None else s.fusion_threshold
     cyc = (model.cycle_time_ms if s.cycle_time_ms is None else s.cycle_time_ms) * 1e6
     cached = [i for i, t in enumerate(step.tensors) if t.cached]
@@ -152,11 +163,10 @@ def _execute(model, s, step, submit, spans=None):
     lat_c = model.latency_ns.get("coordinator", 0.0) * s.latency_scale
     lat_r = model.latency_ns.get("rounds", 0.0) * s.latency_scale
     tick = model.tick_ns * s.latency_scale
-    plans = [(d + lat_c, b) for d, b in policy.coordinator(plain, step.tensors, submit, thr, cyc, tick)]
-    plans += policy.rounds(cached, step.tensors, submit, thr, cyc, lat_r, tick)
-    plans.sort(key=lambda p: p[0])
     free, done, runs = float("-inf"), [0.0] * len(step.tensors), []
-    for d, batch in plans:
+
+    def run(d: float, batch: list, seen: float = 0.0) -> float:
+        nonlocal free
         t0 = step.tensors[batch[0]]
         nbytes = sum(step.tensors[i].nbytes for i in batch)
         a = max(d, free)
@@ -166,7 +176,14 @@ def _execute(model, s, step, submit, spans=None):
         free = a + cost_of(model, s, t0.backend, t0.op, nbytes, busy)
         runs.append((a, free, batch))
         for i in batch:
-            done[i] = free
+            done[i] = free + seen
+        return free
+
+    for d, b in policy.coordinator(plain, step.tensors, submit, thr, cyc, tick):
+        run(d + lat_c, b)
+    # the rounds' latency is the engine's; the framework sees a cached op's end lat_r later
+    policy.rounds(cached, step.tensors, submit, idle_from or {}, thr, cyc, model.round_ns * s.latency_scale,
+                  lambda d, b: run(d, b, lat_r))
     return done, runs
 
 
@@ -175,7 +192,8 @@ def _reference_overlap(model: Model, step: Step) -> dict:
     settings and its measured compute (which already carries the run's own contention)."""
     done = [float(max(t.done_ns[r] + step.t0[r] for r in t.done_ns)) for t in step.tensors]
     chains, submit = _framework(step, done, False)
-    runs = _cpu_runs(step, _execute(model, Settings(), step, submit, _span_arrays(chains))[1])
+    runs = _cpu_runs(step, _execute(model, Settings(), step, submit, _span_arrays(chains),
+                                    _idle_from(step, chains))[1])
     return {r: _overlap(ch[4], runs) for r, ch in chains.items()}
 
 
@@ -187,7 +205,7 @@ def replay_step(model: Model, s: Settings, step: Step) -> dict:
     extra: dict = {}
     for _ in range(MAX_ITER):
         chains, submit = _framework(step, done, s.no_straggler, extra)
-        new, runs = _execute(model, s, step, submit, _span_arrays(chains))
+        new, runs = _execute(model, s, step, submit, _span_arrays(chains), _idle_from(step, chains))
         moved = max((abs(a - b) for a, b in zip(new, done)), default=0.0)
         cpu_runs = _cpu_runs(step, runs)
         target = {r: _overlap(ch[4], cpu_runs) - base[src if src is not None else r] for r, ch in chains.items()}
@@ -217,6 +235,7 @@ def fit_model(tables, steps: list) -> Model:
     if steps:
         cal = steps[::-(-len(steps) // CALIBRATION_STEPS)]   # run-wide figures: a spread sample will do
         model.tick_ns = _fit_tick(model, cal)
+        model.round_ns = _round_latency(cal)
         model.latency_ns = _fit_latency(model, cal)
     return model
 
@@ -233,10 +252,10 @@ def _measured_busy(steps: list) -> dict:
 
 
 def _fit_tick(model: Model, steps: list) -> float:
-    """The engine tick that makes the replay plan as many responses as the run executed, with
+    """The coordinator's tick that makes the replay plan as many of its responses as the run did, with
     the measured submissions (a loaded engine thread plans less often than its cycle, so it
     fuses more than an idle one would), by bisection on a log scale; 0 when none is needed."""
-    measured = sum(len(s.responses) for s in steps)
+    measured = sum(1 for s in steps for r in s.responses if r[0] < CACHED_ID_BASE)
     inputs = []
     for step in steps:
         done = [float(max(t.done_ns[r] + step.t0[r] for r in t.done_ns)) for t in step.tensors]
@@ -244,7 +263,8 @@ def _fit_tick(model: Model, steps: list) -> float:
 
     def count(tick: float) -> int:
         m = replace(model, tick_ns=tick)
-        return sum(len(_execute(m, Settings(), st, sub)[1]) for st, sub in inputs)
+        return sum(1 for st, sub in inputs for _, _, b in _execute(m, Settings(), st, sub)[1]
+                   if not st.tensors[b[0]].cached)
 
     if count(0.0) <= measured:
         return 0.0
@@ -255,6 +275,26 @@ def _fit_tick(model: Model, steps: list) -> float:
         mid = (lo * hi) ** 0.5
         lo, hi = (mid, hi) if count(mid) > measured else (lo, mid)
     return hi
+
+
+def _round_latency(steps: list) -> float:
+    """How long a bit round takes to complete after its last post, from the run: a cached response
+    that did not queue behind another starts after every rank's next post after its last tensor's
+    submission plus the round; the low end of those delays (ROUND_QUANTILE) is a rank that posted at
+    once. 0 when no response qualifies."""
+    out = []
+    for step in steps:
+        done = [float(max(t.done_ns[r] + step.t0[r] for r in t.done_ns)) for t in step.tensors]
+        sub = _framework(step, done, False)[1]
+        last: dict = {}
+        for i, t in enumerate(step.tensors):
+            last[t.response] = max(last.get(t.response, float("-inf")), max(sub[i].values()))
+        prev = float("-inf")
+        for resp, _, _, _, start, cost in sorted(step.responses, key=lambda x: x[4]):
+            if resp >= CACHED_ID_BASE and resp in last and start - prev > QUEUED_NS:
+                out.append(max(0.0, start - last[resp]))
+            prev = max(prev, start + cost)
+    return float(np.quantile(out, ROUND_QUANTILE)) if out else 0.0
 
 
 def _fit_latency(model: Model, steps: list) -> dict:
