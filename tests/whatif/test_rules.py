@@ -55,7 +55,8 @@ def test_a_partly_submitted_tensor_holds_the_flush_for_a_cycle():
 
 
 def _round_decisions(submit, starts, cycle_ns, round_ns=1e6):
-    tensors = [Tensor(f"t{i}", V.ALLREDUCE, "float32", 4, 0, 0, True, {}, {}, backend="ring") for i in range(len(submit))]
+    tensors = [Tensor(f"t{i}", V.ALLREDUCE, "float32", 4, 0, 0, True, {}, {}, backend="ring")
+               for i in range(len(submit))]
     out = []
     policy.rounds(list(range(len(submit))), tensors, submit, starts, 1 << 20, cycle_ns, round_ns,
                   lambda d, b: out.append((d, b)) or d + 1e5)

@@ -94,7 +94,8 @@ def rounds(idx, tensors, submit, starts, threshold, cycle_ns, round_ns, run) -> 
     gap = np.full(len(ranks), cycle_ns)      # each rank's gap at its last post
     left = np.ones(len(idx), dtype=bool)
     while left.any():
-        end = float(post.max()) + round_ns
+        done = float(post.max()) + round_ns   # the round completes; every rank decodes it
+        end = done
         seen = (sub <= post).all(axis=1) & left
         idle = not ((sub <= post) & left[:, None]).any()
         if seen.any():
@@ -104,11 +105,13 @@ def rounds(idx, tensors, submit, starts, threshold, cycle_ns, round_ns, run) -> 
                 end = run(end, b)
             left &= ~seen
         for k in range(len(ranks)):
-            decided = min(gap[k] * 2, cycle_ns * IDLE_CYCLES) if idle else cycle_ns
             nxt = post[k] + gap[k]
             j = int(arrivals[k].searchsorted(post[k], "right"))
             woken = j < len(arrivals[k]) and arrivals[k][j] < nxt
             if woken:
                 nxt = arrivals[k][j]
             post[k] = max(end, nxt)
-            gap[k] = cycle_ns if woken else decided
+            # the decoded result sets the gap (doubled after an all-idle round); new work arriving
+            # after that (a wake) sets it back to a cycle
+            decided = min(gap[k] * 2, cycle_ns * IDLE_CYCLES) if idle else cycle_ns
+            gap[k] = cycle_ns if woken and nxt > done else decided

@@ -50,6 +50,7 @@ class Model:
     latency_ns: dict            # "coordinator" | "rounds" -> dispatch latency (ns)
     tick_ns: float = 0.0        # how often the coordinator got to plan (fitted): at least the cycle
     round_ns: float = 0.0       # a bit round's completion after its last post (measured)
+    crowd_per_rank: float = 0.0  # ranks per host / (ranks x the host's CPUs); 0: core count unknown
     assumed: tuple = ()         # settings the trace does not record (defaults assumed)
 
 
@@ -182,25 +183,41 @@ def _execute(model, s, step, submit, spans=None, idle_from=None):
     for d, b in policy.coordinator(plain, step.tensors, submit, thr, cyc, tick):
         run(d + lat_c, b)
     # the rounds' latency is the engine's; the framework sees a cached op's end lat_r later
-    policy.rounds(cached, step.tensors, submit, idle_from or {}, thr, cyc, model.round_ns * s.latency_scale,
-                  lambda d, b: run(d, b, lat_r))
+    rnd = model.round_ns * s.latency_scale
+    policy.rounds(cached, step.tensors, submit, idle_from or {}, thr, cyc, rnd, lambda d, b: run(d, b, lat_r))
     return done, runs
 
 
-def _reference_overlap(model: Model, step: Step) -> dict:
+def _reference_overlap(model: Model, step: Step) -> tuple[dict, dict]:
     """Per rank: the collective time during its CPU work when the run is replayed with its own
-    settings and its measured compute (which already carries the run's own contention)."""
+    settings and its measured compute (which already carries the run's own contention), and how
+    crowded its CPU work was (:func:`_crowding`)."""
     done = [float(max(t.done_ns[r] + step.t0[r] for r in t.done_ns)) for t in step.tensors]
     chains, submit = _framework(step, done, False)
     runs = _cpu_runs(step, _execute(model, Settings(), step, submit, _span_arrays(chains),
                                     _idle_from(step, chains))[1])
-    return {r: _overlap(ch[4], runs) for r, ch in chains.items()}
+    return {r: _overlap(ch[4], runs) for r, ch in chains.items()}, _crowding(chains)
+
+
+def _crowding(chains: dict) -> dict:
+    """Per rank: how many ranks (itself included) do CPU work, on average, while it does."""
+    out = {}
+    for r, ch in chains.items():
+        own = sum(b - a for a, b in ch[4])
+        out[r] = 1.0 + sum(_overlap(ch[4], o[4]) for q, o in chains.items() if q != r) / own if own > 0 else 1.0
+    return out
+
+
+def _slowdown(model: Model, crowd: float) -> float:
+    """How much slower CPU work runs with ``crowd`` ranks computing at once, spread over the hosts'
+    cores (1 while they fit; unknown core count: 1)."""
+    return max(1.0, crowd * model.crowd_per_rank)
 
 
 def replay_step(model: Model, s: Settings, step: Step) -> dict:
     """One step: predicted duration (ns, mean over ranks), chains and collectives at the fixed point."""
     done = [float(max(t.done_ns[r] + step.t0[r] for r in t.done_ns)) for t in step.tensors]
-    base = _reference_overlap(model, step)
+    base, crowd = _reference_overlap(model, step)
     src = _median_rank(step) if s.no_straggler else None
     extra: dict = {}
     for _ in range(MAX_ITER):
@@ -208,7 +225,15 @@ def replay_step(model: Model, s: Settings, step: Step) -> dict:
         new, runs = _execute(model, s, step, submit, _span_arrays(chains), _idle_from(step, chains))
         moved = max((abs(a - b) for a, b in zip(new, done)), default=0.0)
         cpu_runs = _cpu_runs(step, runs)
-        target = {r: _overlap(ch[4], cpu_runs) - base[src if src is not None else r] for r, ch in chains.items()}
+        now = _crowding(chains) if model.crowd_per_rank else {}
+        target = {}
+        for r, ch in chains.items():
+            was = src if src is not None else r
+            target[r] = _overlap(ch[4], cpu_runs) - base[was]
+            if now:   # more (fewer) ranks computing at once than in the run: the cores are shared
+                c = step.chains[was]
+                work = sum(c.cpu_ns(k) for k in range(len(c.gaps) + 1))
+                target[r] += (_slowdown(model, now[r]) / _slowdown(model, crowd[was]) - 1) * work
         shift = max((abs(target[r] - extra.get(r, 0.0)) for r in target), default=0.0)
         done, extra = new, target
         if moved < 1e3 and shift < 1e3:
@@ -232,6 +257,9 @@ def fit_model(tables, steps: list) -> Model:
                   float(meta.get("cycle_time_ms") or 1.0), {},
                   assumed=tuple(k for k, v in (("fusion_threshold", thr),
                                                ("cycle_time_ms", meta.get("cycle_time_ms"))) if v is None))
+    cpus, local = meta.get("cpus"), meta.get("local_size") or size
+    if isinstance(cpus, int) and not isinstance(cpus, bool) and cpus > 0:
+        model.crowd_per_rank = local / (size * cpus)
     if steps:
         cal = steps[::-(-len(steps) // CALIBRATION_STEPS)]   # run-wide figures: a spread sample will do
         model.tick_ns = _fit_tick(model, cal)
