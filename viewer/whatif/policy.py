@@ -96,7 +96,7 @@ def rounds(idx, tensors, submit, starts, threshold, cycle_ns, round_ns, run) -> 
     while left.any():
         done = float(post.max()) + round_ns   # the round completes; every rank decodes it
         # a rank whose rounds are slow (all idle) naps gap/4 between checks: it notices the
-        # result, and joins what it decided, that much later (half of it, expected)
+        # result, and joins the collectives it decided, up to that much later (half, expected)
         nap = np.where(gap > cycle_ns, gap / 8, 0.0)
         end = done + float(nap.max())
         seen = (sub <= post).all(axis=1) & left
@@ -113,8 +113,6 @@ def rounds(idx, tensors, submit, starts, threshold, cycle_ns, round_ns, run) -> 
             woken = j < len(arrivals[k]) and arrivals[k][j] < nxt
             if woken:
                 nxt = arrivals[k][j]
-            else:
-                nxt += nap[k]
             post[k] = max(end, nxt)
             # the decoded result sets the gap (doubled after an all-idle round); new work arriving
             # after that (a wake) sets it back to a cycle

@@ -326,20 +326,31 @@ def _round_latency(steps: list) -> float:
 
 
 def _fit_latency(model: Model, steps: list) -> dict:
-    """The dispatch latency (negotiation, rounds, response delivery: one number for both paths)
-    that makes the replay's mean step time the measured one, by bisection (the step time only
-    grows with it); 0 when the replay is already slower without it."""
-    measured = statistics.fmean(statistics.fmean(s.measured.values()) for s in steps)
+    """Per path, the latency that makes the replay's mean step time the measured one, by bisection
+    (the step time only grows with it; 0 when the replay is already slower without it): the
+    coordinator's dispatch (negotiation, response delivery) on the steps most of whose tensors
+    went through it, then the framework's wake-up after a cached op on the others (a path with no
+    steps of its own takes the other's figure)."""
+    groups = {"coordinator": [s for s in steps if 2 * sum(t.cached for t in s.tensors) < len(s.tensors)]}
+    groups["rounds"] = [s for s in steps if s not in groups["coordinator"]]
+    lat = {"coordinator": 0.0, "rounds": 0.0}
+    for key in ("coordinator", "rounds"):
+        part = groups[key]
+        if not part:
+            continue
+        measured = statistics.fmean(statistics.fmean(s.measured.values()) for s in part)
 
-    def mean_at(lat: float) -> float:
-        m = replace(model, latency_ns={"coordinator": lat, "rounds": lat})
-        return statistics.fmean(replay_step(m, Settings(), s)["predicted_ns"] for s in steps)
+        def mean_at(x: float, key=key, part=part) -> float:
+            m = replace(model, latency_ns={**lat, key: x})
+            return statistics.fmean(replay_step(m, Settings(), s)["predicted_ns"] for s in part)
 
-    lo, hi = 0.0, measured / 4
-    if mean_at(lo) >= measured:
-        return {"coordinator": 0.0, "rounds": 0.0}
-    for _ in range(14):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if mean_at(mid) < measured else (lo, mid)
-    return {"coordinator": lo, "rounds": lo}
-
+        lo, hi = 0.0, measured / 4
+        if mean_at(lo) < measured:
+            for _ in range(14):
+                mid = (lo + hi) / 2
+                lo, hi = (mid, hi) if mean_at(mid) < measured else (lo, mid)
+        lat[key] = lo
+    for key, other in (("coordinator", "rounds"), ("rounds", "coordinator")):
+        if not groups[key]:
+            lat[key] = lat[other]
+    return lat
