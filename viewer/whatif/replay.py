@@ -1,15 +1,16 @@
 """Replay a run's steps under changed settings (:class:`Settings`) and predict each step's time.
 
 Each step is solved as a fixed point: the ranks' framework chains (compute offsets kept, waits
-recomputed) give the tensors' submission times; the coordinator's policy (:mod:`.policy`) plans
-them, from each tensor's readiness on the last rank, into fused responses; the responses run one
-after another on the backend at the fitted alpha-beta cost, slowed by the share of ranks doing CPU
-work meanwhile, after a dispatch latency; their ends are the tensors' completions, which end the
-waits; each rank's CPU work stretches by the collective time that runs during it beyond what ran
-during it in the run. Repeated until the completions and the stretches stop moving. The dispatch
-latency is the one free parameter: it is calibrated so that the run's own settings give the run's
-mean step time, so the baseline's error per step shows the spread the model leaves, and only a
-rerun shows its real accuracy.
+recomputed) give the tensors' submission times; the policy (:mod:`.policy`: the coordinator's, and
+the response cache's bit rounds as the engine runs them) plans them into fused responses; the
+responses run one after another on the backend at the fitted alpha-beta cost, slowed by the share
+of ranks doing CPU work meanwhile; their ends (plus, for a cached op, the framework's wake-up) are
+the tensors' completions, which end the waits; each rank's CPU work stretches by the collective
+time that runs during it beyond what ran during it in the run, and by how much more the ranks
+crowd the host's cores than they did. Repeated until the completions and the stretches stop
+moving. The latencies per path are the free parameters: calibrated so that the run's own settings
+give the run's mean step time, so the baseline's error per step shows the spread the model leaves,
+and only a rerun shows its real accuracy.
 """
 from __future__ import annotations
 
