@@ -35,7 +35,8 @@ def _full_meta(meta: dict | None, settings) -> dict:
     m = {k: None for k in vocab.META_KEYS}
     m.update(format_version=vocab.FORMAT_VERSION, version=__version__, rank=0, size=1,
              host=socket.gethostname(), pid=os.getpid(), clock_offset_ns=0,
-             clock_offset_uncertainty_ns=None, process_sets={0: None})
+             clock_offset_uncertainty_ns=None, process_sets={0: None},
+             cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
     m.update(meta or {})
     m["format_version"] = vocab.FORMAT_VERSION
     m["version"] = __version__

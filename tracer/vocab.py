@@ -192,6 +192,7 @@ META_KEYS = (
     "clock_offset_uncertainty_ns",  # half the minimum round trip of the ping-pong
     "process_sets",               # {id: [ranks]}
     "mark_cycles", "steps_window",  # e.g. [100, 200] or null
+    "cpus",                       # CPUs this rank's process may run on (the what-if's core count)
 )
 
 

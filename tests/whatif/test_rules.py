@@ -52,3 +52,31 @@ def test_a_partly_submitted_tensor_holds_the_flush_for_a_cycle():
     submit = [{0: 0.0, 1: 0.0}, {0: 0.0, 1: 5e6}]   # t1 only on rank 0 until 5 ms
     plans = policy.coordinator([0, 1], tensors, submit, 1 << 20, cycle_ns=1e6)
     assert [(d, b) for d, b in plans] == [(1e6, [0]), (5e6, [1])]   # t0 waited one cycle, then alone
+
+
+def _round_decisions(submit, starts, cycle_ns, round_ns=1e6):
+    tensors = [Tensor(f"t{i}", V.ALLREDUCE, "float32", 4, 0, 0, True, {}, {}, backend="ring")
+               for i in range(len(submit))]
+    out = []
+    policy.rounds(list(range(len(submit))), tensors, submit, starts, 1 << 20, cycle_ns, round_ns,
+                  lambda d, b: out.append((d, b)) or d + 1e5)
+    return out
+
+
+def test_a_round_posted_before_the_submission_costs_the_others_a_cycle():
+    """The engine's bit rounds: rank 1 posts its round after submitting t0, rank 0 before (its
+    round from the idle spell was in flight). That round decides nothing; rank 0 posts again as
+    soon as it completes (its new work woke it), but rank 1, with nothing new, only a cycle after
+    its last post, so t0 runs a cycle (plus the round) after rank 1's post."""
+    submit = [{0: 0.5e6, 1: 0.2e6}]
+    starts = {0: 0.0, 1: 0.3e6}
+    assert _round_decisions(submit, starts, cycle_ns=10e6) == [(0.2e6 + 10e6 + 1e6, [0])]
+    assert _round_decisions(submit, starts, cycle_ns=1e6) == [(0.2e6 + 1e6 + 1e6, [0])]
+
+
+def test_rounds_decide_what_every_rank_submitted_before_posting():
+    """Posted at once on new work: both ranks submit t0 before their first post, t1 later; t0
+    goes in the first round, t1 in the next, fused with nothing submitted after it."""
+    submit = [{0: 0.0, 1: 0.0}, {0: 1.5e6, 1: 1.6e6}]
+    got = _round_decisions(submit, {0: 0.0, 1: 0.0}, cycle_ns=5e6)
+    assert got == [(1e6, [0]), (1.6e6 + 1e6, [1])]

@@ -3,8 +3,9 @@
 Two paths, as in the runtime:
 - the coordinator's (a tensor not in the response cache): it gathers what every rank has submitted
   and sends it once :func:`tracer.fusion_rules.flush_due` says so;
-- the response cache's bit rounds: every rank posts a round each cycle, or at once when new work
-  arrives; a round decides the cached tensors every rank had submitted when it posted.
+- the response cache's bit rounds (:func:`rounds`): every rank posts a round each cycle, or at
+  once when new work arrives; a round decides the cached tensors every rank had submitted when it
+  posted, so a tensor waits for every rank's next post after its submission.
 Both plan with :func:`tracer.fusion_rules.by_priority` and :func:`tracer.fusion_rules.fuse`, the
 runtime's own rules. Times are ns on the run's common axis.
 """
@@ -16,6 +17,8 @@ import math
 import numpy as np
 
 from tracer.fusion_rules import by_priority, flush_due, fusable, fuse
+
+IDLE_CYCLES = 8   # the rounds' longest gap while every rank is idle (collectives.bit_rounds)
 
 
 def _key(t, cached: bool):
@@ -71,29 +74,47 @@ def coordinator(idx, tensors, submit, threshold, cycle_ns, tick_ns=0.0) -> list[
     return out
 
 
-def rounds(idx, tensors, submit, threshold, cycle_ns, latency_ns, tick_ns=0.0) -> list[tuple[float, list]]:
-    """[(decision time, batch)] for the cached tensors ``idx`` under the bit rounds (a rank posts
-    at most once per engine tick)."""
+def rounds(idx, tensors, submit, starts, threshold, cycle_ns, round_ns, run) -> None:
+    """Replay the response cache's bit rounds for the cached tensors ``idx`` as the engine runs
+    them (collectives.bit_rounds, collectives.engine). Each rank posts a round on its own
+    schedule: the first at ``starts[r]`` (the end of its idle spell), the next ``gap`` after its
+    last post, or at once when new work arrives after it (``BitRounds.wake``: the gap is a cycle
+    again), never before the round in flight has completed and the collectives it decided have run
+    (the engine thread runs them). While every rank was idle at a round the gap doubles, up to
+    IDLE_CYCLES cycles. A round completes ``round_ns`` after its last post and decides the tensors
+    every rank had submitted when it posted; they are planned with the runtime's rules and run at
+    once, one after another, through ``run(time, batch)`` (-> the engine's free time after it)."""
     if not idx:
-        return []
+        return
     ranks = sorted(submit[idx[0]])
-    arrivals = {r: sorted(submit[i][r] for i in idx) for r in ranks}
-    post = {r: arrivals[r][0] for r in ranks}
-    left = sorted(idx, key=lambda i: max(submit[i].values()))
-    out = []
+    sub = np.array([[submit[i][r] for r in ranks] for i in idx], dtype=float)   # tensor x rank
+    arrivals = [np.sort(sub[:, k]) for k in range(len(ranks))]
+    post = np.array([min(starts.get(r, sub[:, k].min()), sub[:, k].min()) for k, r in enumerate(ranks)])
     cycle_ns = max(cycle_ns, 1e3)
-    while left:
-        p = max(post.values())
-        done = p + latency_ns
-        picked = [i for i in left if all(submit[i][r] <= post[r] for r in ranks)]
-        if picked:
-            out += [(done, b) for b in _plan(picked, tensors, threshold, True)]
-            gone = set(picked)
-            left = [i for i in left if i not in gone]
-        for r in ranks:
-            nxt = post[r] + cycle_ns
-            later = [a for a in arrivals[r] if a > post[r]]
-            if later:
-                nxt = min(nxt, later[0])
-            post[r] = max(done, nxt, post[r] + tick_ns)
-    return out
+    gap = np.full(len(ranks), cycle_ns)      # each rank's gap at its last post
+    left = np.ones(len(idx), dtype=bool)
+    while left.any():
+        done = float(post.max()) + round_ns   # the round completes; every rank decodes it
+        # a rank whose rounds are slow (all idle) naps gap/4 between checks: it notices the
+        # result, and joins the collectives it decided, up to that much later (half, expected)
+        nap = np.where(gap > cycle_ns, gap / 8, 0.0)
+        end = done + float(nap.max())
+        seen = (sub <= post).all(axis=1) & left
+        idle = not ((sub <= post) & left[:, None]).any()
+        if seen.any():
+            picked = [idx[j] for j in np.flatnonzero(seen)]
+            picked.sort(key=lambda i: max(submit[i].values()))
+            for b in _plan(picked, tensors, threshold, True):
+                end = run(end, b)
+            left &= ~seen
+        for k in range(len(ranks)):
+            nxt = post[k] + gap[k]
+            j = int(arrivals[k].searchsorted(post[k], "right"))
+            woken = j < len(arrivals[k]) and arrivals[k][j] < nxt
+            if woken:
+                nxt = arrivals[k][j]
+            post[k] = max(end, nxt)
+            # the decoded result sets the gap (doubled after an all-idle round); new work arriving
+            # after that (a wake) sets it back to a cycle
+            decided = min(gap[k] * 2, cycle_ns * IDLE_CYCLES) if idle else cycle_ns
+            gap[k] = cycle_ns if woken and nxt > done else decided

@@ -1,15 +1,16 @@
 """Replay a run's steps under changed settings (:class:`Settings`) and predict each step's time.
 
 Each step is solved as a fixed point: the ranks' framework chains (compute offsets kept, waits
-recomputed) give the tensors' submission times; the coordinator's policy (:mod:`.policy`) plans
-them, from each tensor's readiness on the last rank, into fused responses; the responses run one
-after another on the backend at the fitted alpha-beta cost, slowed by the share of ranks doing CPU
-work meanwhile, after a dispatch latency; their ends are the tensors' completions, which end the
-waits; each rank's CPU work stretches by the collective time that runs during it beyond what ran
-during it in the run. Repeated until the completions and the stretches stop moving. The dispatch
-latency is the one free parameter: it is calibrated so that the run's own settings give the run's
-mean step time, so the baseline's error per step shows the spread the model leaves, and only a
-rerun shows its real accuracy.
+recomputed) give the tensors' submission times; the policy (:mod:`.policy`: the coordinator's, and
+the response cache's bit rounds as the engine runs them) plans them into fused responses; the
+responses run one after another on the backend at the fitted alpha-beta cost, slowed by the share
+of ranks doing CPU work meanwhile; their ends (plus, for a cached op, the framework's wake-up) are
+the tensors' completions, which end the waits; each rank's CPU work stretches by the collective
+time that runs during it beyond what ran during it in the run, and by how much more the ranks
+crowd the host's cores than they did. Repeated until the completions and the stretches stop
+moving. The latencies per path are the free parameters: calibrated so that the run's own settings
+give the run's mean step time, so the baseline's error per step shows the spread the model leaves,
+and only a rerun shows its real accuracy.
 """
 from __future__ import annotations
 
@@ -19,11 +20,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from viewer.whatif import costs, policy
-from viewer.whatif.rebuild import Step
+from viewer.whatif.rebuild import CACHED_ID_BASE, Step
 
 MAX_ITER = 40
 CALIBRATION_STEPS = 40   # at most this many steps, spread over the run, fit the tick and latency
 GPU_BACKENDS = ("nccl",)
+ROUND_QUANTILE = 0.1     # of the cached responses' delays after their last submission: a round alone
+QUEUED_NS = 200_000      # a response that starts this soon after the one before had queued behind it
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,9 @@ class Model:
     fusion_threshold: int
     cycle_time_ms: float
     latency_ns: dict            # "coordinator" | "rounds" -> dispatch latency (ns)
-    tick_ns: float = 0.0        # how often the engine got to plan (fitted): at least the cycle
+    tick_ns: float = 0.0        # how often the coordinator got to plan (fitted): at least the cycle
+    round_ns: float = 0.0       # a bit round's completion after its last post (measured)
+    crowd_per_rank: float = 0.0  # ranks per host / (ranks x the host's CPUs); 0: core count unknown
     assumed: tuple = ()         # settings the trace does not record (defaults assumed)
 
 
@@ -142,9 +147,17 @@ def _cpu_runs(step: Step, runs: list) -> list:
     return [(a, e) for a, e, batch in runs if step.tensors[batch[0]].backend not in GPU_BACKENDS]
 
 
-def _execute(model, s, step, submit, spans=None):
+def _idle_from(step: Step, chains: dict) -> dict:
+    """Per rank: where its engine's idle spell before the step's first submission began (its
+    last collective of the step before: the step's start less the compute after its last wait,
+    taken from this step's own)."""
+    return {r: ch[3] - step.chains[r].tail_ns for r, ch in chains.items()}
+
+
+def _execute(model, s, step, submit, spans=None, idle_from=None):
     """Plan and run the step's collectives: (done per tensor, [(start, end, batch)]); ``spans``:
-    the ranks' CPU work (per rank, an array of spans), which slows the collectives (contention)."""
+    the ranks' CPU work (per rank, an array of spans), which slows the collectives (contention);
+    ``idle_from``: per rank, where its rounds' idle schedule starts (default: its first submission)."""
     thr = model.fusion_threshold if s.fusion_threshold is None else s.fusion_threshold
     cyc = (model.cycle_time_ms if s.cycle_time_ms is None else s.cycle_time_ms) * 1e6
     cached = [i for i, t in enumerate(step.tensors) if t.cached]
@@ -152,11 +165,10 @@ def _execute(model, s, step, submit, spans=None):
     lat_c = model.latency_ns.get("coordinator", 0.0) * s.latency_scale
     lat_r = model.latency_ns.get("rounds", 0.0) * s.latency_scale
     tick = model.tick_ns * s.latency_scale
-    plans = [(d + lat_c, b) for d, b in policy.coordinator(plain, step.tensors, submit, thr, cyc, tick)]
-    plans += policy.rounds(cached, step.tensors, submit, thr, cyc, lat_r, tick)
-    plans.sort(key=lambda p: p[0])
     free, done, runs = float("-inf"), [0.0] * len(step.tensors), []
-    for d, batch in plans:
+
+    def run(d: float, batch: list, seen: float = 0.0) -> float:
+        nonlocal free
         t0 = step.tensors[batch[0]]
         nbytes = sum(step.tensors[i].nbytes for i in batch)
         a = max(d, free)
@@ -166,31 +178,63 @@ def _execute(model, s, step, submit, spans=None):
         free = a + cost_of(model, s, t0.backend, t0.op, nbytes, busy)
         runs.append((a, free, batch))
         for i in batch:
-            done[i] = free
+            done[i] = free + seen
+        return free
+
+    for d, b in policy.coordinator(plain, step.tensors, submit, thr, cyc, tick):
+        run(d + lat_c, b)
+    # the rounds' latency is the engine's; the framework sees a cached op's end lat_r later
+    rnd = model.round_ns * s.latency_scale
+    policy.rounds(cached, step.tensors, submit, idle_from or {}, thr, cyc, rnd, lambda d, b: run(d, b, lat_r))
     return done, runs
 
 
-def _reference_overlap(model: Model, step: Step) -> dict:
+def _reference_overlap(model: Model, step: Step) -> tuple[dict, dict]:
     """Per rank: the collective time during its CPU work when the run is replayed with its own
-    settings and its measured compute (which already carries the run's own contention)."""
+    settings and its measured compute (which already carries the run's own contention), and how
+    crowded its CPU work was (:func:`_crowding`)."""
     done = [float(max(t.done_ns[r] + step.t0[r] for r in t.done_ns)) for t in step.tensors]
     chains, submit = _framework(step, done, False)
-    runs = _cpu_runs(step, _execute(model, Settings(), step, submit, _span_arrays(chains))[1])
-    return {r: _overlap(ch[4], runs) for r, ch in chains.items()}
+    runs = _cpu_runs(step, _execute(model, Settings(), step, submit, _span_arrays(chains),
+                                    _idle_from(step, chains))[1])
+    return {r: _overlap(ch[4], runs) for r, ch in chains.items()}, _crowding(chains)
+
+
+def _crowding(chains: dict) -> dict:
+    """Per rank: how many ranks (itself included) do CPU work, on average, while it does."""
+    out = {}
+    for r, ch in chains.items():
+        own = sum(b - a for a, b in ch[4])
+        out[r] = 1.0 + sum(_overlap(ch[4], o[4]) for q, o in chains.items() if q != r) / own if own > 0 else 1.0
+    return out
+
+
+def _slowdown(model: Model, crowd: float) -> float:
+    """How much slower CPU work runs with ``crowd`` ranks computing at once, spread over the hosts'
+    cores (1 while they fit; unknown core count: 1)."""
+    return max(1.0, crowd * model.crowd_per_rank)
 
 
 def replay_step(model: Model, s: Settings, step: Step) -> dict:
     """One step: predicted duration (ns, mean over ranks), chains and collectives at the fixed point."""
     done = [float(max(t.done_ns[r] + step.t0[r] for r in t.done_ns)) for t in step.tensors]
-    base = _reference_overlap(model, step)
+    base, crowd = _reference_overlap(model, step)
     src = _median_rank(step) if s.no_straggler else None
     extra: dict = {}
     for _ in range(MAX_ITER):
         chains, submit = _framework(step, done, s.no_straggler, extra)
-        new, runs = _execute(model, s, step, submit, _span_arrays(chains))
+        new, runs = _execute(model, s, step, submit, _span_arrays(chains), _idle_from(step, chains))
         moved = max((abs(a - b) for a, b in zip(new, done)), default=0.0)
         cpu_runs = _cpu_runs(step, runs)
-        target = {r: _overlap(ch[4], cpu_runs) - base[src if src is not None else r] for r, ch in chains.items()}
+        now = _crowding(chains) if model.crowd_per_rank else {}
+        target = {}
+        for r, ch in chains.items():
+            was = src if src is not None else r
+            target[r] = _overlap(ch[4], cpu_runs) - base[was]
+            if now:   # more (fewer) ranks computing at once than in the run: the cores are shared
+                c = step.chains[was]
+                work = sum(c.cpu_ns(k) for k in range(len(c.gaps) + 1))
+                target[r] += (_slowdown(model, now[r]) / _slowdown(model, crowd[was]) - 1) * work
         shift = max((abs(target[r] - extra.get(r, 0.0)) for r in target), default=0.0)
         done, extra = new, target
         if moved < 1e3 and shift < 1e3:
@@ -214,9 +258,13 @@ def fit_model(tables, steps: list) -> Model:
                   float(meta.get("cycle_time_ms") or 1.0), {},
                   assumed=tuple(k for k, v in (("fusion_threshold", thr),
                                                ("cycle_time_ms", meta.get("cycle_time_ms"))) if v is None))
+    cpus, local = meta.get("cpus"), meta.get("local_size") or size
+    if isinstance(cpus, int) and not isinstance(cpus, bool) and cpus > 0:
+        model.crowd_per_rank = local / (size * cpus)
     if steps:
         cal = steps[::-(-len(steps) // CALIBRATION_STEPS)]   # run-wide figures: a spread sample will do
         model.tick_ns = _fit_tick(model, cal)
+        model.round_ns = _round_latency(cal)
         model.latency_ns = _fit_latency(model, cal)
     return model
 
@@ -233,10 +281,10 @@ def _measured_busy(steps: list) -> dict:
 
 
 def _fit_tick(model: Model, steps: list) -> float:
-    """The engine tick that makes the replay plan as many responses as the run executed, with
+    """The coordinator's tick that makes the replay plan as many of its responses as the run did, with
     the measured submissions (a loaded engine thread plans less often than its cycle, so it
     fuses more than an idle one would), by bisection on a log scale; 0 when none is needed."""
-    measured = sum(len(s.responses) for s in steps)
+    measured = sum(1 for s in steps for r in s.responses if r[0] < CACHED_ID_BASE)
     inputs = []
     for step in steps:
         done = [float(max(t.done_ns[r] + step.t0[r] for r in t.done_ns)) for t in step.tensors]
@@ -244,7 +292,8 @@ def _fit_tick(model: Model, steps: list) -> float:
 
     def count(tick: float) -> int:
         m = replace(model, tick_ns=tick)
-        return sum(len(_execute(m, Settings(), st, sub)[1]) for st, sub in inputs)
+        return sum(1 for st, sub in inputs for _, _, b in _execute(m, Settings(), st, sub)[1]
+                   if not st.tensors[b[0]].cached)
 
     if count(0.0) <= measured:
         return 0.0
@@ -257,21 +306,52 @@ def _fit_tick(model: Model, steps: list) -> float:
     return hi
 
 
+def _round_latency(steps: list) -> float:
+    """How long a bit round takes to complete after its last post, from the run: a cached response
+    that did not queue behind another starts after every rank's next post after its last tensor's
+    submission plus the round; the low end of those delays (ROUND_QUANTILE) is a rank that posted at
+    once. 0 when no response qualifies."""
+    out = []
+    for step in steps:
+        done = [float(max(t.done_ns[r] + step.t0[r] for r in t.done_ns)) for t in step.tensors]
+        sub = _framework(step, done, False)[1]
+        last: dict = {}
+        for i, t in enumerate(step.tensors):
+            last[t.response] = max(last.get(t.response, float("-inf")), max(sub[i].values()))
+        prev = float("-inf")
+        for resp, _, _, _, start, cost in sorted(step.responses, key=lambda x: x[4]):
+            if resp >= CACHED_ID_BASE and resp in last and start - prev > QUEUED_NS:
+                out.append(max(0.0, start - last[resp]))
+            prev = max(prev, start + cost)
+    return float(np.quantile(out, ROUND_QUANTILE)) if out else 0.0
+
+
 def _fit_latency(model: Model, steps: list) -> dict:
-    """The dispatch latency (negotiation, rounds, response delivery: one number for both paths)
-    that makes the replay's mean step time the measured one, by bisection (the step time only
-    grows with it); 0 when the replay is already slower without it."""
-    measured = statistics.fmean(statistics.fmean(s.measured.values()) for s in steps)
+    """Per path, the latency that makes the replay's mean step time the measured one, by bisection
+    (the step time only grows with it; 0 when the replay is already slower without it): the
+    coordinator's dispatch (negotiation, response delivery) on the steps most of whose tensors
+    went through it, then the framework's wake-up after a cached op on the others (a path with no
+    steps of its own takes the other's figure)."""
+    groups = {"coordinator": [s for s in steps if 2 * sum(t.cached for t in s.tensors) < len(s.tensors)]}
+    groups["rounds"] = [s for s in steps if s not in groups["coordinator"]]
+    lat = {"coordinator": 0.0, "rounds": 0.0}
+    for key in ("coordinator", "rounds"):
+        part = groups[key]
+        if not part:
+            continue
+        measured = statistics.fmean(statistics.fmean(s.measured.values()) for s in part)
 
-    def mean_at(lat: float) -> float:
-        m = replace(model, latency_ns={"coordinator": lat, "rounds": lat})
-        return statistics.fmean(replay_step(m, Settings(), s)["predicted_ns"] for s in steps)
+        def mean_at(x: float, key=key, part=part) -> float:
+            m = replace(model, latency_ns={**lat, key: x})
+            return statistics.fmean(replay_step(m, Settings(), s)["predicted_ns"] for s in part)
 
-    lo, hi = 0.0, measured / 4
-    if mean_at(lo) >= measured:
-        return {"coordinator": 0.0, "rounds": 0.0}
-    for _ in range(14):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if mean_at(mid) < measured else (lo, mid)
-    return {"coordinator": lo, "rounds": lo}
-
+        lo, hi = 0.0, measured / 4
+        if mean_at(lo) < measured:
+            for _ in range(14):
+                mid = (lo + hi) / 2
+                lo, hi = (mid, hi) if mean_at(mid) < measured else (lo, mid)
+        lat[key] = lo
+    for key, other in (("coordinator", "rounds"), ("rounds", "coordinator")):
+        if not groups[key]:
+            lat[key] = lat[other]
+    return lat
