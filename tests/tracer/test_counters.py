@@ -100,7 +100,8 @@ def test_counters_follow_the_window_of_steps(env, tmp_path):
     assert not _counter_threads()
     tracer.close()
     ts = [e["ts"] for e in events(rec.path, ph="C") if e["name"] in HOST]
-    assert len(ts) >= 3 * 5 and all(t0 / 1000 <= t <= t1 / 1000 + 5_000 for t in ts), (t0, t1, ts)
+    # (a sample taken within one 20 ms period before the window opened may be its first)
+    assert len(ts) >= 3 * 5 and all(t0 / 1000 - 20_000 <= t <= t1 / 1000 + 5_000 for t in ts), (t0, t1, ts)
 
 
 @pytest.mark.parametrize("value,problem", [("abc", "expected a number"), ("-1", "at least 0"),
