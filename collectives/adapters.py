@@ -100,14 +100,13 @@ class NumpyAdapter(TensorAdapter):
     def unpack(self, buf, sizes, outputs) -> list:
         """Results for consecutive pieces of ``buf``: written into ``outputs[i]`` where one is
         given (in-place ops; the output itself is the result), else flat in new memory."""
-        whole = buf.copy() if all(o is None for o in outputs) else buf
+        fresh = buf.copy() if any(o is None for o in outputs) else None   # (one copy for those)
         out, off = [], 0
         for n, o in zip(sizes, outputs):
-            piece = whole[off:off + n]
             if o is None:
-                out.append(piece if whole is not buf else piece.copy())
+                out.append(fresh[off:off + n])
             else:
-                o[...] = piece.reshape(o.shape)
+                o[...] = buf[off:off + n].reshape(o.shape)
                 out.append(o)
             off += n
         return out

@@ -29,10 +29,10 @@ from collectives import messages as M
 from collectives.fusion import by_priority, fuse
 from collectives.response_cache import ResponseCache
 from tracer import vocab as V
+from tracer.fusion_rules import IDLE_CYCLES
 
 ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 WINDOW = 64                    # coordinator responses ordered per round at most
-IDLE_CYCLES = 8                # the longest gap between rounds while every rank is idle, in cycles
 CACHED_ID_BASE = 1 << 40       # cached responses: CACHED_ID_BASE * (set id + 1) + n
 
 

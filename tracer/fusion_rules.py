@@ -9,10 +9,14 @@
 - The coordinator sends what is ready once a cycle has passed since the first of it became ready,
   or at once when nothing is partly submitted, fusion is off, or the threshold is reached
   (:func:`flush_due`).
+- With the response cache, the bit rounds' gap doubles while every rank is idle, up to IDLE_CYCLES
+  cycles.
 """
 from __future__ import annotations
 
 from tracer import vocab as V
+
+IDLE_CYCLES = 8   # the bit rounds' longest gap while every rank is idle, in cycles (runtime and replay)
 
 
 def fusable(op_type: str, error: object = None) -> bool:

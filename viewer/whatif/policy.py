@@ -16,9 +16,7 @@ import math
 
 import numpy as np
 
-from tracer.fusion_rules import by_priority, flush_due, fusable, fuse
-
-IDLE_CYCLES = 8   # the rounds' longest gap while every rank is idle (collectives.bit_rounds)
+from tracer.fusion_rules import IDLE_CYCLES, by_priority, flush_due, fusable, fuse
 
 
 def _key(t, cached: bool):

@@ -71,8 +71,7 @@ def timeline(model: Model, settings: Settings, step, result: dict):
 
 
 def _measured(step) -> dict:
-    done = [float(max(t.done_ns[r] + step.t0[r] for r in t.done_ns)) for t in step.tensors]
-    chains, _ = replay._framework(step, done, False)
+    chains, _ = replay._framework(step, replay.measured_done(step), False)
     runs: list = [(float(st), float(st + cost), []) for _, _, _, _, st, cost in step.responses]
     return {"chains": chains, "runs": runs}
 

@@ -142,6 +142,11 @@ def _overlap(spans: list, runs: list) -> float:
     return float(np.clip(hi - lo, 0.0, None).sum())
 
 
+def measured_done(step: Step) -> list:
+    """Each tensor's completion as the run measured it (its last rank's, on the common axis)."""
+    return [float(max(t.done_ns[r] + step.t0[r] for r in t.done_ns)) for t in step.tensors]
+
+
 def _cpu_runs(step: Step, runs: list) -> list:
     """The replayed collectives that take the training thread's cores (not on a GPU backend)."""
     return [(a, e) for a, e, batch in runs if step.tensors[batch[0]].backend not in GPU_BACKENDS]
@@ -193,7 +198,7 @@ def _reference_overlap(model: Model, step: Step) -> tuple[dict, dict]:
     """Per rank: the collective time during its CPU work when the run is replayed with its own
     settings and its measured compute (which already carries the run's own contention), and how
     crowded its CPU work was (:func:`_crowding`)."""
-    done = [float(max(t.done_ns[r] + step.t0[r] for r in t.done_ns)) for t in step.tensors]
+    done = measured_done(step)
     chains, submit = _framework(step, done, False)
     runs = _cpu_runs(step, _execute(model, Settings(), step, submit, _span_arrays(chains),
                                     _idle_from(step, chains))[1])
@@ -217,7 +222,7 @@ def _slowdown(model: Model, crowd: float) -> float:
 
 def replay_step(model: Model, s: Settings, step: Step) -> dict:
     """One step: predicted duration (ns, mean over ranks), chains and collectives at the fixed point."""
-    done = [float(max(t.done_ns[r] + step.t0[r] for r in t.done_ns)) for t in step.tensors]
+    done = measured_done(step)
     base, crowd = _reference_overlap(model, step)
     src = _median_rank(step) if s.no_straggler else None
     extra: dict = {}
@@ -273,7 +278,7 @@ def _measured_busy(steps: list) -> dict:
     """Per measured response: the share of ranks doing CPU work while it ran."""
     out = {}
     for step in steps:
-        done = [float(max(t.done_ns[r] + step.t0[r] for r in t.done_ns)) for t in step.tensors]
+        done = measured_done(step)
         spans = _span_arrays(_framework(step, done, False)[0])
         for resp, _, _, _, start, cost in step.responses:
             out[resp] = _busy_share(spans, start, start + cost)
@@ -287,7 +292,7 @@ def _fit_tick(model: Model, steps: list) -> float:
     measured = sum(1 for s in steps for r in s.responses if r[0] < CACHED_ID_BASE)
     inputs = []
     for step in steps:
-        done = [float(max(t.done_ns[r] + step.t0[r] for r in t.done_ns)) for t in step.tensors]
+        done = measured_done(step)
         inputs.append((step, _framework(step, done, False)[1]))
 
     def count(tick: float) -> int:
@@ -313,7 +318,7 @@ def _round_latency(steps: list) -> float:
     once. 0 when no response qualifies."""
     out = []
     for step in steps:
-        done = [float(max(t.done_ns[r] + step.t0[r] for r in t.done_ns)) for t in step.tensors]
+        done = measured_done(step)
         sub = _framework(step, done, False)[1]
         last: dict = {}
         for i, t in enumerate(step.tensors):
