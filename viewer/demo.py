@@ -28,7 +28,7 @@ SETTINGS = {
     "hang": ([], {"RINGSCOPE_STALL_CHECK_TIME_SECONDS": "1",
                   "RINGSCOPE_STALL_SHUTDOWN_TIME_SECONDS": "4"}),
     "slow-data": ([], {}),        # rank 2's loader sleeps 40 ms per batch
-    "cpu-contention": ([], {}),   # rank 2 shares its core with 3 busy processes
+    "cpu-contention": ([], {}),   # rank 2 shares its core with 5 busy processes
 }
 TRAIN_TIMEOUT_S = 600
 

@@ -49,7 +49,7 @@ def parse(argv):
     p.add_argument("--slow-rank", type=int, default=2,
                    help="slow-data / cpu-contention: the rank affected (modulo the size; default 2)")
     p.add_argument("--data-delay-ms", type=float, default=40.0, help="slow-data: sleep per batch")
-    p.add_argument("--busy-procs", type=int, default=3,
+    p.add_argument("--busy-procs", type=int, default=5,
                    help="cpu-contention: busy processes sharing the slow rank's core")
     ns = p.parse_args(argv)
     if ns.steps < 1:
