@@ -41,6 +41,9 @@ def parse(argv):
     p.add_argument("--fusion-threshold-mb", type=float, help="fusion threshold in MiB (0 disables)")
     p.add_argument("--cycle-time-ms", type=float, help="longest a cycle waits to gather work")
     p.add_argument("--backend", choices=("ring", "mpi", "nccl", "gloo"), help="collective backend")
+    p.add_argument("--bind-to", choices=("none", "core"), default="none",
+                   help="core: pin each rank to one core, round robin (mpiexec -bind-to core); "
+                        "steadier step times on a shared host")
     p.add_argument("--hierarchical-allreduce", action="store_true",
                    help="ring/mpi: allreduce within each host, then across hosts, then within again")
     p.add_argument("--elastic", action="store_true",
@@ -186,6 +189,8 @@ def build(ns, environ=None):
         env.update(cluster.MPI_ENV)
     elif ns.hosts:
         cmd += ["-hosts", ns.hosts]
+    if ns.bind_to != "none":
+        cmd += ["-bind-to", ns.bind_to]
     cmd += command_line(ns.command)
     return cmd, env
 

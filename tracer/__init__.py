@@ -36,11 +36,18 @@ def _full_meta(meta: dict | None, settings) -> dict:
     m.update(format_version=vocab.FORMAT_VERSION, version=__version__, rank=0, size=1,
              host=socket.gethostname(), pid=os.getpid(), clock_offset_ns=0,
              clock_offset_uncertainty_ns=None, process_sets={0: None},
-             cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+             **_cpus())
     m.update(meta or {})
     m["format_version"] = vocab.FORMAT_VERSION
     m["version"] = __version__
     return m
+
+
+def _cpus() -> dict:
+    if not hasattr(os, "sched_getaffinity"):
+        return {"cpus": os.cpu_count()}
+    ids = sorted(os.sched_getaffinity(0))
+    return {"cpus": len(ids), "cpu_set": ids}
 
 
 def _replace(new) -> None:

@@ -193,6 +193,7 @@ META_KEYS = (
     "process_sets",               # {id: [ranks]}
     "mark_cycles", "steps_window",  # e.g. [100, 200] or null
     "cpus",                       # CPUs this rank's process may run on (the what-if's core count)
+    "cpu_set",                    # their ids (which ranks share which cores, when ranks are bound)
 )
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from viewer.io.chrome_json import file_signature
 
 # 10: one entry per run (its assembled tables, Arrow IPC), not per file (Parquet); 9: *.priority
-CACHE_VERSION = 10
+CACHE_VERSION = 11
 CACHE_DIRNAME = ".ringscope-cache"  # matches .gitignore
 _TABLES = ("events", "tensor_ops", "fused_ops", "readiness", "cycles", "ranks")
 

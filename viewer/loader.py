@@ -18,7 +18,7 @@ _TIME_COLUMNS = {
 }
 _SNIFF = 65536
 _PER_RANK_KEYS = {"rank", "pid", "host", "local_rank", "cross_rank", "base_epoch_ns", "clock_offset_ns",
-                  "clock_offset_uncertainty_ns"}
+                  "clock_offset_uncertainty_ns", "cpu_set"}
 
 
 def find_traces(path) -> list[Path]:

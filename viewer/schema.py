@@ -110,6 +110,8 @@ RANKS = {
     "last_ts_ns": "Int64",      # end of its last event (common axis): where a killed rank stopped
     "events_skipped": "Int64",  # events lost to damaged lines the loader skipped (meta["skipped"])
     "generation": "Int64",      # elastic runs: the generation (world) this file's rank belonged to; else NA
+    "cpu_set": "string",        # the CPUs it could run on, "0,1" (its affinity when traced); ranks bound
+                                # to cores have one each
 }
 
 TABLES = {

@@ -383,6 +383,12 @@ _INT_META = ("rank", "size", "local_rank", "local_size", "cross_rank", "cross_si
              "base_epoch_ns", "clock_offset_ns", "clock_offset_uncertainty_ns", "part", "format_version")
 
 
+def _cpu_set(v) -> str | None:
+    if isinstance(v, list) and v and all(c.__class__ is int for c in v):
+        return ",".join(map(str, v))
+    return None
+
+
 def _int_or(v, default):
     return v if v.__class__ is int else default
 
@@ -419,6 +425,7 @@ def parse_file(path, warn: bool = True) -> dict:
         "events_dropped": _int_or(sd.get("events_dropped"), None),
         "closed": closed, "events_skipped": sum(s["events"] for s in reader.skipped),
         "last_ts_ns": int(round(last_us * 1000)),
+        "cpu_set": _cpu_set(meta.get("cpu_set")),
     }
     meta.update(_stop_offset=reader.stop_offset, _size=reader.size, _n_events=len(out["events"]),
                 _last_local_ns=info["last_ts_ns"], _skipped=reader.skipped, _damage=reader.damage)

@@ -13,5 +13,6 @@ assert (y == C.size()).all()
 cfg = C.runtime.config()
 print(f"OK rank={C.rank()} size={C.size()} local={C.local_rank()}/{C.local_size()} "
       f"cross={C.cross_rank()}/{C.cross_size()} threshold={cfg.fusion_threshold} "
-      f"cycle={cfg.cycle_time_ms} backend={cfg.backend} args={sys.argv[1:]}", flush=True)
+      f"cycle={cfg.cycle_time_ms} backend={cfg.backend} cores={sorted(os.sched_getaffinity(0))} "
+      f"args={sys.argv[1:]}", flush=True)
 C.shutdown()

@@ -1,5 +1,8 @@
 """The launcher: options become the environment, horovodrun's command lines run, and a failing
 rank fails the whole run fast."""
+import ast
+import os
+import re
 import subprocess
 import sys
 import time
@@ -90,13 +93,17 @@ def test_horovodrun_command_lines_run(form, tmp_path):
 
 
 def test_runs_script_with_settings():
-    proc = _launch(["-np", "2", "--fusion-threshold-mb", "1", "--cycle-time-ms", "0.25",
+    proc = _launch(["-np", "2", "--fusion-threshold-mb", "1", "--cycle-time-ms", "0.25", "--bind-to", "core",
                     SCRIPTS / "runtime_init_only.py", "--flag", "v"])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for r in (0, 1):
         assert f"OK rank={r} size=2 local={r}/2 cross=0/1 threshold=1048576 cycle=0.25" \
                in proc.stdout, proc.stdout
     assert "args=['--flag', 'v']" in proc.stdout
+    # bound: one core each, and not the same one where the host has two
+    cores = [ast.literal_eval(c) for c in re.findall(r"cores=(\[[\d, ]*\])", proc.stdout)]
+    assert [len(c) for c in cores] == [1, 1], proc.stdout
+    assert len(os.sched_getaffinity(0)) < 2 or cores[0] != cores[1], proc.stdout
 
 
 def test_failing_rank_fails_run_with_its_error():

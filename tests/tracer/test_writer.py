@@ -58,7 +58,7 @@ def test_meta_keys_and_run_meta_update(env, tmp_path):
     assert (meta["clock_offset_ns"], meta["clock_offset_uncertainty_ns"]) == (-1500, 40)
     assert meta["fusion_threshold"] == 1 << 20 and meta["backend"] == "ring"
     assert isinstance(meta["base_epoch_ns"], int) and meta["base_epoch_ns"] > 1.6e18
-    assert meta["cpus"] == len(os.sched_getaffinity(0))
+    assert meta["cpus"] == len(os.sched_getaffinity(0)) == len(meta["cpu_set"])
     shut = [e for e in doc["traceEvents"] if e["name"] == v.SHUTDOWN][0]["args"]
     assert (shut["clock_offset_ns"], shut["clock_offset_uncertainty_ns"]) == (-1700, 50)
 

@@ -124,3 +124,17 @@ def test_warnings_before_a_failed_load_are_still_given(tmp_path):
     tracegen.write_rank(d / "rank-0-again.json", 0, 1, tracegen.rank_events(0, 1, steps=1))
     with pytest.warns(TruncatedTraceWarning, match="rank-0.json"), pytest.raises(TraceError, match="also comes"):
         Run.load(d)
+
+
+
+def test_each_ranks_cpus_reach_the_ranks_table(tmp_path):
+    """Which CPUs each rank could use (bound ranks: one core each) stay per rank; a set that is not
+    a list of ids is unknown, not a crash."""
+    sets = [[0], [1], [0, 1, 2], "0-3"]
+    for r, cs in enumerate(sets):
+        tracegen.write_rank(tmp_path / f"rank-{r}.json", r, 4, tracegen.rank_events(r, 4, steps=1),
+                            meta={"cpus": 1, "cpu_set": cs})
+    run = Run.load(tmp_path, cache=False)
+    assert run.tables.ranks["cpu_set"].tolist()[:3] == ["0", "1", "0,1,2"]
+    assert run.tables.ranks["cpu_set"].isna().tolist() == [False] * 3 + [True]
+    assert "cpu_set" not in run.meta

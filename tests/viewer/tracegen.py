@@ -137,12 +137,13 @@ def rank_events(rank, size, steps=3, tensors=(("grad.a", 4096), ("grad.b", 1 << 
 
 
 def write_rank(path, rank, size, events, offset_ns=0, close=True, gz=False, shutdown=True,
-               fmt=V.FORMAT_VERSION):
-    """Write one rank's trace file; ``offset_ns`` is its recorded clock offset (its wall minus rank 0's)."""
+               fmt=V.FORMAT_VERSION, meta=None):
+    """Write one rank's trace file; ``offset_ns`` is its recorded clock offset (its wall minus rank 0's);
+    ``meta``: more (or other) run metadata."""
     meta = {"format_version": fmt, "rank": rank, "size": size, "local_rank": rank, "host": "testhost",
             "pid": 1000 + rank, "backend": "ring", "fusion_threshold": 8 << 20, "cycle_time_ms": 1.0,
             "base_epoch_ns": BASE_EPOCH_NS + offset_ns, "clock_offset_ns": offset_ns,
-            "clock_offset_uncertainty_ns": 2000}
+            "clock_offset_uncertainty_ns": 2000, **(meta or {})}
     lines = ['{"otherData": {"ringscope": ' + json.dumps(meta) + '},', '"traceEvents": [']
     body = [json.dumps({"ph": "M", "name": "process_name", "pid": rank, "args": {"name": f"rank {rank}"}})]
     body += [json.dumps(e) for e in tensor_threads(events)]

@@ -2,6 +2,8 @@
 the prediction the right way."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from tests.whatif.conftest import REPLAYABLE, sample_model
@@ -69,6 +71,18 @@ def test_no_straggler_removes_the_planted_delay():
     m = sample_model("straggler")
     base, fixed = _mean(m, Settings()), _mean(m, Settings(no_straggler=True))
     assert fixed < 0.8 * base   # the straggler sleeps 60 ms of a ~100 ms step
+
+
+def test_ranks_crowd_only_the_cores_they_share():
+    """Without the straggler all four ranks compute at once: on two shared cores that slows each,
+    on a core of its own (bound, as many cores as ranks) it does not."""
+    m = sample_model("straggler")
+    ranks = sorted(m.steps[0].chains)
+    shared = replace(m, cores={r: ("host", 2) for r in ranks})
+    alone = replace(m, cores={r: (r, 1) for r in ranks})
+    fixed = Settings(no_straggler=True)
+    assert _mean(alone, fixed) < _mean(shared, fixed)
+    assert _mean(alone, Settings()) == pytest.approx(_mean(m, Settings()), rel=0.05)
 
 
 def test_fusion_threshold_changes_the_plan():

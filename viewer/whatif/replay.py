@@ -15,7 +15,7 @@ and only a rerun shows its real accuracy.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -51,7 +51,8 @@ class Model:
     latency_ns: dict            # "coordinator" | "rounds" -> dispatch latency (ns)
     tick_ns: float = 0.0        # how often the coordinator got to plan (fitted): at least the cycle
     round_ns: float = 0.0       # a bit round's completion after its last post (measured)
-    crowd_per_rank: float = 0.0  # ranks per host / (ranks x the host's CPUs); 0: core count unknown
+    cores: dict = field(default_factory=dict)   # rank -> (the ranks' group sharing its CPUs, how many);
+                                                # {}: unknown (no crowding modelled)
     assumed: tuple = ()         # settings the trace does not record (defaults assumed)
 
 
@@ -202,22 +203,27 @@ def _reference_overlap(model: Model, step: Step) -> tuple[dict, dict]:
     chains, submit = _framework(step, done, False)
     runs = _cpu_runs(step, _execute(model, Settings(), step, submit, _span_arrays(chains),
                                     _idle_from(step, chains))[1])
-    return {r: _overlap(ch[4], runs) for r, ch in chains.items()}, _crowding(chains)
+    return {r: _overlap(ch[4], runs) for r, ch in chains.items()}, _crowding(model, chains)
 
 
-def _crowding(chains: dict) -> dict:
-    """Per rank: how many ranks (itself included) do CPU work, on average, while it does."""
+def _crowding(model: Model, chains: dict) -> dict:
+    """Per rank: how many ranks that share its CPUs (itself included) do CPU work, on average,
+    while it does."""
     out = {}
     for r, ch in chains.items():
         own = sum(b - a for a, b in ch[4])
-        out[r] = 1.0 + sum(_overlap(ch[4], o[4]) for q, o in chains.items() if q != r) / own if own > 0 else 1.0
+        group = model.cores.get(r, (None,))[0]
+        others = sum(_overlap(ch[4], o[4]) for q, o in chains.items()
+                     if q != r and model.cores.get(q, (None,))[0] == group)
+        out[r] = 1.0 + others / own if own > 0 else 1.0
     return out
 
 
-def _slowdown(model: Model, crowd: float) -> float:
-    """How much slower CPU work runs with ``crowd`` ranks computing at once, spread over the hosts'
-    cores (1 while they fit; unknown core count: 1)."""
-    return max(1.0, crowd * model.crowd_per_rank)
+def _slowdown(model: Model, r: int, crowd: float) -> float:
+    """How much slower rank ``r``'s CPU work runs with ``crowd`` ranks computing at once on the CPUs
+    it shares with them (1 while they fit; unknown CPUs: 1)."""
+    n = model.cores.get(r, (None, 0))[1]
+    return max(1.0, crowd / n) if n else 1.0
 
 
 def replay_step(model: Model, s: Settings, step: Step) -> dict:
@@ -231,7 +237,7 @@ def replay_step(model: Model, s: Settings, step: Step) -> dict:
         new, runs = _execute(model, s, step, submit, _span_arrays(chains), _idle_from(step, chains))
         moved = max((abs(a - b) for a, b in zip(new, done)), default=0.0)
         cpu_runs = _cpu_runs(step, runs)
-        now = _crowding(chains) if model.crowd_per_rank else {}
+        now = _crowding(model, chains) if model.cores else {}
         target = {}
         for r, ch in chains.items():
             was = src if src is not None else r
@@ -239,7 +245,7 @@ def replay_step(model: Model, s: Settings, step: Step) -> dict:
             if now:   # more (fewer) ranks computing at once than in the run: the cores are shared
                 c = step.chains[was]
                 work = sum(c.cpu_ns(k) for k in range(len(c.gaps) + 1))
-                target[r] += (_slowdown(model, now[r]) / _slowdown(model, crowd[was]) - 1) * work
+                target[r] += (_slowdown(model, r, now[r]) / _slowdown(model, was, crowd[was]) - 1) * work
         shift = max((abs(target[r] - extra.get(r, 0.0)) for r in target), default=0.0)
         done, extra = new, target
         if moved < 1e3 and shift < 1e3:
@@ -263,15 +269,29 @@ def fit_model(tables, steps: list) -> Model:
                   float(meta.get("cycle_time_ms") or 1.0), {},
                   assumed=tuple(k for k, v in (("fusion_threshold", thr),
                                                ("cycle_time_ms", meta.get("cycle_time_ms"))) if v is None))
-    cpus, local = meta.get("cpus"), meta.get("local_size") or size
-    if isinstance(cpus, int) and not isinstance(cpus, bool) and cpus > 0:
-        model.crowd_per_rank = local / (size * cpus)
+    model.cores = _cores(tables)
     if steps:
         cal = steps[::-(-len(steps) // CALIBRATION_STEPS)]   # run-wide figures: a spread sample will do
         model.tick_ns = _fit_tick(model, cal)
         model.round_ns = _round_latency(cal)
         model.latency_ns = _fit_latency(model, cal)
     return model
+
+
+def _cores(tables) -> dict:
+    """Per rank: (its group: the ranks of its host that may run on the same CPUs, their number).
+    From each rank's ``cpu_set`` where every rank recorded one (ranks bound to cores crowd only
+    the ranks on theirs); else the run's ``cpus`` shared by each host's ranks; else {}."""
+    ranks = tables.ranks
+    if not len(ranks):
+        return {}
+    hosts = ranks["host"].astype(object).where(ranks["host"].notna(), None)
+    if "cpu_set" in ranks and ranks["cpu_set"].notna().all():
+        return {int(r): ((h, s), s.count(",") + 1) for r, h, s in zip(ranks["rank"], hosts, ranks["cpu_set"])}
+    cpus = tables.meta.get("cpus")
+    if isinstance(cpus, int) and not isinstance(cpus, bool) and cpus > 0:
+        return {int(r): ((h, None), cpus) for r, h in zip(ranks["rank"], hosts)}
+    return {}
 
 
 def _measured_busy(steps: list) -> dict:
