@@ -4,7 +4,10 @@ Horovod lives in its own venv, built by ``bench/horovod_env.sh`` outside the rep
 the group is skipped with the reason. Each pair of jobs runs ``bench/yardstick_worker.py`` once per
 runtime, in alternating order, with the same settings (fusion threshold, cycle time, cache capacity
 through the ``HOROVOD_*`` variables both read), each runtime under its own venv's ``mpiexec``
-(Horovod's ``horovodrun`` does not know MPICH 5). Ratios are medians of the per-pair ratios.
+(Horovod's ``horovodrun`` does not know MPICH 5), every rank bound to a core round robin
+(``-bind-to core``): unbound, the scheduler's placement moved a runtime's 2-rank step by up to
+~1.5x from job to job, more than the difference being measured. Ratios are medians of the
+per-pair ratios.
 """
 from __future__ import annotations
 
@@ -41,7 +44,7 @@ def _job(runtime: str, n: int, args: list, venv: Path, env: dict, timeout: float
         launcher, python = str(venv / "bin" / "mpiexec"), str(venv / "bin" / "python")
     else:
         launcher, python = mpiexec(), sys.executable
-    cmd = [launcher, "-n", str(n), python, str(ROOT / "bench" / "yardstick_worker.py"), runtime,
+    cmd = [launcher, "-n", str(n), "-bind-to", "core", python, str(ROOT / "bench" / "yardstick_worker.py"), runtime,
            *map(str, args)]
     return run_json(cmd, timeout, {**CLEAR, **SETTINGS, **env},
                     label=f"yardstick_worker.py {runtime} {args[0]} on {n} ranks")
