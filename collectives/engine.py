@@ -274,6 +274,8 @@ class Engine:
         res = rounds.test()
         did = res is not None and self._apply_round(res)
         now = time.monotonic()
+        if res is not None:
+            rounds.retry(now)
         # (also while a round is in flight: a stopped or dead rank never finishes it, and only the
         # stall inspector's errors free the others then)
         if not self._stop and now >= self._stall_scan and (self.config.stall_check_s > 0

@@ -185,6 +185,43 @@ def main():
                 raise AssertionError(f"no stall report naming rank {late} for 'st': {text!r}")
     check("stall_names_missing_rank", stall_names_missing_rank)
 
+    def late_tensor_costs_no_cycle():
+        """A cached tensor one rank submits late, after the others' rounds went without it: the
+        others post their next round at once, so it runs when it arrives, not a cycle later."""
+        late, x = size - 1, np.ones(4)
+        for _ in range(2):
+            for n in ("lt", "lt.line", "lt.a", "lt.b"):
+                C.allreduce(x, name=n, op=C.Sum)
+        old = eng.config.cycle_time_ms
+        eng.config.cycle_time_ms = 200.0   # (every rank, before the first round that uses it)
+        waits = []
+        try:
+            for _ in range(3):
+                C.allreduce(x, name="lt.line", op=C.Sum)
+                if r == late:
+                    time.sleep(0.45)   # two of the others' rounds go without it meanwhile
+                t = time.perf_counter()
+                close(C.allreduce(x, name="lt", op=C.Sum), np.full(4, float(size)), "float64", "late")
+                waits.append(time.perf_counter() - t)
+            # each rank holds a tensor the other lacks: they retry at once only every other round
+            C.allreduce(x, name="lt.line", op=C.Sum)
+            before = eng._rounds.rounds if cache_on else 0
+            first, second = ("lt.a", "lt.b") if r == late else ("lt.b", "lt.a")
+            h = C.allreduce_async(x, name=first, op=C.Sum)
+            time.sleep(0.5)
+            spent = eng._rounds.rounds - before if cache_on else 0
+            C.synchronize(C.allreduce_async(x, name=second, op=C.Sum))
+            C.synchronize(h)
+        finally:
+            eng.config.cycle_time_ms = old
+        if r == late and cache_on and max(waits) > 0.1:   # (it took 150 ms before they did)
+            raise AssertionError(f"the late tensor waited {[round(w * 1e3) for w in waits]} ms "
+                                 "with a 200 ms cycle")
+        if cache_on and spent > 8:   # 2 rounds a cycle at most: ~5 in 0.5 s
+            raise AssertionError(f"{spent} rounds in 0.5 s with a 200 ms cycle")
+        return {"waits_ms": [round(w * 1e3, 2) for w in waits], "rounds": spent}
+    check("late_tensor_costs_no_cycle", late_tensor_costs_no_cycle)
+
     C.shutdown()
     write_results(results)
 

@@ -11,7 +11,7 @@ import pytest
 from tests.mpi_util import assert_check, run_suite
 
 CHECKS = ["every_op_dtype_set", "shape_change_invalidates", "mixed_cached_and_new",
-          "join_while_cached", "priorities", "stall_names_missing_rank"]
+          "join_while_cached", "priorities", "stall_names_missing_rank", "late_tensor_costs_no_cycle"]
 CONFIGS = {"on3": (3, {}), "off3": (3, {"RINGSCOPE_CACHE_CAPACITY": 0}), "on2": (2, {})}
 
 

@@ -63,15 +63,16 @@ def _round_decisions(submit, starts, cycle_ns, round_ns=1e6):
     return out
 
 
-def test_a_round_posted_before_the_submission_costs_the_others_a_cycle():
+def test_a_round_posted_before_the_submission_costs_one_more_round_not_a_cycle():
     """The engine's bit rounds: rank 1 posts its round after submitting t0, rank 0 before (its
-    round from the idle spell was in flight). That round decides nothing; rank 0 posts again as
-    soon as it completes (its new work woke it), but rank 1, with nothing new, only a cycle after
-    its last post, so t0 runs a cycle (plus the round) after rank 1's post."""
+    round from the idle spell was in flight). That round decides nothing; as soon as it completes
+    rank 0 posts again (its new work woke it), and so does rank 1 (its t0 still waits:
+    BitRounds.retry), so t0 runs one round later whatever the cycle."""
     submit = [{0: 0.5e6, 1: 0.2e6}]
     starts = {0: 0.0, 1: 0.3e6}
-    assert _round_decisions(submit, starts, cycle_ns=10e6) == [(0.2e6 + 10e6 + 1e6, [0])]
-    assert _round_decisions(submit, starts, cycle_ns=1e6) == [(0.2e6 + 1e6 + 1e6, [0])]
+    first = 0.2e6 + 1e6   # rank 1's post, then the round
+    assert _round_decisions(submit, starts, cycle_ns=10e6) == [(first + 1e6, [0])]
+    assert _round_decisions(submit, starts, cycle_ns=1e6) == [(first + 1e6, [0])]
 
 
 def test_rounds_decide_what_every_rank_submitted_before_posting():

@@ -4,8 +4,9 @@ Two paths, as in the runtime:
 - the coordinator's (a tensor not in the response cache): it gathers what every rank has submitted
   and sends it once :func:`tracer.fusion_rules.flush_due` says so;
 - the response cache's bit rounds (:func:`rounds`): every rank posts a round each cycle, or at
-  once when new work arrives; a round decides the cached tensors every rank had submitted when it
-  posted, so a tensor waits for every rank's next post after its submission.
+  once when new work arrives, or right after a round that left its own tensors waiting; a round
+  decides the cached tensors every rank had submitted when it posted, so a tensor waits for every
+  rank's next post after its submission.
 Both plan with :func:`tracer.fusion_rules.by_priority` and :func:`tracer.fusion_rules.fuse`, the
 runtime's own rules. Times are ns on the run's common axis.
 """
@@ -78,7 +79,9 @@ def rounds(idx, tensors, submit, starts, threshold, cycle_ns, round_ns, run) -> 
     schedule: the first at ``starts[r]`` (the end of its idle spell), the next ``gap`` after its
     last post, or at once when new work arrives after it (``BitRounds.wake``: the gap is a cycle
     again), never before the round in flight has completed and the collectives it decided have run
-    (the engine thread runs them). While every rank was idle at a round the gap doubles, up to
+    (the engine thread runs them); right after a round that left some of its own tensors waiting
+    for another rank's (``BitRounds.retry``), unless its last post was such a one. While every
+    rank was idle at a round the gap doubles, up to
     IDLE_CYCLES cycles. A round completes ``round_ns`` after its last post and decides the tensors
     every rank had submitted when it posted; they are planned with the runtime's rules and run at
     once, one after another, through ``run(time, batch)`` (-> the engine's free time after it)."""
@@ -90,6 +93,7 @@ def rounds(idx, tensors, submit, starts, threshold, cycle_ns, round_ns, run) -> 
     post = np.array([min(starts.get(r, sub[:, k].min()), sub[:, k].min()) for k, r in enumerate(ranks)])
     cycle_ns = max(cycle_ns, 1e3)
     gap = np.full(len(ranks), cycle_ns)      # each rank's gap at its last post
+    eager = np.zeros(len(ranks), dtype=bool)  # each rank's last post went at once after a round
     left = np.ones(len(idx), dtype=bool)
     while left.any():
         done = float(post.max()) + round_ns   # the round completes; every rank decodes it
@@ -111,6 +115,12 @@ def rounds(idx, tensors, submit, starts, threshold, cycle_ns, round_ns, run) -> 
             woken = j < len(arrivals[k]) and arrivals[k][j] < nxt
             if woken:
                 nxt = arrivals[k][j]
+            # its own tensors still wait for another rank's: the next round goes at once
+            # (BitRounds.retry), but not twice running
+            retry = not eager[k] and bool(((sub[:, k] <= end) & left).any())
+            if retry:
+                nxt = min(nxt, done)
+            eager[k] = retry
             post[k] = max(end, nxt)
             # the decoded result sets the gap (doubled after an all-idle round); new work arriving
             # after that (a wake) sets it back to a cycle
