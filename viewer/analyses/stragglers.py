@@ -43,37 +43,52 @@ def negotiations(tables, size: int | None = None):
         Only complete groups are kept; when the trace has step numbers, ops before the first step
         (setup, e.g. the initial parameter broadcast) are left out.
     """
+    import numpy as np
     import pandas as pd
 
+    empty = pd.DataFrame({c: pd.Series(dtype="object") for c in NEGOTIATION_COLUMNS})
     df = submit_times(tables)
     if not len(df):
-        return pd.DataFrame({c: pd.Series(dtype="object") for c in NEGOTIATION_COLUMNS})
+        return empty
     size = size or int(tables.meta.get("size") or df["rank"].nunique())
-    if (df["step"] >= 0).any():  # ops before the first step (initial broadcasts) are setup, not training
-        df = df[df["step"] >= 0].copy()
-    df["key"] = df["step"].where(df["step"] >= 0, df["occurrence"])
-    df = df.drop_duplicates(["tensor", "key", "rank"])
-    g = df.groupby(["tensor", "key"], sort=False)["ready_ns"]
-    df["n_ranks"] = g.transform("size")
-    horovod = (df["source"] == "horovod").all()
-    keep = df["n_ranks"] >= 2 if horovod else df["n_ranks"] >= max(size, 2)
-    df = df[keep].copy()
-    if not len(df):
-        return pd.DataFrame({c: pd.Series(dtype="object") for c in NEGOTIATION_COLUMNS})
-    df = df.sort_values(["tensor", "key", "ready_ns", "rank"], kind="stable")
-    g = df.groupby(["tensor", "key"], sort=False)["ready_ns"]
-    df["first_ns"] = g.transform("min")
-    df["last_ns"] = g.transform("max")
-    df["spread_ns"] = df["last_ns"] - df["first_ns"]
-    df["lateness_ns"] = (df["ready_ns"] - g.transform("median")).astype("int64")
-    pos = df.groupby(["tensor", "key"], sort=False).cumcount()
-    df["is_last"] = pos == df["n_ranks"] - 1
-    prev = df.groupby(["tensor", "key"], sort=False)["ready_ns"].shift(1).fillna(df["ready_ns"])
-    df["wait_imposed_ns"] = (df["ready_ns"] - prev).where(df["is_last"], 0).astype("int64")
-    df["last_rank"] = df["rank"].where(df["is_last"]).groupby([df["tensor"], df["key"]], sort=False) \
-        .transform("max").astype("int64")
-    df = df.drop(columns="key")
-    return df[NEGOTIATION_COLUMNS].reset_index(drop=True)
+    # Grouped as integer arrays sorted once, the tensor names as codes in name order (-1: no name), and
+    # the rows taken once at the end: grouping on the name column, and copying it into each
+    # intermediate frame, made this the summary's peak memory.
+    tensor = pd.factorize(df["tensor"], sort=True)[0]
+    step, rank, ready = (df[c].to_numpy() for c in ("step", "rank", "ready_ns"))
+    key = np.where(step >= 0, step, df["occurrence"].to_numpy())
+    # ops before the first step (initial broadcasts) are setup, not training
+    rows = np.flatnonzero((tensor >= 0) & ((step >= 0) | (step < 0).all()))
+    rows = rows[np.lexsort((rank[rows], key[rows], tensor[rows]))]   # stable: a repeat after its first
+    rows = rows[_runs(tensor[rows], key[rows], rank[rows])[0] == np.arange(len(rows))]
+    rows = rows[np.lexsort((rank[rows], ready[rows], key[rows], tensor[rows]))]
+    horovod = bool((df["source"] == "horovod").to_numpy()[rows].all())
+    rows = rows[_runs(tensor[rows], key[rows])[1] >= (2 if horovod else max(size, 2))]
+    if not len(rows):
+        return empty
+    start, n_ranks = _runs(tensor[rows], key[rows])
+    end, ready = start + n_ranks - 1, ready[rows]
+    median = (ready[start + (n_ranks - 1) // 2].astype("float64") + ready[start + n_ranks // 2]) / 2
+    is_last = np.arange(len(rows)) == end
+    # the previous time as a float, as the median: the figures pandas' group median and shift gave
+    prev = np.where(start == np.arange(len(rows)), ready, np.roll(ready, 1)).astype("float64")
+    out = {c: df[c].array.take(rows) for c in NEGOTIATION_COLUMNS[:6]}
+    out.update(n_ranks=n_ranks, first_ns=ready[start], last_ns=ready[end],
+               last_rank=rank[rows][end].astype("int64"), is_last=is_last,
+               lateness_ns=(ready - median).astype("int64"), spread_ns=ready[end] - ready[start],
+               wait_imposed_ns=np.where(is_last, ready - prev, 0).astype("int64"))
+    return pd.DataFrame(out, copy=False)   # no copy into one block per dtype
+
+
+def _runs(*keys):
+    """Rows sorted by ``keys``, in runs of equal keys: each row's run start (its index) and run length."""
+    import numpy as np
+
+    new = np.ones(len(keys[0]), bool)
+    new[1:] = np.logical_or.reduce([k[1:] != k[:-1] for k in keys])
+    starts = np.flatnonzero(new)
+    lengths = np.diff(np.append(starts, len(new)))
+    return np.repeat(starts, lengths), np.repeat(lengths, lengths)
 
 
 def rank_stragglers(neg, size: int | None = None):
