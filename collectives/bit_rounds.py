@@ -71,7 +71,7 @@ class BitRounds:
         self._send = self._recv = None
         self._next_post = 0.0
         self._gap = config.cycle_time_ms / 1000.0   # between rounds now (longer while all idle)
-        self._eager = self._eager_next = False       # the round in flight went at once (:meth:`retry`)
+        self._eager = False            # the round after the last one goes at once (:meth:`retry`)
         self.rounds = 0
 
     # ---- per set state -------------------------------------------------------------------------
@@ -122,7 +122,6 @@ class BitRounds:
         v = self.vector(idle)
         self._req = self.comm.Iallreduce(v, self._recv, MPI.BAND)
         self._next_post = now + self._gap
-        self._eager, self._eager_next = self._eager_next, False
         self.rounds += 1
 
     def wake(self, now: float) -> None:
@@ -135,9 +134,9 @@ class BitRounds:
         once, so that it is in flight when they arrive there (that rank posts as soon as it has
         them: :meth:`wake`) instead of a gap later. Not after a round that went at once itself:
         two ranks each waiting on the other's tensors would otherwise run rounds back to back."""
-        if not self._eager and any(self.pending.values()):
+        self._eager = not self._eager and any(self.pending.values())
+        if self._eager:
             self._next_post = min(self._next_post, now)
-            self._eager_next = True
 
     def idle_nap_s(self) -> float:
         """How long the engine may sleep between checks while every rank is idle (0: not idle)."""
