@@ -1,8 +1,7 @@
 """Communication cost from the run's own collectives: time = alpha + beta * bytes, per backend and op.
 
-A collective's cost is its shortest FUSED_RESPONSE over the ranks: the rank that started it last
-did not wait for the others, so its span is the collective itself (memcpy into and out of the
-fusion buffer included, as the runtime does it). The fit minimises the absolute relative error
+A collective's cost is the median of its FUSED_RESPONSE spans over the ranks (memcpy into and out
+of the fusion buffer included, as the runtime does it). The fit minimises the absolute relative error
 (reweighted least squares), so the many small collectives weigh as much as the few large ones and
 one collective slowed by a busy core does not drag the line; its error is reported as the median
 and the worst relative error over the collectives it was fitted to.

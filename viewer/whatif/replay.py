@@ -134,23 +134,20 @@ def _spans(c, k: int, at: float, g: float, out: list) -> None:
 
 
 def _overlap(spans: list, runs: list) -> float:
-    """Total time the ``runs`` [(start, end)] overlap the ``spans`` [(start, end)]."""
+    """Total time the ``runs`` [(start, end)] overlap the ``spans`` [(start, end)]; a run given as
+    (start, end, weight) counts ``weight`` per ns of overlap."""
     if not spans or not runs:
         return 0.0
     a, r = np.asarray(spans, dtype=float), np.asarray(runs, dtype=float)
     lo = np.maximum(a[:, :1], r[:, 0])
     hi = np.minimum(a[:, 1:], r[:, 1])
-    return float(np.clip(hi - lo, 0.0, None).sum())
+    ov = np.clip(hi - lo, 0.0, None)
+    return float((ov * r[:, 2]).sum() if r.shape[1] > 2 else ov.sum())
 
 
 def measured_done(step: Step) -> list:
     """Each tensor's completion as the run measured it (its last rank's, on the common axis)."""
     return [float(max(t.done_ns[r] + step.t0[r] for r in t.done_ns)) for t in step.tensors]
-
-
-def _cpu_runs(step: Step, runs: list) -> list:
-    """The replayed collectives that take the training thread's cores (not on a GPU backend)."""
-    return [(a, e) for a, e, batch in runs if step.tensors[batch[0]].backend not in GPU_BACKENDS]
 
 
 def _idle_from(step: Step, chains: dict) -> dict:
@@ -161,9 +158,12 @@ def _idle_from(step: Step, chains: dict) -> dict:
 
 
 def _execute(model, s, step, submit, spans=None, idle_from=None):
-    """Plan and run the step's collectives: (done per tensor, [(start, end, batch)]); ``spans``:
+    """Plan and run the step's collectives: (done per tensor, [(start, end, batch)], the ones that
+    take the training thread's cores (not on a GPU backend) as [(start, end, share)]); ``spans``:
     the ranks' CPU work (per rank, an array of spans), which slows the collectives (contention);
-    ``idle_from``: per rank, where its rounds' idle schedule starts (default: its first submission)."""
+    ``idle_from``: per rank, where its rounds' idle schedule starts (default: its first submission).
+    ``share``: the part of a collective's time that is its own work, the rest being the contention
+    (the CPU the training thread had meanwhile): only that part takes time from the training."""
     thr = model.fusion_threshold if s.fusion_threshold is None else s.fusion_threshold
     cyc = (model.cycle_time_ms if s.cycle_time_ms is None else s.cycle_time_ms) * 1e6
     cached = [i for i, t in enumerate(step.tensors) if t.cached]
@@ -171,7 +171,7 @@ def _execute(model, s, step, submit, spans=None, idle_from=None):
     lat_c = model.latency_ns.get("coordinator", 0.0) * s.latency_scale
     lat_r = model.latency_ns.get("rounds", 0.0) * s.latency_scale
     tick = model.tick_ns * s.latency_scale
-    free, done, runs = float("-inf"), [0.0] * len(step.tensors), []
+    free, done, runs, cpu = float("-inf"), [0.0] * len(step.tensors), [], []
 
     def run(d: float, batch: list, seen: float = 0.0) -> float:
         nonlocal free
@@ -179,10 +179,13 @@ def _execute(model, s, step, submit, spans=None, idle_from=None):
         nbytes = sum(step.tensors[i].nbytes for i in batch)
         a = max(d, free)
         busy = 0.0
+        own = cost_of(model, s, t0.backend, t0.op, nbytes)
         if spans is not None and t0.backend not in GPU_BACKENDS:
-            busy = _busy_share(spans, a, a + cost_of(model, s, t0.backend, t0.op, nbytes))
+            busy = _busy_share(spans, a, a + own)
         free = a + cost_of(model, s, t0.backend, t0.op, nbytes, busy)
         runs.append((a, free, batch))
+        if t0.backend not in GPU_BACKENDS:
+            cpu.append((a, free, own / (free - a) if free > a else 1.0))
         for i in batch:
             done[i] = free + seen
         return free
@@ -192,7 +195,7 @@ def _execute(model, s, step, submit, spans=None, idle_from=None):
     # the rounds' latency is the engine's; the framework sees a cached op's end lat_r later
     rnd = model.round_ns * s.latency_scale
     policy.rounds(cached, step.tensors, submit, idle_from or {}, thr, cyc, rnd, lambda d, b: run(d, b, lat_r))
-    return done, runs
+    return done, runs, cpu
 
 
 def _reference_overlap(model: Model, step: Step) -> tuple[dict, dict]:
@@ -201,8 +204,7 @@ def _reference_overlap(model: Model, step: Step) -> tuple[dict, dict]:
     crowded its CPU work was (:func:`_crowding`)."""
     done = measured_done(step)
     chains, submit = _framework(step, done, False)
-    runs = _cpu_runs(step, _execute(model, Settings(), step, submit, _span_arrays(chains),
-                                    _idle_from(step, chains))[1])
+    runs = _execute(model, Settings(), step, submit, _span_arrays(chains), _idle_from(step, chains))[2]
     return {r: _overlap(ch[4], runs) for r, ch in chains.items()}, _crowding(model, chains)
 
 
@@ -234,9 +236,8 @@ def replay_step(model: Model, s: Settings, step: Step) -> dict:
     extra: dict = {}
     for _ in range(MAX_ITER):
         chains, submit = _framework(step, done, s.no_straggler, extra)
-        new, runs = _execute(model, s, step, submit, _span_arrays(chains), _idle_from(step, chains))
+        new, runs, cpu_runs = _execute(model, s, step, submit, _span_arrays(chains), _idle_from(step, chains))
         moved = max((abs(a - b) for a, b in zip(new, done)), default=0.0)
-        cpu_runs = _cpu_runs(step, runs)
         now = _crowding(model, chains) if model.cores else {}
         target = {}
         for r, ch in chains.items():
