@@ -81,3 +81,11 @@ def test_rounds_decide_what_every_rank_submitted_before_posting():
     submit = [{0: 0.0, 1: 0.0}, {0: 1.5e6, 1: 1.6e6}]
     got = _round_decisions(submit, {0: 0.0, 1: 0.0}, cycle_ns=5e6)
     assert got == [(1e6, [0]), (1.6e6 + 1e6, [1])]
+
+
+def test_rounds_end_when_submissions_fall_between_integer_ns():
+    """Trace times are integer ns, a replay's stretched submissions are not: a post kept as an
+    integer never reached a submission 0.02 ns after it, and the replay looped for ever."""
+    submit = [{0: 1_000, 1: 1_000}, {0: 2_000_000.02, 1: 2_000_000.02}]
+    got = _round_decisions(submit, {0: 0, 1: 0}, cycle_ns=1e6, round_ns=0)
+    assert sorted(i for _, b in got for i in b) == [0, 1]

@@ -90,7 +90,7 @@ def rounds(idx, tensors, submit, starts, threshold, cycle_ns, round_ns, run) -> 
     ranks = sorted(submit[idx[0]])
     sub = np.array([[submit[i][r] for r in ranks] for i in idx], dtype=float)   # tensor x rank
     arrivals = [np.sort(sub[:, k]) for k in range(len(ranks))]
-    post = np.array([min(starts.get(r, sub[:, k].min()), sub[:, k].min()) for k, r in enumerate(ranks)])
+    post = np.array([min(starts.get(r, sub[:, k].min()), sub[:, k].min()) for k, r in enumerate(ranks)], dtype=float)
     cycle_ns = max(cycle_ns, 1e3)
     gap = np.full(len(ranks), cycle_ns)      # each rank's gap at its last post
     eager = np.zeros(len(ranks), dtype=bool)  # each rank's last post went at once after a round
