@@ -29,6 +29,7 @@ def test_backward_and_optimizer_step_per_step_on_two_ranks(tmp_path):
         by_step: dict[int, dict[str, list]] = {}
         for e in xs:
             by_step.setdefault(e["args"]["step"], {}).setdefault(e["name"], []).append(e)
+        waited = 0
         for step in range(-1, 2 * STEPS - 1):
             got = by_step[step]
             passes = 1 if step < STEPS - 1 else 2
@@ -37,11 +38,14 @@ def test_backward_and_optimizer_step_per_step_on_two_ranks(tmp_path):
             assert all(b["cat"] == v.CAT_PHASE and b["dur"] > 0 for b in back + [opt])
             assert back[-1]["ts"] + back[-1]["dur"] <= opt["ts"] + EPS     # backward, then the step
             # the step's waits are inside OPTIMIZER_STEP (broadcasts before training are not)
+            # (a handle already done when synchronize comes records no wait: some steps have none)
             syncs = [s for s in got.get(v.SYNCHRONIZE, []) if s["ts"] > back[0]["ts"]]
-            assert syncs and all(_inside(s, opt) for s in syncs), (rank, step)
+            assert all(_inside(s, opt) for s in syncs), (rank, step)
+            waited += bool(syncs)
             if step >= 0:
                 (span,) = got[v.STEP]
                 assert all(_inside(e, span) for e in back + [opt] + syncs)
+        assert waited >= STEPS, (rank, waited)   # most steps waited on their gradients
         # every span on the framework thread nests (Perfetto draws them in one track)
         xs.sort(key=lambda e: (e["ts"], -e["dur"]))
         stack: list = []
