@@ -182,7 +182,7 @@ def _execute(model, s, step, submit, spans=None, idle_from=None):
         own = cost_of(model, s, t0.backend, t0.op, nbytes)
         if spans is not None and t0.backend not in GPU_BACKENDS:
             busy = _busy_share(spans, a, a + own)
-        free = a + cost_of(model, s, t0.backend, t0.op, nbytes, busy)
+        free = a + (cost_of(model, s, t0.backend, t0.op, nbytes, busy) if busy else own)
         runs.append((a, free, batch))
         if t0.backend not in GPU_BACKENDS:
             cpu.append((a, free, own / (free - a) if free > a else 1.0))
