@@ -50,6 +50,11 @@ def predict(tables_or_model, settings: Settings, steps: list[int] | None = None)
     return out
 
 
+def step_ms(model: Model, settings: Settings) -> float:
+    """The predicted mean step time (ms) alone, without the baseline and timelines: what a search needs."""
+    return statistics.fmean(replay.replay_step(model, settings, s)["predicted_ns"] / 1e6 for s in model.steps)
+
+
 def effective(model: Model, s: Settings) -> dict:
     return {"fusion_threshold": model.fusion_threshold if s.fusion_threshold is None else s.fusion_threshold,
             "cycle_time_ms": model.cycle_time_ms if s.cycle_time_ms is None else s.cycle_time_ms,

@@ -30,7 +30,7 @@ class Tensor:
     process_set: int
     priority: int                # its priority= (0 where the trace has none)
     cached: bool
-    submit: dict                 # rank -> (segment, offset ns)
+    submit: dict                 # rank -> (segment, offset ns, CPU work in the segment before it)
     done_ns: dict                # rank -> measured completion, ns since the rank's step start
     response: int = -1           # the measured response it ran in
     backend: str = ""
@@ -169,6 +169,8 @@ def _build_step(s, windows, by_rank, syncs, phases, fused, backends, has_steps):
         tail = (b - a) - (ends[-1] if ends else 0) if has_steps else 0
         chains[r] = Chain(gaps, waits_for, tail, placed,
                           _cpu_work(ph, a, starts, ends, tail + (ends[-1] if ends else 0)))
+    for t in tensors.values():   # (constant over the replay's iterations)
+        t.submit = {r: (k, off, chains[r].cpu_before(k, off)) for r, (k, off) in t.submit.items()}
     full = [t for t in tensors.values() if set(t.submit) == set(windows)]
     if len(full) != len(tensors):
         return None   # a tensor some rank did not submit in this step (a hang, a skipped op)

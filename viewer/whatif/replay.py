@@ -117,9 +117,8 @@ def _framework(step: Step, done: list, no_straggler: bool, extra_ns: dict | None
         end = max([end, *late])
         chains[r] = (seg, waits, end, start, cpu)
         for i, t in enumerate(step.tensors):
-            k, off = t.submit[src]
-            k = min(k, len(seg) - 1)
-            submit[i][r] = seg[k] + off + g * c.cpu_before(k, off)
+            k, off, before = t.submit[src]
+            submit[i][r] = seg[k] + off + g * before
     return chains, submit
 
 

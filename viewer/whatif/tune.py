@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import statistics
 
-from viewer.whatif.predict import predict
+from viewer.whatif.predict import predict, step_ms
 from viewer.whatif.replay import Model, Settings
 
 MIB = 1 << 20
@@ -20,9 +20,8 @@ def grid(model: Model, thresholds=THRESHOLDS, cycles=CYCLES_MS) -> list[dict]:
     out = []
     for t in thr:
         for c in cyc:
-            res = predict(model, Settings(fusion_threshold=t, cycle_time_ms=c))
             out.append({"fusion_threshold": t, "cycle_time_ms": c,
-                        "predicted_step_ms": res["predicted_step_ms"]})
+                        "predicted_step_ms": step_ms(model, Settings(fusion_threshold=t, cycle_time_ms=c))})
     return out
 
 
