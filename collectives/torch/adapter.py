@@ -63,6 +63,28 @@ class TorchAdapter(TensorAdapter):
     def copy_(self, dst, dst_offset, src) -> None:
         dst[dst_offset:dst_offset + src.numel()].copy_(src.reshape(-1))
 
+    def pack(self, buf, tensors) -> None:
+        """Copy ``tensors`` one after another into the flat ``buf`` in two torch calls whatever
+        their number: every call releases and retakes the GIL, which the user's thread holds while
+        it submits, and on a GPU each call launches a kernel."""
+        with torch.no_grad():
+            buf.copy_(torch._utils._flatten_dense_tensors(tensors))
+
+    def unpack(self, buf, sizes, outputs) -> list:
+        """Results for consecutive pieces of ``buf``: written into ``outputs[i]`` where one is
+        given (in-place ops; the output itself is the result), else pieces of one new buffer."""
+        given = [o for o in outputs if o is not None]
+        if len(given) == len(outputs):
+            with torch.no_grad():
+                torch._foreach_copy_(given, torch._utils._unflatten_dense_tensors(buf, given))
+            return given
+        fresh = buf.clone().split(list(sizes))
+        with torch.no_grad():
+            for o, piece in zip(outputs, fresh):
+                if o is not None:
+                    o.copy_(piece.view(o.shape))
+        return [o if o is not None else piece for o, piece in zip(outputs, fresh)]
+
     def slice(self, buf, offset, numel):
         return buf[offset:offset + numel]
 

@@ -132,3 +132,29 @@ def test_adapter_in_place_views_and_joined_rank_zeros():
     assert z.dtype == torch.bfloat16 and not z.any()
     from collectives.adapters import get_adapter
     assert get_adapter("torch") is TORCH
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_adapter_packs_and_unpacks_a_fused_buffer(dtype):
+    ts = [torch.arange(12).reshape(3, 4).to(dtype), torch.arange(5).to(dtype), torch.ones(2, 2, dtype=dtype)]
+    buf = TORCH.empty(40, str(dtype).replace("torch.", ""))[:21]   # a slice of a larger fusion buffer
+    TORCH.pack(buf, ts)
+    assert torch.equal(buf, torch.cat([t.reshape(-1) for t in ts]))
+    buf.mul_(3)
+    for outs in ([torch.zeros_like(t) for t in ts], [torch.zeros_like(ts[0]), None, torch.zeros_like(ts[2])],
+                 [None, None, None]):
+        res = TORCH.unpack(buf, [12, 5, 4], outs)
+        for r, o, t in zip(res, outs, ts):
+            assert o is None or r is o, "an in-place output is the result itself"
+            assert torch.equal(r.reshape(-1), 3 * t.reshape(-1))
+        kept = buf.clone()
+        buf.zero_()   # the fusion buffer is reused by the next response: no result may alias it
+        assert all(torch.equal(r.reshape(-1), 3 * t.reshape(-1)) for r, t in zip(res, ts))
+        buf.copy_(kept)
+
+
+def test_adapter_packs_tensors_that_require_grad():
+    w = torch.ones(4, requires_grad=True)
+    buf = torch.empty(4)
+    TORCH.pack(buf, [w])
+    assert torch.equal(buf, torch.ones(4)) and not buf.requires_grad
