@@ -25,6 +25,8 @@ class TensorAdapter:
     def flat(self, t): raise NotImplementedError
     def empty(self, numel: int, dtype_name: str, device: str): raise NotImplementedError
     def copy_(self, dst, dst_offset: int, src) -> None: raise NotImplementedError
+    def pack(self, buf, tensors) -> None: raise NotImplementedError
+    def unpack(self, buf, sizes, outputs) -> list: raise NotImplementedError
     def slice(self, buf, offset: int, numel: int): raise NotImplementedError
     def scale_(self, buf, factor: float) -> None: raise NotImplementedError
     def average_(self, buf, n: int) -> None: raise NotImplementedError

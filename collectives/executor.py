@@ -65,14 +65,7 @@ class Executor:
             total = sum(e.meta["numel"] for e in entries)
             buf = self.buffers.get(ad, entries[0].device, resp.dtype, total)
             t0 = rec.now() if rec.enabled else 0
-            pack = getattr(ad, "pack", None)
-            if pack is not None:
-                pack(buf, [e.tensor for e in entries])
-            else:
-                off = 0
-                for e in entries:
-                    ad.copy_(buf, off, ad.flat(e.tensor))
-                    off += e.meta["numel"]
+            ad.pack(buf, [e.tensor for e in entries])
             if rec.enabled:
                 t1 = rec.now()
                 rec.complete(V.TID_FUSION, V.MEMCPY_IN_FUSION_BUFFER, V.CAT_MEMCPY, t0, t1,
@@ -91,17 +84,7 @@ class Executor:
             self.complete(entries[0], ad.result(entries[0], buf))
             return
         t0 = rec.now() if rec.enabled else 0
-        unpack = getattr(ad, "unpack", None)
-        if unpack is not None:
-            outs = unpack(buf, [e.meta["numel"] for e in entries], [e.output for e in entries])
-        else:
-            outs, off = [], 0
-            for e in entries:
-                n = e.meta["numel"]
-                out = self._output_flat(e, copy_input=False)
-                ad.copy_(out, 0, ad.slice(buf, off, n))
-                off += n
-                outs.append(out)
+        outs = ad.unpack(buf, [e.meta["numel"] for e in entries], [e.output for e in entries])
         if rec.enabled:
             rec.complete(V.TID_FUSION, V.MEMCPY_OUT_FUSION_BUFFER, V.CAT_MEMCPY, t0, rec.now(),
                          {V.ARG_RESPONSE: resp.id})
