@@ -21,8 +21,9 @@ from pathlib import Path
 
 from viewer.io.chrome_json import file_signature
 
-# 10: one entry per run (its assembled tables, Arrow IPC), not per file (Parquet); 9: *.priority
-CACHE_VERSION = 11
+# 12: the events' strings as categoricals; 10: one entry per run (its assembled tables, Arrow IPC), not
+# per file (Parquet); 9: *.priority
+CACHE_VERSION = 12
 CACHE_DIRNAME = ".ringscope-cache"  # matches .gitignore
 _TABLES = ("events", "tensor_ops", "fused_ops", "readiness", "cycles", "ranks")
 

@@ -15,15 +15,17 @@ if TYPE_CHECKING:
     import pandas as pd
 
 # One row per recorded event (X spans, async b/e pairs joined into spans, instants, counters).
+# Its few-valued strings are categoricals (categories sorted, so they sort as strings do): a string
+# column costs this table ~15 bytes a row, a code 1-2, and the events are most of a run's memory.
 EVENTS = {
     "rank": "int32",
-    "thread": "string",      # framework | negotiation | fusion | backend | cycles | tensor | user:<k> | gpu:<stream>
-    "name": "string",
-    "cat": "string",
-    "ph": "string",          # X for spans (async pairs are joined into X), i instant, C counter
+    "thread": "category",    # framework | negotiation | fusion | backend | cycles | tensor | user:<k> | gpu:<stream>
+    "name": "category",
+    "cat": "category",
+    "ph": "category",        # X for spans (async pairs are joined into X), i instant, C counter
     "t_ns": "int64",
     "dur_ns": "int64",       # 0 for instants and counters
-    "tensor": "string",      # args.tensor, else the async id (format 3: the name), else NA
+    "tensor": "category",    # args.tensor, else the async id (format 3: the name), else NA
     "step": "int64",         # args.step; phases, regions and counters: the STEP span holding them
     "response": "int64",
     "bytes": "Int64",

@@ -12,7 +12,19 @@ import numpy as np
 
 from tracer import vocab as V
 from viewer import frames, phases
-from viewer.io.columns import coalesce, constant, cumcount, dense, int_na, lookup, lut, ns, strings, with_default
+from viewer.io.columns import (
+    categories,
+    coalesce,
+    constant,
+    cumcount,
+    dense,
+    int_na,
+    lookup,
+    lut,
+    ns,
+    strings,
+    with_default,
+)
 
 
 class _Rows:
@@ -120,17 +132,17 @@ def _events(r, ops, rank):
     value = cols.floats("args.value")
     events = {
         "rank": np.full(len(t_ns), rank, dtype="int32"),
-        "thread": strings([thread_p, constant(n_o + n_n, "tensor"), constant(n_c, "counter")], order),
-        "name": strings([(name[p], names), (name[ob], names), s_name, (name[c], names)], order),
-        "cat": strings([(cat[p], cats), with_default(cat[ob], cats, V.CAT_TENSOR),
+        "thread": categories([thread_p, constant(n_o + n_n, "tensor"), constant(n_c, "counter")], order),
+        "name": categories([(name[p], names), (name[ob], names), s_name, (name[c], names)], order),
+        "cat": categories([(cat[p], cats), with_default(cat[ob], cats, V.CAT_TENSOR),
                         with_default(cat[ob[si]], cats, V.CAT_TENSOR),
                         with_default(cat[c], cats, V.CAT_COUNTER)], order),
-        "ph": strings([(np.where(is_x, 0, 1).astype(np.int32), ["X", "i"]), constant(n_o + n_n, "X"),
+        "ph": categories([(np.where(is_x, 0, 1).astype(np.int32), ["X", "i"]), constant(n_o + n_n, "X"),
                        constant(n_c, "C")], order),
         "t_ns": t_ns[order],
         "dur_ns": np.concatenate([span_dur, ns(ops["end_ts"] - r.ts[ob]), s_dur,
                                   np.zeros(n_c, dtype="int64")])[order],
-        "tensor": strings([(tensor[0][p], tensor[1]), (ops["aid"], r.aid_values), (ops["aid"][si], r.aid_values),
+        "tensor": categories([(tensor[0][p], tensor[1]), (ops["aid"], r.aid_values), (ops["aid"][si], r.aid_values),
                            (np.full(n_c, -1, dtype=np.int32), [])], order),
         "step": np.concatenate([_phase_steps(r, p), r.step[ob], r.step[ob[si]], _steps_at(r, r.ts[c])])[order],
         "response": np.concatenate([r.resp[p], ops["resp"], ops["resp"][si], np.full(n_c, -1)])[order],

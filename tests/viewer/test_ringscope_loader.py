@@ -17,6 +17,9 @@ def test_tables_follow_schema(tmp_path):
         df = getattr(run, name)
         assert list(df.columns)[: len(cols)] == list(cols)
         assert all(str(df[c].dtype) == t for c, t in cols.items()), name
+    for c in ("thread", "name", "cat", "ph", "tensor"):   # categories: the values used, sorted as text
+        cats = run.events[c].cat.categories.tolist()
+        assert cats == sorted(set(run.events[c].dropna())), c
     assert run.ranks["rank"].tolist() == [0, 1, 2]
     assert len(run.tensor_ops) == 3 * 2 * 2 and run.tensor_ops["done_ns"].notna().all()
     assert set(run.fused_ops["count"]) == {2} and (run.fused_ops["memcpy_in_ns"] > 0).all()

@@ -75,8 +75,8 @@ class TimelineIndex:
         if spans.empty:
             self.t_min = self.t_max = 0
             return
-        thread = spans["thread"].fillna("").to_numpy(dtype=object)
-        name = spans["name"].fillna("").to_numpy(dtype=object)
+        thread = spans["thread"].to_numpy(dtype=object, na_value="")
+        name = spans["name"].to_numpy(dtype=object, na_value="")
         depth = np.where(name == "STEP", STEP_DEPTH, spans["depth"].to_numpy())
         combos = pd.DataFrame({"thread": thread, "name": name, "depth": depth})
         codes, uniques = pd.factorize(pd.MultiIndex.from_frame(combos))
@@ -156,8 +156,8 @@ def _add_exact(acc, events, ln, s, e, ph, rows):
     if not len(s):
         return
     sub = events.iloc[rows]
-    names = sub["name"].fillna("").to_numpy(dtype=object)
-    tensors = sub["tensor"].fillna("").to_numpy(dtype=object)
+    names = sub["name"].to_numpy(dtype=object, na_value="")
+    tensors = sub["tensor"].to_numpy(dtype=object, na_value="")
     nbytes = sub["bytes"].to_numpy(dtype=object)
     for p in np.unique(ph):
         m = ph == p

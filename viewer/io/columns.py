@@ -183,6 +183,25 @@ def strings(parts, order=None):
     return pd.arrays.ArrowStringArray(arr.cast(pa.large_string()))
 
 
+def categories(parts, order=None):
+    """A pandas ``Categorical`` from ``(codes, values)`` parts, concatenated (then reordered by
+    ``order`` when given); its categories are the values used, sorted, so that it sorts, counts and
+    groups as the strings do."""
+    import pandas as pd
+
+    out, values = unify(*parts)
+    codes = np.concatenate(out) if out else np.zeros(0, dtype=np.int32)
+    if order is not None:
+        codes = codes[order]
+    used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(values)))
+    kept = [values[i] for i in used.tolist()]
+    by_text = np.argsort(np.array(kept, dtype=object)) if kept else np.zeros(0, dtype=np.int64)
+    remap = np.full(len(values) + 1, -1, dtype=np.int32)
+    remap[used[by_text]] = np.arange(len(kept), dtype=np.int32)
+    return pd.Categorical.from_codes(remap[codes], validate=False,
+                                     categories=pd.Index([kept[i] for i in by_text.tolist()], dtype="str"))
+
+
 def int_na(values, valid):
     """A pandas ``Int64`` array (NA where not ``valid``)."""
     import pandas as pd

@@ -25,7 +25,7 @@ import numpy as np
 
 from viewer import frames
 from viewer.errors import TraceError, warn_damage
-from viewer.io.columns import int_na, strings
+from viewer.io.columns import categories, int_na
 from viewer.io.kineto_comms import collectives
 from viewer.io.kineto_events import FIELDS, GPU_CATS, Events
 from viewer.io.kineto_json import KinetoReader
@@ -154,11 +154,11 @@ def _tables(cols: dict, ev: Events, rank: int, t0: float, world, backend) -> dic
         nbytes[c["row"]] = -1 if c["bytes"] is None else c["bytes"]
     events = frames.conform("events", _frame({
         "rank": np.full(n, rank, dtype="int32"),
-        "thread": strings([(th_codes, th_values)]),
-        "name": strings([(cols["name"], list(ev.names))]),
-        "cat": strings([(cols["cat"], cat_values)]),
-        "ph": strings([(np.zeros(n, dtype="int32"), ["X"])]),
-        "t_ns": t_ns, "dur_ns": dur_ns, "tensor": strings([(np.full(n, -1, dtype="int32"), [])]),
+        "thread": categories([(th_codes, th_values)]),
+        "name": categories([(cols["name"], list(ev.names))]),
+        "cat": categories([(cols["cat"], cat_values)]),
+        "ph": categories([(np.zeros(n, dtype="int32"), ["X"])]),
+        "t_ns": t_ns, "dur_ns": dur_ns, "tensor": categories([(np.full(n, -1, dtype="int32"), [])]),
         "step": step, "response": response, "bytes": int_na(nbytes, nbytes >= 0),
         "value": np.full(n, np.nan), "depth": depth,
         "launch_ns": int_na(launch_ns, gpu_cat & (launcher >= 0)),

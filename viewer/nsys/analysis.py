@@ -41,7 +41,7 @@ def _covered(iv) -> int:
 
 def gpu_rows(events):
     """The overlay's kernel rows of an events table."""
-    return events[events["thread"].fillna("").str.startswith(GPU_THREAD_PREFIX)]
+    return events[events["thread"].str.startswith(GPU_THREAD_PREFIX, na=False)]
 
 
 def comm_gpu_times(events, fused_ops=None):
