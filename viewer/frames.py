@@ -71,4 +71,19 @@ def concat(table: str, frames: list):
     frames = [f for f in frames if f is not None and len(f)]
     if not frames:
         return empty(table)
+    for c, dtype in TABLES[table].items():
+        if dtype == "category" and all(c in f.columns for f in frames):
+            parts = same_categories([f[c] for f in frames])
+            frames = [f.assign(**{c: p}) for f, p in zip(frames, parts)]
     return conform(table, pd.concat(frames, ignore_index=True))
+
+
+def same_categories(parts: list) -> list:
+    """Categorical pieces of one column recoded to one sorted set of categories, so that pandas
+    concatenates them as categoricals (it falls back to Python strings where the categories differ)."""
+    import pandas as pd
+
+    if len(parts) < 2 or not all(isinstance(p.dtype, pd.CategoricalDtype) for p in parts):
+        return parts
+    cats = sorted(set().union(*(p.cat.categories.tolist() for p in parts)))
+    return [p if p.cat.categories.tolist() == cats else p.cat.set_categories(cats) for p in parts]

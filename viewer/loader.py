@@ -236,23 +236,11 @@ def _concat_events(dfs: list):
     del rank
     cols = {}
     for c in list(dfs[0].columns):
-        col = _gather([d.pop(c) for d in dfs])
+        col = pd.concat(frames.same_categories([d.pop(c) for d in dfs]), ignore_index=True)
         cols[c] = col if order is None else pd.Series(_take(col.array, order), name=c, copy=False)
         del col
         memory.release()   # the per-rank pieces just freed: give them back before the next column
     return frames.conform("events", pd.DataFrame(cols, copy=False))
-
-
-def _gather(parts: list):
-    """The ranks' pieces of one column as one Series; categoricals keep one sorted set of categories
-    (pandas would fall back to Python strings where the ranks' categories differ)."""
-    import pandas as pd
-
-    if all(isinstance(p.dtype, pd.CategoricalDtype) for p in parts):
-        from pandas.api.types import union_categoricals
-
-        return pd.Series(union_categoricals(parts, sort_categories=True), copy=False)
-    return pd.concat(parts, ignore_index=True)
 
 
 def _take(arr, order):

@@ -56,6 +56,7 @@ def test_event_rows_follow_the_events_schema(run, overlay):
     assert set(rows["cat"]) == {"nccl", "kernel"}
     merged = with_gpu_rows(run.tables, overlay)
     assert len(merged.events) == len(run.events) + len(rows)
+    assert {c: str(t) for c, t in merged.events.dtypes.items()} == EVENTS   # no strings as objects
     assert merged.events["t_ns"].is_monotonic_increasing
     assert sorted(merged.meta["nsys"]) == [0, 1]
     assert len(run.events[run.events["thread"].str.startswith("gpu:")]) == 0   # original untouched

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from viewer import frames
 from viewer.nsys import align, mapping, overlay
 from viewer.nsys.constants import NVTX_RANGE_TYPES
 from viewer.nsys.errors import NsysError
@@ -118,9 +119,7 @@ def read_key(f) -> str:
 def with_gpu_rows(tables, ov: NsysOverlay):
     """A copy of ``tables`` whose events include the overlay's GPU rows (sorted by time) and whose
     ``meta["nsys"]`` holds the per-rank mapping and alignment."""
-    import pandas as pd
-
-    events = pd.concat([tables.events, ov.event_rows], ignore_index=True)
+    events = frames.concat("events", [tables.events, ov.event_rows])
     events = events.sort_values(["t_ns", "rank"], kind="stable", ignore_index=True)
     meta = dict(tables.meta)
     meta["nsys"] = {int(r): dict(v) for r, v in ov.ranks.items()}
