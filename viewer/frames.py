@@ -73,8 +73,10 @@ def concat(table: str, frames: list):
         return empty(table)
     for c, dtype in TABLES[table].items():
         if dtype == "category" and all(c in f.columns for f in frames):
-            parts = same_categories([f[c] for f in frames])
-            frames = [f.assign(**{c: p}) for f, p in zip(frames, parts)]
+            parts = [f[c] for f in frames]
+            joined = same_categories(parts)
+            if joined is not parts:
+                frames = [f.assign(**{c: p}) for f, p in zip(frames, joined)]
     return conform(table, pd.concat(frames, ignore_index=True))
 
 

@@ -168,16 +168,20 @@ def unify(*parts):
     return out, list(index)
 
 
+def _joined(parts, order):
+    """``(codes, values)`` parts as one code array into one list of values (reordered by ``order``)."""
+    out, values = unify(*parts)
+    codes = np.concatenate(out) if out else np.zeros(0, dtype=np.int32)
+    return (codes if order is None else codes[order]), values
+
+
 def strings(parts, order=None):
     """A pandas ``string`` array from ``(codes, values)`` parts, concatenated (then reordered by
     ``order`` when given)."""
     import pandas as pd
     import pyarrow as pa
 
-    out, values = unify(*parts)
-    codes = np.concatenate(out) if out else np.zeros(0, dtype=np.int32)
-    if order is not None:
-        codes = codes[order]
+    codes, values = _joined(parts, order)
     dictionary = pa.array(values, type=pa.large_string())
     arr = pa.DictionaryArray.from_arrays(pa.array(codes, mask=codes < 0), dictionary)
     return pd.arrays.ArrowStringArray(arr.cast(pa.large_string()))
@@ -189,10 +193,7 @@ def categories(parts, order=None):
     groups as the strings do."""
     import pandas as pd
 
-    out, values = unify(*parts)
-    codes = np.concatenate(out) if out else np.zeros(0, dtype=np.int32)
-    if order is not None:
-        codes = codes[order]
+    codes, values = _joined(parts, order)
     used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(values)))
     kept = [values[i] for i in used.tolist()]
     by_text = np.argsort(np.array(kept, dtype=object)) if kept else np.zeros(0, dtype=np.int64)
