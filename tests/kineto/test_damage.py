@@ -65,6 +65,23 @@ def test_truncated_files_keep_their_complete_events(ddp_run, tmp_path):
             assert run["truncated_ranks"] == [0] and 0 < run["events"] < full
 
 
+def test_a_cut_after_a_bracket_in_an_events_args_is_a_truncation(tmp_path):
+    """Cut where an event's args end a list (``[]``): the file stops at a bracket, which is not the
+    event array's end (Kineto's object form closes with a brace after it)."""
+    from viewer import cli_summarize
+
+    ev = ('  {{\n    "ph": "X", "cat": "cpu_op", "name": "{}", "pid": 1, "tid": 1, "ts": {}, "dur": 1.0,\n'
+          '    "args": {{"Input Dims": [[2, 2], []]}}\n  }}')
+    events = ",\n".join(ev.format(n, t) for n, t in (("a", 1.0), ("b", 3.0), ("c", 5.0)))
+    full = '{\n  "schemaVersion": 1,\n  "traceEvents": [\n' + events + '\n  ],\n  "traceName": "x"\n}\n'
+    p = tmp_path / "cut.pt.trace.json"
+    p.write_text(full[:full.rindex("[]") + 2])
+    rc, out, err = _cli(cli_summarize.main, [str(p), "--json", "--no-cache"])
+    assert _outcome(p, rc, err, lossy=True) == "loss reported"
+    assert len(err) == 1 and "truncated trace" in err[0] and "recovered 2 complete events" in err[0], err
+    assert json.loads(out)["run"]["truncated_ranks"] == [0]
+
+
 def test_garbled_files_skip_the_damage_and_say_where(ddp_run, tmp_path):
     from viewer import cli_merge, cli_summarize
 

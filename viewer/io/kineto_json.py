@@ -49,8 +49,10 @@ class KinetoReader(JsonTrace):
     def _tail(self, pos: int) -> bool:
         """Header keys after the event array: the file is closed when they (and the object) are."""
         rest = bytes(self.data[pos:]).strip()
-        if not rest or rest == b"}":   # the array form ends at its bracket
-            self.closed = not rest or self.data[self._start - 1:self._start] == b"["
+        if not rest or rest == b"}":
+            # the array form ends at its bracket, the object form with its brace after it; an object
+            # that stops at a bracket was cut (maybe inside an event, at a list of its args)
+            self.closed = rest == (b"}" if self.form == "object" else b"")
             return True
         if rest.startswith(b",") and rest.endswith(b"}"):
             try:
