@@ -31,6 +31,8 @@ from collectives.response_cache import ResponseCache
 from tracer import vocab as V
 from tracer.fusion_rules import IDLE_CYCLES
 
+# mpi4py.MPI is imported where it is used: importing it starts MPI, which collectives.init does first
+
 ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 WINDOW = 64                    # coordinator responses ordered per round at most
 CACHED_ID_BASE = 1 << 40       # cached responses: CACHED_ID_BASE * (set id + 1) + n

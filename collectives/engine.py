@@ -8,6 +8,9 @@ with short sleeps (never spinning) while it waits for other ranks.
 With the response cache on (``cache_capacity`` > 0), an allreduce negotiated once is kept under a
 cache bit and negotiated again by the bit rounds (bit_rounds.py): no message to rank 0. The rounds
 also decide when the coordinator's responses run, so both paths keep one order on every rank.
+
+Imported where used: mpi4py.MPI (MPI is started by ``collectives.init``, not at import), and
+bit_rounds and adapters, which import numpy (it stays out of ``import collectives``).
 """
 from __future__ import annotations
 
@@ -21,7 +24,9 @@ from collectives import messages as M
 from collectives import mpi_wait
 from collectives import response_cache as RC
 from collectives.coordinator import Coordinator
+from collectives.entry import Entry
 from collectives.executor import Executor
+from collectives.fatal import abort
 from collectives.fusion import FusionBuffers
 from collectives.handles import Handle
 from collectives.ops import as_op
@@ -50,7 +55,7 @@ class Engine:
     def __init__(self, config, world, ctrl, sets):
         self.config, self.world, self.ctrl, self.sets = config, world, ctrl, sets
         self.rank, self.size = world.Get_rank(), world.Get_size()
-        from mpi4py import MPI  # (loaded by now: world is an MPI communicator)
+        from mpi4py import MPI
         self._any_source = MPI.ANY_SOURCE
         self._cond = threading.Condition()
         self._queue: list = []
@@ -70,7 +75,7 @@ class Engine:
         # the response cache's rounds run on a communicator of their own (created on every rank)
         self._rounds = None
         if config.cache_capacity > 0:
-            from collectives.bit_rounds import BitRounds  # (numpy: not at import time)
+            from collectives.bit_rounds import BitRounds
             self._rounds = BitRounds(world.Dup(), sets, config)
         self._queued: list = []      # the coordinator's responses, until a round orders them
         self._reported: set = set()  # (set, name) of cached tensors reported as pending long
@@ -146,7 +151,6 @@ class Engine:
 
     def shutdown(self) -> None:
         """Negotiate the shutdown with every rank, then stop the thread (blocks until done)."""
-        from collectives.entry import Entry
         if self._thread.is_alive() and not self.fatal and not self._stop:
             h = self.enqueue(Entry("__shutdown__", M.SHUTDOWN, None, None))
             try:
@@ -477,7 +481,6 @@ class Engine:
     def _stand_in(self, resp, name):
         """A zero tensor for a rank that joined: it takes part in the others' allreduce."""
         from collectives.adapters import get_adapter, zeros
-        from collectives.entry import Entry
         ad = get_adapter(resp.adapter)
         shape = tuple(resp.shapes[name])
         numel = 1
@@ -537,6 +540,5 @@ class Engine:
             pending = list(self._inflight.values())
         for e in pending:
             self._complete(e, error=f"ringscope engine failed: {self.fatal}")
-        from collectives.fatal import abort
         abort(1)
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collectives import messages as M
-from collectives.backends.base import get_backend
+from collectives.backends.registry import get_backend
 from collectives.ops import ReduceOp, backend_op
 from tracer import get_recorder
 from tracer import vocab as V

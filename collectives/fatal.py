@@ -1,10 +1,18 @@
-"""A rank that fails must not leave the others hanging: print, close the timeline, MPI Abort."""
+"""A rank that fails must not leave the others hanging: print, close the timeline, MPI Abort.
+
+mpi4py.MPI is imported where it is used: importing it starts MPI, which ``collectives.init`` does
+first, at the thread level it needs.
+"""
 from __future__ import annotations
 
 import os
 import sys
 import time
 import traceback
+
+import tracer
+from collectives.config import ConfigError
+from tracer import TimelineConfigError
 
 ABORT_GRACE_S = 0.3
 
@@ -21,7 +29,6 @@ def abort(code: int = 1) -> None:
         except Exception:
             pass
     try:
-        import tracer
         tracer.close()
     except Exception:
         pass
@@ -38,11 +45,6 @@ def abort(code: int = 1) -> None:
 
 
 def _is_user_error(exc) -> bool:
-    from collectives.config import ConfigError
-    try:
-        from tracer import TimelineConfigError
-    except ImportError:
-        TimelineConfigError = ConfigError
     return isinstance(exc, (ConfigError, TimelineConfigError))
 
 

@@ -16,6 +16,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from collectives import runtime
+from tracer.config import DYNAMIC, settings_from_env
+
 SUBDIR = "kineto"
 
 
@@ -23,8 +26,6 @@ def run_directory(run_dir=None) -> Path:
     """Where this run's traces go: ``run_dir``, else the timeline's directory, else ./ringscope-run."""
     if run_dir is not None:
         return Path(run_dir)
-    from tracer.config import DYNAMIC, settings_from_env
-
     spec = settings_from_env().spec
     if spec and spec.strip() != DYNAMIC:
         p = Path(spec.replace("{rank", "{_rank"))   # a {rank} pattern names files, not the directory
@@ -33,13 +34,8 @@ def run_directory(run_dir=None) -> Path:
 
 
 def _rank() -> int:
-    try:
-        import collectives
-
-        if collectives.is_initialized():
-            return int(collectives.rank())
-    except Exception:  # noqa: BLE001 - not initialised, or no runtime: fall back on the launcher's variables
-        pass
+    if runtime.is_initialized():
+        return runtime.rank()
     for name in ("RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"):
         v = os.environ.get(name, "")
         if v.isdigit():

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from collectives import cluster
 from collectives.cluster import ClusterError
+from collectives.elastic import driver
 
 
 def mpiexec_path() -> str | None:
@@ -202,7 +203,6 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 2
     if ns.elastic:
-        from collectives.elastic import driver
         try:
             build(ns)   # a bad command or cluster fails here, once, before any world starts
         except (CommandError, ClusterError) as exc:

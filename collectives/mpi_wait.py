@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import time
 
+# mpi4py.MPI is imported where it is used: importing it starts MPI, which collectives.init does first
+
 SPIN_TESTS = 50         # Test calls before yielding the CPU
 YIELD_TESTS = int(os.environ.get("RINGSCOPE_POLL_YIELD_TESTS", 200))  # Test + sched_yield rounds
 FIRST_SLEEP_S = 20e-6

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import enum
 
+# numpy and mpi4py.MPI are imported where they are used: numpy stays out of `import collectives`,
+# and importing mpi4py.MPI starts MPI, which collectives.init does first
+
 
 class ReduceOp(enum.Enum):
     Average = "Average"

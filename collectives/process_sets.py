@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import threading
 
+# mpi4py.MPI is imported where it is used: importing it starts MPI, which collectives.init does first
+
 
 class ProcessSet:
     """A static group of global ranks; pass it as ``process_set=`` to any op."""

@@ -1,4 +1,9 @@
-"""init/shutdown and the rank queries: MPI setup, process sets, clock sync, tracer, engine."""
+"""init/shutdown and the rank queries: MPI setup, process sets, clock sync, tracer, engine.
+
+mpi4py.MPI is imported in ``init`` (importing it starts MPI, at the thread level set just before);
+clock_sync and the hierarchical backend too, as they import numpy, which stays out of
+``import collectives``.
+"""
 from __future__ import annotations
 
 import atexit
@@ -12,7 +17,11 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import tracer
 from collectives import config as _config
 from collectives import engine as _engine
-from collectives import fatal
+from collectives import fatal, mpi_wait
+from collectives import messages as M
+from collectives.backends.registry import get_backend, reset_instances
+from collectives.elastic import worker
+from collectives.entry import Entry
 from collectives.process_sets import TABLE, ProcessSet, global_process_set, set_id_of
 from tracer import vocab as _vocab
 
@@ -56,7 +65,7 @@ def init(process_sets: Iterable[ProcessSetSpec] | str | None = None) -> None:
             raise RuntimeError("MPI was initialised below MPI_THREAD_SERIALIZED; ringscope needs a "
                                "background thread for MPI (leave mpi4py.rc.thread_level alone)")
         world = MPI.COMM_WORLD
-        from collectives import clock_sync, mpi_wait
+        from collectives import clock_sync
         mpi_wait.wait(world.Ibarrier())   # line ranks up so the blocking setup calls below are short
         rank, size = world.Get_rank(), world.Get_size()
         ctrl = world.Dup()
@@ -83,7 +92,6 @@ def init(process_sets: Iterable[ProcessSetSpec] | str | None = None) -> None:
         tracer.get_recorder().set_clock_offset(offset, unc, "init")
         _clock["init"] = (offset, unc)
         _clock.pop("shutdown", None)
-        from collectives.backends.base import get_backend
         get_backend(_config.cpu_backend(cfg), cfg)   # import it now, not inside the first op
         previous_switch = sys.getswitchinterval()
         if 0 < cfg.switch_interval_ms / 1000.0 < previous_switch:
@@ -95,7 +103,6 @@ def init(process_sets: Iterable[ProcessSetSpec] | str | None = None) -> None:
                       local_size=local_size, cross_rank=cross_rank, cross_size=cross_size,
                       engine=eng, previous_switch=previous_switch)
         if os.environ.get("RINGSCOPE_ELASTIC_DRIVER"):   # an elastic job: register with its driver
-            from collectives.elastic import worker
             worker.connect(rank, size)
         if not _atexit_registered:
             atexit.register(_at_exit)
@@ -143,8 +150,6 @@ def _register(ps: ProcessSetSpec, world: MPI.Comm, size: int) -> int:
 
 def add_process_set(process_set: ProcessSetSpec) -> ProcessSet:
     """Register a process set after init (collective: every rank calls it in the same order)."""
-    from collectives import messages as M
-    from collectives.entry import Entry
     ps, existing = _known(process_set, _get("size"))
     if existing is not None:
         return ps
@@ -159,8 +164,6 @@ def add_process_set(process_set: ProcessSetSpec) -> ProcessSet:
 
 def remove_process_set(process_set: ProcessSet | int) -> None:
     """Unregister a process set added earlier (collective)."""
-    from collectives import messages as M
-    from collectives.entry import Entry
     sid = set_id_of(process_set)
     if sid == 0:
         raise ValueError("the global process set cannot be removed")
@@ -191,7 +194,6 @@ def shutdown() -> None:
             tracer.get_recorder().set_clock_offset(offset, unc, "shutdown")
             _clock["shutdown"] = (offset, unc)
         tracer.close()
-        from collectives.backends.base import reset_instances
         reset_instances()
         TABLE.clear()
         _state["ctrl"].Free()

@@ -16,14 +16,18 @@ RINGSCOPE_TIMELINE_KEEP_PARTS, RINGSCOPE_TIMELINE_BUFFER_EVENTS, RINGSCOPE_TIMEL
 RINGSCOPE_TIMELINE_COUNTERS_HZ,
 RINGSCOPE_DISABLE_NVTX (HOROVOD_DISABLE_NVTX_RANGES, NVTX_DISABLE), RINGSCOPE_NVTX_ALWAYS.
 See docs/TRACE_FORMAT.md.
+
+:mod:`tracer.timeline` (the writer, its threads, orjson) is imported only when a timeline starts.
 """
 from __future__ import annotations
 
 import os
 import socket
 
-from tracer.config import TimelineConfigError  # noqa: F401  (public name)
-from tracer.recorder import NullRecorder, get_recorder, set_recorder  # noqa: F401
+from tracer import exit_hooks, vocab
+from tracer.config import TimelineConfigError, check_writable, rank_path, settings_from_env
+from tracer.nvtx_emitter import load_emitter
+from tracer.recorder import NullRecorder, get_recorder, set_framework_thread, set_recorder
 
 __version__ = "0.1.0"
 
@@ -31,7 +35,6 @@ _state = {"meta": None, "settings": None}
 
 
 def _full_meta(meta: dict | None, settings) -> dict:
-    from tracer import vocab
     m = {k: None for k in vocab.META_KEYS}
     m.update(format_version=vocab.FORMAT_VERSION, version=__version__, rank=0, size=1,
              host=socket.gethostname(), pid=os.getpid(), clock_offset_ns=0,
@@ -66,9 +69,6 @@ def _null(step: int) -> NullRecorder:
 
 
 def _start(path_spec: str, source: str, mark_cycles: bool | None):
-    from tracer import exit_hooks
-    from tracer.config import check_writable, rank_path
-    from tracer.nvtx_emitter import load_emitter
     from tracer.timeline import open_recorder
     settings, meta = _state["settings"], _state["meta"]
     path = rank_path(path_spec, int(meta.get("rank") or 0), source)
@@ -87,8 +87,6 @@ def _start(path_spec: str, source: str, mark_cycles: bool | None):
 def configure(meta: dict):
     """Configure the timeline from the environment and install the recorder; returns it. The
     calling thread becomes the framework thread (phases and regions there go on TID_FRAMEWORK)."""
-    from tracer.config import settings_from_env
-    from tracer.recorder import set_framework_thread
     settings = settings_from_env()
     set_framework_thread()
     _state["settings"], _state["meta"] = settings, _full_meta(meta, settings)
@@ -102,7 +100,6 @@ def configure(meta: dict):
 def start_timeline(path, mark_cycles=False):
     """Start recording to ``path`` at run time (same path rules as RINGSCOPE_TIMELINE)."""
     if _state["settings"] is None:
-        from tracer.config import settings_from_env
         _state["settings"], _state["meta"] = settings_from_env(), _full_meta(None, None)
     return _start(str(path), "start_timeline", bool(mark_cycles))
 

@@ -77,7 +77,7 @@ class NvmlGpu:
         """The rank's device, or None when there is no pynvml, no driver or no device."""
         if nvml is None:
             try:
-                import pynvml as nvml
+                import pynvml as nvml  # optional: the gpu extra
             except ImportError:
                 return None
         try:

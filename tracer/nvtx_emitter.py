@@ -66,7 +66,7 @@ def load_emitter(enabled: bool = True, force: bool = False) -> NvtxEmitter | Non
     if not enabled:
         return None
     try:
-        import nvtx
+        import nvtx  # optional: the nvtx extra
     except ImportError:
         return None
     if not force and not tool_attached(nvtx):

@@ -1,67 +1,12 @@
-"""Backend registry, the backend interface, and the activity-span helper backends use.
+"""The backend interface and the helpers backends share: the activity span, chunk bounds.
 
-See docs/ARCHITECTURE.md, "Engine extension points", for the contract.
+See docs/ARCHITECTURE.md, "Engine extension points", for the contract; the registry is
+:mod:`collectives.backends.registry`.
 """
 from __future__ import annotations
 
-import threading
-
 from tracer import get_recorder
 from tracer import vocab as V
-
-_FACTORIES: dict = {}
-_INSTANCES: dict = {}
-_LOCK = threading.Lock()
-
-
-def register_backend(name: str, factory) -> None:
-    """Register ``factory(config) -> Backend`` under ``name`` (replacing any earlier one)."""
-    with _LOCK:
-        _FACTORIES[name] = factory
-        _INSTANCES.pop(name, None)
-
-
-def registered() -> list[str]:
-    with _LOCK:
-        return sorted(_FACTORIES)
-
-
-def get_backend(name: str, config):
-    """The backend instance for ``name``, created on first use."""
-    with _LOCK:
-        inst = _INSTANCES.get(name)
-        if inst is not None:
-            return inst
-        factory = _FACTORIES.get(name)
-    if factory is None:
-        _load_builtin(name)
-        with _LOCK:
-            factory = _FACTORIES.get(name)
-    if factory is None:
-        hint = " (import collectives.torch to enable it)" if name in ("nccl", "gloo") else ""
-        raise ValueError(f"unknown backend {name!r}{hint}; registered: {', '.join(registered())}")
-    inst = factory(config)
-    with _LOCK:
-        _INSTANCES[name] = inst
-    return inst
-
-
-def reset_instances() -> None:
-    """Forget created backends (at shutdown); factories stay registered."""
-    with _LOCK:
-        insts = list(_INSTANCES.values())
-        _INSTANCES.clear()
-    for inst in insts:
-        close = getattr(inst, "close", None)
-        if close is not None:
-            close()
-
-
-def _load_builtin(name: str) -> None:
-    if name == "ring":
-        from collectives.backends import ring  # noqa: F401  (registers itself)
-    elif name == "mpi":
-        from collectives.backends import mpi  # noqa: F401
 
 
 class Backend:
@@ -104,3 +49,12 @@ def activity(comm, name, nbytes, backend, extra=None):
     if extra:
         args.update(extra)
     return rec.span(V.TID_BACKEND, name, V.CAT_COMM, args)
+
+
+def chunk_bounds(n: int, parts: int) -> list[int]:
+    """Offsets of ``parts`` near-equal chunks of ``n`` elements (len parts+1)."""
+    q, r = divmod(n, parts)
+    bounds = [0]
+    for i in range(parts):
+        bounds.append(bounds[-1] + q + (1 if i < r else 0))
+    return bounds

@@ -3,7 +3,7 @@ against ringscope's own ring. One gloo process group per process set, made from 
 store; gloo's ``wait`` sleeps on a condition variable, so it never busy-spins."""
 from __future__ import annotations
 
-from collectives.backends.base import register_backend
+from collectives.backends.registry import register_backend
 from collectives.torch import rendezvous
 from collectives.torch.dist_backend import GroupSpec, TorchDistBackend
 from tracer import vocab as V

@@ -20,10 +20,12 @@ from __future__ import annotations
 import numpy as np
 
 from collectives import mpi_wait
-from collectives.backends.base import activity
+from collectives.backends.base import activity, chunk_bounds
 from collectives.ops import numpy_ufunc
 from collectives.process_sets import CommInfo
 from tracer import vocab as V
+
+# mpi4py.MPI is imported where it is used: importing it starts MPI, which collectives.init does first
 
 KEY = "hierarchical"
 TAG = 8
@@ -102,18 +104,13 @@ def plan(config, comm: CommInfo, buf) -> HostLayout | None:
     return None if lay.fallback else lay
 
 
-def shard_bounds(n: int, parts: int) -> list[int]:
-    from collectives.backends.ring import chunk_bounds  # (ring imports this module)
-    return chunk_bounds(n, parts)
-
-
 def allreduce(backend, buf, op, comm: CommInfo, src, lay: HostLayout) -> None:
     """Reduce ``src`` into ``buf`` over the set, host by host; the caller holds the outer span.
     ``backend.flat_allreduce(buf, op, comm)`` runs the cross-host step."""
     from mpi4py import MPI
     local, name = lay.local, backend.name
     size, me = local.Get_size(), local.Get_rank()
-    bounds = shard_bounds(buf.size, size)
+    bounds = chunk_bounds(buf.size, size)
     item = buf.dtype.itemsize
     lo, hi = bounds[me], bounds[me + 1]
     with activity(comm, V.INTRA_HOST_REDUCE, buf.nbytes, name, {V.ARG_LINK: V.LINK_INTRA}):

@@ -9,9 +9,11 @@ import numpy as np
 
 from collectives import mpi_wait
 from collectives.backends import hierarchical
-from collectives.backends.base import Backend, activity, register_backend
+from collectives.backends.base import Backend, activity
 from collectives.ops import mpi_op
 from tracer import vocab as V
+
+# mpi4py.MPI is imported where it is used: importing it starts MPI, which collectives.init does first
 
 
 def _bytes(a):
@@ -115,5 +117,3 @@ class MpiBackend(Backend):
     def backend_label(self) -> str:
         return self.name
 
-
-register_backend("mpi", MpiBackend)

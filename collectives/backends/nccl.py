@@ -8,7 +8,7 @@ thread neither returns early nor busy-spins.
 from __future__ import annotations
 
 from collectives import mpi_wait
-from collectives.backends.base import register_backend
+from collectives.backends.registry import register_backend
 from collectives.torch import rendezvous
 from collectives.torch.dist_backend import GroupSpec, TorchDistBackend
 from tracer import vocab as V

@@ -16,22 +16,13 @@ import os
 import numpy as np
 
 from collectives import mpi_wait
-from collectives.backends.base import activity, register_backend
+from collectives.backends.base import activity, chunk_bounds
 from collectives.backends.mpi import MpiBackend
 from collectives.ops import numpy_ufunc
 from tracer import vocab as V
 
 DIRECT_BUDGET = int(os.environ.get("RINGSCOPE_RING_DIRECT_BUDGET", 256 * 1024))
 TAG = 7
-
-
-def chunk_bounds(n: int, parts: int) -> list[int]:
-    """Offsets of ``parts`` near-equal chunks of ``n`` elements (len parts+1)."""
-    q, r = divmod(n, parts)
-    bounds = [0]
-    for i in range(parts):
-        bounds.append(bounds[-1] + q + (1 if i < r else 0))
-    return bounds
 
 
 class RingBackend(MpiBackend):
@@ -112,5 +103,3 @@ class RingBackend(MpiBackend):
 def _phase(on, comm, name, nbytes, backend):
     return activity(comm, name, nbytes, backend) if on else contextlib.nullcontext()
 
-
-register_backend("ring", RingBackend)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from collectives.cluster import GATEWAY, check_hosts
 from collectives.elastic import membership as M
 from collectives.elastic import protocol
 from collectives.elastic.journal import Journal, gen_dir
@@ -243,7 +244,6 @@ class Driver:
     def _address(self, local: bool) -> str:
         """Where a world's ranks find the control socket."""
         if self.ns.cluster:
-            from collectives.cluster import GATEWAY  # this machine, as the namespaced hosts see it
             return f"{GATEWAY}:{self.port}"
         return f"{'127.0.0.1' if local else socket.gethostname()}:{self.port}"
 
@@ -498,7 +498,6 @@ def run(ns: argparse.Namespace, build: Build) -> int:
         if ns.host_discovery_script:
             members = M.Membership(discovery_script=ns.host_discovery_script)
         elif ns.cluster:   # -H's hosts, or every host of the rehearsal cluster
-            from collectives.cluster import check_hosts
             members = M.Membership(M.parse_hosts(check_hosts(ns.hosts), "--cluster"))
         else:
             members = M.Membership(M.parse_hosts(ns.hosts, "-H") if ns.hosts

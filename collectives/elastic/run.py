@@ -18,6 +18,7 @@ import tracer
 from collectives.elastic import worker
 from collectives.elastic.state import State
 from collectives.exceptions import HostsUpdatedInterrupt
+from collectives.runtime import rank
 from tracer import vocab
 
 
@@ -50,11 +51,10 @@ def run(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def _restore(state: State, conn: worker.Connection) -> None:
     """Fetch (rank 0), restore and sync the committed state; then the reset callbacks."""
-    import collectives
     rec = tracer.get_recorder()
     t0 = rec.now()
     nbytes = int(conn.reset.get("state_bytes") or 0) if conn.reset else 0
-    if collectives.rank() == 0 and nbytes:
+    if rank() == 0 and nbytes:
         _, blob = conn.request({"op": "fetch"})
         state.from_bytes(blob)
     state.sync()

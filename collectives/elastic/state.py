@@ -8,10 +8,12 @@ reset (``from_bytes`` on rank 0, then ``sync()``); the commit returns only once 
 from __future__ import annotations
 
 import pickle
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import tracer
+from collectives import api, runtime
 from collectives.elastic import worker
 from collectives.exceptions import HostsUpdatedInterrupt
 from tracer import vocab
@@ -19,21 +21,18 @@ from tracer import vocab
 
 def broadcast_object(obj: Any, root_rank: int = 0, name: str = "elastic.object") -> Any:
     """``root_rank``'s ``obj`` (anything picklable) on every rank, over the numpy collectives."""
-    import numpy as np
-
-    import collectives
-    is_root = collectives.rank() == root_rank
+    import numpy as np  # here: numpy stays out of `import collectives`
+    is_root = runtime.rank() == root_rank
     data = np.frombuffer(pickle.dumps(obj), dtype=np.uint8) if is_root else np.empty(0, np.uint8)
-    n = collectives.broadcast(np.array([data.size], dtype=np.int64), root_rank, name=f"{name}.sz")
+    n = api.broadcast(np.array([data.size], dtype=np.int64), root_rank, name=f"{name}.sz")
     if not is_root:
         data = np.empty(int(n[0]), dtype=np.uint8)
-    data = collectives.broadcast(data, root_rank, name=f"{name}.t")
+    data = api.broadcast(data, root_rank, name=f"{name}.t")
     return obj if is_root else pickle.loads(data.tobytes())
 
 
 def _rank() -> int:
-    import collectives
-    return collectives.rank()
+    return runtime.rank()
 
 
 class State:
@@ -109,7 +108,6 @@ class State:
 
 
 def _epoch_ns() -> int:
-    import time
     return time.time_ns()
 
 

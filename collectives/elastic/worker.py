@@ -15,6 +15,8 @@ import threading
 import time
 from typing import Any
 
+import tracer
+from collectives import fatal
 from collectives.elastic import protocol
 
 REPLY_TIMEOUT_S = 120.0   # the driver answers at once; this only bounds a driver that vanished
@@ -74,9 +76,7 @@ def connect(rank: int, size: int) -> Connection | None:
         raise RuntimeError(f"the elastic driver refused rank {rank}: {reply.get('error')}")
     conn.reset = reply.get("reset")
     _conn = conn
-    import tracer
     tracer.get_recorder().set_run_meta(generation=conn.generation)
-    from collectives import fatal
     fatal.ON_ABORT.append(_on_abort)
     # a rank that ends normally, elastic.run or not, is done (it did not die): before the
     # runtime's own exit handler (atexit runs the last registered first)

@@ -40,7 +40,7 @@ def init(comm=None, process_sets=None) -> None:
         raise ValueError("init(comm=...) is not supported: ringscope runs on MPI_COMM_WORLD; "
                          "use process_sets= for subsets of ranks")
     _core.init(process_sets=process_sets)
-    from collectives.backends.base import get_backend
+    from collectives.backends.registry import get_backend
     from collectives.engine import get_engine
     config = get_engine().config
     backends = dist_backends(config)

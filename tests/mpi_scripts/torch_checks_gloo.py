@@ -2,7 +2,7 @@
 import torch
 
 import collectives.torch as hvd
-from collectives.backends.base import get_backend
+from collectives.backends.registry import get_backend
 from collectives.engine import get_engine
 from collectives.process_sets import TABLE
 
