@@ -1,15 +1,15 @@
-"""What the training loop did between collectives, in the timeline: ``hvd.timeline``.
+"""What the training loop did between collectives, in the timeline: ``hvd.timeline`` (``rs.timeline``).
 
     with hvd.timeline.region("augment"): ...          # or @hvd.timeline.region("augment")
     loader = hvd.timeline.wrap_loader(loader)          # DATA_WAIT: each wait for the next batch
     handle = hvd.timeline.watch(model)                 # FORWARD: each call of the root module
-    with hvd.timeline.profile() as prof: ...           # torch.profiler's Kineto traces beside ours
 
 ``DistributedOptimizer`` records BACKWARD and OPTIMIZER_STEP itself. Each is an X span (cat
 ``phase``, or ``region`` for a region) of the rank's trace and an NVTX range of the same name, on
 the thread that ran it: the framework thread's go on TID_FRAMEWORK with STEP and SYNCHRONIZE,
 another thread's on a tid of its own (``rec.thread_tid()``). With the timeline off each costs one
-attribute read; none of them changes what the wrapped code computes. Works with or without torch.
+attribute read; none of them changes what the wrapped code computes. Works with or without torch;
+the torch frontend's ``hvd.timeline`` (:mod:`collectives.torch.timeline`) adds ``profile()``.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from tracer import vocab
 from tracer.recorder import get_recorder
 
-__all__ = ["region", "wrap_loader", "watch", "profile", "TimedLoader", "Watch", "open_span", "close_span"]
+__all__ = ["region", "wrap_loader", "watch", "TimedLoader", "Watch", "open_span", "close_span"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -165,11 +165,3 @@ def watch(model) -> Watch:
     through a forward pre-hook and a forward hook that change nothing; returns the removable
     handle. A forward that raises still ends its span."""
     return Watch(model)
-
-
-def profile(*args, **kwargs):
-    """A torch.profiler schedule writing Kineto traces into this run's directory
-    (:func:`collectives.kineto_profile.profile`; torch is imported only when this is called)."""
-    from collectives.kineto_profile import profile as start
-
-    return start(*args, **kwargs)

@@ -34,7 +34,7 @@ def find_traces(path) -> list[Path]:
         return [f for _, fs in elastic.generation_files(p, elastic.read_manifest(p)) for f in fs]
     files = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES)
                    and _looks_like_trace(f))
-    if (p / "kineto").is_dir():   # torch.profiler's traces beside ours (collectives.kineto_profile)
+    if (p / "kineto").is_dir():   # torch.profiler's traces beside ours (hvd.timeline.profile)
         files += sorted(f for f in (p / "kineto").iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES)
                         and _looks_like_trace(f))
     if not files:

@@ -1,1 +1,1 @@
-"""Collective backends: ``ring`` and ``mpi`` built in; others register through :mod:`.base`."""
+"""Collective backends: ``ring`` and ``mpi`` built in; others register through :mod:`.registry`."""

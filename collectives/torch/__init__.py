@@ -4,6 +4,8 @@ Everything a Horovod training script calls is here under the same name and with 
 init/rank/size, the collectives (sync, async, in-place, grouped, autograd-aware), the
 DistributedOptimizer, broadcasting of parameters, optimizer state and objects, process sets, and
 start_timeline/stop_timeline.
+
+mpi4py.MPI is imported where it is used: importing it starts MPI, which ``init`` does first.
 """
 from __future__ import annotations
 
@@ -11,12 +13,18 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import torch
+import torch.distributed as dist
+
 import collectives as _core
 from collectives import process_sets as _ps
-from collectives import timeline  # noqa: F401  (hvd.timeline.region / wrap_loader / watch)
+from collectives.engine import get_engine
 from collectives.handles import CollectiveError as HorovodInternalError  # noqa: F401
 from collectives.ops import Average, Max, Min, Product, Sum  # noqa: F401
-from collectives.torch import elastic  # noqa: F401  (hvd.elastic.run / TorchState / ElasticSampler)
+from collectives.torch import (
+    elastic,  # noqa: F401  (hvd.elastic.run / TorchState / ElasticSampler)
+    timeline,  # noqa: F401  (hvd.timeline.region / wrap_loader / watch / profile)
+)
 from collectives.torch.autograd import (  # noqa: F401
     allgather,
     allreduce,
@@ -147,14 +155,12 @@ def mpi_threads_supported() -> bool:
 
 
 def gloo_built() -> bool:
-    import torch.distributed as dist
     return dist.is_available() and dist.is_gloo_available()
 
 
 def gloo_enabled() -> bool:
     """Whether gloo carries the tensors in this run (RINGSCOPE_BACKEND=gloo); the controller is
     always MPI."""
-    from collectives.engine import get_engine
     return is_initialized() and get_engine().config.backend == "gloo"
 
 
@@ -170,15 +176,12 @@ def ddl_built() -> bool:
 
 def rocm_built() -> bool:
     """Whether torch was built for ROCm (its GPU tensors then go through RCCL as ``nccl``)."""
-    import torch
     return torch.version.hip is not None
 
 
 def nccl_built() -> bool:
-    import torch.distributed as dist
     return dist.is_available() and dist.is_nccl_available()
 
 
 def cuda_built() -> bool:
-    import torch
     return torch.version.cuda is not None

@@ -11,6 +11,7 @@ cpu-contention (one rank shares its core with busy processes, so its forward and
 
 The loop is annotated with ``hvd.timeline``: the loader is wrapped (DATA_WAIT), the model watched
 (FORWARD) and the loss is a region; DistributedOptimizer adds BACKWARD and OPTIMIZER_STEP.
+Run as a file, torch (and collectives.torch) is imported only once the arguments are parsed.
 """
 from __future__ import annotations
 

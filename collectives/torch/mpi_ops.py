@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar, cast
 
 import torch
 
+from collectives import api as _api
 from collectives import engine as _engine
 from collectives import process_sets as _ps
 from collectives.adapters import NUMPY
@@ -414,5 +415,4 @@ def join(device: int = -1) -> int:
     """Declare that this rank has run out of data: until every rank has joined, it takes part in the
     other ranks' allreduces with zeros (so uneven batches per rank do not deadlock). Returns the last
     rank to join. ``device`` is accepted for Horovod compatibility."""
-    import collectives
-    return int(collectives.join())
+    return int(_api.join())

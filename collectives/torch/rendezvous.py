@@ -9,6 +9,11 @@ import datetime
 import os
 import socket
 
+import numpy as np
+import torch.distributed as dist
+
+from collectives import api
+
 _STORE = None
 _ADDR = None
 
@@ -38,21 +43,17 @@ def timeout() -> datetime.timedelta:
 def _share_address(text: str | None) -> str:
     """Rank 0's ``host:port`` to every rank, through a numpy broadcast on the ring/mpi backend
     (gloo itself cannot carry it: its groups need this very address)."""
-    import numpy as np
-
-    import collectives
     buf = np.zeros(256, dtype=np.uint8)
     if text is not None:
         raw = text.encode()
         buf[:len(raw)] = np.frombuffer(raw, dtype=np.uint8)
-    out = collectives.broadcast(buf, 0, name="ringscope.rendezvous")
+    out = api.broadcast(buf, 0, name="ringscope.rendezvous")
     return bytes(out).rstrip(b"\0").decode()
 
 
 def setup(rank: int, size: int, all_local: bool) -> None:
     """Create the store on rank 0 and connect every rank to it (collective: every rank calls it)."""
     global _STORE, _ADDR
-    import torch.distributed as dist
     _ADDR = local_address(all_local)
     store, text = None, None
     if rank == 0:

@@ -1,24 +1,26 @@
 """``init``/``shutdown`` for the torch frontend: the engine, plus torch.distributed when a gloo or
 NCCL backend will carry tensors (rendezvous over MPI, the global group built eagerly in MPI rank
-order)."""
+order). Importing it registers the ``gloo`` and ``nccl`` backends."""
 from __future__ import annotations
+
+import torch
+import torch.distributed as dist
 
 import collectives as _core
 from collectives import process_sets as _ps
-from collectives.backends import (
-    gloo as _gloo,  # noqa: F401  (registers "gloo")
-)
-from collectives.backends import (
-    nccl as _nccl,  # noqa: F401  (registers "nccl")
-)
+from collectives.backends.registry import get_backend, register_backend
+from collectives.engine import get_engine
 from collectives.torch import rendezvous
+from collectives.torch.backends.gloo import GlooBackend
+from collectives.torch.backends.nccl import NcclBackend
+
+register_backend("gloo", GlooBackend)
+register_backend("nccl", NcclBackend)
 
 
 def dist_backends(config) -> list[str]:
     """The torch.distributed backends this process will use: gloo when RINGSCOPE_BACKEND=gloo,
     nccl when torch sees a GPU and has NCCL."""
-    import torch
-    import torch.distributed as dist
     out = []
     if config.backend == "gloo":
         out.append("gloo")
@@ -40,8 +42,6 @@ def init(comm=None, process_sets=None) -> None:
         raise ValueError("init(comm=...) is not supported: ringscope runs on MPI_COMM_WORLD; "
                          "use process_sets= for subsets of ranks")
     _core.init(process_sets=process_sets)
-    from collectives.backends.registry import get_backend
-    from collectives.engine import get_engine
     config = get_engine().config
     backends = dist_backends(config)
     if not backends:

@@ -7,7 +7,7 @@ import copy
 
 import torch
 
-from collectives.elastic.sampler import ElasticSampler
+from collectives.torch.elastic import ElasticSampler
 
 DEFAULTS = {"epochs": 2, "samples": 192, "batch": 4, "commit_every": 4, "lr": 0.01}
 

@@ -12,11 +12,10 @@ from collectives import launcher
 from collectives.elastic import driver, membership
 from collectives.elastic.journal import Journal
 from collectives.elastic.run import reset_args
-from collectives.elastic.sampler import ElasticSampler
 from collectives.elastic.state import ObjectState
-from collectives.elastic.torch_state import TorchState
 from collectives.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 from collectives.handles import CollectiveError
+from collectives.torch.elastic import ElasticSampler, TorchState
 
 
 def _training(seed: int = 0):

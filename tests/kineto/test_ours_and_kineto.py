@@ -1,4 +1,4 @@
-"""Our trace and torch.profiler's of the same 2-rank job (our runtime, timeline on, kineto_profile
+"""Our trace and torch.profiler's of the same 2-rank job (our runtime, timeline on, hvd.timeline.profile
 alongside): one run directory loads as one run, each rank's Kineto lanes beside ours on one axis."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""collectives.kineto_profile (hvd.timeline.profile): torch.profiler's traces land under the run
+"""collectives.torch.profile (hvd.timeline.profile): torch.profiler's traces land under the run
 directory, named so the viewer knows their rank."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 
 def test_run_directory_follows_the_timeline(tmp_path, monkeypatch):
-    from collectives.kineto_profile import run_directory
+    from collectives.torch.profile import run_directory
 
     monkeypatch.delenv("HOROVOD_TIMELINE", raising=False)
     monkeypatch.setenv("RINGSCOPE_TIMELINE", str(tmp_path) + "/")
@@ -20,7 +20,7 @@ def test_run_directory_follows_the_timeline(tmp_path, monkeypatch):
 
 def test_profile_writes_a_kineto_trace_the_viewer_reads(tmp_path):
     torch = pytest.importorskip("torch", reason="torch is not installed (pip install -e .[torch])")
-    from collectives.kineto_profile import SUBDIR, profile
+    from collectives.torch.profile import SUBDIR, profile
     from viewer.run import Run
 
     x = torch.randn(64, 64)

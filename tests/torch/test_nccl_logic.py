@@ -6,13 +6,13 @@ import types
 import pytest
 import torch
 
-from collectives.backends import nccl
 from collectives.config import Config
 from collectives.entry import Entry
 from collectives.ops import ReduceOp
 from collectives.process_sets import CommInfo
-from collectives.torch import dist_backend as db
 from collectives.torch.adapter import TORCH
+from collectives.torch.backends import dist as db
+from collectives.torch.backends import nccl
 from collectives.torch.setup import dist_backends
 from tracer import vocab as V
 

@@ -3,15 +3,15 @@ against ringscope's own ring. One gloo process group per process set, made from 
 store; gloo's ``wait`` sleeps on a condition variable, so it never busy-spins."""
 from __future__ import annotations
 
-from collectives.backends.registry import register_backend
+import torch.distributed as dist
+
 from collectives.torch import rendezvous
-from collectives.torch.dist_backend import GroupSpec, TorchDistBackend
+from collectives.torch.backends.dist import GroupSpec, TorchDistBackend
 from tracer import vocab as V
 
 
 def gloo_options(spec: GroupSpec, host: str):
     """The ProcessGroupGloo options: the device bound to ``host``, the rendezvous timeout."""
-    import torch.distributed as dist
     opts = dist.ProcessGroupGloo._Options()
     opts._timeout = rendezvous.timeout()
     opts._devices = [dist.ProcessGroupGloo.create_device(hostname=host)]
@@ -25,12 +25,9 @@ class GlooBackend(TorchDistBackend):
              "reducescatter": V.GLOO_REDUCESCATTER, "barrier": V.GLOO_BARRIER}
 
     def make_group(self, spec: GroupSpec):
-        import torch.distributed as dist
         if not dist.is_gloo_available():
             raise RuntimeError("RINGSCOPE_BACKEND=gloo, but this torch build has no gloo")
         store = dist.PrefixStore(spec.prefix, rendezvous.store())
         return dist.ProcessGroupGloo(store, spec.rank, spec.size,
                                      gloo_options(spec, rendezvous.address()))
 
-
-register_backend("gloo", GlooBackend)

@@ -12,8 +12,10 @@ from typing import Any
 
 import torch
 
-from collectives.elastic.sampler import ElasticSampler
+from collectives import runtime
 from collectives.elastic.state import ObjectState
+from collectives.torch.elastic.sampler import ElasticSampler
+from collectives.torch.functions import broadcast_object, broadcast_optimizer_state, broadcast_parameters
 
 
 class _Handler:
@@ -30,20 +32,17 @@ class _Handler:
         self.value.load_state_dict(self.saved)
 
     def sync(self) -> None:
-        from collectives.torch.functions import broadcast_object
         self.value.load_state_dict(broadcast_object(self.value.state_dict(), root_rank=0,
                                                     name="elastic.state_dict"))
 
 
 class _ModelHandler(_Handler):
     def sync(self) -> None:
-        from collectives.torch.functions import broadcast_parameters
         broadcast_parameters(self.value.state_dict(), root_rank=0)
 
 
 class _OptimizerHandler(_Handler):
     def sync(self) -> None:
-        from collectives.torch.functions import broadcast_optimizer_state
         broadcast_optimizer_state(self.value, root_rank=0)
 
 
@@ -58,13 +57,7 @@ def _handler(value: Any) -> _Handler | None:
 
 
 def _torch_broadcast_object(obj: Any) -> Any:
-    from collectives.torch.functions import broadcast_object
     return broadcast_object(obj, root_rank=0, name="elastic.objects")
-
-
-def _torch_rank() -> int:
-    import collectives
-    return collectives.rank()
 
 
 class TorchState(ObjectState):
@@ -81,7 +74,7 @@ class TorchState(ObjectState):
         for name, h in handlers.items():
             object.__setattr__(self, name, h.value)
         plain = {k: v for k, v in kwargs.items() if k not in handlers}
-        super().__init__(bcast_object=_torch_broadcast_object, get_rank=_torch_rank, **plain)
+        super().__init__(bcast_object=_torch_broadcast_object, get_rank=runtime.rank, **plain)
 
     def __setattr__(self, name: str, value: Any) -> None:
         handlers = self.__dict__.get("_handlers", {})

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
 from collectives.backends.base import Backend, activity
 from collectives.ops import ReduceOp
@@ -18,7 +19,6 @@ from collectives.ops import ReduceOp
 
 def torch_reduce_op(op):
     """The engine's op as a ``torch.distributed.ReduceOp`` (Average never reaches a backend)."""
-    import torch.distributed as dist
     table = {ReduceOp.Sum: dist.ReduceOp.SUM, ReduceOp.Min: dist.ReduceOp.MIN,
              ReduceOp.Max: dist.ReduceOp.MAX, ReduceOp.Product: dist.ReduceOp.PRODUCT}
     if op not in table:
@@ -87,7 +87,6 @@ class TorchDistBackend(Backend):
 
     # collectives ------------------------------------------------------------------------------
     def allreduce(self, buf, op, comm) -> None:
-        import torch.distributed as dist
         t = as_torch(buf)
         with self._span(comm, "allreduce", t.numel() * t.element_size()):
             if comm.size == 1 or t.numel() == 0:
@@ -114,7 +113,6 @@ class TorchDistBackend(Backend):
                 r[d:d + c].copy_(out[i * pad:i * pad + c])
 
     def broadcast(self, buf, root, comm) -> None:
-        import torch.distributed as dist
         t = as_torch(buf)
         with self._span(comm, "broadcast", t.numel() * t.element_size()):
             if comm.size == 1 or t.numel() == 0:
@@ -124,7 +122,6 @@ class TorchDistBackend(Backend):
             self.finish(self.group(comm).broadcast([t], opts), t)
 
     def alltoall(self, send, send_counts, recv, recv_counts, comm) -> None:
-        import torch.distributed as dist
         s, r = as_torch(send), as_torch(recv)
         with self._span(comm, "alltoall", s.numel() * s.element_size()):
             if comm.size == 1:
@@ -136,7 +133,6 @@ class TorchDistBackend(Backend):
             self.finish(work, r)
 
     def reducescatter(self, send, recv, counts, op, comm) -> None:
-        import torch.distributed as dist
         s, r = as_torch(send), as_torch(recv)
         with self._span(comm, "reducescatter", s.numel() * s.element_size()):
             if comm.size == 1:
@@ -156,7 +152,6 @@ class TorchDistBackend(Backend):
             r.copy_(whole[displs[comm.rank]:displs[comm.rank] + int(counts[comm.rank])])
 
     def barrier(self, comm) -> None:
-        import torch.distributed as dist
         with self._span(comm, "barrier", 0):
             if comm.size == 1:
                 return

@@ -16,6 +16,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import torch
+from torch.profiler import ProfilerActivity, schedule, tensorboard_trace_handler
+
 from collectives import runtime
 from tracer.config import DYNAMIC, settings_from_env
 
@@ -49,9 +52,6 @@ def profile(run_dir=None, *, wait: int = 1, warmup: int = 1, active: int = 3, re
     """A ``torch.profiler.profile`` on ``schedule(wait, warmup, active, repeat)`` writing this rank's
     trace to ``<run dir>/kineto/`` (use it as a context manager and call ``.step()`` each step).
     CPU activity always; CUDA too when a GPU is there."""
-    import torch
-    from torch.profiler import ProfilerActivity, schedule, tensorboard_trace_handler
-
     out = run_directory(run_dir) / SUBDIR
     out.mkdir(parents=True, exist_ok=True)
     if activities is None:

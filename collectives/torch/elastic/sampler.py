@@ -13,6 +13,8 @@ from collections.abc import Iterator, Sized
 
 import torch.utils.data
 
+from collectives import runtime
+
 
 class ElasticSampler(torch.utils.data.Sampler):
     """Partition a dataset over the ranks; repartition the unprocessed rest after a reset.
@@ -56,11 +58,10 @@ class ElasticSampler(torch.utils.data.Sampler):
 
     def reset(self) -> None:
         """Read the world size and rank again and split the unprocessed indices over it."""
-        import collectives
         n, r = self._fixed
-        self.num_replicas = n if n is not None else (collectives.size()
-                                                    if collectives.is_initialized() else 1)
-        self.rank = r if r is not None else (collectives.rank() if collectives.is_initialized() else 0)
+        up = runtime.is_initialized()
+        self.num_replicas = n if n is not None else (runtime.size() if up else 1)
+        self.rank = r if r is not None else (runtime.rank() if up else 0)
         order = list(range(len(self.dataset)))
         if self.shuffle:
             random.Random(self.seed + self.epoch).shuffle(order)

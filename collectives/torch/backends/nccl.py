@@ -7,10 +7,12 @@ thread neither returns early nor busy-spins.
 """
 from __future__ import annotations
 
-from collectives import mpi_wait
-from collectives.backends.registry import register_backend
+import torch
+import torch.distributed as dist
+
+from collectives import mpi_wait, runtime
 from collectives.torch import rendezvous
-from collectives.torch.dist_backend import GroupSpec, TorchDistBackend
+from collectives.torch.backends.dist import GroupSpec, TorchDistBackend
 from tracer import vocab as V
 
 # dtypes NCCL reduces natively (ncclDataType_t); others are refused with a clear error
@@ -26,7 +28,6 @@ def nccl_device(local_rank: int, device_count: int) -> str:
 
 def nccl_options():
     """ProcessGroupNCCL options: ordinary-priority streams, the rendezvous timeout."""
-    import torch.distributed as dist
     opts = dist.ProcessGroupNCCL.Options()
     opts.is_high_priority_stream = False
     opts._timeout = rendezvous.timeout()
@@ -47,15 +48,12 @@ class NcclBackend(TorchDistBackend):
 
     def __init__(self, config=None):
         super().__init__(config)
-        import torch
-        import torch.distributed as dist
         if not (dist.is_available() and dist.is_nccl_available()):
             raise RuntimeError("this torch build has no NCCL; CUDA tensors cannot be reduced "
                                "(install a CUDA build of torch)")
-        self.device = torch.device(nccl_device(_local_rank(), torch.cuda.device_count()))
+        self.device = torch.device(nccl_device(runtime.local_rank(), torch.cuda.device_count()))
 
     def make_group(self, spec: GroupSpec):
-        import torch.distributed as dist
         store = dist.PrefixStore(spec.prefix, rendezvous.store())
         return dist.ProcessGroupNCCL(store, spec.rank, spec.size, nccl_options())
 
@@ -64,7 +62,6 @@ class NcclBackend(TorchDistBackend):
         super().allreduce(buf, op, comm)
 
     def finish(self, work, buf) -> None:
-        import torch
         work.wait()                      # orders the current stream after NCCL's
         done = torch.cuda.Event()
         done.record(torch.cuda.current_stream(buf.device))
@@ -74,11 +71,3 @@ class NcclBackend(TorchDistBackend):
 
     def barrier_device(self) -> str:
         return str(self.device)
-
-
-def _local_rank() -> int:
-    import collectives
-    return collectives.local_rank()
-
-
-register_backend("nccl", NcclBackend)
