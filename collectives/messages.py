@@ -36,7 +36,6 @@ class Request:
     group: str | None = None
     group_size: int = 0
     nbytes: int = 0
-    submit_wall_ns: int = 0
     adapter: str = "numpy"     # adapters.get_adapter(name) rebuilds zeros on ranks that joined
     priority: int = 0
     report: int = 0            # STALL_REPORT / STALL_WITHDRAW: a cached tensor, for the stall

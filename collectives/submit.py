@@ -85,6 +85,5 @@ def request_of(e, rank) -> M.Request:
                      reduce_op=e.reduce_op.value, prescale=float(e.prescale),
                      postscale=float(e.postscale), root=int(e.root), splits=e.splits,
                      process_set=e.process_set, device=e.device.split(":")[0], backend=e.backend,
-                     group=e.group, group_size=e.group_size, nbytes=e.nbytes,
-                     submit_wall_ns=clock.wall_ns(), priority=e.priority,
+                     group=e.group, group_size=e.group_size, nbytes=e.nbytes, priority=e.priority,
                      adapter=e.adapter.name if e.adapter is not None else "")

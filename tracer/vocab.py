@@ -32,8 +32,8 @@ starts executing and its ``queue_ns`` arg is how long the response waited before
 arrived. A tensor's negotiation is therefore [its submission, FUSED_RESPONSE start - queue_ns] and
 its QUEUE phase [FUSED_RESPONSE start - queue_ns, FUSED_RESPONSE start] (the viewer rebuilds both
 per tensor). Format 2 wrote each lifecycle as an async ``b``/``e`` pair on the framework thread,
-with ``"id2": {"local": <tensor>}`` (read with :func:`async_id`, which also accepts a plain
-``id``); format 1 also nested NEGOTIATE_<OP> and QUEUE async slices in it. Readers accept all three.
+with ``"id2": {"local": <tensor>}``; format 1 also nested NEGOTIATE_<OP> and QUEUE async slices
+in it. The viewer reads format 3 only.
 """
 
 VERSION_KEY = "ringscope"  # key of the run metadata inside "otherData"
@@ -74,7 +74,6 @@ REDUCESCATTER = "REDUCESCATTER"
 BARRIER = "BARRIER"
 JOIN = "JOIN"
 ERROR = "ERROR"
-OP_TYPES = (ALLREDUCE, ALLGATHER, BROADCAST, ALLTOALL, REDUCESCATTER, BARRIER, JOIN)
 
 
 def negotiate_name(op_type: str) -> str:
@@ -178,7 +177,6 @@ ARG_CYCLE = "cycle"
 ARG_RANK = "rank"
 ARG_BACKEND = "backend"        # ring, mpi, nccl, gloo
 ARG_THRESHOLD = "threshold"    # fusion threshold in bytes
-ARG_ROOT = "root"
 ARG_ERROR = "error"
 ARG_PRIORITY = "priority"      # an op's priority (int, higher runs first); a response's highest
 ARG_QUEUE_NS = "queue_ns"      # FUSED_RESPONSE: ns from the response's arrival to its start (format 2)
@@ -196,13 +194,6 @@ META_KEYS = (
     "cpu_set",                    # their ids (which ranks share which cores, when ranks are bound)
 )
 
-
-def async_id(event: dict):
-    """The async id of a b/e event: ``id2.local`` (what ringscope writes), ``id2.global`` or ``id``."""
-    id2 = event.get("id2")
-    if isinstance(id2, dict):
-        return id2.get("local", id2.get("global"))
-    return event.get("id")
 
 # ---- hierarchical allreduce (issue 31): nested in RING_ALLREDUCE / MPI_ALLREDUCE on the backend thread,
 # whose args gain ARG_HIERARCHICAL: true; each carries ARG_BYTES and ARG_LINK ("intra" or "cross").

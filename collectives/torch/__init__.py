@@ -10,8 +10,7 @@ mpi4py.MPI is imported where it is used: importing it starts MPI, which ``init``
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import torch
 import torch.distributed as dist
@@ -102,40 +101,25 @@ def cross_size() -> int:
     return _core.cross_size()
 
 
-def _core_fn(name: str) -> Callable[..., Any]:
-    fn = getattr(_core, name, None)
-    if fn is None:
-        raise NotImplementedError(f"collectives.{name} is not available in this build")
-    return fn
-
-
 def add_process_set(process_set_or_ranks: ProcessSet | Sequence[int]) -> ProcessSet:
     """Register a process set on every rank (collective: all ranks call it in the same order)."""
-    return _core_fn("add_process_set")(process_set_or_ranks)
+    return _core.add_process_set(process_set_or_ranks)
 
 
 def remove_process_set(process_set: ProcessSet) -> bool:
     """Unregister a process set on every rank (collective); True when it was removed."""
-    _core_fn("remove_process_set")(process_set)
+    _core.remove_process_set(process_set)
     return True
 
 
 def start_timeline(file_path: str | os.PathLike[str], mark_cycles: bool = False) -> None:
     """Start writing this rank's timeline to ``file_path`` at run time."""
-    fn = getattr(_core, "start_timeline", None)
-    if fn is None:
-        import tracer
-        fn = tracer.start_timeline
-    fn(file_path, mark_cycles=mark_cycles)
+    _core.start_timeline(file_path, mark_cycles=mark_cycles)
 
 
 def stop_timeline() -> None:
     """Stop writing the timeline and finish the file."""
-    fn = getattr(_core, "stop_timeline", None)
-    if fn is None:
-        import tracer
-        fn = tracer.stop_timeline
-    fn()
+    _core.stop_timeline()
 
 
 def mpi_built() -> bool:

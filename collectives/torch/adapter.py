@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from collectives import config as _config
-from collectives.adapters import TensorAdapter
+from collectives.adapters import TensorAdapter, register_adapter
 
 # torch dtypes the engine accepts through this adapter (numpy spelling, plus bfloat16)
 SUPPORTED = {"float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16", "int32", "int64"}
@@ -121,17 +120,4 @@ class TorchAdapter(TensorAdapter):
 
 
 TORCH = TorchAdapter()
-try:  # joined ranks rebuild zero tensors through the adapter registry
-    from collectives.adapters import register_adapter
-    register_adapter(TORCH)
-except ImportError:
-    pass
-
-
-def cpu_uses_torch_adapter(cfg) -> bool:
-    """CPU tensors go to torch's gloo (as torch buffers) only when RINGSCOPE_BACKEND=gloo."""
-    return cfg.backend == "gloo"
-
-
-def numpy_backend(cfg) -> str:
-    return _config.cpu_backend(cfg)
+register_adapter(TORCH)   # joined ranks rebuild zero tensors through the adapter registry

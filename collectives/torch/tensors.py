@@ -68,16 +68,6 @@ def copy_into(tensor: torch.Tensor, array) -> torch.Tensor:
     return tensor
 
 
-def to_engine(tensor: torch.Tensor):
-    """What the engine is handed: a numpy view of a CPU tensor, or the CUDA tensor itself."""
-    if not isinstance(tensor, torch.Tensor):
-        raise TypeError(f"expected a torch.Tensor, got {type(tensor).__name__}")
-    if tensor.device.type == "cpu":
-        return to_numpy(tensor)
-    t = tensor.detach()
-    return t if t.is_contiguous() else t.contiguous()
-
-
 def from_engine(result, like: torch.Tensor, shape=None) -> torch.Tensor:
     """The engine's result as a tensor with ``like``'s dtype and device."""
     if isinstance(result, torch.Tensor):
