@@ -25,7 +25,7 @@ def _warm_up() -> None:
     """Parse a tiny Kineto trace first: every lazy import is then loaded, and is not the parse's memory."""
     import tempfile
 
-    from viewer.io.kineto import parse_file
+    from viewer.kineto.tables import parse_file
 
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / "rank0.pt.trace.json"
@@ -37,7 +37,7 @@ def _warm_up() -> None:
 def main() -> None:
     from bench.launch import emit
     from viewer import memory
-    from viewer.io.kineto import parse_file
+    from viewer.kineto.tables import parse_file
 
     memory.use_system_allocator()
     _warm_up()

@@ -1,55 +1,5 @@
-"""The Kineto (torch.profiler) part of ``ringscope summarize``: its analyses, JSON and tables."""
+"""The Kineto (torch.profiler) part of ``ringscope summarize``'s tables."""
 from __future__ import annotations
-
-
-def is_kineto(run) -> bool:
-    """The run holds at least one Kineto trace (alone, or joined to our trace of its rank)."""
-    return has_kineto(run.tables)
-
-
-def has_kineto(tables) -> bool:
-    """Kineto events are in these tables (only they carry ``launch_ns``)."""
-    return bool((tables.ranks["format"] == "kineto").any()) or "launch_ns" in tables.events.columns
-
-
-def analyses(tables) -> dict:
-    """Every Kineto analysis of a run, keyed ``kineto_<name>`` (docs/KINETO.md)."""
-    from viewer.analyses import (
-        kineto_collectives,
-        kineto_overlap,
-        kineto_steps,
-        kineto_stragglers,
-        kineto_streams,
-        kineto_temporal,
-    )
-
-    coll = kineto_collectives.collectives_table(tables)
-    launches = kineto_stragglers.collective_launches(tables)
-    return {
-        "kineto_temporal": kineto_temporal.temporal_breakdown(tables),
-        "kineto_overlap": kineto_overlap.comm_comp_overlap(tables),
-        "kineto_collectives": coll,
-        "kineto_collectives_summary": kineto_collectives.collectives_summary(coll),
-        "kineto_steps": kineto_steps.step_breakdown(tables),
-        "kineto_streams": kineto_streams.stream_table(tables),
-        "kineto_stragglers": kineto_stragglers.collective_stragglers(tables, launches),
-        "kineto_rank_stragglers": kineto_stragglers.rank_summary(tables, launches),
-    }
-
-
-def summary(tables: dict, top: int = 10) -> dict:
-    """The ``kineto`` block of ``summarize --json``."""
-    from viewer.summary import records
-
-    return {
-        "temporal_breakdown": records(tables["kineto_temporal"]),
-        "overlap": records(tables["kineto_overlap"]),
-        "collectives": records(tables["kineto_collectives_summary"]),
-        "steps": records(tables["kineto_steps"]),
-        "streams": records(tables["kineto_streams"]),
-        "stragglers": records(tables["kineto_stragglers"], top),
-        "rank_stragglers": records(tables["kineto_rank_stragglers"]),
-    }
 
 
 def print_tables(data: dict, top: int = 10, console=None) -> None:

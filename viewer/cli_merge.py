@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     paths = args.paths if len(args.paths) > 1 else args.paths[0]
     try:
         if _kineto(paths):
-            from viewer.io.kineto_merge import write_merged as write_kineto
+            from viewer.kineto.merge import write_merged as write_kineto
             from viewer.loader import load_run
 
             stats = write_kineto(load_run(paths, use_cache=False), args.output)

@@ -57,11 +57,11 @@ def main(argv=None) -> int:
     from viewer import summary
 
     tables = summary.analyses(run, args.peak_busbw)
-    from viewer import cli_kineto
+    from viewer.kineto import summary as kineto_summary
 
-    kineto = cli_kineto.is_kineto(run)
+    kineto = kineto_summary.is_kineto(run)
     if kineto:
-        tables.update(cli_kineto.analyses(run.tables))
+        tables.update(kineto_summary.analyses(run.tables))
     if args.csv:
         try:
             _write_csv(Path(args.csv), tables)
@@ -70,7 +70,7 @@ def main(argv=None) -> int:
             return 2
     data = summary.build_summary(run, top=args.top, tables=tables, steps=args.breakdown)
     if kineto:
-        data["kineto"] = cli_kineto.summary(tables, args.top)
+        data["kineto"] = kineto_summary.summary(tables, args.top)
         if (run.ranks["format"] == "kineto").all():
             data["breakdown"] = []   # our runtime's phases (synchronize, negotiation, queue): not in Kineto
     if args.json:
@@ -86,7 +86,9 @@ def main(argv=None) -> int:
 
             print_step_breakdown(data["breakdown_steps"])
         if kineto:
-            cli_kineto.print_tables(data["kineto"], top=args.top)
+            from viewer.cli_kineto import print_tables
+
+            print_tables(data["kineto"], top=args.top)
     return 0
 
 

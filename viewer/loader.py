@@ -81,7 +81,7 @@ def detect_format(path) -> str:
         return "horovod"
     if b'"NEGOTIATE_' in head and b'"tid"' not in head:
         return "horovod"
-    from viewer.io.kineto import looks_like_kineto
+    from viewer.kineto.tables import looks_like_kineto
 
     return "kineto" if looks_like_kineto(head) else "ringscope"
 
@@ -94,7 +94,7 @@ def parse_one(path: Path) -> dict:
     if fmt == "horovod":
         from viewer.io.horovod import parse_file
     elif fmt == "kineto":
-        from viewer.io.kineto import parse_file
+        from viewer.kineto.tables import parse_file
     else:
         from viewer.tables_ringscope import parse_file
     return parse_file(path)
@@ -147,8 +147,8 @@ def _load_files(files: list[Path], member, manifest: dict | None, progress) -> R
     if member is not None:
         member.report()
     if any(p["rank_info"].get("format") == "kineto" for p in parsed):
-        from viewer.io.kineto_attach import attach
-        from viewer.io.kineto_clock import apply
+        from viewer.kineto.attach import attach
+        from viewer.kineto.clock import apply
 
         parsed = attach(parsed)   # beside our trace of the same rank: joins it
         apply(parsed)   # Kineto traces hold no clock offsets: estimate them from their collectives

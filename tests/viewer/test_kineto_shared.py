@@ -36,50 +36,50 @@ def _run(name):
 
 @pytest.mark.parametrize("name", sorted(HTA))
 def test_agrees_with_hta(name):
-    from viewer.analyses import kineto_overlap, kineto_temporal
+    from viewer.kineto import overlap, temporal
 
     run = _run(name)
-    tb = kineto_temporal.temporal_breakdown(run.tables).set_index("rank")
-    ov = kineto_overlap.comm_comp_overlap(run.tables).set_index("rank")
+    tb = temporal.temporal_breakdown(run.tables).set_index("rank")
+    ov = overlap.comm_comp_overlap(run.tables).set_index("rank")
     assert sorted(tb.index) == sorted(HTA[name])
-    for rank, (overlap, compute, non_compute, idle) in HTA[name].items():
+    for rank, (overlap_pct, compute, non_compute, idle) in HTA[name].items():
         got = tb.loc[rank]
         assert abs(got["compute_pct"] - compute) <= TOLERANCE_PP, (name, rank, got)
         assert abs(got["non_compute_pct"] - non_compute) <= TOLERANCE_PP, (name, rank, got)
         assert abs(got["idle_pct"] - idle) <= TOLERANCE_PP, (name, rank, got)
         assert abs(got["compute_pct"] + got["non_compute_pct"] + got["idle_pct"] - 100) < 1e-6
-        if overlap is None:
+        if overlap_pct is None:
             assert ov.loc[rank, "communication_ns"] == 0
         else:
-            assert abs(ov.loc[rank, "overlap_pct"] - overlap) <= TOLERANCE_PP, (name, rank, ov.loc[rank])
+            assert abs(ov.loc[rank, "overlap_pct"] - overlap_pct) <= TOLERANCE_PP, (name, rank, ov.loc[rank])
 
 
 def test_exact_times_differ_from_hta_rounding_only_by_short_kernels():
     """Without HTA's µs rounding, idle shrinks (kernels keep their sub-µs parts), never grows."""
-    from viewer.analyses import kineto_temporal
+    from viewer.kineto import temporal
 
     run = _run("nccl_2rank")
-    hta = kineto_temporal.temporal_breakdown(run.tables).iloc[0]
-    exact = kineto_temporal.temporal_breakdown(run.tables, hta_rounding=False).iloc[0]
+    hta = temporal.temporal_breakdown(run.tables).iloc[0]
+    exact = temporal.temporal_breakdown(run.tables, hta_rounding=False).iloc[0]
     assert exact["idle_pct"] < hta["idle_pct"] and exact["compute_pct"] > hta["compute_pct"]
     assert abs(exact["idle_pct"] - hta["idle_pct"]) < 1.0
 
 
 def test_nccl_2rank_collectives_steps_and_streams():
-    from viewer.analyses import kineto_collectives, kineto_steps, kineto_streams
+    from viewer.kineto import collectives, steps, streams
 
     run = _run("nccl_2rank")
     assert run.ranks["rank"].tolist() == [0] and run.size == 2 and run.ranks["closed"].all()
     assert run.ranks["base_epoch_ns"].iloc[0] == 1711964646000000000 + 4458676388068 * 1000   # base + first µs
-    t = kineto_collectives.collectives_table(run.tables)
+    t = collectives.collectives_table(run.tables)
     assert len(t) == 21 and t["op"].value_counts().to_dict() == {"ALLREDUCE": 15, "BROADCAST": 6}
     first = t[t["op"] == "ALLREDUCE"].iloc[0]
     assert first["bytes"] == 2049000 * 4 and first["n"] == 2 and first["factor"] == 1.0   # 2(n-1)/n, n = 2
     assert first["algbw_gbps"] == pytest.approx(first["bytes"] / (first["time_us"] * 1e3), rel=1e-9)
-    steps = kineto_steps.step_breakdown(run.tables)
-    assert steps["step"].tolist() == [4, 5, 6] and (steps["collectives"] == 7).all()
-    assert (steps["exposed_comm_ns"] <= steps["communication_ns"]).all() and (steps["gpu_idle_ns"] >= 0).all()
-    st = kineto_streams.stream_table(run.tables).set_index("stream")
+    per_step = steps.step_breakdown(run.tables)
+    assert per_step["step"].tolist() == [4, 5, 6] and (per_step["collectives"] == 7).all()
+    assert (per_step["exposed_comm_ns"] <= per_step["communication_ns"]).all() and (per_step["gpu_idle_ns"] >= 0).all()
+    st = streams.stream_table(run.tables).set_index("stream")
     assert set(st.index) == {"gpu:7", "gpu:40"}
     assert st.loc["gpu:40", "communication_ns"] > 0 and st.loc["gpu:40", "compute_ns"] == 0
 
@@ -87,7 +87,7 @@ def test_nccl_2rank_collectives_steps_and_streams():
 def test_pair_128rank_two_of_many_ranks():
     """Two ranks of a 128-rank job: ranks from distributedInfo, ops named from the NCCL annotations
     (its old NCCL runs every collective as SendRecv kernels), one stream per communicator."""
-    from viewer.analyses import kineto_stragglers
+    from viewer.kineto import stragglers
 
     run = _run("pair_128rank_job")
     assert run.ranks["rank"].tolist() == [0, 1] and run.size == 128
@@ -96,7 +96,7 @@ def test_pair_128rank_two_of_many_ranks():
     assert set(ops["activity"]) == {"ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"}
     assert set(run.tensor_ops["tensor"].str.split("#").str[0]) >= {"allgather/pgs203", "alltoall/pgs84"}
     assert (ops["bytes"] == 0).all()   # this torch recorded no sizes
-    launches = kineto_stragglers.collective_launches(run.tables)
+    launches = stragglers.collective_launches(run.tables)
     assert len(launches) and set(launches["n_ranks"]) == {2}
     assert run.ranks["clock_offset_uncertainty_ns"].notna().all()
 

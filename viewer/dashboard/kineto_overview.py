@@ -8,16 +8,16 @@ from viewer.dashboard.components import table
 
 def block(tables) -> list:
     """An H3 and a table (GPU time per rank), or [] when the run holds no Kineto trace with GPU work."""
-    from viewer.cli_kineto import has_kineto
+    from viewer.kineto.summary import has_kineto
 
     if not has_kineto(tables):
         return []
-    from viewer.analyses import kineto_overlap, kineto_temporal
+    from viewer.kineto import overlap, temporal
 
-    tb = kineto_temporal.temporal_breakdown(tables)
+    tb = temporal.temporal_breakdown(tables)
     if tb.empty:
         return []
-    ov = kineto_overlap.comm_comp_overlap(tables)[["rank", "overlap_pct", "exposed_ns"]]
+    ov = overlap.comm_comp_overlap(tables)[["rank", "overlap_pct", "exposed_ns"]]
     df = tb.merge(ov, on="rank", how="left")
     df = df.assign(kernel_time_ms=df["kernel_time_ns"] / 1e6, communication_ms=df["communication_ns"] / 1e6,
                    exposed_comm_ms=df["exposed_ns"] / 1e6)

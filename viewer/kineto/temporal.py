@@ -2,11 +2,11 @@
 
 kernel time = last GPU work's end − first GPU work's start; idle = kernel time − the union of all GPU
 work; compute = the union of compute kernels; non-compute = kernel time − compute − idle (NCCL,
-memory and other kernels where no compute kernel runs). Which work counts: :mod:`kineto_kernels`.
+memory and other kernels where no compute kernel runs). Which work counts: :mod:`viewer.kineto.kernels`.
 """
 from __future__ import annotations
 
-from viewer.analyses.kineto_kernels import gpu_work, union_ns
+from viewer.kineto.kernels import gpu_work, union_ns
 
 COLUMNS = ["rank", "kernel_time_ns", "idle_ns", "compute_ns", "non_compute_ns", "communication_ns",
            "memory_ns", "idle_pct", "compute_pct", "non_compute_pct"]

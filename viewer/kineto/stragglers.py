@@ -3,7 +3,7 @@
 A collective is the same on every rank when its ``tensor_ops`` name is (``<op>/pg<group>#<k>``: the
 k-th collective of its process group in its ``ProfilerStep``). Launch = when the CPU submitted it
 (``record_param_comms``, the backend annotation, or the kernel launch), on the run's common axis,
-so after the clock offsets the loader estimated from the collectives (:mod:`viewer.io.kineto_clock`).
+so after the clock offsets the loader estimated from the collectives (:mod:`viewer.kineto.clock`).
 Only the loaded ranks are compared (a run of 128 ranks loaded as 2 compares those 2).
 """
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """GPU streams of a Kineto run: per rank and stream, its kernels and how busy it was.
 
 Busy is the union of the stream's work (kernels, memcpys, memsets) over the rank's GPU time (first
-work's start to last work's end, all streams); the kinds are those of :mod:`kineto_kernels`.
+work's start to last work's end, all streams); the kinds are those of :mod:`viewer.kineto.kernels`.
 """
 from __future__ import annotations
 
-from viewer.analyses.kineto_kernels import gpu_work, union_ns
+from viewer.kineto.kernels import gpu_work, union_ns
 
 COLUMNS = ["rank", "stream", "kernels", "busy_ns", "busy_pct", "compute_ns", "communication_ns", "memory_ns",
            "top_kernel"]

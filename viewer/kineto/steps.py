@@ -8,7 +8,7 @@ union of the step's collectives (e.g. gloo's annotations) and the GPU columns ar
 """
 from __future__ import annotations
 
-from viewer.analyses.kineto_kernels import gpu_work, overlap_ns, step_spans, union_ns
+from viewer.kineto.kernels import gpu_work, overlap_ns, step_spans, union_ns
 
 COLUMNS = ["rank", "step", "step_ns", "gpu_span_ns", "gpu_busy_ns", "compute_ns", "communication_ns",
            "overlapped_ns", "exposed_comm_ns", "gpu_idle_ns", "kernels", "collectives"]

@@ -26,9 +26,9 @@ import numpy as np
 from viewer import frames
 from viewer.errors import TraceError, warn_damage
 from viewer.io.columns import categories, int_na
-from viewer.io.kineto_comms import collectives
-from viewer.io.kineto_events import FIELDS, GPU_CATS, Events
-from viewer.io.kineto_json import KinetoReader
+from viewer.kineto.comms import collectives
+from viewer.kineto.events import FIELDS, GPU_CATS, Events
+from viewer.kineto.reader import KinetoReader
 
 FORMAT = "kineto"
 _STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")

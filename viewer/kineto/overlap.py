@@ -2,11 +2,11 @@
 
 overlap = |union of NCCL kernels ∩ union of compute kernels| / |union of NCCL kernels|: the share of
 communication time during which some compute kernel also ran. ``exposed_ns`` is the rest of the
-communication time. Which work counts: :mod:`kineto_kernels`.
+communication time. Which work counts: :mod:`viewer.kineto.kernels`.
 """
 from __future__ import annotations
 
-from viewer.analyses.kineto_kernels import gpu_work, overlap_ns, union_ns
+from viewer.kineto.kernels import gpu_work, overlap_ns, union_ns
 
 COLUMNS = ["rank", "communication_ns", "compute_ns", "overlap_ns", "exposed_ns", "overlap_pct"]
 
