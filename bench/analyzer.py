@@ -4,7 +4,7 @@ Input: a real 4-rank demo training run with the timeline on (``bench/train_worke
 and time-shifted to 8 ranks x >= 100k events (``bench/tracegen.py``). Each viewer command runs in a
 fresh interpreter (``bench/analyzer_probe.py``); summarize is timed cold (a fresh parse cache dir,
 so it parses and writes the cache, as a user's first run does), with ``--no-cache`` (parse only) and
-warm (cache hit); the reader alone (each trace into columns, ``viewer.io.ringscope.read``) too.
+warm (cache hit); the reader alone (each trace into columns, ``viewer.ringscope.reader.read``) too.
 """
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def run(quick: bool) -> dict:
         for key, label in (("summarize", "summarize, first run (parse + write cache)"),
                            ("nocache", "summarize --no-cache (parse only)"),
                            ("warm", "summarize, cached"), ("merge", "merge -> one Chrome trace"),
-                           ("read", "read into columns (viewer.io.ringscope.read)")):
+                           ("read", "read into columns (viewer.ringscope.reader.read)")):
             rs = raw[key]
             if not rs:
                 continue

@@ -57,7 +57,7 @@ def main() -> int:
                 return 0
         argv = list(args[:2])
     elif what == "read":    # the reader alone: each file's events into columns
-        from viewer.io.ringscope import read
+        from viewer.ringscope.reader import read
 
         class mod:  # noqa: N801
             @staticmethod

@@ -40,7 +40,7 @@ def load_model(paths):
 
 def _one_world(src):
     """An elastic run's last generation (the replay models one world); any other source as it is."""
-    from viewer.io import elastic
+    from viewer.ringscope import elastic
 
     if not isinstance(src, (str, Path)) or not elastic.is_elastic(src):
         return src

@@ -28,7 +28,7 @@ def find_traces(path) -> list[Path]:
         raise TraceError(p, "no such file or directory")
     if p.is_file():
         return [p]
-    from viewer.io import elastic
+    from viewer.ringscope import elastic
 
     if elastic.is_elastic(p):   # every generation's traces (docs/ELASTIC.md)
         return [f for _, fs in elastic.generation_files(p, elastic.read_manifest(p)) for f in fs]
@@ -92,11 +92,11 @@ def parse_one(path: Path) -> dict:
     if fmt == "merged":
         raise TraceError(path, "a merged trace (ringscope merge output): load the per-rank traces instead")
     if fmt == "horovod":
-        from viewer.io.horovod import parse_file
+        from viewer.horovod import parse_file
     elif fmt == "kineto":
         from viewer.kineto.tables import parse_file
     else:
-        from viewer.tables_ringscope import parse_file
+        from viewer.ringscope.tables import parse_file
     return parse_file(path)
 
 
@@ -106,7 +106,7 @@ def load_run(paths, use_cache: bool = True, cache_dir=None, progress=None) -> Ru
 
     ``progress(done_bytes, total_bytes, path)`` is called after each file when given.
     """
-    from viewer.io import elastic
+    from viewer.ringscope import elastic
 
     manifest = elastic.read_manifest(paths) if isinstance(paths, (str, Path)) and elastic.is_elastic(paths) else None
     member = elastic.Members(paths, manifest) if manifest else None   # each file's generation
@@ -153,7 +153,7 @@ def _load_files(files: list[Path], member, manifest: dict | None, progress) -> R
         parsed = attach(parsed)   # beside our trace of the same rank: joins it
         apply(parsed)   # Kineto traces hold no clock offsets: estimate them from their collectives
     if manifest:
-        from viewer.io import elastic
+        from viewer.ringscope import elastic
 
         elastic.continue_occurrences(parsed)
     tables = assemble(parsed, manifest)
@@ -211,7 +211,7 @@ def assemble(parsed: list[dict], elastic_manifest: dict | None = None) -> RunTab
         ranks = ranks.sort_values("rank", ignore_index=True)
     else:
         ranks = ranks.sort_values(["rank", "generation"], kind="stable", ignore_index=True)
-        from viewer.io.elastic import run_meta
+        from viewer.ringscope.elastic import run_meta
 
         run_meta(meta, elastic_manifest, ranks)
     return RunTables(meta=meta, ranks=ranks, **out)

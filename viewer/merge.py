@@ -44,9 +44,9 @@ class MergePlan:
 
 def plan_merge(paths) -> MergePlan:
     """Work out each rank's clock shift from its recorded base and clock offset (headers only)."""
-    from viewer.io import elastic
     from viewer.io.chrome_json import TraceReader
     from viewer.loader import check_ranks, detect_format, find_traces
+    from viewer.ringscope import elastic
 
     manifest, gen_of = None, {}
     if isinstance(paths, (str, Path)) and elastic.is_elastic(paths):

@@ -210,7 +210,7 @@ def test_bad_elastic_dir_one_line(tmp_path, lost_run, capsys, damage, where, wor
 
 
 def test_unlisted_generation_is_reported(tmp_path, lost_run):
-    from viewer.io.elastic import ElasticWarning
+    from viewer.ringscope.elastic import ElasticWarning
 
     d = _broken(tmp_path, lost_run)
     shutil.copytree(d / "gen-001", d / "gen-002")
@@ -257,7 +257,7 @@ def test_merge_one_trace_across_generations(lost_run, tmp_path):
 
 def test_a_stopped_worlds_unclosed_traces_are_one_line(lost_run):
     from viewer.errors import TruncatedTraceWarning
-    from viewer.io.elastic import ElasticWarning
+    from viewer.ringscope.elastic import ElasticWarning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -268,7 +268,7 @@ def test_a_stopped_worlds_unclosed_traces_are_one_line(lost_run):
 
 
 def test_a_stopped_worlds_rank_without_events_is_reported_and_left_out(tmp_path, lost_run):
-    from viewer.io.elastic import ElasticWarning
+    from viewer.ringscope.elastic import ElasticWarning
 
     d = _broken(tmp_path, lost_run)
     f = d / "gen-000" / "rank-00003.json"

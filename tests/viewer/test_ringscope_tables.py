@@ -7,7 +7,7 @@ import pytest
 
 from tests.viewer import tracegen
 from viewer.errors import TraceError
-from viewer.tables_ringscope import parse_file
+from viewer.ringscope.tables import parse_file
 
 TABLES = ("events", "tensor_ops", "fused_ops", "readiness", "cycles")
 

@@ -1,3 +1,3 @@
-"""Readers, one module per input: Chrome-trace JSON files (:mod:`chrome_json`), ringscope traces
-(:mod:`ringscope`, into Arrow columns: :mod:`columns`) and Horovod timelines (:mod:`horovod`).
-Kineto traces are read by :mod:`viewer.kineto`, Nsight SQLite exports by :mod:`viewer.nsys.reader`."""
+"""What every trace reader shares: Chrome-trace JSON files (:mod:`chrome_json`), the C scanner of an
+event array (``_eventscan``) and column helpers (:mod:`columns`). Each format's reader lives with it:
+:mod:`viewer.ringscope`, :mod:`viewer.kineto`, :mod:`viewer.horovod`, :mod:`viewer.nsys`."""

@@ -22,7 +22,7 @@ class Columns:
         self._keep = keep
         self.n = scanned["rows"] if keep is None else int(np.count_nonzero(keep))
         self._memo: dict = {}
-        self.shutdown = None   # the SHUTDOWN event's args, read apart (see viewer.io.ringscope)
+        self.shutdown = None   # the SHUTDOWN event's args, read apart (see viewer.ringscope.reader)
 
     def has(self, name: str) -> bool:
         """The column was read."""

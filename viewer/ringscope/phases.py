@@ -1,4 +1,4 @@
-"""Per-tensor phases taken from the responses, for :mod:`viewer.tables_ringscope`.
+"""Per-tensor phases taken from the responses, for :mod:`viewer.ringscope.tables`.
 
 A trace writes a tensor op as one slice; its negotiation and QUEUE phases are rebuilt from the
 FUSED_RESPONSE the op ran in (its start, minus its ``queue_ns``). The op's response

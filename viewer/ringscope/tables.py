@@ -1,8 +1,8 @@
-"""One rank's tables from its trace's event columns (:mod:`viewer.io.ringscope`), vectorised.
+"""One rank's tables from its trace's event columns (:mod:`viewer.ringscope.reader`), vectorised.
 
 A tensor op is (format 3) an X, or a B/E pair, with ``cat`` "tensor" on the tensor's own thread; the
 begins and ends of one thread alternate, so the k-th B pairs with the k-th E. Its negotiation and
-QUEUE phases are rebuilt from the response it ran in (:mod:`viewer.phases`). Rows are selected and
+QUEUE phases are rebuilt from the response it ran in (:mod:`viewer.ringscope.phases`). Rows are selected and
 joined as numpy index arrays over string codes (:mod:`viewer.io.columns`); strings are built once,
 for the output columns.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracer import vocab as V
-from viewer import frames, phases
+from viewer import frames
 from viewer.io.columns import (
     categories,
     coalesce,
@@ -25,6 +25,7 @@ from viewer.io.columns import (
     strings,
     with_default,
 )
+from viewer.ringscope import phases
 
 
 class _Rows:
@@ -411,7 +412,7 @@ def parse_file(path, warn: bool = True) -> dict:
     Times are local (ns since this rank's ts == 0); ``meta`` is the file's ``otherData.ringscope``.
     """
     from viewer.errors import warn_damage
-    from viewer.io.ringscope import read
+    from viewer.ringscope.reader import read
 
     reader, cols = read(path)
     meta = dict(reader.other(V.VERSION_KEY))
