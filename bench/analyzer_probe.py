@@ -42,10 +42,10 @@ def main() -> int:
     import pandas  # noqa: F401
     import pyarrow  # noqa: F401
     if what == "summarize":
-        from viewer import cli_summarize as mod
+        from viewer.cli import summarize as mod
         argv = [args[0], "--json"] + (["--cache-dir", args[1]] if len(args) > 1 else [])
     elif what == "summarize-nocache":
-        from viewer import cli_summarize as mod
+        from viewer.cli import summarize as mod
         argv = [args[0], "--json", "--no-cache"]
     elif what == "load":    # the tables alone (viewer.Run.load), through the given cache dir
         from viewer.run import Run
@@ -67,7 +67,7 @@ def main() -> int:
                 return 0
         argv = [args[0]]
     elif what == "merge":
-        from viewer import cli_merge as mod
+        from viewer.cli import merge as mod
         argv = [args[0], "-o", args[1]]
     else:
         raise SystemExit(f"analyzer_probe: unknown command {what!r}")

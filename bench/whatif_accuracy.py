@@ -68,8 +68,8 @@ def _cases(scenario: str, model) -> list[tuple[str, object, dict]]:
 
 
 def accuracy(scenarios, steps: int, root: Path) -> tuple[list, list]:
+    from bench.rerun import record
     from viewer.whatif import Settings
-    from viewer.whatif.rerun import record
 
     rows, errors, noise = [], [], []
     for sc in scenarios:
@@ -93,8 +93,8 @@ def tune_vs_grid(steps: int, rounds: int, confirm: int, root: Path) -> tuple[lis
     rotated order, each measured as the median step over all its runs. The grid's best is the least
     of 9 noisy medians, so it is measured again with tune's pick on ``confirm`` fresh alternated
     runs each: the ratio is taken there, clear of the luck that made it the best."""
+    from bench.rerun import record
     from viewer.whatif import Settings
-    from viewer.whatif.rerun import record
     from viewer.whatif.tune import tune
 
     model = _model(record("healthy", RANKS, steps, root / "tune" / "base"))

@@ -8,7 +8,7 @@
 # cluster is brought up with a rate-limited link (RATE, default 200mbit), the demo's healthy job runs
 # across it, and the cluster is always taken down, all under the one-cluster-per-machine lock.
 #
-# Each scenario is one `ringscope demo` run (viewer/demo.py) writing per-rank traces into
+# Each scenario is one `ringscope demo` run (viewer/cli/demo.py) writing per-rank traces into
 # sample_traces/<scenario>/ (gzipped: the viewer reads .json.gz); few steps keep each directory at a few
 # hundred KB. After a run the
 # script prints `ringscope summarize` for a quick look. tests/viewer/test_sample_traces.py checks that

@@ -46,7 +46,7 @@ def _sources(ddp_run) -> dict:
 
 
 def test_truncated_files_keep_their_complete_events(ddp_run, tmp_path):
-    from viewer import cli_summarize
+    from viewer.cli import summarize
 
     rng = random.Random(29)
     for name, data in _sources(ddp_run).items():
@@ -55,7 +55,7 @@ def test_truncated_files_keep_their_complete_events(ddp_run, tmp_path):
         for k, cut in enumerate(sorted(rng.sample(range(start, len(data) - 3), 6))):
             p = tmp_path / f"{name}-cut{k}.pt.trace.json"
             p.write_bytes(data[:cut])
-            rc, out, err = _cli(cli_summarize.main, [str(p), "--json", "--no-cache"])
+            rc, out, err = _cli(summarize.main, [str(p), "--json", "--no-cache"])
             got = _outcome(p, rc, err, lossy=True)
             if got == "error":
                 assert "no trace events" in err[0], err
@@ -68,7 +68,7 @@ def test_truncated_files_keep_their_complete_events(ddp_run, tmp_path):
 def test_a_cut_after_a_bracket_in_an_events_args_is_a_truncation(tmp_path):
     """Cut where an event's args end a list (``[]``): the file stops at a bracket, which is not the
     event array's end (Kineto's object form closes with a brace after it)."""
-    from viewer import cli_summarize
+    from viewer.cli import summarize
 
     ev = ('  {{\n    "ph": "X", "cat": "cpu_op", "name": "{}", "pid": 1, "tid": 1, "ts": {}, "dur": 1.0,\n'
           '    "args": {{"Input Dims": [[2, 2], []]}}\n  }}')
@@ -76,14 +76,14 @@ def test_a_cut_after_a_bracket_in_an_events_args_is_a_truncation(tmp_path):
     full = '{\n  "schemaVersion": 1,\n  "traceEvents": [\n' + events + '\n  ],\n  "traceName": "x"\n}\n'
     p = tmp_path / "cut.pt.trace.json"
     p.write_text(full[:full.rindex("[]") + 2])
-    rc, out, err = _cli(cli_summarize.main, [str(p), "--json", "--no-cache"])
+    rc, out, err = _cli(summarize.main, [str(p), "--json", "--no-cache"])
     assert _outcome(p, rc, err, lossy=True) == "loss reported"
     assert len(err) == 1 and "truncated trace" in err[0] and "recovered 2 complete events" in err[0], err
     assert json.loads(out)["run"]["truncated_ranks"] == [0]
 
 
 def test_garbled_files_skip_the_damage_and_say_where(ddp_run, tmp_path):
-    from viewer import cli_merge, cli_summarize
+    from viewer.cli import merge, summarize
 
     rng = random.Random(2929)
     outcomes: dict = {}
@@ -104,8 +104,8 @@ def test_garbled_files_skip_the_damage_and_say_where(ddp_run, tmp_path):
                     b[at + 5:at + 5] = b'"x",'
             p = tmp_path / f"{name}-garbled{k}.json"
             p.write_bytes(bytes(b))
-            main, extra = (cli_summarize.main, ["--json", "--no-cache"]) if k % 2 else \
-                (cli_merge.main, ["-o", str(tmp_path / "m.json")])
+            main, extra = (summarize.main, ["--json", "--no-cache"]) if k % 2 else \
+                (merge.main, ["-o", str(tmp_path / "m.json")])
             rc, out, err = _cli(main, [str(p), *extra])
             got = _outcome(p, rc, err, lossy=kind == 2)
             outcomes[got] = outcomes.get(got, 0) + 1
@@ -139,22 +139,22 @@ def test_a_damaged_event_in_the_middle_is_skipped_with_its_line(ddp_run, tmp_pat
     (b"\x1f\x8b\x08\x00garbage", "gzip"),
 ])
 def test_bad_files_get_one_line(tmp_path, data, why):
-    from viewer import cli_merge, cli_summarize
+    from viewer.cli import merge, summarize
 
     p = tmp_path / "rank0.pt.trace.json"
     p.write_bytes(data)
-    for main, extra in ((cli_summarize.main, ["--no-cache"]), (cli_merge.main, ["-o", str(tmp_path / "m.json")])):
+    for main, extra in ((summarize.main, ["--no-cache"]), (merge.main, ["-o", str(tmp_path / "m.json")])):
         rc, _, err = _cli(main, [str(p), *extra])
         assert rc == 2 and len(err) == 1 and str(p) in err[0] and why in err[0], err
 
 
 def test_cut_gzip_warns(ddp_run, tmp_path):
-    from viewer import cli_summarize
+    from viewer.cli import summarize
 
     gz = gzip.compress(sorted(ddp_run.glob("*.json"))[0].read_bytes())
     p = tmp_path / "rank0.pt.trace.json.gz"
     p.write_bytes(gz[: len(gz) * 2 // 3])
-    rc, out, err = _cli(cli_summarize.main, [str(p), "--json", "--no-cache"])
+    rc, out, err = _cli(summarize.main, [str(p), "--json", "--no-cache"])
     assert rc == 0 and len(err) == 1 and "gzip stream cut" in err[0] and json.loads(out)["run"]["events"] > 0
 
 

@@ -71,9 +71,9 @@ def test_rank_from_file_name_when_distributed_info_is_missing(ddp_run, tmp_path)
 
 
 def test_summarize_and_merge(ddp_run, tmp_path):
-    from viewer import cli_merge, cli_summarize
+    from viewer.cli import merge, summarize
 
-    rc, out, err = _cli(cli_summarize.main, [str(ddp_run), "--json"])
+    rc, out, err = _cli(summarize.main, [str(ddp_run), "--json"])
     assert rc == 0 and not err, err
     data = json.loads(out)
     assert data["run"]["format"] == "kineto" and data["run"]["steps"] == 3
@@ -84,10 +84,10 @@ def test_summarize_and_merge(ddp_run, tmp_path):
     assert [(r["rank"], r["step"]) for r in k["steps"]] == [(0, 2), (0, 3), (0, 4), (1, 2), (1, 3), (1, 4)]
     assert all(r["collectives"] == 2 and r["communication_ns"] > 0 for r in k["steps"])
     assert k["temporal_breakdown"] == [] and k["overlap"] == []   # CPU only: no GPU time to break down
-    rc, out, err = _cli(cli_summarize.main, [str(ddp_run)])
+    rc, out, err = _cli(summarize.main, [str(ddp_run)])
     assert rc == 0 and "Collectives" in out and "ALLREDUCE" in out
     merged = tmp_path / "m.json"
-    rc, out, err = _cli(cli_merge.main, [str(ddp_run), "-o", str(merged)])
+    rc, out, err = _cli(merge.main, [str(ddp_run), "-o", str(merged)])
     assert rc == 0 and not err, err
     doc = json.loads(merged.read_bytes())
     evs = doc["traceEvents"]

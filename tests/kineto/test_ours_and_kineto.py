@@ -47,23 +47,23 @@ def test_one_run_one_axis(mixed_run):
 
 
 def test_summarize_has_both(mixed_run):
-    from viewer import cli_summarize
+    from viewer.cli import summarize
 
     o = io.StringIO()
     with contextlib.redirect_stdout(o), contextlib.redirect_stderr(io.StringIO()):
-        rc = cli_summarize.main([str(mixed_run), "--json", "--no-cache"])
+        rc = summarize.main([str(mixed_run), "--json", "--no-cache"])
     data = json.loads(o.getvalue())
     assert rc == 0 and data["run"]["format"] == "ringscope" and data["breakdown"]   # our phases stay
     assert [r["step"] for r in data["kineto"]["steps"]] == [1, 2, 3, 1, 2, 3]       # and the profiled steps
 
 
 def test_merge_writes_both_on_one_axis(mixed_run, tmp_path):
-    from viewer import cli_merge
+    from viewer.cli import merge
 
     out = tmp_path / "m.json"
     e = io.StringIO()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(e):
-        rc = cli_merge.main([str(mixed_run), "-o", str(out)])
+        rc = merge.main([str(mixed_run), "-o", str(out)])
     assert rc == 0, e.getvalue()
     evs = json.loads(out.read_bytes())["traceEvents"]
     lanes = {(x["pid"], x["args"]["name"]) for x in evs if x.get("name") == "thread_name"}

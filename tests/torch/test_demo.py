@@ -39,14 +39,14 @@ def test_demo_hang_ends_with_the_stall_error(tmp_path):
 
 
 def test_demo_module_keeps_runtime_imports_out():
-    code = ("import sys, viewer.demo; bad = [m for m in sys.modules if m.split('.')[0] in "
+    code = ("import sys, viewer.cli.demo; bad = [m for m in sys.modules if m.split('.')[0] in "
             "('collectives', 'torch', 'mpi4py')]; print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout
 
 
 def test_demo_bad_arguments(tmp_path, capsys):
-    from viewer import demo
+    from viewer.cli import demo
     with pytest.raises(SystemExit) as exc:
         demo.main(["--ranks", "0"])
     assert exc.value.code == 2
@@ -57,7 +57,7 @@ def test_demo_bad_arguments(tmp_path, capsys):
 
 
 def test_demo_command_line_per_scenario(tmp_path):
-    from viewer import demo
+    from viewer.cli import demo
     ns = demo.parse(["--scenario", "tiny-tensors", "--ranks", "3", "--out", str(tmp_path)])
     cmd, env = demo.train_command(ns, tmp_path)
     assert cmd[1:6] == ["-m", "collectives.launcher", "-np", "3", "--timeline"]
@@ -119,7 +119,7 @@ def test_scenario_plants_its_cause_in_rank_2s_phases(tmp_path, scenario):
 
 
 def test_new_scenarios_on_the_command_line(tmp_path):
-    from viewer import demo
+    from viewer.cli import demo
     for scenario in ("slow-data", "cpu-contention"):
         ns = demo.parse(["--scenario", scenario, "--out", str(tmp_path)])
         cmd, _ = demo.train_command(ns, tmp_path)

@@ -156,7 +156,7 @@ def test_cache_keys_on_every_generation(tmp_path, monkeypatch):
 
 
 def test_summarize_json_csv_and_table(lost_run, tmp_path, capsys):
-    from viewer.cli_summarize import main
+    from viewer.cli.summarize import main
 
     path, _ = lost_run
     assert main([str(path), "--json", "--csv", str(tmp_path / "csv")]) == 0
@@ -200,7 +200,7 @@ def _broken(tmp_path, lost_run):
     (lambda d: [f.unlink() for f in (d / "gen-001").iterdir()], "gen-001", "holds no trace files"),
 ])
 def test_bad_elastic_dir_one_line(tmp_path, lost_run, capsys, damage, where, words):
-    from viewer.cli_summarize import main
+    from viewer.cli.summarize import main
 
     d = _broken(tmp_path, lost_run)
     damage(d)
@@ -220,7 +220,7 @@ def test_unlisted_generation_is_reported(tmp_path, lost_run):
 
 
 def test_merge_one_trace_across_generations(lost_run, tmp_path):
-    from viewer.cli_merge import main
+    from viewer.cli.merge import main
 
     path, manifest = lost_run
     out = tmp_path / "merged.json"
@@ -288,8 +288,8 @@ def test_a_stopped_worlds_rank_without_events_is_reported_and_left_out(tmp_path,
 
 def check_elastic_run(path, tmp_path):
     """What must hold of any elastic run the runtime's driver wrote (a real one: sample_traces/elastic)."""
-    from viewer.cli_merge import main as merge_main
-    from viewer.cli_summarize import main as summarize_main
+    from viewer.cli.merge import main as merge_main
+    from viewer.cli.summarize import main as summarize_main
 
     m = json.loads((path / "elastic.json").read_text())
     run = _load(path, cache=False)
@@ -348,7 +348,7 @@ def test_merged_elastic_run_opens_cleanly_in_perfetto(lost_run, tmp_path):
 
 
 def test_whatif_replays_the_last_world(lost_run, capsys):
-    from viewer.cli_whatif import main
+    from viewer.cli.whatif import main
 
     path, _ = lost_run
     assert main([str(path), "--json"]) == 0
@@ -381,7 +381,7 @@ def test_a_hang_in_the_last_world_names_its_missing_rank(tmp_path):
 def test_driver_record_without_end_or_first_step_falls_back_on_the_traces(tmp_path, lost_run, capsys):
     """A driver that died mid-job leaves the last generation without an end and the reset without its
     restore and first step: the ranks' ELASTIC_RESTORE / ELASTIC_RESET slices and last events stand in."""
-    from viewer.cli_summarize import main
+    from viewer.cli.summarize import main
 
     d = _broken(tmp_path, lost_run)
     m = json.loads((d / "elastic.json").read_text())

@@ -258,7 +258,7 @@ def _cap(monkeypatch):
 def test_every_mutation_gives_one_line_or_a_reported_loss(fuzz_inputs, tmp_path, capsys):
     """Each input through the dashboard's loader, and alternately through ``summarize --json`` and
     ``merge`` (the analyses cost ~50 ms an input: all of them through summarize would take a minute)."""
-    from viewer import cli_merge, cli_summarize
+    from viewer.cli import merge, summarize
     from viewer.dashboard.registry import LoadError, load_run
 
     assert len(fuzz_inputs) >= 500
@@ -266,10 +266,10 @@ def test_every_mutation_gives_one_line_or_a_reported_loss(fuzz_inputs, tmp_path,
     for i, (path, kind, lossy) in enumerate(fuzz_inputs):
         if i % 2 == 0:
             what = "summarize"
-            rc, out, err = _cli(cli_summarize.main, [str(path), "--json", "--no-cache"])
+            rc, out, err = _cli(summarize.main, [str(path), "--json", "--no-cache"])
         else:
             what = "merge"
-            rc, out, err = _cli(cli_merge.main, [str(path), "-o", str(tmp_path / "merged.json")])
+            rc, out, err = _cli(merge.main, [str(path), "-o", str(tmp_path / "merged.json")])
         # merge passes on what a trace viewer can still show (an event without a name, say)
         sure = lossy and not (what == "merge" and kind.startswith(("missing_key", "set_field")))
         got = _check_outcome(path, kind, sure, rc, out, err, what)
@@ -308,27 +308,27 @@ def _run_dir(tmp, name, files: dict) -> Path:
 
 
 def test_run_directories_of_mixed_duplicate_and_damaged_ranks(tmp_path):
-    from viewer import cli_merge, cli_summarize
+    from viewer.cli import merge, summarize
 
     src = ROOT / "sample_traces" / "healthy"
     r0, r1 = (src / "rank-00000.json.gz").read_bytes(), (src / "rank-00001.json.gz").read_bytes()
     raw1 = gzip.decompress(r1)
     dup = _run_dir(tmp_path, "dup", {"rank-00000.json.gz": r0, "rank-00001.json.gz": r1, "copy.json.gz": r1})
-    for main, extra in ((cli_summarize.main, ["--json", "--no-cache"]),
-                        (cli_merge.main, ["-o", str(tmp_path / "m.json")])):
+    for main, extra in ((summarize.main, ["--json", "--no-cache"]),
+                        (merge.main, ["-o", str(tmp_path / "m.json")])):
         rc, _, err = _cli(main, [str(dup), *extra])
         assert rc == 2 and len(err) == 1 and "rank 1 also comes from" in err[0], err
     half = raw1[: len(raw1) // 2]
     damaged = _run_dir(tmp_path, "damaged", {"rank-00000.json.gz": r0, "rank-00001.json": half})
-    rc, out, err = _cli(cli_summarize.main, [str(damaged), "--json", "--no-cache"])
+    rc, out, err = _cli(summarize.main, [str(damaged), "--json", "--no-cache"])
     assert rc == 0 and json.loads(out)["run"]["truncated_ranks"] == [1] and len(err) == 1
     empty = _run_dir(tmp_path, "empty-rank", {"rank-00000.json.gz": r0, "rank-00001.json": b"[]"})
-    rc, _, err = _cli(cli_summarize.main, [str(empty), "--no-cache"])
+    rc, _, err = _cli(summarize.main, [str(empty), "--no-cache"])
     assert rc == 2 and len(err) == 1 and "rank-00001.json" in err[0] and "no trace events" in err[0]
     hv = ROOT.parent / "shared" / "horovod_timelines" / HOROVOD[0]
     if hv.exists():
         mixed = _run_dir(tmp_path, "mixed", {"rank-00000.json.gz": r0, "horovod.json": hv.read_bytes()})
-        rc, out, err = _cli(cli_summarize.main, [str(mixed), "--json", "--no-cache"])
+        rc, out, err = _cli(summarize.main, [str(mixed), "--json", "--no-cache"])
         assert rc == 2 and len(err) == 1 and "rank 0 also comes from" in err[0], err
 
 

@@ -77,10 +77,10 @@ def test_one_host_samples_have_no_links_and_no_slow_link(scenario):
 
 
 def test_summary_json_has_links_and_hosts(capsys):
-    from viewer import cli_summarize
+    from viewer.cli import summarize
 
     _run("two-hosts-slow-link")
-    assert cli_summarize.main(["sample_traces/two-hosts-slow-link", "--json", "--no-cache"]) == 0
+    assert summarize.main(["sample_traces/two-hosts-slow-link", "--json", "--no-cache"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["run"]["hosts"] == {"h0": [0, 1], "h1": [2, 3]}
     assert {r["link"] for r in data["links"]} == {"intra", "cross"}

@@ -7,9 +7,9 @@ import warnings
 
 import pytest
 
+from bench.rerun import record
 from viewer import Run
 from viewer.whatif import Settings, fit, predict
-from viewer.whatif.rerun import record
 
 pytestmark = pytest.mark.timeout(600)
 STEPS = 8

@@ -1,4 +1,4 @@
-"""What ``ringscope merge ... --nsys SPEC`` adds to the merged trace (called by viewer.cli_merge)."""
+"""What ``ringscope merge ... --nsys SPEC`` adds to the merged trace (called by viewer.cli.merge)."""
 from __future__ import annotations
 
 import sys

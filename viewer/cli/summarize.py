@@ -78,15 +78,15 @@ def main(argv=None) -> int:
 
         print(json.dumps(data, indent=2, default=str))
     else:
-        from viewer.summary_tables import print_summary
+        from viewer.cli.tables import print_summary
 
         print_summary(data, tables, top=args.top)
         if args.breakdown:
-            from viewer.summary_tables import print_step_breakdown
+            from viewer.cli.tables import print_step_breakdown
 
             print_step_breakdown(data["breakdown_steps"])
         if kineto:
-            from viewer.cli_kineto import print_tables
+            from viewer.cli.kineto_tables import print_tables
 
             print_tables(data["kineto"], top=args.top)
     return 0

@@ -11,7 +11,7 @@ def main(argv=None) -> int:
     p.add_argument("paths", nargs="+", help="a run directory, or trace files (ringscope or Horovod)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     args = p.parse_args(argv)
-    from viewer.cli_whatif import load_model
+    from viewer.cli.whatif import load_model
 
     model, err = load_model(args.paths)
     if err:

@@ -1,4 +1,6 @@
-"""The ``ringscope`` command: a thin dispatcher to each subcommand's own module.
+"""The ``ringscope`` command: a thin dispatcher to each subcommand's own module (``viewer/cli/``:
+``summarize`` with its rich ``tables`` and ``kineto_tables``, ``merge``, ``whatif``, ``tune``, ``demo``), each
+imported only when its command runs, so that ``ringscope --help`` stays light.
 
 Runtime subcommands (``run``, ``cluster``) execute in a fresh interpreter (``python -m
 collectives...``), so the viewer never imports the runtime, torch or MPI.
@@ -13,13 +15,13 @@ import sys
 # subcommand -> (kind, target, one-line help). kind "viewer": import target and call main(argv);
 # kind "module": run ``python -m target argv``.
 COMMANDS = {
-    "demo": ("viewer", "viewer.demo", "4-rank training demo: traces, summary, dashboard"),
+    "demo": ("viewer", "viewer.cli.demo", "4-rank training demo: traces, summary, dashboard"),
     "run": ("module", "collectives.launcher", "run a script on N ranks through mpiexec"),
     "cluster": ("module", "collectives.cluster", "rehearsal cluster of namespaced hosts: up, hosts, down"),
-    "summarize": ("viewer", "viewer.cli_summarize", "summarize a run: findings, stragglers, fusion, bandwidth"),
-    "merge": ("viewer", "viewer.cli_merge", "merge per-rank traces into one aligned Chrome trace"),
-    "whatif": ("viewer", "viewer.cli_whatif", "predict a run's step time under other settings"),
-    "tune": ("viewer", "viewer.cli_tune", "search fusion threshold x cycle time on the what-if model"),
+    "summarize": ("viewer", "viewer.cli.summarize", "summarize a run: findings, stragglers, fusion, bandwidth"),
+    "merge": ("viewer", "viewer.cli.merge", "merge per-rank traces into one aligned Chrome trace"),
+    "whatif": ("viewer", "viewer.cli.whatif", "predict a run's step time under other settings"),
+    "tune": ("viewer", "viewer.cli.tune", "search fusion threshold x cycle time on the what-if model"),
     "view": ("viewer", "viewer.dashboard.serve", "start the dashboard for one or more runs"),
     "bench": ("module", "bench", "run the benchmarks side by side"),
 }
@@ -44,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     kind, target, _ = COMMANDS[cmd]
     if kind == "module":
         # bench/ lives in the source checkout, not in the installed packages: run from there
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         cwd = root if target == "bench" else None
         if cwd and not os.path.isdir(os.path.join(root, "bench")):
             print(f"ringscope: {root}/bench: not found (benchmarks run from a source checkout)",
@@ -52,7 +54,3 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return subprocess.call([sys.executable, "-m", target, *rest], cwd=cwd)
     return int(importlib.import_module(target).main(rest) or 0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

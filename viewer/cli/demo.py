@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TRAIN_SCRIPT = ROOT / "collectives" / "torch" / "demo_train.py"
 SCENARIOS = ("healthy", "straggler", "tiny-tensors", "large-tensors", "hang", "slow-data",
              "cpu-contention")
@@ -106,12 +106,12 @@ def run_training(cmd, env) -> int:
 
 def _summarize(run_dir: Path) -> int:
     try:
-        from viewer import cli_summarize
+        from viewer.cli import summarize
     except ImportError:
         print("ringscope demo: the summary is not available in this build "
-              "(viewer.cli_summarize missing)", file=sys.stderr)
+              "(viewer.cli.summarize missing)", file=sys.stderr)
         return 0
-    return int(cli_summarize.main([str(run_dir)]) or 0)
+    return int(summarize.main([str(run_dir)]) or 0)
 
 
 def _view(run_dir: Path, port: int) -> int:

@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from viewer import demo
+from viewer.cli import demo
 
 
 def record(scenario: str, ranks: int, steps: int, out: Path, fusion_threshold_mb: float | None = None,
