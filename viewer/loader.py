@@ -6,9 +6,10 @@ from pathlib import Path
 from viewer import cache as _cache
 from viewer import frames, memory
 from viewer.errors import TraceError
+from viewer.io.files import first_bytes, trace_files
+from viewer.ringscope import elastic
 from viewer.schema import RunTables
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".trace", ".trace.gz")
 _TIME_COLUMNS = {
     "events": ("t_ns",),
     "tensor_ops": ("submit_ns", "negotiated_ns", "start_ns", "done_ns", "end_ns"),
@@ -16,63 +17,29 @@ _TIME_COLUMNS = {
     "readiness": ("ready_ns",),
     "cycles": ("start_ns", "end_ns"),
 }
-_SNIFF = 65536
 _PER_RANK_KEYS = {"rank", "pid", "host", "local_rank", "cross_rank", "base_epoch_ns", "clock_offset_ns",
                   "clock_offset_uncertainty_ns", "cpu_set"}
 
 
 def find_traces(path) -> list[Path]:
-    """The trace files of a run: ``path`` itself, or the trace files directly inside a directory."""
+    """The trace files of a run: ``path`` itself, every generation's of an elastic run, or the trace
+    files directly inside a directory (and its ``kineto/``)."""
     p = Path(path)
     if not p.exists():
         raise TraceError(p, "no such file or directory")
     if p.is_file():
         return [p]
-    from viewer.ringscope import elastic
-
     if elastic.is_elastic(p):   # every generation's traces (docs/ELASTIC.md)
         return [f for _, fs in elastic.generation_files(p, elastic.read_manifest(p)) for f in fs]
-    files = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES)
-                   and _looks_like_trace(f))
-    if (p / "kineto").is_dir():   # torch.profiler's traces beside ours (hvd.timeline.profile)
-        files += sorted(f for f in (p / "kineto").iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES)
-                        and _looks_like_trace(f))
+    files = trace_files(p)
     if not files:
         raise TraceError(p, "directory holds no trace files (*.json, *.json.gz)")
     return files
 
 
-def _head(f: Path) -> bytes:
-    """The first bytes of a file, gunzipped when needed (a truncated .gz still gives its start)."""
-    import zlib
-
-    try:
-        with open(f, "rb") as fh:
-            raw = fh.read(_SNIFF)
-    except OSError:
-        return b""
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            return zlib.decompressobj(wbits=47).decompress(raw, _SNIFF)
-        except zlib.error:
-            return b""
-    return raw
-
-
-def _looks_like_trace(f: Path) -> bool:
-    """Cheap sniff so a run directory may also hold summaries or merged traces."""
-    head = _head(f)
-    if b'"ringscope_merged"' in head:
-        return False
-    s = head.lstrip()
-    if s[:1] == b"[":
-        return True
-    return s[:1] == b"{" and b'"traceEvents"' in head
-
-
 def detect_format(path) -> str:
     """"ringscope", "horovod", "kineto" or "merged", sniffed from the first bytes of a file."""
-    head = _head(Path(path))
+    head = first_bytes(Path(path))
     if b'"ringscope_merged"' in head:
         return "merged"
     if b'"otherData"' in head and b'"ringscope"' in head:
@@ -106,8 +73,6 @@ def load_run(paths, use_cache: bool = True, cache_dir=None, progress=None) -> Ru
 
     ``progress(done_bytes, total_bytes, path)`` is called after each file when given.
     """
-    from viewer.ringscope import elastic
-
     manifest = elastic.read_manifest(paths) if isinstance(paths, (str, Path)) and elastic.is_elastic(paths) else None
     member = elastic.Members(paths, manifest) if manifest else None   # each file's generation
     if member is not None:
@@ -153,9 +118,7 @@ def _load_files(files: list[Path], member, manifest: dict | None, progress) -> R
         parsed = attach(parsed)   # beside our trace of the same rank: joins it
         apply(parsed)   # Kineto traces hold no clock offsets: estimate them from their collectives
     if manifest:
-        from viewer.ringscope import elastic
-
-        elastic.continue_occurrences(parsed)
+            elastic.continue_occurrences(parsed)
     tables = assemble(parsed, manifest)
     memory.release()
     return tables
@@ -211,9 +174,7 @@ def assemble(parsed: list[dict], elastic_manifest: dict | None = None) -> RunTab
         ranks = ranks.sort_values("rank", ignore_index=True)
     else:
         ranks = ranks.sort_values(["rank", "generation"], kind="stable", ignore_index=True)
-        from viewer.ringscope.elastic import run_meta
-
-        run_meta(meta, elastic_manifest, ranks)
+        elastic.run_meta(meta, elastic_manifest, ranks)
     return RunTables(meta=meta, ranks=ranks, **out)
 
 

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from viewer.analyses.finding import finding
+from viewer.units import fmt_ns
+
 CAUSES = ("running", "not_ready", "ordered_ahead")
 COLUMNS = ["rank", "tensor", "step", "occurrence", "priority", "submit_ns", "start_ns", "behind_ns",
            "responses", "lower_priority", "cause", "last_rank", *[f"{c}_ns" for c in CAUSES]]
@@ -81,8 +84,6 @@ def waits_behind_lower(tensor_ops, fused_ops):
 
 def priority_findings(waits):
     """The finding rows (``kind, severity, score, message``) for :func:`waits_behind_lower`'s table."""
-    from viewer.analyses.recommendations import _row, fmt_ns
-
     if waits is None or not len(waits):
         return []
     total = int(waits["behind_ns"].sum())
@@ -102,5 +103,5 @@ def priority_findings(waits):
     # an inversion the runtime chose ranks with the medium findings; one it could not avoid explains
     # an order and ranks with the other info lines
     if (waits["ordered_ahead_ns"] > 0).any():
-        return [_row("priority", "medium", 25 + min(15, waits["ordered_ahead_ns"].sum() / 1e6), msg)]
-    return [_row("priority", "info", 10, msg)]
+        return [finding("priority", "medium", 25 + min(15, waits["ordered_ahead_ns"].sum() / 1e6), msg)]
+    return [finding("priority", "info", 10, msg)]

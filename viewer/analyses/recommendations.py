@@ -1,30 +1,8 @@
 """Findings: each analysis result as a sentence with its numbers and a concrete action."""
 from __future__ import annotations
 
-COLUMNS = ["kind", "severity", "score", "message"]
-
-
-def fmt_bytes(n) -> str:
-    """1536 -> '1.5 KiB'."""
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}".replace(".0 ", " ")
-        n /= 1024
-
-
-def fmt_ns(ns) -> str:
-    """Nanoseconds as a short human duration."""
-    ns = float(ns)
-    if ns >= 1e9:
-        return f"{ns / 1e9:.2f} s"
-    if ns >= 1e6:
-        return f"{ns / 1e6:.1f} ms"
-    return f"{ns / 1e3:.0f} µs"
-
-
-def _row(kind, severity, score, message):
-    return {"kind": kind, "severity": severity, "score": float(score), "message": message}
+from viewer.analyses.finding import COLUMNS, finding
+from viewer.units import fmt_bytes, fmt_ns
 
 
 def _why(causes, late_only: bool = True) -> dict:
@@ -66,7 +44,7 @@ def straggler_findings(late, causes=None, late_hosts=None):
         else:
             msg += (f"; median lateness {fmt_ns(r['median_lateness_ns'])}: look at what rank {rank} does before it "
                     "submits (data loading, host load, a slower device or extra work)")
-        out.append(_row("straggler", "high" if share >= 10 or not r["steps"] else "medium", 50 + share, msg))
+        out.append(finding("straggler", "high" if share >= 10 or not r["steps"] else "medium", 50 + share, msg))
     return out
 
 
@@ -99,7 +77,7 @@ def late_host_findings(late_hosts, late=None, causes=None):
         msg += (f": look at host {h['host']} as a whole (its load, data loading from its disks or network, "
                 "CPU frequency, other jobs on it) rather than at one rank")
         sev = "medium" if doubt or share < 10 and h["steps"] else "high"
-        out.append(_row("late_host", sev, 52 + share, msg))
+        out.append(finding("late_host", sev, 52 + share, msg))
     return out
 
 
@@ -133,7 +111,7 @@ def slow_link_findings(ops, cost, fusion_summary=None, ab=None, prefix="RINGSCOP
            f"{fmt_bytes(big['op_bytes'].median())} ops) and left the ranks waiting {fmt_ns(per_step)} per step, "
            f"{share:.0f} % of the step")
     msg += "; " + _slow_link_remedy(cross, small, small_time, small_cut, fusion_summary, prefix, hierarchical)
-    return [_row("slow_link", "high" if share >= 40 else "medium", 55 + share / 2, msg)]
+    return [finding("slow_link", "high" if share >= 40 else "medium", 55 + share / 2, msg)]
 
 
 def _latency_bound_below(ab) -> float:
@@ -182,8 +160,8 @@ def imbalance_findings(causes, late_hosts=None):
         return []
     skip = _ranks_of(late_hosts)
     others = causes[~causes["late"].astype(bool) & ~causes["rank"].astype(int).isin(skip)]
-    return [_row("phase_imbalance", "high" if r["share_pct"] >= 10 else "medium", 45 + min(r["share_pct"], 50),
-                 r["message"]) for _, r in others.iterrows()]
+    return [finding("phase_imbalance", "high" if r["share_pct"] >= 10 else "medium", 45 + min(r["share_pct"], 50),
+                    r["message"]) for _, r in others.iterrows()]
 
 
 def fusion_findings(summary, prefix="RINGSCOPE_"):
@@ -196,22 +174,22 @@ def fusion_findings(summary, prefix="RINGSCOPE_"):
     full = s["full_pct"] == s["full_pct"] and (
         s["full_pct"] >= 50 or (s["full_pct"] >= 25 and s["median_fill"] >= 0.5))
     if s["ops"] >= 3 and full:
-        out.append(_row("fusion_threshold", "high" if s["full_pct"] >= 40 else "medium", 30 + s["full_pct"] / 5,
-                        f"{s['full_pct']:.0f} % of {int(s['ops'])} fused ops filled the {fmt_bytes(thr)} threshold "
-                        f"(median fill {100 * s['median_fill']:.0f} %, {s['mean_tensors_per_op']:.1f} tensors per op): "
-                        f"raise {prefix}FUSION_THRESHOLD (e.g. to {fmt_bytes(max(thr * 4, 8 << 20))}) so fewer, "
-                        "larger collectives run"))
+        out.append(finding("fusion_threshold", "high" if s["full_pct"] >= 40 else "medium", 30 + s["full_pct"] / 5,
+                           f"{s['full_pct']:.0f} % of {int(s['ops'])} fused ops filled the {fmt_bytes(thr)} "
+                           f"threshold (median fill {100 * s['median_fill']:.0f} %, {s['mean_tensors_per_op']:.1f} "
+                           f"tensors per op): raise {prefix}FUSION_THRESHOLD (e.g. to "
+                           f"{fmt_bytes(max(thr * 4, 8 << 20))}) so fewer, larger collectives run"))
     if s["ops"] >= 3 and s["mean_tensors_per_op"] <= 1.5 and s["median_bytes"] < 256 * 1024:
         fill = f", {100 * s['median_fill']:.2f} % of the {fmt_bytes(thr)} threshold" if thr == thr else ""
-        out.append(_row("fusion_starved", "high", 45,
-                        f"fusion is starved: {s['single_tensor_pct']:.0f} % of {int(s['ops'])} ops carried a "
-                        f"single tensor (median {fmt_bytes(s['median_bytes'])} per op{fill}); each pays the "
-                        f"full collective latency: raise {prefix}CYCLE_TIME so more tensors are fused per "
-                        "cycle, or bucket small gradients before submitting"))
+        out.append(finding("fusion_starved", "high", 45,
+                           f"fusion is starved: {s['single_tensor_pct']:.0f} % of {int(s['ops'])} ops carried a "
+                           f"single tensor (median {fmt_bytes(s['median_bytes'])} per op{fill}); each pays the "
+                           f"full collective latency: raise {prefix}CYCLE_TIME so more tensors are fused per "
+                           "cycle, or bucket small gradients before submitting"))
     if s["ops"] >= 3 and s["memcpy_share"] >= 0.15:
-        out.append(_row("memcpy", "medium", 25 + 50 * s["memcpy_share"],
-                        f"copies into and out of the fusion buffer took {100 * s['memcpy_share']:.0f} % of "
-                        "fused-op time: use fewer, larger tensors or a backend that reduces in place"))
+        out.append(finding("memcpy", "medium", 25 + 50 * s["memcpy_share"],
+                           f"copies into and out of the fusion buffer took {100 * s['memcpy_share']:.0f} % of "
+                           "fused-op time: use fewer, larger tensors or a backend that reduces in place"))
     return out
 
 
@@ -222,17 +200,17 @@ def bandwidth_findings(by_size, ab, peak):
         for _, r in ab.iterrows():
             if r["half_bw_bytes"] == r["half_bw_bytes"] and r["ops"] >= 5 and r["op"] == "ALLREDUCE" \
                     and r["r2"] == r["r2"] and r["r2"] >= 0.8:
-                out.append(_row("alpha_beta", "info", 10,
-                                f"{r['backend']} {r['op'].lower()}: latency α ≈ {r['alpha_us']:.0f} µs, bandwidth "
-                                f"β ≈ {r['beta_gbps']:.2f} GB/s; messages under {fmt_bytes(r['half_bw_bytes'])} "
-                                "are latency-bound, so fuse them into larger ones"))
+                out.append(finding("alpha_beta", "info", 10,
+                                   f"{r['backend']} {r['op'].lower()}: latency α ≈ {r['alpha_us']:.0f} µs, bandwidth "
+                                   f"β ≈ {r['beta_gbps']:.2f} GB/s; messages under {fmt_bytes(r['half_bw_bytes'])} "
+                                   "are latency-bound, so fuse them into larger ones"))
     if by_size is not None and len(by_size) and peak:
         big = by_size.iloc[-1]
         if big["efficiency"] == big["efficiency"] and big["efficiency"] < 0.6:
-            out.append(_row("bandwidth", "medium", 30,
-                            f"{fmt_bytes(big['size_bytes'])}+ messages reached {big['busbw_gbps']:.2f} GB/s bus "
-                            f"bandwidth, {100 * big['efficiency']:.0f} % of the {peak:g} GB/s peak: check the "
-                            "interconnect and the backend choice"))
+            out.append(finding("bandwidth", "medium", 30,
+                               f"{fmt_bytes(big['size_bytes'])}+ messages reached {big['busbw_gbps']:.2f} GB/s bus "
+                               f"bandwidth, {100 * big['efficiency']:.0f} % of the {peak:g} GB/s peak: check the "
+                               "interconnect and the backend choice"))
     return out
 
 
@@ -243,11 +221,11 @@ def breakdown_findings(bd_rank):
         return out
     worst = bd_rank.sort_values("exposed_pct", ascending=False).iloc[0]
     if worst["exposed_pct"] >= 20 and worst["step_ns"] > 0:
-        out.append(_row("exposed", "medium", 20 + worst["exposed_pct"] / 5,
-                        f"communication was exposed for {worst['exposed_pct']:.0f} % of each step on rank "
-                        f"{int(worst['rank'])} ({fmt_ns(worst['exposed_ns'])} of {fmt_ns(worst['step_ns'])}), "
-                        f"overlapped {fmt_ns(worst['overlapped_ns'])}: submit gradients as soon as they are "
-                        "ready (backward hooks) and synchronize as late as possible"))
+        out.append(finding("exposed", "medium", 20 + worst["exposed_pct"] / 5,
+                           f"communication was exposed for {worst['exposed_pct']:.0f} % of each step on rank "
+                           f"{int(worst['rank'])} ({fmt_ns(worst['exposed_ns'])} of {fmt_ns(worst['step_ns'])}), "
+                           f"overlapped {fmt_ns(worst['overlapped_ns'])}: submit gradients as soon as they are "
+                           "ready (backward hooks) and synchronize as late as possible"))
     return out
 
 
@@ -260,7 +238,7 @@ def hang_findings(by_rank, hang_df, truncated_ranks, ends=None):
     out = []
     dead = hangs.stopped_first(ends) if ends is not None else None
     if dead is not None:
-        out.append(_row("rank_died", "high", 100, _died_message(dead, ends, hang_df)))
+        out.append(finding("rank_died", "high", 100, _died_message(dead, ends, hang_df)))
     if by_rank is not None and len(by_rank) and (dead is None or int(by_rank.iloc[0]["rank"]) != dead["rank"]):
         missing = hang_df[hang_df["kind"] == "missing"]
         root = by_rank.iloc[0]  # the earliest tensor someone never submitted
@@ -275,21 +253,21 @@ def hang_findings(by_rank, hang_df, truncated_ranks, ends=None):
             msg += (f"; after that rank(s) {', '.join(str(int(r)) for r in later['rank'])} never submitted "
                     f"{int(later['tensors'].max())} tensor(s) that rank {int(root['rank'])} went on to submit "
                     "(it ran ahead)")
-        out.append(_row("hang", "high", 95, msg + f": check rank {int(root['rank'])}'s control flow (a "
-                        "skipped collective, a different model branch or an exception)"))
+        out.append(finding("hang", "high", 95, msg + f": check rank {int(root['rank'])}'s control flow (a "
+                           "skipped collective, a different model branch or an exception)"))
     together = hangs.cut_together(ends) if ends is not None else None
     if together is not None:
         lo, hi = together
-        out.append(_row("truncated", "medium", 40,
-                        f"all {len(ends)} traces stop unclosed within {fmt_ns(hi - lo)} of each other "
-                        f"({fmt_ns(lo)} to {fmt_ns(hi)} into the run): the whole job was killed at once, as "
-                        "mpiexec does to every rank when one dies; each rank lost what it had not yet "
-                        "written, so these traces cannot tell which rank failed first (the launcher's output "
-                        "names the process) and incomplete tensors at the very end are not a hang"))
+        out.append(finding("truncated", "medium", 40,
+                           f"all {len(ends)} traces stop unclosed within {fmt_ns(hi - lo)} of each other "
+                           f"({fmt_ns(lo)} to {fmt_ns(hi)} into the run): the whole job was killed at once, as "
+                           "mpiexec does to every rank when one dies; each rank lost what it had not yet "
+                           "written, so these traces cannot tell which rank failed first (the launcher's output "
+                           "names the process) and incomplete tensors at the very end are not a hang"))
     elif truncated_ranks and dead is None:
-        out.append(_row("truncated", "medium", 40,
-                        f"trace(s) of rank(s) {', '.join(map(str, truncated_ranks))} stopped mid-run (not "
-                        "closed): the process crashed or was killed; the analyses cover what was recorded"))
+        out.append(finding("truncated", "medium", 40,
+                           f"trace(s) of rank(s) {', '.join(map(str, truncated_ranks))} stopped mid-run (not "
+                           "closed): the process crashed or was killed; the analyses cover what was recorded"))
     return out
 
 

@@ -3,6 +3,8 @@ elastic.json, checked against the ELASTIC_RESET slices the new world's ranks rec
 from __future__ import annotations
 
 from tracer import vocab as V
+from viewer.analyses.finding import finding
+from viewer.units import fmt_ns
 
 COLUMNS = ["reset", "generation_before", "generation_after", "kind", "cause", "lost", "added", "size_before",
            "size_after", "last_commit_step", "failed_ns", "detected_ns", "relaunched_ns", "reformed_ns",
@@ -126,8 +128,6 @@ _ADVICE = {
 def recovery_findings(rec) -> list[dict]:
     """A finding when the recoveries cost more than SHARE_FINDING_PCT of the job: their count, cost and
     share, the biggest part over all of them, and what to do about it."""
-    from viewer.analyses.recommendations import _row, fmt_ns
-
     if rec is None or not len(rec):
         return []
     share = float(rec["share_pct"].sum())
@@ -141,4 +141,4 @@ def recovery_findings(rec) -> list[dict]:
     msg = (f"{len(rec)} recover{'y' if len(rec) == 1 else 'ies'} ({kinds}) cost {fmt_ns(cost)}, {share:.0f} % of "
            f"the job; the biggest part was {biggest} ({fmt_ns(totals[biggest] * 1e6)} in all; the costliest "
            f"reset followed: {worst['cause']}): " + _ADVICE[biggest])
-    return [_row("recoveries", "high" if share >= 20 else "medium", 40 + min(share, 50), msg)]
+    return [finding("recoveries", "high" if share >= 20 else "medium", 40 + min(share, 50), msg)]

@@ -16,7 +16,7 @@ the steps (a slow loader's wait, against the few ms that noise adds to every pha
 from __future__ import annotations
 
 from tracer import vocab as V
-from viewer.analyses.recommendations import fmt_ns
+from viewer.units import fmt_ns
 
 MIN_EFFECT_NS = 1_000_000    # an excess under 1 ms per step is noise on a loaded host
 MIN_EFFECT_OF_STEP = 0.03    # ... and so is one under 3 % of the step

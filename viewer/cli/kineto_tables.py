@@ -7,7 +7,7 @@ def print_tables(data: dict, top: int = 10, console=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from viewer.analyses.recommendations import fmt_bytes, fmt_ns
+    from viewer.units import fmt_bytes, fmt_ns
 
     con = console or Console()
     ns = lambda v: "–" if v is None else fmt_ns(v)  # noqa: E731

@@ -1,7 +1,7 @@
 """Rich tables for ``ringscope summarize`` (terminal output only; the data comes from viewer.summary)."""
 from __future__ import annotations
 
-from viewer.analyses.recommendations import fmt_bytes, fmt_ns
+from viewer.units import fmt_bytes, fmt_ns
 
 
 def _ns(v):

@@ -92,17 +92,31 @@ def compare_page():
                      _graph("cmp-bandwidth")], className="page")
 
 
+def _knob(label: str, kid: str, **kw):
+    return html.Div([html.Label(label), dcc.Input(id=kid, type="number", debounce=True, **kw)])
+
+
+def whatif_page():
+    knobs = html.Div([
+        _knob("fusion threshold (MiB; 0 = off)", "wi-threshold", min=0, placeholder="the run's"),
+        _knob("cycle time (ms)", "wi-cycle", min=0, placeholder="the run's"),
+        _knob("bandwidth x", "wi-bandwidth", min=0.01, value=1),
+        _knob("latency x", "wi-latency", min=0.01, value=1),
+        _knob("ranks (extrapolation)", "wi-ranks", min=2, step=1, placeholder="the run's"),
+        dcc.Checklist(id="wi-flags", options=[{"label": " no straggler", "value": "no_straggler"}], value=[]),
+    ], className="controls")
+    return html.Div([
+        knobs,
+        dcc.Loading(html.Div(id="wi-summary"), type="dot"),
+        _graph("wi-steps"),
+        _graph("wi-timeline"),
+        html.H3("Communication fit"), html.Div(id="wi-fits"),
+    ], className="page")
+
+
 _BUILDERS = {"overview": overview_page, "timeline": timeline_page, "breakdown": breakdown_page,
-             "negotiation": negotiation_page,
-             "fusion": fusion_page, "communication": communication_page, "compare": compare_page}
-
-
-def _whatif_page():
-    from viewer.dashboard.layout_whatif import whatif_page  # it imports GRAPH_CONFIG from here
-    return whatif_page()
-
-
-_BUILDERS["whatif"] = _whatif_page
+             "negotiation": negotiation_page, "fusion": fusion_page, "communication": communication_page,
+             "compare": compare_page, "whatif": whatif_page}
 
 
 def build_layout(run_options, run_a, run_b, picker_options, max_upload_mb, banner_children=(),

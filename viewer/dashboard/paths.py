@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".trace", ".trace.gz", ".sqlite")
+from viewer.io import files as io_files
+
+TRACE_SUFFIXES = (*io_files.TRACE_SUFFIXES, ".sqlite")   # and Nsight exports
 
 
 class PathRefused(ValueError):

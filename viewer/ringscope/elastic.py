@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from viewer.errors import TraceError
+from viewer.io.files import trace_files
 
 MANIFEST = "elastic.json"
 KINDS = ("lost", "added")
@@ -106,18 +107,15 @@ def generation_files(run_dir, manifest: dict) -> list[tuple[int, list[Path]]]:
     """``[(generation, its trace files)]`` in generation order; a listed generation without a directory or
     without traces raises :class:`TraceError` naming it; a ``gen-*`` directory elastic.json does not list
     is reported (ElasticWarning) and left out."""
-    from viewer.loader import find_traces
-
     listed = {g["generation"] for g in manifest["generations"]}
     out = []
     for g in manifest["generations"]:
         d = generation_dir(run_dir, g["generation"])
         if not d.is_dir():
             raise TraceError(d, f"generation {g['generation']} is listed in {MANIFEST} but its directory is missing")
-        try:
-            files = find_traces(d)
-        except TraceError:
-            raise TraceError(d, f"generation {g['generation']} holds no trace files (*.json, *.json.gz)") from None
+        files = trace_files(d)
+        if not files:
+            raise TraceError(d, f"generation {g['generation']} holds no trace files (*.json, *.json.gz)")
         out.append((g["generation"], files))
     for d in sorted(Path(run_dir).iterdir()):
         m = _GEN_DIR.match(d.name)

@@ -1,0 +1,45 @@
+"""Which files of a directory are traces, sniffed from their first bytes (gunzipped when needed)."""
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+TRACE_SUFFIXES = (".json", ".json.gz", ".trace", ".trace.gz")
+_SNIFF = 65536
+
+
+def first_bytes(f: Path) -> bytes:
+    """The first bytes of a file, gunzipped when needed (a truncated .gz still gives its start)."""
+    try:
+        with open(f, "rb") as fh:
+            raw = fh.read(_SNIFF)
+    except OSError:
+        return b""
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            return zlib.decompressobj(wbits=47).decompress(raw, _SNIFF)
+        except zlib.error:
+            return b""
+    return raw
+
+
+def _looks_like_trace(f: Path) -> bool:
+    """Cheap sniff so a run directory may also hold summaries or merged traces."""
+    h = first_bytes(f)
+    if b'"ringscope_merged"' in h:
+        return False
+    s = h.lstrip()
+    if s[:1] == b"[":
+        return True
+    return s[:1] == b"{" and b'"traceEvents"' in h
+
+
+def trace_files(d: Path) -> list[Path]:
+    """The trace files directly inside directory ``d``, then those of its ``kineto/`` (torch.profiler's
+    traces beside ours: hvd.timeline.profile), each sorted."""
+    files = []
+    for where in (d, d / "kineto"):
+        if where.is_dir():
+            files += sorted(f for f in where.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES)
+                            and _looks_like_trace(f))
+    return files
