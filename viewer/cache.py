@@ -19,7 +19,11 @@ import shutil
 import warnings
 from pathlib import Path
 
+import pyarrow as pa
+
+from viewer import frames
 from viewer.io.chrome_json import file_signature
+from viewer.schema import RunTables
 
 # 12: the events' strings as categoricals; 10: one entry per run (its assembled tables, Arrow IPC), not
 # per file (Parquet); 9: *.priority
@@ -64,10 +68,6 @@ def load(files: list[Path], manifest: Path | None = None, cache_dir=None):
     if not info_file.exists():
         return None
     try:
-        import pyarrow as pa
-
-        from viewer import frames
-        from viewer.schema import RunTables
 
         info = json.loads(info_file.read_text())
         tables = {}
@@ -108,8 +108,6 @@ def store(files: list[Path], tables, caught: list, manifest: Path | None = None,
     entry = root / _key(files, manifest)
     tmp = root / (entry.name + f".tmp{os.getpid()}")
     try:
-        import pyarrow as pa
-
         info = {"meta": tables.meta, "warnings": [
             {"category": f"{w.category.__module__}:{w.category.__qualname__}", "message": str(w.message),
              "filename": w.filename, "lineno": w.lineno} for w in caught]}

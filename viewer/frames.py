@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from viewer.schema import TABLES
 
+# pandas loads inside the functions: the loader imports this module, and `ringscope merge` of our
+# traces runs without pandas.
+
 
 def empty(table: str):
     """An empty DataFrame with the table's columns and dtypes."""

@@ -7,6 +7,7 @@ nested activities; the outer E carries dtype and shape. Times stay local (ns sin
 """
 from __future__ import annotations
 
+import math
 import re
 
 from tracer import vocab as V
@@ -107,8 +108,6 @@ class _State:
 
 def _unusable(ev: dict):
     """Why an event cannot be used (a field of the wrong type), or None."""
-    import math
-
     ph = ev.get("ph")
     if ph.__class__ is not str or ev.get("name", None if ph in ("B", "X", "i") else "").__class__ is not str:
         return "event without a string 'ph' and 'name'"   # an E needs no name
@@ -186,8 +185,6 @@ def _backend(s):
 
 
 def _tables(s, t0) -> dict:
-    import numpy as np
-
     ns = lambda us: int(round((us - t0) * 1000))  # noqa: E731
     ev = {k: [] for k in ("thread", "name", "cat", "ph", "t_ns", "dur_ns", "tensor", "depth", "value")}
     for pid, name, ts, dur, depth, _args, _closed in s.spans:
@@ -217,7 +214,6 @@ def _tables(s, t0) -> dict:
         "occurrence": [o for _, _, _, o in s.ticks], "rank": [r for _, r, _, _ in s.ticks],
         "ready_ns": [ns(t) for _, _, t, _ in s.ticks], "source": ["horovod"] * len(s.ticks)})
     tensor_ops, fused_ops = _ops(s, ns)
-    del np
     return {"events": events, "tensor_ops": tensor_ops, "fused_ops": fused_ops,
             "readiness": readiness, "cycles": cycles}
 

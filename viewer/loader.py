@@ -6,9 +6,12 @@ from pathlib import Path
 from viewer import cache as _cache
 from viewer import frames, memory
 from viewer.errors import TraceError
-from viewer.io.files import first_bytes, trace_files
+from viewer.io.files import detect_format, trace_files
 from viewer.ringscope import elastic
 from viewer.schema import RunTables
+
+# Each format's reader, pandas and the Kineto alignment load inside the functions that parse: `ringscope
+# merge` finds and checks our traces through this module without them.
 
 _TIME_COLUMNS = {
     "events": ("t_ns",),
@@ -35,22 +38,6 @@ def find_traces(path) -> list[Path]:
     if not files:
         raise TraceError(p, "directory holds no trace files (*.json, *.json.gz)")
     return files
-
-
-def detect_format(path) -> str:
-    """"ringscope", "horovod", "kineto" or "merged", sniffed from the first bytes of a file."""
-    head = first_bytes(Path(path))
-    if b'"ringscope_merged"' in head:
-        return "merged"
-    if b'"otherData"' in head and b'"ringscope"' in head:
-        return "ringscope"
-    if b"start_time_since_epoch_in_micros" in head or b'"CYCLE_START"' in head:
-        return "horovod"
-    if b'"NEGOTIATE_' in head and b'"tid"' not in head:
-        return "horovod"
-    from viewer.kineto.tables import looks_like_kineto
-
-    return "kineto" if looks_like_kineto(head) else "ringscope"
 
 
 def parse_one(path: Path) -> dict:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ctypes
 import os
 
+import pyarrow as pa
+
 _trim = None
 
 
@@ -18,14 +20,12 @@ def use_system_allocator() -> None:
     """Make Arrow allocate through malloc (unless ARROW_DEFAULT_MEMORY_POOL chooses otherwise)."""
     if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
         return
-    import pyarrow as pa
     pa.set_memory_pool(pa.system_memory_pool())
 
 
 def release() -> None:
     """Return freed memory to the operating system (Arrow's pool, then glibc's heap)."""
     global _trim
-    import pyarrow as pa
     pa.default_memory_pool().release_unused()
     if _trim is None:
         try:

@@ -15,7 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
+
 from tracer import vocab as V
+from viewer.analyses.recoveries import PARTS
+from viewer.errors import TraceError, warn_damage
+from viewer.io.chrome_json import TraceReader
+from viewer.io.files import detect_format
+from viewer.loader import check_ranks, find_traces
+from viewer.ringscope import elastic
 
 MERGED_KEY = "ringscope_merged"
 _LANE_TID = 1_000_000  # overlap lanes get tid + k * 1e6 (clear of format 3's tensor threads, 1000 + k)
@@ -44,10 +52,6 @@ class MergePlan:
 
 def plan_merge(paths) -> MergePlan:
     """Work out each rank's clock shift from its recorded base and clock offset (headers only)."""
-    from viewer.io.chrome_json import TraceReader
-    from viewer.loader import check_ranks, detect_format, find_traces
-    from viewer.ringscope import elastic
-
     manifest, gen_of = None, {}
     if isinstance(paths, (str, Path)) and elastic.is_elastic(paths):
         manifest = elastic.read_manifest(paths)
@@ -59,7 +63,6 @@ def plan_merge(paths) -> MergePlan:
     for f in files:
         fmt = detect_format(f)
         if fmt == "merged":
-            from viewer.errors import TraceError
             raise TraceError(f, "already a merged trace: merge the per-rank traces instead")
         reader = TraceReader(f)
         meta = reader.other(V.VERSION_KEY)
@@ -98,8 +101,6 @@ def _int(v):
 def _rank_events(src: RankSource):
     """The rank's events on the merged clock (events whose time is not a number are left out and
     counted, as the reader counts damaged lines: ``reader.skipped``)."""
-    from viewer.io.chrome_json import TraceReader
-
     shift_us = src.shift_ns / 1000.0
     reader = TraceReader(src.file)
     out = []
@@ -187,16 +188,6 @@ def write_merged(plan: MergePlan, out, extra_events=None) -> dict:
         extra_events: optional iterable of Chrome events already on the merged clock (µs since
             ``plan.origin_epoch_ns``), e.g. GPU lanes; their own metadata events are kept.
     """
-    try:
-        import orjson
-
-        dumps = orjson.dumps
-    except ImportError:  # pragma: no cover
-        import json
-
-        def dumps(o):
-            return json.dumps(o).encode()
-
     extra = list(extra_events or [])
     extra_meta = [e for e in extra if e.get("ph") == "M"]
     extra_by_pid: dict = {}
@@ -213,13 +204,13 @@ def write_merged(plan: MergePlan, out, extra_events=None) -> dict:
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     n_events, lanes_all, skipped = 0, set(), 0
     with open(out, "wb") as fh:
-        fh.write(b'{"displayTimeUnit": "ms", "otherData": ' + dumps(header) + b',\n"traceEvents": [\n')
+        fh.write(b'{"displayTimeUnit": "ms", "otherData": ' + orjson.dumps(header) + b',\n"traceEvents": [\n')
         first = True
 
         def put(evs):
             nonlocal first
             for e in evs:
-                fh.write((b"" if first else b",\n") + dumps(e))
+                fh.write((b"" if first else b",\n") + orjson.dumps(e))
                 first = False
 
         # one rank at a time, so memory holds one rank's events, not the whole run's
@@ -252,8 +243,6 @@ def write_merged(plan: MergePlan, out, extra_events=None) -> dict:
 def _driver_lane(plan: MergePlan) -> list:
     """An "elastic driver" process: each reset as a slice from the failure to the end of the first step
     after (cause, membership and costs in its args), its parts nested in it; each generation as a slice."""
-    from viewer.analyses.recoveries import PARTS
-
     origin = plan.origin_epoch_ns or 0
 
     def us(ns):
@@ -291,8 +280,6 @@ def _driver_lane(plan: MergePlan) -> list:
 
 
 def _report(path, reader, legacy: bool) -> None:
-    from viewer.errors import warn_damage
-
     warn_damage(path, {"_stop_offset": reader.stop_offset, "_size": reader.size, "_n_events": reader.n_events,
                        "_skipped": reader.skipped, "_damage": reader.damage},
                 not reader.dropped and (reader.closed or legacy))

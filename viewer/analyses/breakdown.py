@@ -2,6 +2,9 @@
 step), and the communication's own stages (negotiation, queue, memcpy, transfer)."""
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
+
 from tracer import vocab as V
 from viewer.analyses import intervals
 
@@ -17,8 +20,6 @@ _COMM_COLUMNS = COLUMNS[:12]
 
 def _step_of(times, step_spans):
     """Step of each time from the rank's STEP spans (-1 outside them)."""
-    import numpy as np
-
     if not len(step_spans):
         return np.full(len(times), -1, dtype="int64")
     starts = step_spans["t_ns"].to_numpy()
@@ -41,9 +42,6 @@ def step_breakdown(tables):
         tensors), ``memcpy_ns`` and ``comm_ns`` (sums over fused ops), ``exposed_ns`` (in flight while the
         framework waited), ``overlapped_ns`` (in flight while it computed), ``exposed_pct`` (of step).
     """
-    import numpy as np
-    import pandas as pd
-
     ev = tables.events
     fw = (ev["thread"] == "framework") & (ev["ph"] == "X") & ev["name"].isin([V.STEP, V.SYNCHRONIZE])
     fw = ev.loc[fw.to_numpy(dtype=bool, na_value=False), ["rank", "name", "t_ns", "dur_ns", "step"]]
@@ -148,9 +146,6 @@ def phase_buckets(tables):
         that recorded no phase span, whose four phase buckets are then NA (its compute is in
         ``other_ns``), never guessed.
     """
-    import numpy as np
-    import pandas as pd
-
     ev = tables.events
     names = [n for n, _ in _LAYERS] + [V.STEP]
     sel = ((ev["ph"] == "X") & ev["name"].isin(names)).to_numpy(dtype=bool, na_value=False)
@@ -204,8 +199,6 @@ def phase_buckets(tables):
 def _keys(rank, step):
     """The sorted distinct (rank, step) pairs (a structured array with a combined sort key ``k``) and
     each row's index into them."""
-    import numpy as np
-
     rank, step = np.asarray(rank, dtype="int64"), np.asarray(step, dtype="int64")
     lo, hi = int(step.min()), int(step.max())
     span = hi - lo + 2
@@ -220,8 +213,6 @@ def _keys(rank, step):
 
 def _combine(keys, rank, step):
     """Combined sort keys of (rank, step) pairs, in the space of ``keys`` (-1 where out of its range)."""
-    import numpy as np
-
     if not len(keys):
         return np.full(len(rank), -1, dtype="int64")
     lo, span = int(keys["lo"][0]), int(keys["span"][0])
@@ -239,8 +230,6 @@ def breakdown_by_rank(bd):
     Returns:
         DataFrame with the same columns (``step`` = number of steps averaged).
     """
-    import pandas as pd
-
     if not len(bd):
         return pd.DataFrame(columns=COLUMNS)
     if (bd["step"] >= 0).any():   # the steps; not the setup before the first (step -1)

@@ -1,6 +1,9 @@
 """Communication: bandwidth per op (nccl-tests conventions), α-β fit per backend, efficiency."""
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
+
 _GATHERED = ("ALLGATHER", "REDUCESCATTER", "ALLTOALL")
 
 
@@ -30,8 +33,6 @@ def op_bandwidth(fused_ops, size: int, peak_busbw_gbps: float | None = None):
         count the buffer once; allgather, reducescatter and alltoall the whole gathered buffer (recorded
         bytes × n). ``time_ns`` is the backend activity (the op's span when none was recorded).
     """
-    import numpy as np
-
     df = fused_ops[["rank", "response", "step", "op", "backend", "activity", "dtype", "count", "bytes"]].copy()
     n = fused_ops["size"].where(fused_ops["size"] > 0, size).astype("int64")
     df["n"] = n
@@ -60,9 +61,6 @@ def bandwidth_by_size(op_bw):
         DataFrame ``size_bytes`` (bucket floor), ``op, ops, time_us`` (median), ``algbw_gbps``,
         ``busbw_gbps`` (medians), ``busbw_max_gbps, efficiency`` (median).
     """
-    import numpy as np
-    import pandas as pd
-
     cols = ["size_bytes", "op", "ops", "time_us", "algbw_gbps", "busbw_gbps", "busbw_max_gbps", "efficiency"]
     d = op_bw[op_bw["bytes"] > 0]
     if not len(d):
@@ -86,9 +84,6 @@ def alpha_beta_fit(op_bw):
         DataFrame ``backend, op, ops, alpha_us, beta_gbps, half_bw_bytes`` (n½ = α·β, the size where
         latency and bandwidth cost the same), ``r2``. NaN when sizes do not vary enough to fit.
     """
-    import numpy as np
-    import pandas as pd
-
     cols = ["backend", "op", "ops", "alpha_us", "beta_gbps", "half_bw_bytes", "r2"]
     rows = []
     for (backend, op), d in op_bw.groupby([op_bw["backend"].fillna("?"), op_bw["op"].fillna("?")]):

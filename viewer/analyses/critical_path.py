@@ -10,6 +10,9 @@ breakdown given, the longest). Without phases on ``r``, its time before the subm
 """
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
+
 from tracer import vocab as V
 
 COLUMNS = ["step", "order", "rank", "kind", "name", "thread", "depth", "start_ns", "end_ns", "dur_ns", "slowest"]
@@ -28,8 +31,6 @@ def critical_path(tables, bd=None):
         pre-submit phase furthest over the others' (see above). Steps without a SYNCHRONIZE and a fused op
         of their own are left out.
     """
-    import pandas as pd
-
     ev, fo, ops = tables.events, tables.fused_ops, tables.tensor_ops
     empty = pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS})
     sel = ((ev["ph"] == "X") & (ev["name"] == V.SYNCHRONIZE) & (ev["step"] >= 0)).to_numpy(dtype=bool, na_value=False)
@@ -74,9 +75,6 @@ def critical_path(tables, bd=None):
 def _pre_submit(ev, chain):
     """The late rank's phases of the step that started before its submission, clipped to it; a rank
     without phases gets its STEP span's start to the submission as one ``pre-submit`` row."""
-    import numpy as np
-    import pandas as pd
-
     sel = ((ev["ph"] == "X") & ((ev["cat"] == V.CAT_PHASE) | (ev["name"] == V.STEP))).to_numpy(dtype=bool,
                                                                                                na_value=False)
     x = ev.loc[sel, ["rank", "step", "name", "cat", "t_ns", "dur_ns", "thread", "depth"]]
@@ -100,9 +98,6 @@ _BUCKET_OF = {V.DATA_WAIT: "data_wait_ns", V.FORWARD: "forward_ns", V.BACKWARD: 
 def _others_median(bd, pre):
     """Per pre-submit phase row: the median over the other ranks of that phase's bucket in that step
     (0 without a breakdown, so the longest phase wins)."""
-    import numpy as np
-    import pandas as pd
-
     if bd is None or not len(pre) or not len(bd):
         return np.zeros(len(pre))
     b = bd[bd["phases_known"]].melt(id_vars=["rank", "step"], value_vars=list(_BUCKET_OF.values()),

@@ -1,6 +1,11 @@
 """Fusion: how full each fused op was, what the memcpy cost, tensor sizes and cycle utilisation."""
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
+
+from viewer.analyses import intervals
+
 FULL_FILL = 0.9  # an op this close to the threshold was cut by it
 
 
@@ -15,8 +20,6 @@ def fused_op_fill(fused_ops, threshold: int | None = None):
         ``duration_ns`` (end − start), ``fill_ratio`` (bytes / threshold, NaN without a threshold),
         ``full`` (fill ≥ 0.9), ``memcpy_ns`` (in + out) and ``memcpy_share`` (of the op's duration).
     """
-    import numpy as np
-
     cols = ["rank", "response", "step", "op", "backend", "count", "bytes", "threshold", "start_ns",
             "memcpy_in_ns", "memcpy_out_ns", "comm_ns"]
     df = fused_ops[cols].copy()
@@ -42,8 +45,6 @@ def fusion_summary(fill):
         DataFrame ``ops, tensors, mean_tensors_per_op, single_tensor_pct, median_bytes, median_fill,
         full_pct, memcpy_share, threshold``.
     """
-    import pandas as pd
-
     cols = ["ops", "tensors", "mean_tensors_per_op", "single_tensor_pct", "median_bytes", "median_fill",
             "full_pct", "memcpy_share", "threshold"]
     if fill is None or not len(fill):
@@ -69,9 +70,6 @@ def tensor_size_histogram(tensor_ops):
     Returns:
         DataFrame ``bucket_lo, bucket_hi, tensor_ops, bytes, pct_ops, pct_bytes`` (bytes ∈ [lo, hi)).
     """
-    import numpy as np
-    import pandas as pd
-
     cols = ["bucket_lo", "bucket_hi", "tensor_ops", "bytes", "pct_ops", "pct_bytes"]
     ops = tensor_ops.dropna(subset=["bytes"])
     if not len(ops):
@@ -97,11 +95,6 @@ def cycle_utilisation(cycles, fused_ops):
         DataFrame ``rank, cycles, busy_cycles, busy_pct, mean_cycle_ns, responses_per_busy_cycle,
         busy_time_pct`` (share of cycle time spent inside fused ops). Empty without cycle marks.
     """
-    import numpy as np
-    import pandas as pd
-
-    from viewer.analyses import intervals
-
     cols = ["rank", "cycles", "busy_cycles", "busy_pct", "mean_cycle_ns", "responses_per_busy_cycle",
             "busy_time_pct"]
     rows = []

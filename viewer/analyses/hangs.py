@@ -2,6 +2,9 @@
 trace stopped first when a rank died."""
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
+
 COLUMNS = ["tensor", "step", "occurrence", "kind", "submitted_ranks", "missing_ranks", "unfinished_ranks",
            "first_submit_ns", "waited_ns", "failed"]
 # A trace cut by a kill loses what its writer had not flushed yet (at most one flush period, 0.5 s by
@@ -18,8 +21,6 @@ def rank_ends(tables):
     rank's last event (the ranks table's ``last_ts_ns`` where the loader gives it); ``closed`` comes
     from the ranks table's ``closed``, else from ``not truncated``.
     """
-    import pandas as pd
-
     ranks = tables.ranks
     if "generation" in ranks and ranks["generation"].notna().any():   # elastic: the last world (docs/ELASTIC.md)
         ranks = ranks[ranks["generation"] == ranks["generation"].max()]
@@ -77,8 +78,6 @@ def incomplete_tensors(tables, size: int | None = None):
         error (a stall shutdown); ``waited_ns`` then runs from the first submit to the latest such end
         (the ops' ``end_ns``), else to the trace end.
     """
-    import pandas as pd
-
     size = int(size or tables.meta.get("size") or 0)
     ops = tables.tensor_ops
     rd = tables.readiness
@@ -135,7 +134,6 @@ def _went_past(keyed, cut: set):
     ops the others had already submitted."""
     if not cut:
         return lambda *_: True
-    import numpy as np
 
     ranks = {}   # rank -> (submit times sorted, their (tensor, key) in that order)
     for r, g in keyed.sort_values("submit_ns", kind="stable").groupby("rank"):
@@ -169,8 +167,6 @@ def hangs_by_rank(hang_df):
         earliest first), ordered by ``first_submit_ns``: the first row is the root cause (ranks missing
         later tensors are usually the ones left waiting while the culprit ran ahead).
     """
-    import pandas as pd
-
     rows = {}
     missing = hang_df[hang_df["kind"] == "missing"].sort_values("first_submit_ns")
     for r in missing.itertuples(index=False):

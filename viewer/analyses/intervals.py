@@ -1,6 +1,8 @@
 """Interval arithmetic on [start, end) ns pairs, used where overlapping spans must not count twice."""
 from __future__ import annotations
 
+import numpy as np
+
 
 def merge(intervals) -> list[tuple[int, int]]:
     """Sorted, disjoint union of ``(start, end)`` pairs (empty or inverted pairs dropped)."""
@@ -45,8 +47,6 @@ def covered_before(merged, times):
     """For each of ``times`` (numpy int64), the length of ``merged`` (sorted, disjoint pairs, as
     :func:`merge` returns) before it: the length inside [t0, t1) is ``covered_before(m, t1) -
     covered_before(m, t0)``, for many windows at once."""
-    import numpy as np
-
     times = np.asarray(times, dtype="int64")
     if not merged:
         return np.zeros(len(times), dtype="int64")
@@ -70,8 +70,6 @@ def union_lengths(groups, starts, ends, n_groups: int):
 
     The vectorised :func:`length` over many groups at once (numpy int64 arrays in, int64 array out).
     """
-    import numpy as np
-
     g, s, e = (np.asarray(a, dtype="int64") for a in (groups, starts, ends))
     keep = e > s
     g, s, e = g[keep], s[keep], e[keep]

@@ -18,7 +18,11 @@ are left out; runs whose ranks' hosts are unknown (or all one) have no rows.
 """
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
+
 from tracer import vocab as V
+from viewer.analyses import intervals
 
 OP_COLUMNS = ["response", "step", "op_bytes", "link", "algorithm", "phase", "ranks", "hosts", "traffic_bytes",
               "time_ns", "busbw_gbps"]
@@ -40,8 +44,6 @@ def ring_hops(hosts: list[str]) -> tuple[int, int]:
 
 
 def _empty(cols):
-    import pandas as pd
-
     return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
 
 
@@ -58,8 +60,6 @@ def link_ops(tables):
         is the transfer) and ``busbw_gbps`` (nccl-tests' bus bandwidth of that span, GB/s).
         Empty when fewer than two hosts are known.
     """
-    import pandas as pd
-
     host = hosts_of(tables.ranks)
     if len(set(host.values())) < 2:
         return _empty(OP_COLUMNS)
@@ -82,9 +82,6 @@ def _busbw(bus_bytes: float, time_ns: int) -> float:
 
 
 def _flat_rows(fused, host, hier, ringed, size: int) -> list[dict]:
-    import numpy as np
-    import pandas as pd
-
     fo = fused[(fused["activity"] == V.RING_ALLREDUCE) & (fused["op"] == V.ALLREDUCE) & (fused["bytes"] > 0)]
     if not len(fo):
         return []
@@ -168,8 +165,6 @@ def by_size(ops):
     Returns:
         DataFrame ``SIZE_COLUMNS`` (``busbw_gbps`` the median, ``busbw_max_gbps`` the best; GB/s).
     """
-    import numpy as np
-
     if ops is None or not len(ops):
         return _empty(SIZE_COLUMNS)
     bucket = (2 ** np.floor(np.log2(ops["op_bytes"].astype("float64")))).astype("int64")
@@ -213,11 +208,6 @@ def cross_link_cost(tables, ops):
         collectives), ``exposed_cross_ns`` (of which the framework waited in SYNCHRONIZE: what the
         link added to the step) and ``share_pct`` (exposed, % of the step).
     """
-    import numpy as np
-    import pandas as pd
-
-    from viewer.analyses import intervals
-
     host = hosts_of(tables.ranks)
     if ops is None or not len(ops) or not (ops["link"] == CROSS).any():
         return _empty(COST_COLUMNS)

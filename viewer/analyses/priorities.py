@@ -14,6 +14,7 @@ Pure functions over the ``tensor_ops`` and ``fused_ops`` tables (their ``priorit
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from viewer.analyses.finding import finding
 from viewer.units import fmt_ns
@@ -31,8 +32,6 @@ def waits_behind_lower(tensor_ops, fused_ops):
     ``lower_priority``: the highest priority among them; ``last_rank``: the rank that submitted the
     op last (who it was waiting for, for ``not_ready``).
     """
-    import pandas as pd
-
     empty = pd.DataFrame({c: [] for c in COLUMNS})
     if not len(tensor_ops) or not len(fused_ops):
         return empty

@@ -47,7 +47,7 @@ def recoveries(tables):
         elastic.json lacks the restore or the first step's end, the ranks' ELASTIC_RESTORE and ELASTIC_RESET
         slices give it (their latest end).
     """
-    import pandas as pd
+    import pandas as pd  # here, not above: `ringscope merge` reads PARTS without pandas
 
     meta = tables.meta
     el = meta.get("elastic")

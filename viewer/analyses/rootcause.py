@@ -15,6 +15,8 @@ the steps (a slow loader's wait, against the few ms that noise adds to every pha
 """
 from __future__ import annotations
 
+import pandas as pd
+
 from tracer import vocab as V
 from viewer.units import fmt_ns
 
@@ -56,8 +58,6 @@ def submit_lateness(neg):
     Returns:
         DataFrame ``rank, step, lateness_ns`` (steps with a number only).
     """
-    import pandas as pd
-
     if neg is None or not len(neg) or not (neg["step"] >= 0).any():
         return pd.DataFrame({"rank": pd.Series(dtype="int64"), "step": pd.Series(dtype="int64"),
                              "lateness_ns": pd.Series(dtype="float64")})
@@ -81,8 +81,6 @@ def phase_excess(bd, rank: int):
         the difference), ``others_ns`` (median over steps of the others' median) and ``steps_longer``
         (share of the steps in which it was longer); steps where this rank and another have phases.
     """
-    import pandas as pd
-
     bd = bd[(bd["step"] >= 0) & bd["phases_known"] & bd["other_ns"].notna()]
     mine = bd[bd["rank"] == rank].set_index("step")
     others = bd[bd["rank"] != rank]
@@ -149,8 +147,6 @@ def root_causes(bd, neg, late, events, strag=None):
         of the lateness (of the step, for a rank not late); ``<phase>_excess_ns`` each; ``counters``: the
         counters that differ (list of dicts); ``message``: the sentence for the findings.
     """
-    import pandas as pd
-
     median_step = float(bd.loc[bd["step"] >= 0, "step_ns"].median()) if len(bd) else 0.0
     median_step = median_step if median_step == median_step else 0.0
     floor = max(MIN_EFFECT_NS, MIN_EFFECT_OF_STEP * median_step)

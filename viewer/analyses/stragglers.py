@@ -1,6 +1,9 @@
 """Negotiation and stragglers: who submitted each tensor last, and what that cost the others."""
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
+
 from viewer.analyses import intervals
 
 NEGOTIATION_COLUMNS = ["tensor", "step", "occurrence", "rank", "ready_ns", "source", "n_ranks", "first_ns",
@@ -17,8 +20,6 @@ def submit_times(tables):
         aligned submit time) when two or more ranks have traces, else the coordinator's ticks
         ("ringscope" READY instants or "horovod" rank-named ticks).
     """
-    import pandas as pd
-
     ops = tables.tensor_ops
     if len(ops) and ops["rank"].nunique() >= 2:
         df = ops[["tensor", "step", "occurrence", "rank", "submit_ns"]].rename(columns={"submit_ns": "ready_ns"})
@@ -43,9 +44,6 @@ def negotiations(tables, size: int | None = None):
         Only complete groups are kept; when the trace has step numbers, ops before the first step
         (setup, e.g. the initial parameter broadcast) are left out.
     """
-    import numpy as np
-    import pandas as pd
-
     empty = pd.DataFrame({c: pd.Series(dtype="object") for c in NEGOTIATION_COLUMNS})
     df = submit_times(tables)
     if not len(df):
@@ -82,8 +80,6 @@ def negotiations(tables, size: int | None = None):
 
 def _runs(*keys):
     """Rows sorted by ``keys``, in runs of equal keys: each row's run start (its index) and run length."""
-    import numpy as np
-
     new = np.ones(len(keys[0]), bool)
     new[1:] = np.logical_or.reduce([k[1:] != k[:-1] for k in keys])
     starts = np.flatnonzero(new)
@@ -104,8 +100,6 @@ def rank_stragglers(neg, size: int | None = None):
         (descending). ``wait_imposed_ns`` is the union of the intervals in which this rank alone held others
         up (overlapping tensors count once).
     """
-    import pandas as pd
-
     cols = ["rank", "negotiations", "times_last", "pct_last", "wait_imposed_ns", "wait_imposed_per_step_ns",
             "median_lateness_ns", "p90_lateness_ns", "steps"]
     if neg is None or not len(neg):
@@ -141,8 +135,6 @@ def per_tensor(neg):
         DataFrame ``tensor, step, occurrence, n_ranks, first_ns, last_ns, last_rank, spread_ns,
         wait_imposed_ns, source`` in time order.
     """
-    import pandas as pd
-
     cols = ["tensor", "step", "occurrence", "n_ranks", "first_ns", "last_ns", "last_rank", "spread_ns",
             "wait_imposed_ns", "source"]
     if neg is None or not len(neg):
@@ -163,8 +155,6 @@ def late_ranks(strag, size: int, step_ns: float | None = None):
         Those rows of ``strag`` with ``per_step_ns`` (the wait imposed per step, or in total without
         step numbers) and ``share_pct`` (of the step; 0 without step numbers).
     """
-    import pandas as pd
-
     if strag is None or not len(strag) or size < 2:
         return pd.DataFrame(columns=[*(strag.columns if strag is not None else []), "per_step_ns", "share_pct"])
     groups = int(strag["times_last"].sum())
@@ -199,9 +189,6 @@ def late_hosts(neg, hosts: dict, step_ns: float | None = None):
         and ``clock_uncertainty_ns`` (the largest clock-offset uncertainty among the host's ranks;
         filled by the caller, NA here).
     """
-    import numpy as np
-    import pandas as pd
-
     empty = pd.DataFrame({c: pd.Series(dtype="object") for c in HOST_COLUMNS})
     if neg is None or not len(neg) or len(set(hosts.values())) < 2:
         return empty

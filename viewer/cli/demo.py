@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+# The summary and the dashboard load only when the training is done (the dashboard: only when shown).
+
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN_SCRIPT = ROOT / "collectives" / "torch" / "demo_train.py"
 SCENARIOS = ("healthy", "straggler", "tiny-tensors", "large-tensors", "hang", "slow-data",

@@ -1,14 +1,14 @@
 """The Kineto (torch.profiler) part of ``ringscope summarize``'s tables."""
 from __future__ import annotations
 
+from rich.console import Console
+from rich.table import Table
+
+from viewer.units import fmt_bytes, fmt_ns
+
 
 def print_tables(data: dict, top: int = 10, console=None) -> None:
     """Rich tables of the ``kineto`` block."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from viewer.units import fmt_bytes, fmt_ns
-
     con = console or Console()
     ns = lambda v: "–" if v is None else fmt_ns(v)  # noqa: E731
     pct = lambda v: "–" if v is None else f"{v:.2f} %"  # noqa: E731

@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+# The viewer's modules load inside the functions, once the arguments parse; merging our traces never
+# loads pandas (only a Kineto run's tables do).
+
 
 def _nsys_hook():
     try:
@@ -16,7 +19,8 @@ def _nsys_hook():
 
 def _kineto(paths) -> bool:
     """The run holds a torch.profiler (Kineto) trace: merged from its loaded tables."""
-    from viewer.loader import detect_format, find_traces
+    from viewer.io.files import detect_format
+    from viewer.loader import find_traces
 
     files = [f for p in ([paths] if isinstance(paths, str) else paths) for f in find_traces(p)]
     return any(detect_format(f) == "kineto" for f in files)

@@ -2,8 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+
+# The viewer's modules load inside main, once the arguments parse: --help and a bad argument answer
+# without pandas; rich only when tables are drawn.
 
 PROGRESS_BYTES = 32 << 20  # show a progress bar when the traces total more than this
 
@@ -74,8 +78,6 @@ def main(argv=None) -> int:
         if (run.ranks["format"] == "kineto").all():
             data["breakdown"] = []   # our runtime's phases (synchronize, negotiation, queue): not in Kineto
     if args.json:
-        import json
-
         print(json.dumps(data, indent=2, default=str))
     else:
         from viewer.cli.tables import print_summary
@@ -93,8 +95,6 @@ def main(argv=None) -> int:
 
 
 def _write_csv(out: Path, tables: dict) -> None:
-    import json
-
     out.mkdir(parents=True, exist_ok=True)
     for name, df in tables.items():
         lists = [c for c in df.columns if df[c].dtype == object and df[c].map(_records).any()]

@@ -1,6 +1,10 @@
 """Rich tables for ``ringscope summarize`` (terminal output only; the data comes from viewer.summary)."""
 from __future__ import annotations
 
+from rich.console import Console
+from rich.table import Table
+
+from viewer.errors import describe_skipped
 from viewer.units import fmt_bytes, fmt_ns
 
 
@@ -14,9 +18,6 @@ def _num(v, fmt="{:.2f}"):
 
 def print_summary(data: dict, tables: dict, top: int = 10, console=None) -> None:
     """Print run facts, top findings, stragglers, fusion, bandwidth by message size and hangs."""
-    from rich.console import Console
-    from rich.table import Table
-
     con = console or Console()
     run = data["run"]
     facts = Table(title="Run", show_header=False, title_justify="left")
@@ -40,8 +41,6 @@ def print_summary(data: dict, tables: dict, top: int = 10, console=None) -> None
     if run["truncated_ranks"]:
         facts.add_row("truncated traces", ", ".join(map(str, run["truncated_ranks"])), style="yellow")
     if run["skipped"]:
-        from viewer.errors import describe_skipped
-
         for f in dict.fromkeys(s["file"] for s in run["skipped"]):
             facts.add_row("damaged lines skipped", f"{f}: " + describe_skipped(
                 [s for s in run["skipped"] if s["file"] == f]), style="yellow")
@@ -110,8 +109,6 @@ def print_summary(data: dict, tables: dict, top: int = 10, console=None) -> None
 
 
 def _print_links(con, rows, cost) -> None:
-    from rich.table import Table
-
     if not rows:
         return
     t = Table(title="Links: intra-host and cross-host traffic by op size (busbw in Gbit/s; a flat ring's hops "
@@ -150,8 +147,6 @@ def _phase_cells(r) -> list[str]:
 
 
 def _print_breakdown(con, rows) -> None:
-    from rich.table import Table
-
     if not rows:
         return
     ph = Table(title="Where the step went, mean per rank (ms; adds up to the step; ? = phases unknown: no "
@@ -173,8 +168,6 @@ def _print_breakdown(con, rows) -> None:
 
 
 def _print_recoveries(con, rows) -> None:
-    from rich.table import Table
-
     if not rows:
         return
     t = Table(title="Recoveries (elastic resets, ms; lost = failure -> end of the first step after, redone = "
@@ -194,8 +187,6 @@ def _print_recoveries(con, rows) -> None:
 
 
 def _print_root_causes(con, rows) -> None:
-    from rich.table import Table
-
     if not rows:
         return
     t = Table(title="Why the late ranks are late, and phases far off on the others (excess per step over the "
@@ -216,9 +207,6 @@ def _print_root_causes(con, rows) -> None:
 
 def print_step_breakdown(rows, console=None) -> None:
     """Every rank's every step: where it went (``ringscope summarize --breakdown``)."""
-    from rich.console import Console
-    from rich.table import Table
-
     con = console or Console()
     t = Table(title="Where each step went, per rank (ms; ? = phases unknown)", title_justify="left")
     for c in ("rank", "step", "step ms", *(c for c, _ in _PHASE_COLS)):

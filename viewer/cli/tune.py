@@ -2,7 +2,11 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+
+# The viewer's modules load inside main, once the arguments parse: --help and a bad argument answer
+# without pandas.
 
 
 def main(argv=None) -> int:
@@ -21,8 +25,6 @@ def main(argv=None) -> int:
 
     res = tune(model)
     if args.json:
-        import json
-
         print(json.dumps(res, indent=2))
         return 0
     cur, best = res["current"], res["best"]

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+
+# The viewer's modules load inside the functions, once the arguments parse: --help and a bad argument
+# answer without pandas.
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -80,8 +84,6 @@ def main(argv=None) -> int:
     res = predict(model, settings)
     tl = res.pop("timeline", None)
     if args.json:
-        import json
-
         res["timeline"] = tl.to_dict(orient="records") if tl is not None else []
         print(json.dumps(res, indent=2))
         return 0

@@ -8,6 +8,19 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import dash
+
+from viewer.dashboard import (
+    callbacks_breakdown,
+    callbacks_inputs,
+    callbacks_pages,
+    callbacks_timeline,
+    callbacks_whatif,
+)
+from viewer.dashboard.callbacks_inputs import EXPANSION_FACTOR
+from viewer.dashboard.components import banner
+from viewer.dashboard.layout import build_layout
+from viewer.dashboard.paths import list_runs
 from viewer.dashboard.registry import Registry
 
 ASSETS = Path(__file__).with_name("assets")
@@ -52,21 +65,7 @@ def create_app(registry: Registry, root, max_upload_mb: float = 64.0, startup_no
                max_expanded_mb: float | None = None):
     """A Dash app over ``registry``; the picker is confined to ``root``. A gzip upload may expand to
     ``max_expanded_mb`` (default: 4x the upload limit)."""
-    import dash
-
-    from viewer.dashboard import (
-        callbacks_breakdown,
-        callbacks_inputs,
-        callbacks_pages,
-        callbacks_timeline,
-        callbacks_whatif,
-    )
-    from viewer.dashboard.components import banner
-    from viewer.dashboard.layout import build_layout
-    from viewer.dashboard.paths import list_runs
-
     root = Path(root).resolve()
-    from viewer.dashboard.callbacks_inputs import EXPANSION_FACTOR
 
     expanded = max_expanded_mb if max_expanded_mb is not None else EXPANSION_FACTOR * max_upload_mb
     ctx = AppContext(registry, root, upload_root(), int(max_upload_mb * 1e6), int(expanded * 1e6))

@@ -7,7 +7,16 @@ from __future__ import annotations
 from dash import Input, Output, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from viewer.dashboard import derive, fig_comm, fig_compare, fig_fusion, fig_negotiation, fig_overview, fig_recoveries
+from viewer.dashboard import (
+    derive,
+    fig_comm,
+    fig_compare,
+    fig_fusion,
+    fig_negotiation,
+    fig_overview,
+    fig_recoveries,
+    kineto_overview,
+)
 from viewer.dashboard.components import card, facts, fmt, table
 from viewer.dashboard.pages_text import compare_rows, findings_block, run_facts
 
@@ -59,7 +68,6 @@ def register(app, ctx):
             return html.P(f"{ctx.registry.evicted[run_id]} ({run_id}) was unloaded to make room for newer "
                           "runs: open or upload it again.", className="muted", id="evicted-hint")
         view = _view(ctx, tab, "overview", run_id)
-        from viewer.dashboard import kineto_overview
 
         return [html.H2(f"Run {view.label}"), headline_cards(view),
                 dcc.Graph(id="ov-steps", figure=fig_overview.step_time_figure(view.step_spans),

@@ -1,17 +1,18 @@
 """The "What if" page's callback: the knobs in, the prediction out (the model is fitted once per run)."""
 from __future__ import annotations
 
+import pandas as pd
 from dash import Input, Output, html
 from dash.exceptions import PreventUpdate
 
 from viewer.dashboard import fig_whatif
 from viewer.dashboard.components import card, fmt, table
+from viewer.whatif import ModelError, Settings, fit, predict
 
 
 def _model(view):
     """The fitted what-if model of a run view, or the reason there is none (kept on the view)."""
     if not hasattr(view, "_whatif"):
-        from viewer.whatif import ModelError, fit
         try:
             view._whatif = fit(view.tables)
         except ModelError as exc:
@@ -20,7 +21,6 @@ def _model(view):
 
 
 def settings_of(threshold_mb, cycle_ms, bandwidth, latency, ranks, flags):
-    from viewer.whatif import Settings
     return Settings(None if threshold_mb is None else int(float(threshold_mb) * (1 << 20)),
                     None if cycle_ms is None else float(cycle_ms), "no_straggler" in (flags or []),
                     float(bandwidth or 1), float(latency or 1), int(ranks) if ranks else None)
@@ -51,9 +51,7 @@ def register(app, ctx):
         if isinstance(model, str):
             empty = fig_whatif.empty_figure("nothing to replay in this run")
             return html.P(f"{model[0].upper()}{model[1:]}.", className="muted", id="wi-none"), empty, empty, None
-        import pandas as pd
 
-        from viewer.whatif import predict
         res = predict(model, settings_of(thr, cyc, bw, lat, ranks, flags))
         return (summary(res), fig_whatif.steps_figure(res["steps"]), fig_whatif.timeline_figure(res.get("timeline")),
                 table(pd.DataFrame(res["fits"]), table_id="wi-fit-table"))

@@ -4,15 +4,14 @@ from __future__ import annotations
 from dash import html
 
 from viewer.dashboard.components import table
+from viewer.kineto import overlap, temporal
+from viewer.kineto.summary import has_kineto
 
 
 def block(tables) -> list:
     """An H3 and a table (GPU time per rank), or [] when the run holds no Kineto trace with GPU work."""
-    from viewer.kineto.summary import has_kineto
-
     if not has_kineto(tables):
         return []
-    from viewer.kineto import overlap, temporal
 
     tb = temporal.temporal_breakdown(tables)
     if tb.empty:

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from viewer.dashboard.registry import LoadError
+from viewer.nsys.attach import attach_nsys, with_gpu_rows
+from viewer.nsys.errors import NsysError
 
 
 def attach(view, specs) -> None:
@@ -10,9 +12,6 @@ def attach(view, specs) -> None:
     Call before anything derived is computed (``view.warm()``); the mapping and alignment lines
     join the run's notes, shown in the banner.
     """
-    from viewer.nsys.attach import attach_nsys, with_gpu_rows
-    from viewer.nsys.errors import NsysError
-
     try:
         ov = attach_nsys(view.tables, list(specs))
     except NsysError as exc:

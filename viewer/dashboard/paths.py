@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from viewer.cache import CACHE_DIRNAME
 from viewer.io import files as io_files
 
 TRACE_SUFFIXES = (*io_files.TRACE_SUFFIXES, ".sqlite")   # and Nsight exports
@@ -51,8 +52,6 @@ def _inside(root: Path, real) -> bool:
 def _check_reads(root: Path, real: Path, rel: str) -> None:
     """Refuse when a file the loader would read for ``real`` resolves outside ``root``: every trace
     file directly inside a run directory (the loader follows links), and the parse cache beside them."""
-    from viewer.cache import CACHE_DIRNAME
-
     folder = real if real.is_dir() else real.parent
     where = rel.rstrip("/") if real.is_dir() else rel.rsplit("/", 1)[0] if "/" in rel else "."
     entries = [e for e in folder.iterdir() if is_trace_file(e.name)] if real.is_dir() else []

@@ -2,8 +2,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
+import socket
 import sys
 from pathlib import Path
+
+# The app and the registry load inside the functions, once the arguments parse: --help and a bad argument
+# answer without dash or pandas.
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,8 +55,6 @@ def make_app(runs=(), root=None, max_upload_mb: float = 64.0, tables=None, label
 
 def check_port(host: str, port: int) -> None:
     """Raise OSError (one line) when ``host:port`` cannot be bound, before any run is loaded."""
-    import socket
-
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -65,9 +69,6 @@ def serve(runs=(), host: str = "127.0.0.1", port: int = 8050, root=None, max_upl
     """Start the dashboard and block until interrupted (used by ``ringscope view`` and the demo).
 
     ``limits``: ``max_expanded_mb``, ``max_runs``, ``max_memory_mb`` (see :func:`make_app`)."""
-    import contextlib
-    import signal
-
     check_port(host, port)
     app = make_app(runs, root, max_upload_mb, tables, label, nsys, **limits)
     # SIGTERM ends the process through SystemExit, so atexit removes the uploads' folder

@@ -7,6 +7,8 @@ once, for the output tables only.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
 
 _READ = 1   # the scanner's status of a value that was there with the asked type
 
@@ -178,9 +180,6 @@ def _joined(parts, order):
 def strings(parts, order=None):
     """A pandas ``string`` array from ``(codes, values)`` parts, concatenated (then reordered by
     ``order`` when given)."""
-    import pandas as pd
-    import pyarrow as pa
-
     codes, values = _joined(parts, order)
     dictionary = pa.array(values, type=pa.large_string())
     arr = pa.DictionaryArray.from_arrays(pa.array(codes, mask=codes < 0), dictionary)
@@ -191,8 +190,6 @@ def categories(parts, order=None):
     """A pandas ``Categorical`` from ``(codes, values)`` parts, concatenated (then reordered by
     ``order`` when given); its categories are the values used, sorted, so that it sorts, counts and
     groups as the strings do."""
-    import pandas as pd
-
     codes, values = _joined(parts, order)
     used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(values)))
     kept = [values[i] for i in used.tolist()]
@@ -205,8 +202,6 @@ def categories(parts, order=None):
 
 def int_na(values, valid):
     """A pandas ``Int64`` array (NA where not ``valid``)."""
-    import pandas as pd
-
     return pd.arrays.IntegerArray(np.asarray(values, dtype="int64"), ~np.asarray(valid, dtype=bool))
 
 

@@ -1,4 +1,5 @@
-"""Which files of a directory are traces, sniffed from their first bytes (gunzipped when needed)."""
+"""Which files of a directory are traces, and of which format: sniffed from their first bytes (gunzipped
+when needed)."""
 from __future__ import annotations
 
 import zlib
@@ -43,3 +44,24 @@ def trace_files(d: Path) -> list[Path]:
             files += sorted(f for f in where.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES)
                             and _looks_like_trace(f))
     return files
+
+
+def detect_format(path) -> str:
+    """"ringscope", "horovod", "kineto" or "merged", sniffed from the first bytes of a file."""
+    head = first_bytes(Path(path))
+    if b'"ringscope_merged"' in head:
+        return "merged"
+    if b'"otherData"' in head and b'"ringscope"' in head:
+        return "ringscope"
+    if b"start_time_since_epoch_in_micros" in head or b'"CYCLE_START"' in head:
+        return "horovod"
+    if b'"NEGOTIATE_' in head and b'"tid"' not in head:
+        return "horovod"
+    return "kineto" if _looks_like_kineto(head) else "ringscope"
+
+
+def _looks_like_kineto(head: bytes) -> bool:
+    """The first bytes of a file look like a torch.profiler trace."""
+    return any(k in head for k in (b'"schemaVersion"', b'"distributedInfo"', b'"deviceProperties"',
+                                   b'"baseTimeNanoseconds"', b'"cpu_op"', b'"cuda_runtime"',
+                                   b'"ProfilerStep#', b'"PyTorch Profiler'))

@@ -17,8 +17,10 @@ that rank beside ours.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from tracer import vocab as V
+from viewer import frames
 from viewer.errors import TraceError
 
 THEIRS = "Optimizer.step#"   # torch.optim's record_function around every optimizer's step()
@@ -30,10 +32,6 @@ _MAX_PAIRS, _NEAR_NS = 4_000_000, 10_000_000_000
 def attach(parsed: list[dict]) -> list[dict]:
     """``parsed`` without the Kineto files that have our trace of the same rank, their events moved
     into that trace's ``events`` (``meta["kineto_files"]`` lists them)."""
-    import pandas as pd
-
-    from viewer import frames
-
     ours = {p["rank_info"]["rank"]: p for p in parsed
             if p["rank_info"].get("format") != "kineto" and p["meta"].get("part") in (None, 0)}
     out, alignment = [], []

@@ -8,6 +8,9 @@ trace does not tell (older torch) keeps its time and has NaN bandwidths.
 """
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
+
 from viewer.analyses import communication
 
 COLUMNS = ["rank", "step", "collective", "op", "backend", "activity", "dtype", "n", "bytes", "time_us",
@@ -18,8 +21,6 @@ SUMMARY_COLUMNS = ["op", "dtype", "bytes", "n", "count", "time_us", "algbw_gbps"
 
 def collectives_table(tables):
     """One row per collective per rank, in start order."""
-    import numpy as np
-
     fo = tables.fused_ops
     bw = communication.op_bandwidth(fo, size=int(tables.meta.get("size") or 1))
     bw["collective"] = [t[0] if len(t) else None for t in fo["tensors"]]
@@ -35,8 +36,6 @@ def collectives_table(tables):
 def collectives_summary(table):
     """nccl-tests-style rows: per op, dtype, size and group size, the count and median time and
     bandwidths (``busbw_max_gbps``: the best seen)."""
-    import pandas as pd
-
     d = table.assign(op=table["op"].fillna("?"), dtype=table["dtype"].fillna("?"),
                      bytes=table["bytes"].astype("float64"))
     if not len(d):

@@ -12,6 +12,8 @@ from __future__ import annotations
 import bisect
 import re
 
+import numpy as np
+
 COMM_KERNEL = re.compile(r"^nccl.*Kernel")
 _ANNOTATION = re.compile(r"^(nccl|gloo|mpi|ucc|xccl):([A-Za-z_]+)")
 _KERNEL_OP = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)|^nccl([A-Z][A-Za-z]+?)(?:Ring|Tree|Kernel)")
@@ -165,8 +167,6 @@ def _by_thread(cols: dict, special: list, thread_of, keep) -> dict:
 
 def _launchers(cols: dict, rows: list) -> dict:
     """GPU row -> the CPU row with the same correlation id (its runtime launch call)."""
-    import numpy as np
-
     corr, stream = cols["corr"], cols["stream"]
     cpu = np.flatnonzero((stream < 0) & (corr >= 0))
     order = np.argsort(corr[cpu], kind="stable")

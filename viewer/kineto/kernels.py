@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pandas as pd
 
 WORK_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 _COMM = re.compile(r"^nccl.*Kernel")
@@ -32,8 +33,6 @@ def kernel_kind(name: str) -> str:
 
 def step_spans(events):
     """``rank, step, start_ns, end_ns`` of each ProfilerStep#N span."""
-    import pandas as pd
-
     ev = events[(events["name"].str.startswith("ProfilerStep#")) & events["thread"].str.startswith("cpu:")]
     out = pd.DataFrame({"rank": ev["rank"].to_numpy(), "step": ev["step"].to_numpy(),
                         "start_ns": ev["t_ns"].to_numpy(), "end_ns": (ev["t_ns"] + ev["dur_ns"]).to_numpy()})
@@ -42,8 +41,6 @@ def step_spans(events):
 
 def gpu_work(tables, include_last_step: bool = False, hta_rounding: bool = True):
     """The GPU work each rank's analyses count: ``rank, thread, name, t_ns, end_ns, step, kind``."""
-    import pandas as pd
-
     events = tables.events
     g = events[events["cat"].isin(WORK_CATS)]
     out = pd.DataFrame({"rank": g["rank"].to_numpy(), "thread": g["thread"].to_numpy(),

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
+
 from viewer.merge import _LANE_TID, MERGED_KEY, _relane
 
 
@@ -21,8 +23,6 @@ def _lane_order(label: str):
 
 def write_merged(tables, out) -> dict:
     """Write ``out`` (object form, one event per line); returns ``{events, ranks, overlap_lanes}``."""
-    import orjson
-
     ev = tables.events
     header = {MERGED_KEY: {"origin_epoch_ns": tables.meta.get("origin_epoch_ns"), "format": "kineto",
                            "ranks": [{"rank": int(r), "file": f, "clock_offset_ns": None if o is None else int(o)}

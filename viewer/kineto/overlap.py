@@ -6,6 +6,8 @@ communication time. Which work counts: :mod:`viewer.kineto.kernels`.
 """
 from __future__ import annotations
 
+import pandas as pd
+
 from viewer.kineto.kernels import gpu_work, overlap_ns, union_ns
 
 COLUMNS = ["rank", "communication_ns", "compute_ns", "overlap_ns", "exposed_ns", "overlap_pct"]
@@ -13,8 +15,6 @@ COLUMNS = ["rank", "communication_ns", "compute_ns", "overlap_ns", "exposed_ns",
 
 def comm_comp_overlap(tables, include_last_step: bool = False, hta_rounding: bool = True):
     """One row per rank with GPU work (``overlap_pct`` NaN when it ran no NCCL kernel)."""
-    import pandas as pd
-
     work = gpu_work(tables, include_last_step, hta_rounding)
     rows = []
     for rank, g in work.groupby("rank", sort=True):

@@ -8,6 +8,8 @@ union of the step's collectives (e.g. gloo's annotations) and the GPU columns ar
 """
 from __future__ import annotations
 
+import pandas as pd
+
 from viewer.kineto.kernels import gpu_work, overlap_ns, step_spans, union_ns
 
 COLUMNS = ["rank", "step", "step_ns", "gpu_span_ns", "gpu_busy_ns", "compute_ns", "communication_ns",
@@ -16,8 +18,6 @@ COLUMNS = ["rank", "step", "step_ns", "gpu_span_ns", "gpu_busy_ns", "compute_ns"
 
 def step_breakdown(tables, hta_rounding: bool = True):
     """One row per rank and ProfilerStep (the last step included: it may be cut by the profiler)."""
-    import pandas as pd
-
     steps = step_spans(tables.events)
     work = gpu_work(tables, include_last_step=True, hta_rounding=hta_rounding)
     by_step = {k: g for k, g in work.groupby(["rank", "step"])}

@@ -8,6 +8,8 @@ Only the loaded ranks are compared (a run of 128 ranks loaded as 2 compares thos
 """
 from __future__ import annotations
 
+import pandas as pd
+
 from viewer.analyses import stragglers
 
 COLUMNS = ["tensor", "step", "op", "n_ranks", "last_rank", "spread_ns", "wait_imposed_ns",
@@ -27,8 +29,6 @@ def collective_stragglers(tables, launches=None):
     """One row per collective seen on every loaded rank: the last launcher, the spread (last − first
     launch), the wait it imposed (last − second last) and whether that wait is within the clock
     offsets' uncertainty (then the order of the ranks is not certain)."""
-    import pandas as pd
-
     neg = collective_launches(tables) if launches is None else launches
     last = neg[neg["is_last"].astype(bool)]
     if not len(last):

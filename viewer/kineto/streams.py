@@ -5,6 +5,8 @@ work's start to last work's end, all streams); the kinds are those of :mod:`view
 """
 from __future__ import annotations
 
+import pandas as pd
+
 from viewer.kineto.kernels import gpu_work, union_ns
 
 COLUMNS = ["rank", "stream", "kernels", "busy_ns", "busy_pct", "compute_ns", "communication_ns", "memory_ns",
@@ -13,8 +15,6 @@ COLUMNS = ["rank", "stream", "kernels", "busy_ns", "busy_pct", "compute_ns", "co
 
 def stream_table(tables, include_last_step: bool = False, hta_rounding: bool = True):
     """One row per rank and GPU stream (none for CPU-only traces)."""
-    import pandas as pd
-
     work = gpu_work(tables, include_last_step, hta_rounding)
     rows = []
     for rank, r in work.groupby("rank", sort=True):

@@ -1,6 +1,9 @@
 """The Kineto (torch.profiler) part of ``ringscope summarize``: its analyses and its JSON block."""
 from __future__ import annotations
 
+from viewer.kineto import collectives, overlap, steps, stragglers, streams, temporal
+from viewer.summary import records
+
 
 def is_kineto(run) -> bool:
     """The run holds at least one Kineto trace (alone, or joined to our trace of its rank)."""
@@ -14,8 +17,6 @@ def has_kineto(tables) -> bool:
 
 def analyses(tables) -> dict:
     """Every Kineto analysis of a run, keyed ``kineto_<name>`` (docs/KINETO.md)."""
-    from viewer.kineto import collectives, overlap, steps, stragglers, streams, temporal
-
     coll = collectives.collectives_table(tables)
     launches = stragglers.collective_launches(tables)
     return {
@@ -32,8 +33,6 @@ def analyses(tables) -> dict:
 
 def summary(tables: dict, top: int = 10) -> dict:
     """The ``kineto`` block of ``summarize --json``."""
-    from viewer.summary import records
-
     return {
         "temporal_breakdown": records(tables["kineto_temporal"]),
         "overlap": records(tables["kineto_overlap"]),

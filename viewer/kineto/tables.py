@@ -22,6 +22,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from viewer import frames
 from viewer.errors import TraceError, warn_damage
@@ -35,13 +36,6 @@ _STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 _FILE_RANK = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_]?(\d+)", re.I)
 _EPOCH_US = 9.4e14   # ts beyond this (year 2000 in µs) is already wall-clock time
 _MAX_SPREAD_US = 1e12   # ~11.6 days: a trace's events lie closer together (int64 ns hold ~106 days)
-
-
-def looks_like_kineto(head: bytes) -> bool:
-    """The first bytes of a file look like a torch.profiler trace."""
-    return any(k in head for k in (b'"schemaVersion"', b'"distributedInfo"', b'"deviceProperties"',
-                                   b'"baseTimeNanoseconds"', b'"cpu_op"', b'"cuda_runtime"',
-                                   b'"ProfilerStep#', b'"PyTorch Profiler'))
 
 
 def rank_from_name(path) -> int | None:
@@ -169,8 +163,6 @@ def _tables(cols: dict, ev: Events, rank: int, t0: float, world, backend) -> dic
 
 
 def _frame(columns: dict):
-    import pandas as pd
-
     return pd.DataFrame(columns, copy=False)
 
 

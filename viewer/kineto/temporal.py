@@ -6,6 +6,8 @@ memory and other kernels where no compute kernel runs). Which work counts: :mod:
 """
 from __future__ import annotations
 
+import pandas as pd
+
 from viewer.kineto.kernels import gpu_work, union_ns
 
 COLUMNS = ["rank", "kernel_time_ns", "idle_ns", "compute_ns", "non_compute_ns", "communication_ns",
@@ -14,8 +16,6 @@ COLUMNS = ["rank", "kernel_time_ns", "idle_ns", "compute_ns", "non_compute_ns", 
 
 def temporal_breakdown(tables, include_last_step: bool = False, hta_rounding: bool = True):
     """One row per rank with GPU work (none for CPU-only traces)."""
-    import pandas as pd
-
     work = gpu_work(tables, include_last_step, hta_rounding)
     rows = []
     for rank, g in work.groupby("rank", sort=True):

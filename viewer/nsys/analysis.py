@@ -7,6 +7,7 @@ Inputs are the run's ``events`` table with the overlay's GPU rows in it (threads
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from viewer.nsys.overlay import CAT_NCCL, GPU_THREAD_PREFIX
 
@@ -53,8 +54,6 @@ def comm_gpu_times(events, fused_ops=None):
     end -> activity end; ``gpu_idle_ns`` gaps between the op's kernels (any stream) between its first
     kernel start and last kernel end; ``kernel_share`` = nccl_kernel_ns / cpu_ns.
     """
-    import pandas as pd
-
     gpu = gpu_rows(events)
     gpu = gpu[gpu["response"] >= 0]
     back = events[(events["thread"] == "backend") & (events["ph"] == "X") & (events["response"] >= 0)]
@@ -100,8 +99,6 @@ def gpu_idle_during_comm(events):
     Communication time is the union of the rank's backend activities; GPU busy is the union of all
     its kernels clipped to that time.
     """
-    import pandas as pd
-
     gpu = gpu_rows(events)
     back = events[(events["thread"] == "backend") & (events["ph"] == "X") & (events["response"] >= 0)]
     if "depth" in back:

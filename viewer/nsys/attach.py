@@ -7,6 +7,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pandas as pd
 
 from viewer import frames
 from viewer.nsys import align, mapping, overlay
@@ -43,8 +46,6 @@ class NsysOverlay:
 
 def _trace_ranges(events, rank: int):
     """The rank's spans keyed by the NVTX message the tracer gave them (those it gave one)."""
-    import pandas as pd
-
     e = events[(events["rank"] == rank) & (events["ph"] == "X")]
     keys = [ringscope_nvtx_message(n, th, None if pd.isna(t) else t, s)
             for n, th, t, s in zip(e["name"], e["thread"], e["tensor"], e["step"])]
@@ -60,8 +61,6 @@ def _nsys_ranges(report, pid: int):
 
 def attach_nsys(tables, specs, *, min_matches: int = 8) -> NsysOverlay:
     """Read, map, align and attribute the nsys exports named by ``specs`` (``FILE`` or ``RANK=FILE``)."""
-    import pandas as pd
-
     explicit, files = {}, []
     for spec in specs:
         rank, f = mapping.parse_spec(str(spec))
@@ -111,8 +110,6 @@ def attach_nsys(tables, specs, *, min_matches: int = 8) -> NsysOverlay:
 
 def read_key(f) -> str:
     """The name a file goes by in mappings and messages (as given, normalised)."""
-    from pathlib import Path
-
     return str(Path(f))
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from viewer.nsys.constants import RINGSCOPE_DOMAIN
+from viewer.nsys.constants import NVTX_MARK, RINGSCOPE_DOMAIN
 from viewer.nsys.errors import NsysError
 
 _RANK_RE = re.compile(r"\brank[\s=:#]*(\d+)\b", re.IGNORECASE)
@@ -35,7 +35,6 @@ def ringscope_nvtx(nvtx):
 
 def rank_from_nvtx(events) -> int | None:
     """The rank that a process's ringscope NVTX events carry, or None. Conflicting ranks: None."""
-    from viewer.nsys.constants import NVTX_MARK
     names = events["name"].fillna("")
     # marks, ranges named "ringscope...", categories and domain names; never tensor-named ranges
     texts = list(names[(events["event_type"] == NVTX_MARK) | names.str.startswith(RINGSCOPE_DOMAIN)])

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import sys
 
+# `ringscope merge` imports this module for its --nsys option; the run and the overlay (pandas) load only
+# when --nsys is given.
+
 
 def add_arguments(parser) -> None:
     """The ``--nsys`` option: ``--nsys REPORT.sqlite [...]`` and/or ``--nsys RANK=FILE [...]``."""

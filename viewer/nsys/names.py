@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from tracer import vocab
+
 _NCCL = re.compile(r"(?:^|[\s:*&])(nccl(?:Dev)?Kernel)_(\w+)")
 _OPS = ("AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "SendRecv", "AllToAll",
         "Send", "Recv", "Generic")
@@ -39,8 +41,6 @@ def ringscope_nvtx_message(name: str, thread: str | None = None, tensor: str | N
     steps ``"STEP <n>"``; a tensor's lifecycle slice and spans recorded after the fact (``complete``:
     CYCLE, the memcpy phases) have no range.
     """
-    from tracer import vocab
-
     if name in (vocab.CYCLE, vocab.MEMCPY_IN_FUSION_BUFFER, vocab.MEMCPY_OUT_FUSION_BUFFER):
         return None
     if name == vocab.STEP:

@@ -7,8 +7,10 @@ later), falling back to the kernel's start when the launch is unknown.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from viewer.nsys.names import is_nccl_kernel
+from viewer.schema import EVENTS
 
 GPU_THREAD_PREFIX = "gpu:"
 GPU_TID_BASE = 100_000      # Chrome tid of stream s (clear of the merge's overlap lanes, tid + k*1e6)
@@ -21,8 +23,6 @@ ALIGNED_COLUMNS = ["rank", "t_ns", "dur_ns", "name", "short_name", "device", "st
 
 def align_kernels(kernels, pid: int, rank: int, offset_ns: int):
     """The kernels of process ``pid`` on the run axis (DataFrame[ALIGNED_COLUMNS], no attribution)."""
-    import pandas as pd
-
     k = kernels[kernels["pid"] == pid]
     out = pd.DataFrame({
         "rank": np.full(len(k), rank, dtype="int32"),
@@ -71,10 +71,6 @@ def attribute(aligned, events):
 
 def gpu_event_rows(aligned):
     """Events-table rows (``viewer.schema.EVENTS``) for aligned kernels, thread ``gpu:<stream>``."""
-    import pandas as pd
-
-    from viewer.schema import EVENTS
-
     n = len(aligned)
     rows = pd.DataFrame({
         "rank": aligned["rank"].to_numpy(),
@@ -97,8 +93,6 @@ def gpu_event_rows(aligned):
 def chrome_events(aligned, ts_origin_ns: int = 0) -> list[dict]:
     """Chrome-trace events for the merged trace: one thread per (rank, stream), ``ts`` in µs
     relative to ``ts_origin_ns`` on the run axis, plus thread_name/thread_sort_index metadata."""
-    import pandas as pd
-
     out = []
     for (rank, stream), g in aligned.groupby(["rank", "stream"], sort=True):
         tid = GPU_TID_BASE + int(stream)

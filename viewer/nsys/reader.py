@@ -7,8 +7,11 @@ line naming the file and the problem.
 from __future__ import annotations
 
 import sqlite3
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pandas as pd
 
 from viewer.nsys import constants as C
 from viewer.nsys.errors import NsysError
@@ -166,8 +169,6 @@ def _read_kernels(con, path, pd, tables):
 
 def read_report(path) -> NsysReport:
     """Read one Nsight Systems SQLite export (NVTX ranges/marks, kernels with their launches)."""
-    import pandas as pd
-
     path = Path(path)
     con = _connect(path)
     try:
@@ -195,6 +196,5 @@ def read_report(path) -> NsysReport:
     finally:
         con.close()
     if version is not None and not str(version).startswith("3."):
-        import warnings
         warnings.warn(f"{path}: nsys export schema {version}; ringscope reads schema 3.x", stacklevel=2)
     return NsysReport(str(path), version, start, nvtx, kernels, procs)

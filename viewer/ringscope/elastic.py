@@ -9,7 +9,7 @@ import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
-from viewer.errors import TraceError
+from viewer.errors import TraceError, TruncatedTraceWarning
 from viewer.io.files import trace_files
 
 MANIFEST = "elastic.json"
@@ -132,7 +132,6 @@ def stopped_world(gen: dict, cut: list):
     if gen.get("end") not in ("failure", "below_min_np"):
         yield
         return
-    from viewer.errors import TruncatedTraceWarning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

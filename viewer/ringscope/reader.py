@@ -15,6 +15,7 @@ from tracer import vocab as V
 from viewer.errors import TraceError
 from viewer.io import _eventscan
 from viewer.io.chrome_json import _BAD_JSON, TraceReader, loads
+from viewer.io.columns import Columns
 
 MAX_US = 1e15   # |ts| and dur beyond ~31 years in µs are damage, not time (and would overflow ns)
 _STR_ARGS = ("tensor", "op", "dtype", "backend", "error")
@@ -30,8 +31,6 @@ _READ, _ABSENT, _NULL, _TYPE = 1, 0, 2, 3
 def read(path):
     """``(reader, columns)``: the :class:`TraceReader` (header, closed, stop_offset, skipped) and the
     file's events as :class:`viewer.io.columns.Columns` (metadata rows included)."""
-    from viewer.io.columns import Columns
-
     reader = TraceReader(path)
     meta = reader.other(V.VERSION_KEY)
     version = meta.get("format_version")

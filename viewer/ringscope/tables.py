@@ -8,10 +8,14 @@ for the output columns.
 """
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
+import pandas as pd
 
 from tracer import vocab as V
 from viewer import frames
+from viewer.errors import warn_damage
 from viewer.io.columns import (
     categories,
     coalesce,
@@ -26,6 +30,7 @@ from viewer.io.columns import (
     with_default,
 )
 from viewer.ringscope import phases
+from viewer.ringscope.reader import read
 
 
 class _Rows:
@@ -152,7 +157,6 @@ def _events(r, ops, rank):
         "value": np.concatenate([np.full(n_p + n_o + n_n, np.nan), value[c]])[order],
         "depth": depth[order],
     }
-    import pandas as pd
 
     return pd.DataFrame(events, copy=False)  # a block per column: the merge of ranks pops them one by one
 
@@ -312,8 +316,6 @@ def _tensor_ops(r, ops, fused, syncs, rank):
 def _waits(r, ops, step, syncs):
     """Framework SYNCHRONIZE time per tensor op: by (tensor, step), else the latest op of that tensor
     submitted before the wait began."""
-    import bisect
-
     cols = r.cols
     code_of = {v: i for i, v in enumerate(r.aid_values)}
     t_codes, t_vals = cols.codes("args.tensor")
@@ -411,9 +413,6 @@ def parse_file(path, warn: bool = True) -> dict:
 
     Times are local (ns since this rank's ts == 0); ``meta`` is the file's ``otherData.ringscope``.
     """
-    from viewer.errors import warn_damage
-    from viewer.ringscope.reader import read
-
     reader, cols = read(path)
     meta = dict(reader.other(V.VERSION_KEY))
     rank = _int_or(meta.get("rank"), None)

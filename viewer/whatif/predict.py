@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import statistics
 
+import pandas as pd
+
 from viewer.whatif import rebuild, replay
 from viewer.whatif.replay import Model, Settings
 
@@ -66,8 +68,6 @@ def timeline(model: Model, settings: Settings, step, result: dict):
     """One step, predicted and measured, as rows ``source, rank, lane, name, start_ms, end_ms``
     (ms since the step's earliest start): compute, waits and phases on the rank's lane,
     collectives on a "comm" lane per rank (they run on every rank at once)."""
-    import pandas as pd
-
     origin = min(step.t0.values())
     rows = _rows("predicted", step, result, origin)
     measured = _measured(step)
