@@ -20,20 +20,6 @@ _DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8":
                 "int16": 2, "int32": 4, "int64": 8, "bool": 1}
 
 
-def looks_like_horovod(first_events: list) -> bool:
-    """True when the events use Horovod's layout (tensor-named processes, no tids, NEGOTIATE_*)."""
-    for ev in first_events[:200]:
-        name = ev.get("name", "")
-        if ev.get("ph") == "M" and name == "process_name" and "start_time_since_epoch_in_micros" in (
-                ev.get("args") or {}):
-            return True
-        if name.startswith(V.NEGOTIATE_PREFIX) and ev.get("ph") == "B" and "tid" not in ev:
-            return True
-        if name == "CYCLE_START":
-            return True
-    return False
-
-
 def _shape_elems(shape) -> int | None:
     if isinstance(shape, str):
         nums = re.findall(r"\d+", shape)

@@ -283,8 +283,3 @@ def _report(path, reader, legacy: bool) -> None:
     warn_damage(path, {"_stop_offset": reader.stop_offset, "_size": reader.size, "_n_events": reader.n_events,
                        "_skipped": reader.skipped, "_damage": reader.damage},
                 not reader.dropped and (reader.closed or legacy))
-
-
-def merge_run(paths, out, extra_events=None) -> dict:
-    """:func:`plan_merge` + :func:`write_merged` in one call."""
-    return write_merged(plan_merge(paths), out, extra_events=extra_events)

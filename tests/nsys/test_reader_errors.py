@@ -110,7 +110,7 @@ def test_wrong_typed_values_are_one_line(tmp_path, per_rank):
     bad = tmp_path / "bad.sqlite"
     shutil.copy(src, bad)
     con = sqlite3.connect(bad)
-    con.execute("update PROCESSES set pid = 'not-a-pid'")
+    con.execute("update CUPTI_ACTIVITY_KIND_KERNEL set start = 'not-a-time'")
     con.commit()
     con.close()
     with pytest.raises(NsysError) as ei:

@@ -330,7 +330,7 @@ def test_merged_elastic_run_opens_cleanly_in_perfetto(lost_run, tmp_path):
     and its trace processor holds the reset slice on the driver's lane."""
     from tests.tracer.perfetto_util import chromium_missing_reason, perfetto_import_stats, perfetto_query
     from tests.viewer.test_merge import _check_nesting
-    from viewer.merge import merge_run
+    from viewer.merge import plan_merge, write_merged
 
     reason = chromium_missing_reason()
     if reason:
@@ -338,7 +338,7 @@ def test_merged_elastic_run_opens_cleanly_in_perfetto(lost_run, tmp_path):
     out = tmp_path / "merged.json"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        merge_run(lost_run[0], out)
+        write_merged(plan_merge(lost_run[0]), out)
     _check_nesting(json.loads(out.read_text())["traceEvents"])
     bad, info = perfetto_import_stats(out, screenshot=tmp_path / "merged.png")
     assert bad == [], f"Perfetto import problems: {bad}\n{info[:2000]}"

@@ -7,7 +7,7 @@ import sys
 
 from tests.viewer import tracegen
 from tests.viewer.conftest import ROOT
-from viewer.merge import MERGED_KEY, merge_run, plan_merge, write_merged
+from viewer.merge import MERGED_KEY, plan_merge, write_merged
 
 
 def _check_nesting(events):
@@ -63,7 +63,7 @@ def test_overlapping_slices_get_their_own_lane(tmp_path):
     (tmp_path / "r").mkdir()
     tracegen.write_rank(tmp_path / "r" / "rank-0.json", 0, 1, sorted(ev, key=lambda e: e["ts"]))
     out = tmp_path / "m.json"
-    stats = merge_run(tmp_path / "r", out)
+    stats = write_merged(plan_merge(tmp_path / "r"), out)
     assert stats["overlap_lanes"] >= 1
     evs = json.loads(out.read_text())["traceEvents"]
     _check_nesting(evs)
@@ -97,7 +97,7 @@ def test_merged_real_run_opens_cleanly_in_perfetto(tmp_path):
                                      "SLOW_RANK": 1, "RINGSCOPE_TIMELINE_MARK_CYCLES": "1"}, timeout=180)
     assert proc.returncode == 0, proc.stdout[-2000:]
     out = tmp_path / "merged.json"
-    stats = merge_run(tmp_path / "t", out)
+    stats = write_merged(plan_merge(tmp_path / "t"), out)
     assert stats["ranks"] == 4
     evs = json.loads(out.read_text())["traceEvents"]
     _check_nesting(evs)
@@ -110,7 +110,7 @@ def test_tensor_threads_keep_their_names(tmp_path):
     """Format 3: each tensor's thread keeps its name in the merged trace (overlap lanes stay clear)."""
     tracegen.write_run(tmp_path / "run", size=2, steps=2, late_rank=1)
     out = tmp_path / "m.json"
-    merge_run(tmp_path / "run", out)
+    write_merged(plan_merge(tmp_path / "run"), out)
     evs = json.loads(out.read_text())["traceEvents"]
     names = {(e["pid"], e["tid"]): e["args"]["name"] for e in evs if e.get("name") == "thread_name"}
     assert names[(0, 1000)] == names[(1, 1000)] == "grad.a" and names[(1, 1001)] == "grad.b"

@@ -57,14 +57,6 @@ def covered_before(merged, times):
     return cum[k] - past
 
 
-def grouped(keys, starts, ends) -> dict:
-    """``{key: [(start, end), ...]}`` from parallel sequences (plain lists: cheap to build and walk)."""
-    out: dict = {}
-    for k, s, e in zip(keys, starts, ends):
-        out.setdefault(k, []).append((s, e))
-    return out
-
-
 def union_lengths(groups, starts, ends, n_groups: int):
     """Per group id (0 .. n_groups-1): total length of the union of its ``[start, end)`` pairs.
 

@@ -107,22 +107,14 @@ def run_training(cmd, env) -> int:
 
 
 def _summarize(run_dir: Path) -> int:
-    try:
-        from viewer.cli import summarize
-    except ImportError:
-        print("ringscope demo: the summary is not available in this build "
-              "(viewer.cli.summarize missing)", file=sys.stderr)
-        return 0
+    from viewer.cli import summarize
+
     return int(summarize.main([str(run_dir)]) or 0)
 
 
 def _view(run_dir: Path, port: int) -> int:
-    try:
-        from viewer.dashboard import serve
-    except ImportError:
-        print("ringscope demo: the dashboard is not available in this build "
-              "(viewer.dashboard missing)", file=sys.stderr)
-        return 0
+    from viewer.dashboard import serve
+
     return int(serve.main([str(run_dir), "--port", str(port)]) or 0)
 
 

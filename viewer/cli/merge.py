@@ -1,20 +1,14 @@
 """``ringscope merge RUN_DIR|FILES -o merged.json [--nsys ...]``: one Chrome trace, one process per rank,
-on a common clock. GPU lanes from Nsight exports come from :mod:`viewer.nsys.merge_hook` when present."""
+on a common clock. GPU lanes from Nsight exports come from :mod:`viewer.nsys.merge_hook`."""
 from __future__ import annotations
 
 import argparse
 import sys
 
+from viewer.nsys import merge_hook
+
 # The viewer's modules load inside the functions, once the arguments parse; merging our traces never
 # loads pandas (only a Kineto run's tables do).
-
-
-def _nsys_hook():
-    try:
-        from viewer.nsys import merge_hook
-    except ImportError:
-        return None
-    return merge_hook
 
 
 def _kineto(paths) -> bool:
@@ -32,9 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="Merge per-rank traces into one aligned Chrome trace.")
     p.add_argument("paths", nargs="+", help="a run directory or per-rank trace files")
     p.add_argument("-o", "--output", required=True, help="merged trace to write (.json)")
-    hook = _nsys_hook()
-    if hook is not None:
-        hook.add_arguments(p)
+    merge_hook.add_arguments(p)
     return p
 
 
@@ -59,7 +51,7 @@ def main(argv=None) -> int:
         plan = plan_merge(paths)
         extra = None
         if getattr(args, "nsys", None):
-            extra = _nsys_hook().gpu_extra_events(paths, args.nsys, plan)
+            extra = merge_hook.gpu_extra_events(paths, args.nsys, plan)
         stats = write_merged(plan, args.output, extra_events=extra)
     except TraceError as exc:  # the Nsight overlay's NsysError is one too
         print(f"ringscope: {exc}", file=sys.stderr)

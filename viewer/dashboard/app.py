@@ -85,5 +85,4 @@ def create_app(registry: Registry, root, max_upload_mb: float = 64.0, startup_no
     callbacks_pages.register(app, ctx)
     callbacks_breakdown.register(app, ctx)
     callbacks_whatif.register(app, ctx)
-    app.ringscope = ctx
     return app

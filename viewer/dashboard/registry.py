@@ -29,12 +29,6 @@ def tables_of(run) -> RunTables:
                      meta=dict(getattr(run, "meta", {}) or {}))
 
 
-def load_tables(path) -> tuple[RunTables, list[str]]:
-    """Load one run (directory or file); returns its tables and any warnings as one-liners."""
-    run, notes = load_run(path)
-    return tables_of(run), notes
-
-
 def load_run(path, cache: bool = True):
     """Load one run through the façade; returns (run, warnings as one-liners); raises LoadError.
     ``cache=False``: no parse cache is read or written (an upload is parsed once, then let go)."""

@@ -12,29 +12,16 @@ import re
 import zlib
 from pathlib import Path
 
+import orjson
+
 from viewer.errors import TraceError
-
-try:
-    import orjson as _json
-
-    _loads = _json.loads
-    _JSONError = _json.JSONDecodeError
-except ImportError:  # pragma: no cover - orjson is in the viewer extra
-    import json as _json
-
-    _loads = _json.loads
-    _JSONError = ValueError
 
 CHUNK_BYTES = 4 << 20
 DEFAULT_MAX_TRACE_BYTES = 8 << 30
 _SEP = b" \t\r\n,"
 _NON_SPACE = re.compile(rb"\S")
-_BAD_JSON = (_JSONError, RecursionError, ValueError)
-
-
-def loads(data):
-    """Parse JSON bytes/str with orjson when present."""
-    return _loads(data)
+_BAD_JSON = (orjson.JSONDecodeError, RecursionError, ValueError)
+loads = orjson.loads
 
 
 def max_trace_bytes() -> int:

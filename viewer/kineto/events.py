@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from viewer.io.chrome_json import _BAD_JSON, loads
-from viewer.io.columns import distinct
+from viewer.io.columns import distinct, lut
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
 # older Kineto (torch 1.8-1.10) spelled some categories differently
@@ -28,11 +28,6 @@ _READ, _ABSENT = 1, 0
 def _col(scanned: dict, name: str, dtype):
     st, raw, *values = scanned["columns"][name]
     return np.frombuffer(st, dtype=np.uint8), np.frombuffer(raw, dtype=dtype), (values[0] if values else None)
-
-
-def _lut(values: list, pred) -> np.ndarray:
-    """``pred(value)`` per code, False for code -1 (the extra last entry)."""
-    return np.array([bool(pred(v)) for v in values] + [False], dtype=bool)
 
 
 class Events:
@@ -80,7 +75,7 @@ class Events:
             r = rows[first[k]]
             key = (pid_v[pid[r]], tid_v[tid[r]])
             self.threads[key + ("annotations",) if uniq[k] & 1 else key] = len(self.threads)
-        gpu = _lut(list(self.cats), lambda c: c in GPU_CATS)[cat_code]
+        gpu = lut(list(self.cats), lambda c: c in GPU_CATS)[cat_code]
         tid_int = np.array([v if v.__class__ is int and 0 <= v < _ID_MAX else -1 for v in tid_v] + [-1],
                            dtype=np.int64)
         corr = self._arg(scanned, "args.correlation", rows, -1)
@@ -93,7 +88,7 @@ class Events:
             "name": name_code, "cat": cat_code, "thread": rank_of[thread_code.reshape(-1)].astype(np.int32),
             "corr": corr, "stream": np.where(gpu, s, -1), "bytes": np.where(gpu, nbytes, -1),
         }
-        special = _lut(list(self.names), lambda n: n.startswith(_SPECIAL))[name_code]
+        special = lut(list(self.names), lambda n: n.startswith(_SPECIAL))[name_code]
         self.special = [(int(r), e) for r in np.flatnonzero(special)
                         if (e := _whole(data, starts[rows[r]], ends[rows[r]])) is not None]
 

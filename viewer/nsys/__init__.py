@@ -7,7 +7,6 @@ Pipeline (each step a small module, pure functions on DataFrames where possible)
     align.align_process(...)            -> clock offset nsys -> run time axis (session start, then NVTX refine)
     overlay.gpu_event_rows(...)         -> events-table rows on threads "gpu:<stream>"
     overlay.chrome_events(...)          -> extra Chrome-trace events for the merged trace
-    analysis.*                          -> NCCL kernel time vs CPU op time, GPU idle during communication
     attach.attach_nsys(tables, specs)   -> all of the above; attach.with_gpu_rows(tables, overlay)
     merge_hook                          -> ``ringscope merge RUN --nsys REPORT.sqlite | RANK=FILE ...``
     fixture.build(traces, out)          -> SYNTHETIC exports from a real run's traces (tests, demos)

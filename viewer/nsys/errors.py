@@ -6,7 +6,3 @@ from viewer.errors import TraceError
 
 class NsysError(TraceError):
     """An Nsight Systems export that cannot be used: not SQLite, or missing a table it needs."""
-
-
-class NsysAlignmentWarning(UserWarning):
-    """Too few NVTX ranges matched; the overlay fell back to the session-start clock alignment."""

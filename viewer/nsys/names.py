@@ -10,27 +10,11 @@ import re
 from tracer import vocab
 
 _NCCL = re.compile(r"(?:^|[\s:*&])(nccl(?:Dev)?Kernel)_(\w+)")
-_OPS = ("AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "SendRecv", "AllToAll",
-        "Send", "Recv", "Generic")
 
 
 def is_nccl_kernel(name) -> bool:
     """True for ``ncclKernel_*`` and ``ncclDevKernel_*`` (also inside a demangled signature)."""
     return isinstance(name, str) and _NCCL.search(name) is not None
-
-
-def nccl_collective(name) -> str | None:
-    """The collective an NCCL kernel runs (``AllReduce``, ``SendRecv``, ``Generic``...), else None."""
-    if not isinstance(name, str):
-        return None
-    m = _NCCL.search(name)
-    if m is None:
-        return None
-    rest = m.group(2)
-    for op in _OPS:
-        if rest == op or rest.startswith(op + "_"):
-            return op
-    return rest.split("_", 1)[0]
 
 
 def ringscope_nvtx_message(name: str, thread: str | None = None, tensor: str | None = None,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -31,7 +31,6 @@ class NsysReport:
     session_start_epoch_ns: int
     nvtx: object          # DataFrame[NVTX_COLUMNS]
     kernels: object       # DataFrame[KERNEL_COLUMNS]
-    processes: dict = field(default_factory=dict)   # pid -> process name (when PROCESSES exists)
 
     @property
     def pids(self) -> list[int]:
@@ -182,10 +181,6 @@ def read_report(path) -> NsysReport:
         start = _session_start(con, path)
         nvtx = _read_nvtx(con, path, pd)
         kernels = _read_kernels(con, path, pd, tables)
-        procs = {}
-        if C.T_PROCESSES in tables and {"pid", "name"} <= _columns(con, C.T_PROCESSES):
-            procs = {int(p): n for p, n in con.execute(f"select pid, name from {C.T_PROCESSES}")
-                     if p is not None}
     except sqlite3.DatabaseError as exc:
         raise NsysError(path, f"unreadable nsys export: {exc}") from None
     except NsysError:
@@ -197,4 +192,4 @@ def read_report(path) -> NsysReport:
         con.close()
     if version is not None and not str(version).startswith("3."):
         warnings.warn(f"{path}: nsys export schema {version}; ringscope reads schema 3.x", stacklevel=2)
-    return NsysReport(str(path), version, start, nvtx, kernels, procs)
+    return NsysReport(str(path), version, start, nvtx, kernels)

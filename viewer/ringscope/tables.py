@@ -49,7 +49,7 @@ class _Rows:
         self.plain = np.flatnonzero(lut(phv, lambda v: v in ("X", "i", "I", "n"))[self.ph] & ~self.own)
         self.counters = np.flatnonzero(lut(phv, lambda v: v == "C")[self.ph])
         self.is_end = lut(phv, lambda v: v == "E")[self.ph]
-        self.step, self.step_ok = cols.ints("args.step", -1)
+        self.step, _ = cols.ints("args.step", -1)
         self.resp, self.resp_ok = cols.ints("args.response", -1)
         self.ends = self.ts + np.where(self.is_x, self.dur, 0.0)
         self.last_ts = float(self.ends.max()) if cols.n else 0.0
