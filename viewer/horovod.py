@@ -14,11 +14,9 @@ from tracer import vocab as V
 from viewer import frames
 from viewer.errors import TraceError, warn_damage
 from viewer.io.chrome_json import TraceReader
+from viewer.vocab import DTYPE_BYTES
 
 _COMM = re.compile(r"^(MPI|NCCL|GLOO|CCL|DDL|ADASUM)_")
-_DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1,
-                "int16": 2, "int32": 4, "int64": 8, "bool": 1}
-
 
 def _shape_elems(shape) -> int | None:
     if isinstance(shape, str):
@@ -237,7 +235,7 @@ def _ops(s, ns):
 def _nbytes(op):
     a = op.get("args") or {}
     n = _shape_elems(a.get("shape"))
-    size = _DTYPE_BYTES.get(str(a.get("dtype")))
+    size = DTYPE_BYTES.get(str(a.get("dtype")))
     return None if n is None or size is None else n * size
 
 

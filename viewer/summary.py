@@ -1,28 +1,28 @@
-"""The summary of one run as plain data: what ``ringscope summarize --json`` prints (docs/SUMMARY_JSON.md)."""
+"""The summary of one run as plain data: what ``ringscope summarize --json`` prints and ``--csv`` writes
+(docs/SUMMARY_JSON.md), built from the registry's declarations: each analysis's key, rows and form."""
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
+
+from viewer import registry
 
 SUMMARY_SCHEMA = "ringscope.summary/1"
 
 
-def _clean(v):
-    """JSON-safe scalars: NaN/NA -> None, numpy -> python."""
-    if v is None:
+def clean(v):
+    """JSON-safe values: NaN/NA -> None, numpy -> python, inside lists and dicts too."""
+    if v is None or v.__class__.__name__ in ("NAType", "NaTType"):
         return None
-    if hasattr(v, "item") and not isinstance(v, (list, dict, str)):
-        try:
-            v = v.item()
-        except (ValueError, AttributeError):
-            pass
+    if isinstance(v, dict):
+        return {(int(k) if hasattr(k, "item") else k): clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [clean(x) for x in v]
+    if hasattr(v, "tolist"):   # numpy scalars and arrays
+        return clean(v.tolist())
     if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
         return None
-    if isinstance(v, (list, tuple)):
-        return [_clean(x) for x in v]
-    if v.__class__.__name__ in ("NAType", "NaTType"):
-        return None
-    if hasattr(v, "tolist"):
-        return _clean(v.tolist())
     return v
 
 
@@ -33,71 +33,83 @@ def records(df, limit: int | None = None) -> list[dict]:
     if limit is not None:
         df = df.head(limit)
     cols = list(df.columns)
-    return [{c: _clean(v) for c, v in zip(cols, row)} for row in df.itertuples(index=False, name=None)]
+    return [{c: clean(v) for c, v in zip(cols, row)} for row in df.itertuples(index=False, name=None)]
 
 
-def analyses(run, peak_busbw_gbps=None) -> dict:
-    """Every analysis table of a run, computed once (shared by the JSON, CSV and rich outputs)."""
-    from viewer.analyses import breakdown, fusion, hangs, stragglers
-
-    neg = run.negotiations()
-    fill = run.fusion()
-    bw = run.communication(peak_busbw_gbps)
-    hang_df = run.hangs()
-    from viewer.analyses import communication
-
-    return {
-        "negotiations": stragglers.per_tensor(neg),
-        "stragglers": with_hosts(run.stragglers(), run.ranks),
-        "fused_ops": fill,
-        "fusion": fusion.fusion_summary(fill),
-        "tensor_sizes": run.tensor_sizes(),
-        "cycles": run.cycle_utilisation(),
-        "op_bandwidth": bw,
-        "bandwidth": run.bandwidth_by_size(peak_busbw_gbps),
-        "alpha_beta": communication.alpha_beta_fit(bw),
-        "breakdown": run.breakdown(),
-        "breakdown_by_rank": with_hosts(breakdown.breakdown_by_rank(run.breakdown()), run.ranks),
-        "hangs": hang_df,
-        "hangs_by_rank": hangs.hangs_by_rank(hang_df),
-        "root_cause": run.root_causes(),
-        "critical_path": run.critical_path(),
-        "links": run.links_by_size(),
-        "cross_link": run.cross_link_cost(),
-        "late_hosts": run.late_hosts(),
-        "recoveries": run.recoveries(),
-        "findings": run.findings(peak_busbw_gbps),
-    }
+def rows_of(run, a: registry.Analysis, **params):
+    """Analysis ``a``'s rows as shown, written and summarized."""
+    result = run.get(a.name, **{k: v for k, v in params.items() if k in a.params})
+    return a.rows(result) if a.rows else result
 
 
-def with_hosts(df, ranks):
-    """``df`` (one row per rank) with each rank's ``host`` after its ``rank`` column (None when unknown)."""
-    from viewer.analyses import links
+def _encode(a: registry.Analysis, rows, top: int):
+    if a.json == "object":
+        return clean(rows)
+    if a.json == "first":
+        got = records(rows, 1)
+        return got[0] if got else None
+    if callable(a.json):
+        return a.json(rows, top)
+    return records(rows, top if a.json == "top" else None)
 
-    host = links.hosts_of(ranks)
-    out = df.copy()
-    out.insert(1 if "rank" in out else 0, "host", [host.get(int(r)) for r in out["rank"]] if len(out) else [])
+
+def _put(out: dict, key: str, value) -> None:
+    *path, last = key.split(".")
+    for k in path:
+        out = out.setdefault(k, {})
+    out[last] = value
+
+
+def build_summary(run, top: int = 10, steps: bool = False, peak_busbw_gbps=None) -> dict:
+    """The JSON summary: ``schema``, ``run`` (facts), then every declared analysis under its key; one the
+    run cannot have is empty (``[]`` or null) and its reason is in ``unavailable``; a nested group
+    (``kineto``) appears only when the run has one of its analyses. ``steps`` adds ``breakdown_steps``."""
+    out: dict = {"schema": SUMMARY_SCHEMA, "run": clean(run_facts(run))}
+    unavailable = {}
+    for a in registry.ANALYSES.values():
+        if a.json is None and not (steps and a.key == "breakdown_steps"):
+            continue
+        reason = run.why_not(a.name)
+        if reason is None:
+            _put(out, a.key, _encode(a, rows_of(run, a, peak_busbw_gbps=peak_busbw_gbps), top)
+                 if a.json else records(rows_of(run, a)))
+        elif "." not in a.key:
+            _put(out, a.key, None if a.json in ("first", "object") else [])
+            unavailable[a.key] = reason
+    out["unavailable"] = unavailable
     return out
+
+
+def write_csv(run, out: Path, peak_busbw_gbps=None) -> None:
+    """Every analysis the run has, unabridged, as ``out/<name>.csv`` (lists of records as JSON)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for a in registry.ANALYSES.values():
+        if run.why_not(a.name) is not None or a.json == "object":
+            continue
+        df = rows_of(run, a, peak_busbw_gbps=peak_busbw_gbps)
+        nested = [c for c in df.columns if df[c].dtype == object and df[c].map(lambda v: isinstance(v, (list, dict))
+                                                                                 ).any()]
+        df = df.assign(**{c: df[c].map(lambda v: json.dumps(clean(v))) for c in nested})
+        df.to_csv(out / f"{a.name}.csv", index=False)
 
 
 def run_facts(run) -> dict:
     """Facts about the run: source files, format, ranks, backend, duration, counts."""
     m = run.meta
-    ops = run.tensor_ops
-    steps = sorted(s for s in ops["step"].unique().tolist() if s >= 0) if len(ops) else []
     ev = run.events
-    dur = int((ev["t_ns"] + ev["dur_ns"]).max() - ev["t_ns"].min()) if len(ev) else 0
     return {
         "format": m.get("format"), "files": list(m.get("files") or []), "size": run.size,
         "ranks_loaded": list(m.get("ranks_loaded") or []), "backend": m.get("backend"),
         "fusion_threshold": m.get("fusion_threshold"), "cycle_time_ms": m.get("cycle_time_ms"),
-        "origin_epoch_ns": m.get("origin_epoch_ns"), "duration_ns": dur, "steps": len(steps),
-        "events": int(len(ev)), "tensor_ops": int(len(ops)), "fused_ops": int(len(run.fused_ops)),
+        "origin_epoch_ns": m.get("origin_epoch_ns"),
+        "duration_ns": int((ev["t_ns"] + ev["dur_ns"]).max() - ev["t_ns"].min()) if len(ev) else 0,
+        "steps": int(run.step_times()["step"].nunique()),
+        "events": int(len(ev)), "tensor_ops": int(len(run.tensor_ops)), "fused_ops": int(len(run.fused_ops)),
         "truncated_ranks": list(m.get("truncated_ranks") or []),
-        "clock_offsets_ns": {int(r): _clean(o) for r, o in zip(run.ranks["rank"], run.ranks["clock_offset_ns"])},
+        "clock_offsets_ns": dict(zip(run.ranks["rank"], run.ranks["clock_offset_ns"])),
         "events_skipped": sum(s["events"] for s in m.get("skipped") or []),
         "skipped": list(m.get("skipped") or [])[:100],
-        "last_event_ns": {int(r): _clean(t) for r, t in zip(run.ranks["rank"], run.ranks["last_ts_ns"])},
+        "last_event_ns": dict(zip(run.ranks["rank"], run.ranks["last_ts_ns"])),
         "hosts": hosts(run.ranks),
         "generations": generations(m),
     }
@@ -117,50 +129,3 @@ def hosts(ranks) -> dict:
         if isinstance(h, str) and h:
             out.setdefault(h, []).append(int(r))
     return out
-
-
-def slowest_paths(path, top: int):
-    """The critical-path rows of the ``top`` longest steps (from the path's first start to its end)."""
-    if path is None or not len(path):
-        return path
-    g = path.groupby("step")
-    span = (g["end_ns"].max() - g["start_ns"].min()).sort_values(ascending=False, kind="stable")
-    return path[path["step"].isin(span.index[:top])].reset_index(drop=True)
-
-
-def build_summary(run, top: int = 10, tables: dict | None = None, steps: bool = False) -> dict:
-    """The stable JSON summary (keys documented in docs/SUMMARY_JSON.md); ``steps`` adds the
-    breakdown of every rank and step (``breakdown_steps``)."""
-    t = tables or analyses(run)
-    fusion = records(t["fusion"])
-    extra = {"breakdown_steps": records(t["breakdown"])} if steps else {}
-    return {
-        "schema": SUMMARY_SCHEMA,
-        "run": _clean_dict(run_facts(run)),
-        "findings": records(t["findings"][["kind", "severity", "message"]], top),
-        "stragglers": records(t["stragglers"], top),
-        "negotiations": records(t["negotiations"].sort_values("wait_imposed_ns", ascending=False), top)
-        if len(t["negotiations"]) else [],
-        "fusion": fusion[0] if fusion else None,
-        "tensor_sizes": records(t["tensor_sizes"]),
-        "cycles": records(t["cycles"]),
-        "bandwidth": records(t["bandwidth"]),
-        "alpha_beta": records(t["alpha_beta"]),
-        "breakdown": records(t["breakdown_by_rank"]),
-        "hangs": records(t["hangs"], top),
-        "hangs_by_rank": records(t["hangs_by_rank"]),
-        "root_cause": [{**r, "counters": [_clean_dict(c) for c in r["counters"] or []]}
-                       for r in records(t["root_cause"])],
-        "critical_path": records(slowest_paths(t["critical_path"], top)),
-        "links": records(t["links"]),
-        "cross_link": records(t["cross_link"]),
-        "late_hosts": records(t["late_hosts"]),
-        "recoveries": records(t["recoveries"]),
-        **extra,
-    }
-
-
-def _clean_dict(d: dict) -> dict:
-    return {k: (_clean_dict(v) if isinstance(v, dict) else
-                [_clean_dict(x) for x in v] if isinstance(v, list) and v and isinstance(v[0], dict) else _clean(v))
-            for k, v in d.items()}

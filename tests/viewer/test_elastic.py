@@ -9,7 +9,7 @@ import warnings
 import pytest
 
 from tests.viewer.elastic_runs import write_elastic_run
-from viewer.run import Run
+from viewer.run import Run, Unavailable
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def test_generations_load_as_one_run_on_one_axis(lost_run):
 def test_redone_steps_count_once_from_the_later_world(lost_run):
     path, _ = lost_run
     run = _load(path, cache=False)
-    bd = run.breakdown()
+    bd = run.breakdown_steps()
     bd = bd[bd["step"] >= 0]
     assert not bd.duplicated(["rank", "step"]).any()
     # steps 4 and 5 ran in both worlds (after the commit at step 3): the second world's 30 ms copy counts
@@ -119,7 +119,7 @@ def test_lost_then_added_two_rows_and_redone_work_advice(tmp_path):
     assert rec.iloc[0]["redone_ms"] == pytest.approx(m["expected"][0]["redone_ms"])
     assert rec.iloc[0]["biggest"] == "work redone"
     assert run.size == 3
-    bd = run.breakdown()
+    bd = run.breakdown_steps()
     bd = bd[bd["step"] >= 0]
     assert not bd.duplicated(["rank", "step"]).any()
     assert sorted(bd[bd["rank"] == 3]["step"]) == [0, 1, 2, 3, 8, 9, 10, 11]
@@ -146,12 +146,12 @@ def test_cache_keys_on_every_generation(tmp_path, monkeypatch):
         write_elastic_run(tmp_path / "b", step_ms=(40.0, 20.0))
     first = _load(tmp_path / "a")
     again = _load(tmp_path / "a")   # from the cache
-    assert first.breakdown().equals(again.breakdown()) and first.recoveries().equals(again.recoveries())
+    assert first.breakdown_steps().equals(again.breakdown_steps()) and first.recoveries().equals(again.recoveries())
     # a new second generation (same paths, other contents) is parsed again, not served from the cache
     shutil.rmtree(tmp_path / "a" / "gen-001")
     shutil.copytree(tmp_path / "b" / "gen-001", tmp_path / "a" / "gen-001")
     shutil.copy(tmp_path / "b" / "elastic.json", tmp_path / "a" / "elastic.json")
-    bd = _load(tmp_path / "a").breakdown()
+    bd = _load(tmp_path / "a").breakdown_steps()
     assert (bd[(bd["step"] >= 4) & (bd["rank"] == 0)]["step_ns"] == 20_000_000).all()
 
 
@@ -178,7 +178,10 @@ def test_plain_run_has_no_recoveries():
     from tests.viewer.conftest import SAMPLES
 
     run = _load(SAMPLES / "healthy", cache=False)
-    assert run.recoveries().empty and run.ranks["generation"].isna().all() and "elastic" not in run.meta
+    assert run.why_not("recoveries") == "needs an elastic run (elastic.json and its generations)"
+    assert run.ranks["generation"].isna().all() and "elastic" not in run.meta
+    with pytest.raises(Unavailable, match="recoveries: needs an elastic run"):
+        run.recoveries()
 
 
 def _broken(tmp_path, lost_run):
@@ -303,7 +306,7 @@ def check_elastic_run(path, tmp_path):
         assert all(p is not None and p >= 0 for p in parts), r
         assert r["lost_ms"] == pytest.approx(sum(parts), abs=0.01) and 0 < r["share_pct"] < 100
         assert r["ranks_missing_slice"] == [] and r["ranks_with_slice"], r   # the runtime writes it everywhere
-    bd = run.breakdown()
+    bd = run.breakdown_steps()
     assert not bd[bd["step"] >= 0].duplicated(["rank", "step"]).any()
     assert not set(run.findings()["kind"]) & {"rank_died", "hang"}
     with warnings.catch_warnings():
@@ -378,7 +381,7 @@ def test_a_hang_in_the_last_world_names_its_missing_rank(tmp_path):
     assert len(h) and (h["kind"] == "missing").all() and all(m == [3] for m in h["missing_ranks"])
 
 
-def test_driver_record_without_end_or_first_step_falls_back_on_the_traces(tmp_path, lost_run, capsys):
+def test_driver_record_without_end_or_first_step_falls_back_on_the_traces(tmp_path, lost_run, capsys, monkeypatch):
     """A driver that died mid-job leaves the last generation without an end and the reset without its
     restore and first step: the ranks' ELASTIC_RESTORE / ELASTIC_RESET slices and last events stand in."""
     from viewer.cli.summarize import main
@@ -396,4 +399,5 @@ def test_driver_record_without_end_or_first_step_falls_back_on_the_traces(tmp_pa
     ev = run.events
     end = int((ev["t_ns"] + ev["dur_ns"]).max())
     assert row["share_pct"] == pytest.approx(100 * row["cost_ms"] * 1e6 / end)
+    monkeypatch.setenv("COLUMNS", "120")   # a line rich does not wrap
     assert main([str(d)]) == 0 and "ended: ?" in capsys.readouterr().out

@@ -68,12 +68,12 @@ def test_real_worlds_load_as_one_run(real_elastic):
     run = _load(d)
     assert sorted(zip(run.ranks["rank"], run.ranks["generation"])) == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0)]
     assert run.size == 2
-    bd = run.breakdown()
+    bd = run.breakdown_steps()
     bd = bd[bd["step"] >= 0]
     assert not bd.duplicated(["rank", "step"]).any()
     assert sorted(bd[bd["rank"] == 0]["step"]) == list(range(8))
     assert sorted(bd[bd["rank"] == 2]["step"]) == [0, 1, 2, 3]   # its steps 4, 5 were redone without it
-    alone = g1.breakdown().set_index(["rank", "step"])["step_ns"]
+    alone = g1.breakdown_steps().set_index(["rank", "step"])["step_ns"]
     for rank in (0, 1):
         for step in (4, 5):   # the second world's copy counts
             got = bd[(bd["rank"] == rank) & (bd["step"] == step)]["step_ns"].iloc[0]

@@ -14,7 +14,7 @@ from tests.viewer.phase_runs import write_run
 from tests.viewer.test_sample_traces import _run
 from viewer import Run
 from viewer.analyses import links
-from viewer.analyses.recommendations import late_host_findings
+from viewer.findings.ranks import late_host_rows
 
 LINK_GBIT = 0.2   # the sample's tbf limit, each way (sample_traces/regenerate.sh RATE=200mbit)
 TWO_BY_TWO = ["h0", "h0", "h1", "h1"]
@@ -35,7 +35,7 @@ def test_ring_hops_follow_the_layout():
 def test_slow_link_sample_split_sums_to_the_ring_traffic():
     run = _run("two-hosts-slow-link")
     assert dict(zip(run.ranks["rank"], run.ranks["host"])) == {0: "h0", 1: "h0", 2: "h1", 3: "h1"}
-    ops = run.links()
+    ops = run.link_ops()
     assert set(ops["link"]) == {"intra", "cross"} and set(ops["algorithm"]) <= {"ring", "direct"}
     every = run.fused_ops[run.fused_ops["op"] == "ALLREDUCE"]["response"].nunique()
     assert ops["response"].nunique() == every   # every allreduce of the run is split
@@ -46,7 +46,7 @@ def test_slow_link_sample_split_sums_to_the_ring_traffic():
         by = dict(zip(g["link"], g["traffic_bytes"]))
         # ring 0->1->2->3->0 on h0 = {0, 1}: two hops cross; direct: 8 of the 12 pairs cross
         assert by["cross"] == pytest.approx(by["intra"] if algorithm == "ring" else 2 * by["intra"], abs=2)
-    sizes = run.links_by_size()
+    sizes = run.links()
     assert sizes["traffic_bytes"].sum() == ops["traffic_bytes"].sum()
     big = sizes[(sizes["link"] == "cross") & (sizes["size_bytes"] >= 1 << 20)]
     # what the link measured is the tbf limit's (0.2 Gbit/s), not more, and not far below
@@ -59,11 +59,11 @@ def test_slow_link_finding_names_busbw_share_and_hierarchical():
     assert f is not None, run.findings()
     msg = f["message"]
     gbit = float(re.search(r"ran at ([\d.]+) Gbit/s busbw", msg).group(1))
-    cross = run.links()[lambda d: d["link"] == "cross"]
+    cross = run.link_ops()[lambda d: d["link"] == "cross"]
     measured = 8 * (cross["busbw_gbps"] * cross["time_ns"]).sum() / cross["time_ns"].sum()
     assert gbit == pytest.approx(measured, abs=0.006) and gbit <= 1.05 * LINK_GBIT
     share = float(re.search(r"(\d+) % of the step", msg).group(1))
-    assert share == pytest.approx(run.cross_link_cost()["share_pct"].median(), abs=0.6) and share >= 40
+    assert share == pytest.approx(run.cross_link()["share_pct"].median(), abs=0.6) and share >= 40
     assert f["severity"] == "high"
     # large ops on a flat ring of 2 ranks per host: the hierarchical allreduce, and by how much
     assert "HIERARCHICAL_ALLREDUCE=1" in msg and "1.5x less" in msg and "FUSION_THRESHOLD" not in msg
@@ -72,7 +72,7 @@ def test_slow_link_finding_names_busbw_share_and_hierarchical():
 @pytest.mark.parametrize("scenario", ["healthy", "straggler", "large-tensors", "slow-data", "cpu-contention"])
 def test_one_host_samples_have_no_links_and_no_slow_link(scenario):
     run = _run(scenario)
-    assert run.links().empty and run.cross_link_cost().empty and run.late_hosts().empty
+    assert {run.why_not(n) for n in ("link_ops", "cross_link", "late_hosts")} == {"needs ranks on two or more hosts"}
     assert "slow_link" not in set(run.findings()["kind"])
 
 
@@ -92,7 +92,7 @@ def test_summary_json_has_links_and_hosts(capsys):
 def test_hierarchical_sub_phases_split_and_bound_the_step(tmp_path):
     run = Run.load(write_run(tmp_path / "hier", steps=8, hosts=TWO_BY_TWO, cross_frac=0.8, comm_ms=30.0),
                    cache=False)
-    ops = run.links()
+    ops = run.link_ops()
     assert set(ops["algorithm"]) == {"hierarchical"}
     s = int(ops["op_bytes"].iloc[0])
     for _, g in ops.groupby("response"):
@@ -102,7 +102,7 @@ def test_hierarchical_sub_phases_split_and_bound_the_step(tmp_path):
                       ("cross", "CROSS_HOST_ALLREDUCE"): 2 * s}
     cross = ops[ops["link"] == "cross"]
     assert (cross["time_ns"] > 20e6).all()   # ~0.8 x 28 ms on the local roots
-    cost = run.cross_link_cost()
+    cost = run.cross_link()
     assert list(cost["rank"]) == [0, 1, 2, 3]   # every rank carries a shard across
     assert (cost["share_pct"] >= 20).all()
     msg = _finding(run, "slow_link")["message"]
@@ -112,9 +112,9 @@ def test_hierarchical_sub_phases_split_and_bound_the_step(tmp_path):
 
 def test_fast_link_is_not_a_slow_link(tmp_path):
     run = Run.load(write_run(tmp_path / "flat", steps=8, hosts=TWO_BY_TWO, comm_ms=1.0), cache=False)
-    ops = run.links()
+    ops = run.link_ops()
     assert set(ops["algorithm"]) == {"direct"} and set(ops["link"]) == {"intra", "cross"}
-    assert (run.cross_link_cost()["share_pct"] < 10).all()
+    assert (run.cross_link()["share_pct"] < 10).all()
     assert _finding(run, "slow_link") is None
 
 
@@ -142,16 +142,17 @@ def test_one_late_rank_is_a_straggler_not_a_late_host(tmp_path):
 def test_same_delay_on_one_host_run_is_no_late_host(tmp_path):
     run = Run.load(write_run(tmp_path / "one", steps=12, slow={2: {"data_wait": 12.0}, 3: {"data_wait": 12.0}}),
                    cache=False)
-    assert run.late_hosts().empty
+    assert run.why_not("late_hosts") == "needs ranks on two or more hosts"
+    assert "late_host" not in set(run.findings()["kind"])
 
 
 def test_late_host_within_clock_uncertainty_says_so():
     row = {"host": "h1", "ranks": [2, 3], "negotiations": 30, "times_last": 27, "pct_last": 90.0,
            "wait_imposed_ns": 3_000_000, "per_step_ns": 300_000.0, "share_pct": 12.0, "median_lead_ns": 250_000.0,
            "clock_uncertainty_ns": 200_000, "steps": 10}
-    (f,) = late_host_findings(pd.DataFrame([row]))
+    (f,) = late_host_rows(pd.DataFrame([row]))
     assert "clock-offset uncertainty (±200 µs)" in f["message"] and f["severity"] == "medium"
-    (g,) = late_host_findings(pd.DataFrame([{**row, "clock_uncertainty_ns": 20_000}]))
+    (g,) = late_host_rows(pd.DataFrame([{**row, "clock_uncertainty_ns": 20_000}]))
     assert "clock" not in g["message"] and g["severity"] == "high"
 
 
@@ -163,23 +164,23 @@ def _ops(n_ops, op_bytes, time_ns, steps=4):
 
 
 def test_slow_link_remedy_follows_the_figures():
-    from viewer.analyses.recommendations import slow_link_findings
+    from viewer.findings.runtime import slow_link_rows
 
     cost = pd.DataFrame({"rank": [0, 1], "host": ["h0", "h1"], "steps": [4, 4], "step_ns": [1e8, 1e8],
                          "cross_ns": [5e7, 5e7], "exposed_cross_ns": [4.5e7, 4.5e7], "share_pct": [45.0, 45.0]})
     fus = pd.DataFrame([{"threshold": 64 << 10, "full_pct": 60.0, "median_fill": 0.95}])
     # 10 small ops a step: fuse them; the threshold when ops fill it, else the cycle time
-    (f,) = slow_link_findings(_ops(40, 60_000, 1_000_000), cost, fus)
+    (f,) = slow_link_rows(_ops(40, 60_000, 1_000_000), cost, fus)
     assert "10 ops per step under 1 MiB" in f["message"] and "raise RINGSCOPE_FUSION_THRESHOLD" in f["message"]
-    (f,) = slow_link_findings(_ops(40, 60_000, 1_000_000), cost, fus.assign(full_pct=0.0, median_fill=0.01),
+    (f,) = slow_link_rows(_ops(40, 60_000, 1_000_000), cost, fus.assign(full_pct=0.0, median_fill=0.01),
                               prefix="HOROVOD_")
     assert "raise HOROVOD_CYCLE_TIME" in f["message"] and "FUSION_THRESHOLD" not in f["message"]
     # large ops on a flat ring of 2 ranks per host: hierarchical; already hierarchical: the link itself
-    (f,) = slow_link_findings(_ops(4, 64 << 20, 500_000_000), cost, fus)
+    (f,) = slow_link_rows(_ops(4, 64 << 20, 500_000_000), cost, fus)
     assert "HIERARCHICAL_ALLREDUCE=1" in f["message"] and "45 % of the step" in f["message"]
-    (f,) = slow_link_findings(_ops(4, 64 << 20, 500_000_000), cost, fus, hierarchical=True)
+    (f,) = slow_link_rows(_ops(4, 64 << 20, 500_000_000), cost, fus, hierarchical=True)
     assert "the link itself is the limit" in f["message"]
-    assert slow_link_findings(_ops(4, 64 << 20, 500_000_000), cost.assign(share_pct=12.0), fus) == []
+    assert slow_link_rows(_ops(4, 64 << 20, 500_000_000), cost.assign(share_pct=12.0), fus) == []
 
 
 def test_late_host_ranks_get_no_imbalance_finding_either(tmp_path):
@@ -192,13 +193,13 @@ def test_late_host_ranks_get_no_imbalance_finding_either(tmp_path):
 
 
 def test_hierarchical_gain_follows_the_ring_layout():
-    from viewer.analyses.recommendations import slow_link_findings
+    from viewer.findings.runtime import slow_link_rows
 
     cost = pd.DataFrame({"rank": [0], "host": ["h0"], "steps": [4], "step_ns": [1e8], "cross_ns": [6e7],
                          "exposed_cross_ns": [5e7], "share_pct": [50.0]})
     # round-robin placement: all four hops cross, each host's link carries 3x the buffer
     ops = _ops(4, 64 << 20, 500_000_000).assign(traffic_bytes=4 * 1.5 * (64 << 20))
-    (f,) = slow_link_findings(ops, cost)
+    (f,) = slow_link_rows(ops, cost)
     assert "instead of 3x (3x less)" in f["message"]
 
 

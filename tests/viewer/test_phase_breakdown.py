@@ -25,7 +25,7 @@ def test_sums_to_step_on_every_sample(scenario):
     d = SAMPLES / scenario
     if not any(f.name.endswith((".json", ".json.gz")) for f in d.iterdir()):
         pytest.skip(f"sample_traces/{scenario} is empty")
-    bd = Run.load(d, cache=False).breakdown()
+    bd = Run.load(d, cache=False).breakdown_steps()
     known = _sums_to_step(bd)
     # the exact rule, not only within 1 %
     assert (known[breakdown.BUCKETS].fillna(0).sum(axis=1) == known["step_ns"]).all()
@@ -36,12 +36,12 @@ def test_sums_to_step_on_every_sample(scenario):
 @pytest.mark.parametrize("kw", [{}, {"slow": {2: {"data_wait": 40}}}, {"gap_ms": {1: 7}}, {"phases": False},
                                 {"slow": {1: {"forward": 6, "backward": 12}}, "noise": 0.3}])
 def test_sums_to_step_on_synthetic_runs(tmp_path, kw):
-    _sums_to_step(Run.load(write_run(tmp_path / "run", steps=6, **kw), cache=False).breakdown())
+    _sums_to_step(Run.load(write_run(tmp_path / "run", steps=6, **kw), cache=False).breakdown_steps())
 
 
 def test_buckets_follow_the_precedence(tmp_path):
     run = Run.load(write_run(tmp_path / "run", steps=6, slow={2: {"data_wait": 40}}, noise=0.0), cache=False)
-    bd = run.breakdown()
+    bd = run.breakdown_steps()
     steps = bd[bd["step"] >= 0]
     assert steps["phases_known"].all() and len(steps) == 4 * 6
     r2 = steps[steps["rank"] == 2]
@@ -59,7 +59,7 @@ def test_buckets_follow_the_precedence(tmp_path):
 
 
 def test_untraced_time_is_other(tmp_path):
-    bd = Run.load(write_run(tmp_path / "run", steps=4, gap_ms={3: 7}, noise=0.0), cache=False).breakdown()
+    bd = Run.load(write_run(tmp_path / "run", steps=4, gap_ms={3: 7}, noise=0.0), cache=False).breakdown_steps()
     steps = bd[bd["step"] >= 0]
     r3 = steps[steps["rank"] == 3]
     # step 0 starts at the rank's STEP start with the gap; later steps also open with it
@@ -68,7 +68,7 @@ def test_untraced_time_is_other(tmp_path):
 
 
 def test_no_phases_means_unknown_not_guessed(tmp_path):
-    bd = Run.load(write_run(tmp_path / "run", steps=4, phases=False), cache=False).breakdown()
+    bd = Run.load(write_run(tmp_path / "run", steps=4, phases=False), cache=False).breakdown_steps()
     steps = bd[bd["step"] >= 0]
     assert not steps["phases_known"].any()
     assert steps[breakdown.PHASE_BUCKETS].isna().all().all()
@@ -112,7 +112,7 @@ def test_phase_on_another_thread_and_region(tmp_path):
     assert set(dw["thread"]) == {"user:1"} and dw["step"].tolist() == [0, 1]
     region = ev[ev["cat"] == V.CAT_REGION]
     assert region["step"].tolist() == [0, 1]   # the STEP span holding it, not its args
-    bd = run.breakdown()
+    bd = run.breakdown_steps()
     assert (bd["data_wait_ns"] == 3 * MS).all() and (bd["other_ns"] == 7 * MS).all()
 
 
@@ -130,5 +130,5 @@ def test_one_step_number_twice_is_one_row(tmp_path):
         rec.complete(V.TID_FRAMEWORK, V.STEP, V.CAT_FRAMEWORK, t0, t0 + 10 * MS)
         rec.complete(V.TID_FRAMEWORK, V.FORWARD, V.CAT_PHASE, t0, t0 + 6 * MS)
     rec.close()
-    bd = Run.load(tmp_path, cache=False).breakdown()
+    bd = Run.load(tmp_path, cache=False).breakdown_steps()
     assert bd[["step", "step_ns", "forward_ns", "other_ns"]].values.tolist() == [[3, 20 * MS, 12 * MS, 8 * MS]]

@@ -9,6 +9,7 @@ import pytest
 from tests.mpi_util import run_mpi
 from viewer import Run, frames
 from viewer.analyses import priorities
+from viewer.findings.runtime import priority_rows
 
 SCRIPT = Path(__file__).parent / "scripts" / "priority_waits.py"
 STEPS = 3
@@ -79,7 +80,7 @@ def test_causes_running_and_ordered_ahead():
     assert w.loc[0, "behind_ns"] == 90 and w.loc[0, "cause"] == "running" and w.loc[0, "responses"] == 2
     assert w.loc[1, "running_ns"] == 40 and w.loc[1, "ordered_ahead_ns"] == 40
     assert w.loc[0, "lower_priority"] == 1 and w.loc[1, "last_rank"] == 1
-    (f,) = priorities.priority_findings(waits)
+    (f,) = priority_rows(waits)
     assert f["severity"] == "medium" and f["message"].startswith("4 prioritised op(s) waited"), f
 
 
@@ -87,4 +88,4 @@ def test_nothing_without_priorities():
     ops, fused = _tables([_op(0, "a", 0, 0, 50, 1), _op(0, "b", 0, 10, 60, 2)],
                          [_resp(0, 1, 0, 50, 55), _resp(0, 2, 0, 60, 70)])
     assert not len(priorities.waits_behind_lower(ops, fused))
-    assert priorities.priority_findings(priorities.waits_behind_lower(ops, fused)) == []
+    assert priority_rows(priorities.waits_behind_lower(ops, fused)) == []

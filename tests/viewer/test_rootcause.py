@@ -31,7 +31,7 @@ def runs(tmp_path_factory):
 
 
 def _cause(run, rank):
-    rc = run.root_causes()
+    rc = run.root_cause()
     assert rc["rank"].tolist() == [rank], rc
     assert rc["late"].all()
     return rc.iloc[0]
@@ -64,13 +64,13 @@ def test_cpu_contention_names_compute_with_counters(runs):
 @pytest.mark.parametrize("name", ["healthy", "noisy"])
 def test_healthy_names_no_cause(runs, name):
     run = Run.load(runs[name], cache=False)
-    assert run.root_causes().empty and run.late_ranks().empty
+    assert run.root_cause().empty and run.late_ranks().empty
     assert not {"straggler", "phase_imbalance"} & set(run.findings()["kind"])
 
 
 def test_a_slow_phase_hidden_behind_another_late_rank_is_named(runs):
     run = Run.load(runs["hidden"], cache=False)
-    rc = run.root_causes().set_index("rank")
+    rc = run.root_cause().set_index("rank")
     assert sorted(rc.index) == [0, 2]
     assert rc.loc[0, "late"] and rc.loc[0, "cause"] == "unexplained"
     assert not rc.loc[2, "late"] and rc.loc[2, "cause"] == "data_wait_ns"
@@ -140,7 +140,7 @@ def test_summarize_json_csv_and_breakdown(runs, tmp_path):
                                 "other_ns")]
         assert sum(parts) == r["step_ns"]
     assert len({r["step"] for r in data["critical_path"]}) == 2   # --top 2: the two slowest steps
-    with open(tmp_path / "csv" / "breakdown.csv") as f:
+    with open(tmp_path / "csv" / "breakdown_steps.csv") as f:
         rows = [r for r in csv.DictReader(f) if int(r["step"]) >= 0]
     assert len(rows) == 48 and all(int(r["data_wait_ns"]) + int(r["forward_ns"]) + int(r["backward_ns"])
                                    + int(r["optimizer_ns"]) + int(r["exposed_comm_ns"]) + int(r["other_ns"])

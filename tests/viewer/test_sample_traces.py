@@ -43,7 +43,7 @@ def test_tiny_tensors_starve_fusion():
     run = _run("tiny-tensors")
     from viewer.analyses import fusion
 
-    fill = run.fusion()
+    fill = run.fusion_ops()
     s = fusion.fusion_summary(fill[fill["op"] == "ALLREDUCE"]).iloc[0]
     grads = run.tensor_ops[run.tensor_ops["op"] == "ALLREDUCE"]
     assert grads["bytes"].median() <= 16 * 1024  # many tiny gradients ...
@@ -54,9 +54,9 @@ def test_tiny_tensors_starve_fusion():
 
 def test_large_tensors_are_bandwidth_bound():
     run = _run("large-tensors")
-    bw = run.bandwidth_by_size()
+    bw = run.bandwidth()
     assert bw["size_bytes"].max() >= 1 << 20
-    bd = run.breakdown()
+    bd = run.breakdown_steps()
     assert bd["comm_ns"].sum() > bd["queue_ns"].sum()
 
 

@@ -35,7 +35,7 @@ def test_union_lengths_matches_the_interval_walk():
 def test_breakdown_matches_per_step_intervals(scenario):
     """Each (rank, step) row equals the union/intersection walk over that step's spans."""
     run = Run.load(_sample(scenario), cache=False)
-    bd = run.breakdown()
+    bd = run.breakdown_steps()
     ops, ev = run.tensor_ops, run.events
     assert len(bd) and len(bd) == len(ops.groupby(["rank", "step"]))
     syncs = ev[(ev["thread"] == "framework") & (ev["name"] == "SYNCHRONIZE")]
@@ -71,5 +71,5 @@ def test_events_merged_in_time_then_rank_order():
 
 def test_analyses_memoised_across_spellings():
     run = Run.load(_sample("healthy"), cache=False)
-    assert run.communication() is run.communication(None) is run.communication(peak_busbw_gbps=None)
-    assert run.communication(5.0) is not run.communication()
+    assert run.op_bandwidth() is run.op_bandwidth(None) is run.op_bandwidth(peak_busbw_gbps=None)
+    assert run.op_bandwidth(5.0) is not run.op_bandwidth()

@@ -6,13 +6,13 @@ import numpy as np
 import pandas as pd
 
 from tracer import vocab as V
+from viewer import vocab as VOCAB
 from viewer.analyses import intervals
 
-# the step's time, each instant in exactly one bucket (precedence: the order of _LAYERS, then other)
-BUCKETS = ["data_wait_ns", "forward_ns", "backward_ns", "optimizer_ns", "exposed_comm_ns", "other_ns"]
-PHASE_BUCKETS = BUCKETS[:4]   # unknown (NA) on a rank that recorded no phase spans
-_LAYERS = [(V.SYNCHRONIZE, "exposed_comm_ns"), (V.DATA_WAIT, "data_wait_ns"), (V.OPTIMIZER_STEP, "optimizer_ns"),
-           (V.BACKWARD, "backward_ns"), (V.FORWARD, "forward_ns")]
+# the step's time, each instant in exactly one bucket (by the phases' precedence, then other)
+BUCKETS = VOCAB.BUCKETS
+PHASE_BUCKETS = [p.bucket for p in VOCAB.FRAMEWORK]   # unknown (NA) on a rank that recorded no phase spans
+_LAYERS = [(p.span, p.bucket) for p in sorted(VOCAB.PHASES, key=lambda p: p.precedence) if p.span]
 COLUMNS = ["rank", "step", "step_ns", "framework_wait_ns", "negotiation_ns", "queue_ns", "memcpy_ns", "comm_ns",
            "in_flight_ns", "exposed_ns", "overlapped_ns", "exposed_pct", *BUCKETS, "phases_known"]
 _COMM_COLUMNS = COLUMNS[:12]

@@ -81,10 +81,11 @@ def alpha_beta_fit(op_bw):
     Args:
         op_bw: output of :func:`op_bandwidth`.
     Returns:
-        DataFrame ``backend, op, ops, alpha_us, beta_gbps, half_bw_bytes`` (n½ = α·β, the size where
-        latency and bandwidth cost the same), ``r2``. NaN when sizes do not vary enough to fit.
+        DataFrame ``backend, op, ops, sizes, alpha_us, beta_gbps, half_bw_bytes`` (``sizes``: the size buckets
+        fitted; n½ = α·β, the size where latency and bandwidth cost the same), ``r2``. NaN when sizes do not
+        vary enough to fit.
     """
-    cols = ["backend", "op", "ops", "alpha_us", "beta_gbps", "half_bw_bytes", "r2"]
+    cols = ["backend", "op", "ops", "sizes", "alpha_us", "beta_gbps", "half_bw_bytes", "r2"]
     rows = []
     for (backend, op), d in op_bw.groupby([op_bw["backend"].fillna("?"), op_bw["op"].fillna("?")]):
         # fit the fastest op per size bucket: slower ones include waiting for late peers, not the wire
@@ -102,6 +103,14 @@ def alpha_beta_fit(op_bw):
                 pred = icpt + slope * x
                 ss = ((y - y.mean()) ** 2).sum()
                 r2 = 1.0 - ((y - pred) ** 2).sum() / ss if ss > 0 else float("nan")
-        rows.append({"backend": backend, "op": op, "ops": len(d), "alpha_us": alpha * 1e6,
+        rows.append({"backend": backend, "op": op, "ops": len(d), "sizes": len(best), "alpha_us": alpha * 1e6,
                      "beta_gbps": beta / 1e9, "half_bw_bytes": half, "r2": r2})
     return pd.DataFrame(rows, columns=cols)
+
+
+def credible(ab):
+    """The fits of :func:`alpha_beta_fit` that mean something: five ops or more over three sizes or more,
+    r² >= 0.8, a latency of 1 µs or more and an n½ of 1 KiB or more (a line through two points, or one
+    whose α is noise, names no size under which messages are latency-bound)."""
+    return ab[(ab["ops"] >= 5) & (ab["sizes"] >= 3) & (ab["r2"] >= 0.8) & (ab["alpha_us"] >= 1)
+              & (ab["half_bw_bytes"] >= 1024)]

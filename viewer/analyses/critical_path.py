@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from tracer import vocab as V
+from viewer import vocab as VOCAB
 
 COLUMNS = ["step", "order", "rank", "kind", "name", "thread", "depth", "start_ns", "end_ns", "dur_ns", "slowest"]
 _TOLERANCE_NS = 1_000   # a SYNCHRONIZE ends a little after the collective it waited for
@@ -92,7 +93,7 @@ def _pre_submit(ev, chain):
                                                      "start_ns", "end_ns"]]
 
 
-_BUCKET_OF = {V.DATA_WAIT: "data_wait_ns", V.FORWARD: "forward_ns", V.BACKWARD: "backward_ns"}
+_BUCKET_OF = {p.span: p.bucket for p in VOCAB.FRAMEWORK}
 
 
 def _others_median(bd, pre):
@@ -110,3 +111,12 @@ def _others_median(bd, pre):
     out = np.zeros(len(pre))
     out[med.index.to_numpy()] = med.astype("float64").to_numpy()
     return np.nan_to_num(out)
+
+
+def slowest(path, top: int):
+    """The critical-path rows of the ``top`` longest steps (from the path's first start to its end)."""
+    if path is None or not len(path):
+        return path
+    g = path.groupby("step")
+    span = (g["end_ns"].max() - g["start_ns"].min()).sort_values(ascending=False, kind="stable")
+    return path[path["step"].isin(span.index[:top])].reset_index(drop=True)

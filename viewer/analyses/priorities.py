@@ -16,9 +16,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from viewer.analyses.finding import finding
-from viewer.units import fmt_ns
-
 CAUSES = ("running", "not_ready", "ordered_ahead")
 COLUMNS = ["rank", "tensor", "step", "occurrence", "priority", "submit_ns", "start_ns", "behind_ns",
            "responses", "lower_priority", "cause", "last_rank", *[f"{c}_ns" for c in CAUSES]]
@@ -79,28 +76,3 @@ def waits_behind_lower(tensor_ops, fused_ops):
     if not rows:
         return empty
     return pd.DataFrame(rows, columns=COLUMNS).sort_values("behind_ns", ascending=False, ignore_index=True)
-
-
-def priority_findings(waits):
-    """The finding rows (``kind, severity, score, message``) for :func:`waits_behind_lower`'s table."""
-    if waits is None or not len(waits):
-        return []
-    total = int(waits["behind_ns"].sum())
-    w = waits.iloc[0]
-    step = f" step {int(w['step'])}" if w["step"] >= 0 else ""
-    why = {"running": "it was submitted while that response ran (a running collective is not pre-empted)",
-           "not_ready": f"rank {int(w['last_rank'])} submitted it last, and priority orders only tensors "
-                        "ready on every rank",
-           "ordered_ahead": "it was ready on every rank before that work was decided: the runtime "
-                            "put lower-priority work first"}[w["cause"]]
-    by_cause = ", ".join(f"{c.replace('_', ' ')} {fmt_ns(waits[f'{c}_ns'].sum())}" for c in CAUSES
-                         if waits[f"{c}_ns"].sum() > 0)
-    msg = (f"{len(waits)} prioritised op(s) waited behind lower-priority responses for {fmt_ns(total)} in "
-           f"total ({by_cause}); the longest: {w['tensor']} (priority {int(w['priority'])}, rank "
-           f"{int(w['rank'])}{step}) waited {fmt_ns(w['behind_ns'])} behind {int(w['responses'])} "
-           f"response(s) of priority <= {int(w['lower_priority'])} because {why}")
-    # an inversion the runtime chose ranks with the medium findings; one it could not avoid explains
-    # an order and ranks with the other info lines
-    if (waits["ordered_ahead_ns"] > 0).any():
-        return [finding("priority", "medium", 25 + min(15, waits["ordered_ahead_ns"].sum() / 1e6), msg)]
-    return [finding("priority", "info", 10, msg)]

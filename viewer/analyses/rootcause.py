@@ -18,7 +18,8 @@ from __future__ import annotations
 import pandas as pd
 
 from tracer import vocab as V
-from viewer.units import fmt_ns
+from viewer import units
+from viewer import vocab as VOCAB
 
 MIN_EFFECT_NS = 1_000_000    # an excess under 1 ms per step is noise on a loaded host
 MIN_EFFECT_OF_STEP = 0.03    # ... and so is one under 3 % of the step
@@ -27,19 +28,8 @@ MIN_SHARE_MORE = 0.10        # ... and more phases join it from a tenth
 IMBALANCE_OF_STEP = 0.05
 IMBALANCE_RELATIVE = 0.5
 IMBALANCE_STEPS = 0.75
-PHASES = {"data_wait_ns": "data wait", "forward_ns": "forward", "backward_ns": "backward",
-          "optimizer_ns": "optimizer step", "other_ns": "untraced time"}
-ADVICE = {
-    "data_wait_ns": "more loader workers (num_workers, prefetch), or check rank {r}'s storage and input pipeline",
-    "forward_ns": "compute contention: check rank {r}'s CPU counters, other processes on its host or cores, "
-                  "its GPU clocks, or uneven batches",
-    "backward_ns": "compute contention: check rank {r}'s CPU counters, other processes on its host or cores, "
-                   "its GPU clocks, or uneven batches",
-    "optimizer_ns": "the update itself is slower: look for rank-specific work in step() (logging, clipping on "
-                    "the CPU), or the same contention as compute",
-    "other_ns": "time no phase covers: wrap rank {r}'s code between steps in hvd.timeline.region(...) "
-                "(logging, checkpoints, evaluation)",
-}
+PHASES = {b: VOCAB.BY_BUCKET[b].label for b in VOCAB.CAUSES}
+ADVICE = {b: VOCAB.BY_BUCKET[b].advice for b in VOCAB.CAUSES}
 # counters differ when apart by at least this much and 15 % of the others' value
 COUNTER_FLOOR = {V.COUNTER_CPU_PCT: 10.0, V.COUNTER_RSS_MB: 100.0, V.COUNTER_LOAD1: 0.5,
                  V.COUNTER_GPU_UTIL_PCT: 10.0, V.COUNTER_GPU_MEM_MB: 500.0}
@@ -131,6 +121,11 @@ def _counters_text(diffs, rank: int) -> str:
                      for d in diffs)
 
 
+def counters_text(diffs) -> str:
+    """The counters a rank differs on, as a table cell: "cpu_pct 95.3 vs 40.1, ..."."""
+    return ", ".join(f"{c['counter']} {c['rank_value']:.3g} vs {c['others_value']:.3g}" for c in diffs or []) or "–"
+
+
 def root_causes(bd, neg, late, events, strag=None):
     """For each rank flagged late, the phase that explains its lateness, by how much, and what to do;
     for the other ranks, a phase far longer than the others' (see the module's doc).
@@ -181,19 +176,21 @@ def _late_row(bd, events, r, pct_last, late_ns, floor, has_counters):
     share = 100.0 * total / late_ns if late_ns > 0 else 0.0
     if not known:
         cause = "unknown"
-        msg = (f"rank {r}'s phases are unknown (its trace has no {', '.join(V.PHASES)} spans: wrap the loader "
+        spans = ", ".join(p.span for p in VOCAB.FRAMEWORK)
+        msg = (f"rank {r}'s phases are unknown (its trace has no {spans} spans: wrap the loader "
                "with hvd.timeline.wrap_loader and the model with hvd.timeline.watch to see them): look at what "
                f"rank {r} does before it submits (data loading, host load, a slower device or extra work)")
     elif not named:
         cause = "unexplained"
-        msg = (f"no phase explains rank {r}'s lateness of {fmt_ns(late_ns)} per step (none is "
-               f"{fmt_ns(floor)} and a quarter of it longer than the others' median)")
+        msg = (f"no phase explains rank {r}'s lateness of {units.duration(late_ns)} per step (none is "
+               f"{units.duration(floor)} and a quarter of it longer than the others' median)")
         if excess.get("other_ns", 0.0) >= floor:
-            msg += f"; its untraced time is {fmt_ns(excess['other_ns'])} longer: " + ADVICE["other_ns"].format(r=r)
+            msg += (f"; its untraced time is {units.duration(excess['other_ns'])} longer: "
+                    + ADVICE["other_ns"].format(r=r))
     else:
         cause = named[0]
-        of = (f"{share:.0f} % of its lateness of {fmt_ns(late_ns)}" if share <= 120 else
-              f"more than its whole lateness of {fmt_ns(late_ns)}: its other phases were shorter")
+        of = (f"{share:.0f} % of its lateness of {units.duration(late_ns)}" if share <= 120 else
+              f"more than its whole lateness of {units.duration(late_ns)}: its other phases were shorter")
         msg = f"its {_parts(named, excess)} longer per step than the others' median ({of}): " + _advice(named, r)
     if diffs and cause != "data_wait_ns":
         msg += "; counters that differ: " + _counters_text(diffs, r)
@@ -227,7 +224,7 @@ def _imbalance_row(bd, events, r, pct_last, median_step, floor):
 
 
 def _parts(named, excess) -> str:
-    return " and ".join(f"{PHASES[p]} is {fmt_ns(excess[p])}" for p in named)
+    return " and ".join(f"{PHASES[p]} is {units.duration(excess[p])}" for p in named)
 
 
 def _advice(named, r) -> str:

@@ -60,51 +60,22 @@ def main(argv=None) -> int:
         return 2
     from viewer import summary
 
-    tables = summary.analyses(run, args.peak_busbw)
-    from viewer.kineto import summary as kineto_summary
-
-    kineto = kineto_summary.is_kineto(run)
-    if kineto:
-        tables.update(kineto_summary.analyses(run.tables))
     if args.csv:
         try:
-            _write_csv(Path(args.csv), tables)
+            summary.write_csv(run, Path(args.csv), args.peak_busbw)
         except OSError as exc:
             print(f"ringscope: {args.csv}: cannot write CSV ({exc.strerror or exc})", file=sys.stderr)
             return 2
-    data = summary.build_summary(run, top=args.top, tables=tables, steps=args.breakdown)
-    if kineto:
-        data["kineto"] = kineto_summary.summary(tables, args.top)
-        if (run.ranks["format"] == "kineto").all():
-            data["breakdown"] = []   # our runtime's phases (synchronize, negotiation, queue): not in Kineto
+    data = summary.build_summary(run, top=args.top, steps=args.breakdown, peak_busbw_gbps=args.peak_busbw)
     if args.json:
         print(json.dumps(data, indent=2, default=str))
-    else:
-        from viewer.cli.tables import print_summary
+        return 0
+    from viewer.cli import tables
 
-        print_summary(data, tables, top=args.top)
-        if args.breakdown:
-            from viewer.cli.tables import print_step_breakdown
-
-            print_step_breakdown(data["breakdown_steps"])
-        if kineto:
-            from viewer.cli.kineto_tables import print_tables
-
-            print_tables(data["kineto"], top=args.top)
+    tables.print_summary(run, data, top=args.top)
+    if args.breakdown:
+        tables.print_analyses(run, ["breakdown_steps"], top=None)
     return 0
-
-
-def _write_csv(out: Path, tables: dict) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    for name, df in tables.items():
-        lists = [c for c in df.columns if df[c].dtype == object and df[c].map(_records).any()]
-        if lists:   # lists of records (root_cause.counters) as JSON, not Python's repr
-            df = df.assign(**{c: df[c].map(lambda v: json.dumps(v, default=str)) for c in lists})
-        df.to_csv(out / f"{name}.csv", index=False)
-
-
-def _records(v) -> bool:
-    return isinstance(v, list) and bool(v) and isinstance(v[0], dict)
 
 
 if __name__ == "__main__":

@@ -50,7 +50,9 @@ def headline_cards(view, peak=None):
 
 def links_block(view) -> list:
     """On two or more hosts: intra-host and cross-host traffic and busbw per op size."""
-    links = view.run.links_by_size()
+    if view.run.why_not("links"):
+        return []
+    links = view.run.links()
     if not len(links):
         return []
     shown = links.assign(busbw_gbit=links["busbw_gbps"] * 8, busbw_max_gbit=links["busbw_max_gbps"] * 8).drop(

@@ -19,7 +19,7 @@ def table(df, formats: dict | None = None, max_rows: int = 50, table_id: str | N
     """A plain HTML table of the first ``max_rows`` rows of ``df``."""
     formats = formats or {}
     if df is None or len(df) == 0:
-        return html.P("nothing to show", className="muted")
+        return html.P("nothing to show", className="muted", **({"id": table_id} if table_id else {}))
     head = html.Thead(html.Tr([html.Th(str(c)) for c in df.columns]))
     rows = []
     for rec in df.head(max_rows).itertuples(index=False):

@@ -5,12 +5,11 @@ from dash import html
 
 from viewer.dashboard.components import table
 from viewer.kineto import overlap, temporal
-from viewer.kineto.summary import has_kineto
 
 
 def block(tables) -> list:
     """An H3 and a table (GPU time per rank), or [] when the run holds no Kineto trace with GPU work."""
-    if not has_kineto(tables):
+    if not (tables.ranks["format"] == "kineto").any() and "launch_ns" not in tables.events.columns:
         return []
 
     tb = temporal.temporal_breakdown(tables)

@@ -135,25 +135,22 @@ class RunView:
     def exposed_pct(self):
         """Exposed communication as % of step time, from the analyses' per-step breakdown."""
         try:
-            b = self.run.breakdown()
-            b = b[b["step"] >= 0]
-            return float(100.0 * b["exposed_ns"].sum() / b["step_ns"].sum()) if len(b) else None
+            return self.run.headline()["exposed_comm_pct"]
         except Exception:  # analyses unavailable: headline() keeps its own estimate
             return None
 
     @cached_property
     def breakdown_by_rank(self):
         """Mean per step of each breakdown bucket, one row per rank (None when the analyses fail)."""
-        from viewer.analyses import breakdown
         try:
-            return breakdown.breakdown_by_rank(self.run.breakdown())
+            return self.run.breakdown()
         except Exception:  # shown as "nothing to show", never a dead page
             return None
 
     @cached_property
     def root_causes(self):
         try:
-            return self.run.root_causes()
+            return self.run.root_cause()
         except Exception:
             return None
 

@@ -1,0 +1,64 @@
+"""A finding rule declares what kind of run it applies to (``viewer.registry.NEEDS``) and gives rows:
+a kind, a severity, a score (the order), a short title, one sentence with the numbers and a fix, and
+the evidence as data (the ranks, the steps, a time window, the metric behind it)."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from viewer.registry import NEEDS
+
+COLUMNS = ["kind", "severity", "score", "title", "message", "evidence"]
+JSON_COLUMNS = ["kind", "severity", "title", "message", "evidence"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    fn: Callable[..., list[dict]]   # (run, peak_busbw_gbps) -> rows
+    needs: frozenset[str]
+
+
+RULES: list[Rule] = []
+
+
+def rule(*needs: str):
+    """Declare ``f(run, peak_busbw_gbps)`` a finding rule for runs that have ``needs``."""
+    if set(needs) - set(NEEDS):
+        raise ValueError(f"unknown needs: {set(needs) - set(NEEDS)}")
+
+    def declare(fn):
+        RULES.append(Rule(fn, frozenset(needs)))
+        return fn
+    return declare
+
+
+def finding(kind: str, severity: str, score, title: str, message: str, *, ranks=(), steps=(), window=None,
+            metric: str | None = None, value=None, unit: str | None = None) -> dict:
+    """One finding row; ``window``: (t0_ns, t1_ns) on the run's axis where the timeline shows it."""
+    evidence = {"ranks": sorted({int(r) for r in ranks}), "steps": sorted({int(s) for s in steps}),
+                "window_ns": None if window is None else [int(window[0]), int(window[1])],
+                "metric": metric, "value": None if value is None else float(value), "unit": unit}
+    return {"kind": kind, "severity": severity, "score": float(score), "title": title, "message": message,
+            "evidence": evidence}
+
+
+def step_window(run, step, ranks=None) -> tuple[int, int] | None:
+    """The span of ``step`` (on ``ranks`` when they ran it, else on every rank), or None."""
+    if step is None or step < 0:
+        return None
+    st = run.step_times()
+    sel = st[st["step"] == step]
+    if ranks is not None and sel["rank"].isin(list(ranks)).any():
+        sel = sel[sel["rank"].isin(list(ranks))]
+    return (int(sel["start_ns"].min()), int(sel["end_ns"].max())) if len(sel) else None
+
+
+def worst_step(run, ranks) -> int | None:
+    """The step in which ``ranks``, last to submit, held the others up the longest."""
+    if run.why_not("negotiations"):
+        return None
+    neg = run.negotiations()
+    mine = neg[neg["is_last"].astype(bool) & neg["rank"].isin(list(ranks)) & (neg["step"] >= 0)]
+    if not len(mine):
+        return None
+    return int(mine.groupby("step")["wait_imposed_ns"].sum().idxmax())

@@ -1,0 +1,115 @@
+"""The registry: every analysis of a run declared once (``viewer/catalog.py``), with what the run must
+have for it, how it goes into ``summarize --json`` and ``--csv``, and how it prints and shows.
+``viewer.Run`` computes them; the CLI, the dashboard and the what-if read those computed values."""
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from viewer.schema import RunTables
+
+# what a run can have, in the words that say what an analysis needs when the run lacks it
+NEEDS = {
+    "runtime": "a Horovod-style runtime's trace (ringscope's, or a Horovod timeline)",
+    "ringscope": "a trace of ringscope's own runtime",
+    "negotiation": "when each rank was ready: two or more ranks' runtime traces, or the coordinator's ticks",
+    "collectives": "collectives in the trace",
+    "wire": "collectives across two or more ranks",
+    "steps": "step marks (STEP spans, or torch.profiler's ProfilerStep#N)",
+    "hosts": "ranks on two or more hosts",
+    "elastic": "an elastic run (elastic.json and its generations)",
+    "cycles": "the engine's cycle marks",
+    "kineto": "a torch.profiler (Kineto) trace",
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column as people see it: its key in the rows, its header and its unit (``viewer.units``);
+    ``varies``: shown only when its values differ (a host column on one host says nothing);
+    ``unknown``: what a missing value means, when it means more than nothing measured."""
+    key: str
+    label: str
+    unit: str | Callable[[Any], str] = "text"
+    varies: bool = False
+    unknown: str | None = None
+
+
+@dataclass(frozen=True)
+class Table:
+    """How an analysis prints (CLI) and shows (dashboard): a title and its columns; columns whose every
+    value is missing are left out. ``last``: abridged to its last rows, not its first. ``derive``: the
+    shown columns computed from the rows; ``note``: a line of text per row, under the table."""
+    title: str
+    columns: tuple[Column, ...]
+    last: bool = False
+    derive: Callable[[Any], Any] | None = None
+    note: Callable[[Any], str] | None = None
+
+
+@dataclass(frozen=True)
+class Analysis:
+    name: str                          # Run.<name>(), its CSV file, its JSON key unless ``key`` says
+    compute: Callable[..., Any]        # (run, **params) -> DataFrame or dict
+    needs: frozenset[str]
+    rows: Callable[[Any], Any] | None  # the result as the rows shown, written and summarized (None: itself)
+    json: str | Callable | None        # "rows", "top" (--top N of them), "first" (row), "object" (the
+    #                                    result as it is), (rows, top) -> value; None: not in the summary
+    key: str                           # its place in the summary; "kineto.steps" nests
+    tables: tuple[Table, ...]
+    doc: str
+    params: tuple[str, ...]            # the keyword parameters it takes (e.g. peak_busbw_gbps)
+
+
+ANALYSES: dict[str, Analysis] = {}
+
+
+def analysis(*, needs: tuple[str, ...] = (), rows: Callable | None = None, json: str | Callable | None = None,
+             key: str | None = None, table: Table | tuple[Table, ...] = ()):
+    """Declare the decorated ``f(run, **params)`` as the analysis of its name."""
+    if set(needs) - set(NEEDS):
+        raise ValueError(f"unknown needs: {set(needs) - set(NEEDS)}")
+
+    def declare(fn):
+        doc = (fn.__doc__ or "").strip().split("\n")[0]
+        tables = table if isinstance(table, tuple) else (table,)
+        params = tuple(inspect.signature(fn).parameters)[1:]
+        ANALYSES[fn.__name__] = Analysis(fn.__name__, fn, frozenset(needs), rows, json, key or fn.__name__, tables,
+                                         doc, params)
+        return fn
+    return declare
+
+
+def capabilities(tables: RunTables, has_steps: bool) -> frozenset[str]:
+    """What a run has, among :data:`NEEDS`."""
+    formats = {str(f) for f in tables.ranks["format"].dropna()}
+    has = {"steps"} if has_steps else set()
+    if "ringscope" in formats:
+        has |= {"ringscope", "runtime"}
+    if any(f.startswith("horovod") for f in formats):
+        has.add("runtime")
+    if "kineto" in formats or "launch_ns" in tables.events.columns:
+        has.add("kineto")
+    ops = tables.tensor_ops
+    if "runtime" in has and (len(tables.readiness) or (len(ops) and ops["rank"].nunique() >= 2)):
+        has.add("negotiation")
+    fo = tables.fused_ops
+    if len(fo):
+        has.add("collectives")
+        if (fo["size"].where(fo["size"] > 0, int(tables.meta.get("size") or 1)) >= 2).any():
+            has.add("wire")
+    if tables.ranks["host"].dropna().nunique() >= 2:
+        has.add("hosts")
+    if tables.meta.get("elastic"):
+        has.add("elastic")
+    if len(tables.cycles):
+        has.add("cycles")
+    return frozenset(has)
+
+
+def why_not(a: Analysis, has: frozenset[str]) -> str | None:
+    """Why ``a`` cannot run on a run that has ``has`` (one phrase), or None when it can."""
+    missing = [n for n in NEEDS if n in a.needs and n not in has]
+    return f"needs {NEEDS[missing[0]]}" if missing else None
