@@ -3,6 +3,7 @@
     with hvd.timeline.region("augment"): ...          # or @hvd.timeline.region("augment")
     loader = hvd.timeline.wrap_loader(loader)          # DATA_WAIT: each wait for the next batch
     handle = hvd.timeline.watch(model)                 # FORWARD: each call of the root module
+    with hvd.timeline.checkpoint(): torch.save(...)    # CHECKPOINT: saving or loading one
 
 ``DistributedOptimizer`` records BACKWARD and OPTIMIZER_STEP itself. Each is an X span (cat
 ``phase``, or ``region`` for a region) of the rank's trace and an NVTX range of the same name, on
@@ -21,7 +22,7 @@ from typing import Any, TypeVar
 from tracer import vocab
 from tracer.recorder import get_recorder
 
-__all__ = ["region", "wrap_loader", "watch", "TimedLoader", "Watch", "open_span", "close_span"]
+__all__ = ["region", "checkpoint", "wrap_loader", "watch", "TimedLoader", "Watch", "open_span", "close_span"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -47,6 +48,7 @@ class region:  # noqa: N801  (used like a function: ``with hvd.timeline.region("
     nest in each other and in phases, on any thread; one object may be entered by many threads."""
 
     __slots__ = ("name", "_open")
+    CAT = vocab.CAT_REGION
 
     def __init__(self, name: str):
         if not isinstance(name, str) or not name:
@@ -55,7 +57,7 @@ class region:  # noqa: N801  (used like a function: ``with hvd.timeline.region("
         self._open: dict[int, list] = {}   # thread ident -> its entries' spans (None: was off)
 
     def __enter__(self) -> region:
-        self._open.setdefault(threading.get_ident(), []).append(open_span(self.name, vocab.CAT_REGION))
+        self._open.setdefault(threading.get_ident(), []).append(open_span(self.name, self.CAT))
         return self
 
     def __exit__(self, *exc) -> bool:
@@ -67,16 +69,27 @@ class region:  # noqa: N801  (used like a function: ``with hvd.timeline.region("
         return False
 
     def __call__(self, fn: F) -> F:
-        name = self.name
+        name, cat = self.name, self.CAT
 
         @functools.wraps(fn)
         def timed(*args, **kwargs):
-            opened = open_span(name, vocab.CAT_REGION)
+            opened = open_span(name, cat)
             try:
                 return fn(*args, **kwargs)
             finally:
                 close_span(opened)
         return timed  # type: ignore[return-value]
+
+
+class checkpoint(region):  # noqa: N801
+    """The CHECKPOINT phase around saving or loading a checkpoint (a block, or each call of a function),
+    so the step's breakdown shows what checkpoints cost and which rank they slow."""
+
+    __slots__ = ()
+    CAT = vocab.CAT_PHASE
+
+    def __init__(self):
+        super().__init__(vocab.CHECKPOINT)
 
 
 class TimedLoader:

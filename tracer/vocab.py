@@ -144,13 +144,13 @@ COUNTER_FUSION_FILL = "fusion_buffer_fill"     # bytes packed into the fusion bu
 COUNTER_EVENTS_DROPPED = "events_dropped"      # written by the tracer: events lost to a full buffer
 
 # ---- framework phases (issue 28): X spans, cat CAT_PHASE, on the thread that ran them ----------
-CAT_PHASE = "phase"            # DATA_WAIT, FORWARD, BACKWARD, OPTIMIZER_STEP
+CAT_PHASE = "phase"            # DATA_WAIT, FORWARD, BACKWARD, OPTIMIZER_STEP, CHECKPOINT
 CAT_REGION = "region"          # a user's hvd.timeline.region(name): name = the user's name
 DATA_WAIT = "DATA_WAIT"        # the training loop waited for its next batch (wrap_loader)
 FORWARD = "FORWARD"            # one call of the watched root module (watch)
 BACKWARD = "BACKWARD"          # first gradient hook -> last gradient submitted (DistributedOptimizer)
 OPTIMIZER_STEP = "OPTIMIZER_STEP"  # DistributedOptimizer.step(), including its synchronize
-PHASES = (DATA_WAIT, FORWARD, BACKWARD, OPTIMIZER_STEP)
+CHECKPOINT = "CHECKPOINT"      # saving or loading a checkpoint (hvd.timeline.checkpoint)
 TID_USER_BASE = 500            # + k: the k-th other OS thread that recorded a phase or region
 # ---- system counters (issue 28): "C" events, one track each, sampled by the tracer's thread -------
 COUNTER_CPU_PCT = "cpu_pct"            # this process's CPU use since the last sample, % of one core

@@ -24,11 +24,14 @@ _CONTENTION = ("compute contention: check rank {r}'s CPU counters, other process
 PHASES = (
     Phase(V.DATA_WAIT, "data_wait_ns", "data wait", "#9467bd", 1,
           "more loader workers (num_workers, prefetch), or check rank {r}'s storage and input pipeline"),
-    Phase(V.FORWARD, "forward_ns", "forward", "#17becf", 4, _CONTENTION),
-    Phase(V.BACKWARD, "backward_ns", "backward", "#1f77b4", 3, _CONTENTION),
-    Phase(V.OPTIMIZER_STEP, "optimizer_ns", "optimizer step", "#bcbd22", 2,
+    Phase(V.FORWARD, "forward_ns", "forward", "#17becf", 5, _CONTENTION),
+    Phase(V.BACKWARD, "backward_ns", "backward", "#1f77b4", 4, _CONTENTION),
+    Phase(V.OPTIMIZER_STEP, "optimizer_ns", "optimizer step", "#bcbd22", 3,
           "the update itself is slower: look for rank-specific work in step() (logging, clipping on the CPU), or "
           "the same contention as compute"),
+    Phase(V.CHECKPOINT, "checkpoint_ns", "checkpoint", "#8c6d31", 2,
+          "rank {r}'s checkpoints: save less often, asynchronously (torch.distributed.checkpoint.async_save), or "
+          "from one rank, to storage that is not shared with the input pipeline"),
     Phase(V.SYNCHRONIZE, "exposed_comm_ns", "exposed comm", "#e45756", 0),
     Phase(None, "other_ns", "untraced time", "#7f7f7f", 99,
           "time no phase covers: wrap rank {r}'s code between steps in hvd.timeline.region(...) (logging, "

@@ -85,10 +85,26 @@ def test_regions_nest_on_every_thread(env, tmp_path):  # noqa: F811
     assert names[v.TID_USER_BASE] == "prefetcher" and names[v.TID_FRAMEWORK] == "framework"
 
 
+def test_checkpoint_is_a_phase_around_a_save(env, tmp_path):  # noqa: F811
+    env(RINGSCOPE_TIMELINE=str(tmp_path) + "/")
+    rec = tracer.configure({"rank": 0, "size": 1})
+    tracer.mark_step()
+    model = torch.nn.Linear(4, 4)
+    with hvd.timeline.checkpoint():
+        torch.save(model.state_dict(), tmp_path / "ckpt.pt")
+    save = hvd.timeline.checkpoint()(torch.save)   # as a decorator too
+    save(model.state_dict(), tmp_path / "ckpt2.pt")
+    tracer.mark_step()
+    tracer.close()
+    spans = [s for s in _spans(rec.path) if s["name"] == v.CHECKPOINT]
+    assert len(spans) == 2 and all(s["cat"] == v.CAT_PHASE and s["tid"] == v.TID_FRAMEWORK for s in spans)
+    assert (tmp_path / "ckpt.pt").exists() and (tmp_path / "ckpt2.pt").exists()
+
+
 def test_region_rejects_a_bad_name_and_is_in_the_numpy_api_too():
     import collectives
     assert "timeline" in collectives.__all__
-    for name in ("region", "wrap_loader", "watch"):   # hvd.timeline adds profile() to the same functions
+    for name in ("region", "checkpoint", "wrap_loader", "watch"):   # hvd.timeline adds profile() to them
         assert getattr(collectives.timeline, name) is getattr(hvd.timeline, name)
     assert not hasattr(collectives.timeline, "profile")   # torch.profiler's: only under collectives.torch
     with pytest.raises(ValueError, match="non-empty string"):

@@ -35,7 +35,7 @@ class _Op:
 def write_run(out: Path, size: int = 4, steps: int = 12, slow: dict | None = None, phases: bool = True,
               noise: float = 0.05, seed: int = 0, counters: dict | None = None, comm_ms: float = 2.0,
               gap_ms: dict | None = None, hosts: list[str] | None = None,
-              cross_frac: float | None = None) -> Path:
+              cross_frac: float | None = None, checkpoint_ms: dict | None = None) -> Path:
     """Write ``size`` rank traces into ``out`` and return it.
 
     ``slow``: ``{rank: {phase: extra_ms}}`` (phase one of BASE's keys); ``phases``: False writes no
@@ -45,11 +45,12 @@ def write_run(out: Path, size: int = 4, steps: int = 12, slow: dict | None = Non
     ``hosts``: each rank's host (run meta host, local and cross ranks); ``cross_frac``: the allreduce
     runs hierarchically (docs/MULTIHOST.md): every rank's CROSS_HOST_ALLREDUCE of its shard (the
     buffer over its host's ranks) takes that fraction of it, between INTRA_HOST_REDUCE and
-    INTRA_HOST_BROADCAST.
+    INTRA_HOST_BROADCAST. ``checkpoint_ms``: ``{rank: ms}`` of a CHECKPOINT phase at each step's end,
+    after the optimizer step (hvd.timeline.checkpoint around a save).
     """
     out.mkdir(parents=True, exist_ok=True)
     rnd = random.Random(seed)
-    slow, counters, gap_ms = slow or {}, counters or {}, gap_ms or {}
+    slow, counters, gap_ms, checkpoint_ms = slow or {}, counters or {}, gap_ms or {}, checkpoint_ms or {}
     settings = TimelineSettings(spec=str(out) + "/", flush_interval_s=60.0)
     recs = [TimelineRecorder({"rank": r, "size": size, "backend": "ring", "fusion_threshold": 1 << 20,
                               "format_version": V.FORMAT_VERSION, **_layout(hosts, r),
@@ -81,6 +82,9 @@ def write_run(out: Path, size: int = 4, steps: int = 12, slow: dict | None = Non
             ops = [_Op(rec, n, b, bw0 + int(at * (bw1 - bw0)), step) for n, b, at in GRADS]
             sync_end = max(bw1, done) + int(0.05 * MS)
             end = sync_end + int(opt)
+            if r in checkpoint_ms:
+                rec.complete(V.TID_FRAMEWORK, V.CHECKPOINT, V.CAT_PHASE, end, end + int(checkpoint_ms[r] * MS))
+                end += int(checkpoint_ms[r] * MS)
             rec.complete(V.TID_FUSION, V.FUSED_RESPONSE, V.CAT_FUSION, start, done,
                          {V.ARG_RESPONSE: resp, V.ARG_TENSORS: names, V.ARG_COUNT: len(names),
                           V.ARG_BYTES: sum(g[1] for g in GRADS), V.ARG_OP: V.ALLREDUCE, V.ARG_DTYPE: "float32",

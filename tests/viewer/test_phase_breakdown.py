@@ -80,7 +80,8 @@ def test_phases_and_counters_carry_their_step(tmp_path):
     ev = run.events
     steps = ev[ev["name"] == V.STEP]
     phases = ev[ev["cat"] == V.CAT_PHASE]
-    assert set(phases["name"]) == set(V.PHASES) and set(phases["step"]) == {0, 1, 2}
+    assert set(phases["name"]) == {V.DATA_WAIT, V.FORWARD, V.BACKWARD, V.OPTIMIZER_STEP}
+    assert set(phases["step"]) == {0, 1, 2}
     counters = ev[ev["name"].isin(V.SYSTEM_COUNTERS)]
     assert set(counters["name"]) == {V.COUNTER_CPU_PCT, V.COUNTER_RSS_MB, V.COUNTER_LOAD1}
     assert (counters["ph"] == "C").all() and counters["value"].notna().all()
@@ -132,3 +133,28 @@ def test_one_step_number_twice_is_one_row(tmp_path):
     rec.close()
     bd = Run.load(tmp_path, cache=False).breakdown_steps()
     assert bd[["step", "step_ns", "forward_ns", "other_ns"]].values.tolist() == [[3, 20 * MS, 12 * MS, 8 * MS]]
+
+
+def test_a_checkpoint_phase_is_its_own_bucket_and_cause(tmp_path):
+    """CHECKPOINT (hvd.timeline.checkpoint) is a phase like the others: its own bucket, still adding up
+    to the step, the cause when one rank's checkpoints make it late, and a column of the summary."""
+    import json
+    import subprocess
+    import sys
+
+    d = write_run(tmp_path / "run", steps=8, checkpoint_ms={1: 15.0})
+    run = Run.load(d, cache=False)
+    _sums_to_step(run.breakdown_steps())
+    by_rank = run.breakdown().set_index("rank")
+    assert by_rank.loc[1, "checkpoint_ns"] == pytest.approx(15 * MS, rel=0.01)
+    assert (by_rank.drop(index=1)["checkpoint_ns"] == 0).all()
+    assert run.root_cause().set_index("rank").loc[1, "cause"] == "checkpoint_ns"
+    (f,) = run.findings()[lambda d: d["kind"] == "straggler"].to_dict("records")
+    assert "checkpoint is 15" in f["message"] and "async_save" in f["message"]
+    p = subprocess.run([sys.executable, "-m", "viewer.cli", "summarize", str(d)], capture_output=True, text=True,
+                       env={"COLUMNS": "200", "PATH": ""}, timeout=120)
+    assert p.returncode == 0 and " checkpoint " in p.stdout, p.stderr
+    data = json.loads(subprocess.run([sys.executable, "-m", "viewer.cli", "summarize", str(d), "--json"],
+                                     capture_output=True, text=True, timeout=120).stdout)
+    assert {r["rank"]: r["checkpoint_ns"] > 10 * MS for r in data["breakdown"]} == {0: False, 1: True, 2: False,
+                                                                                    3: False}
