@@ -11,6 +11,7 @@ first trace when that directory is writable, else ``~/.cache/ringscope``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib
 import json
@@ -25,11 +26,22 @@ from viewer import frames
 from viewer.io.chrome_json import file_signature
 from viewer.schema import RunTables
 
-# 12: the events' strings as categoricals; 10: one entry per run (its assembled tables, Arrow IPC), not
-# per file (Parquet); 9: *.priority
-CACHE_VERSION = 12
 CACHE_DIRNAME = ".ringscope-cache"  # matches .gitignore
 _TABLES = ("events", "tensor_ops", "fused_ops", "readiness", "cycles", "ranks")
+
+
+@functools.cache
+def cache_version() -> str:
+    """A digest of the code that makes the cached tables: the readers, the table builders and the schema
+    (every module of ``viewer`` and the compiled scanner, with ``tracer.vocab``), so an entry written by other
+    code is never read back; nothing to bump by hand."""
+    import tracer.vocab
+
+    root = Path(__file__).parent
+    h = hashlib.sha1()
+    for f in sorted([*root.rglob("*.py"), *root.rglob("*.so"), Path(tracer.vocab.__file__)]):
+        h.update(f.read_bytes())
+    return h.hexdigest()[:12]
 
 
 def cache_root(trace: Path, cache_dir=None) -> Path:
@@ -56,7 +68,7 @@ def _key(files: list[Path], manifest: Path | None) -> str:
     if manifest is not None:
         size, mtime = file_signature(manifest)
         sigs.append(f"{manifest.resolve()}|{size}|{mtime}")
-    raw = f"{CACHE_VERSION}|" + "\n".join(sigs)
+    raw = f"{cache_version()}|" + "\n".join(sigs)
     return _prefix(files) + hashlib.sha1(raw.encode()).hexdigest()[:16]
 
 
