@@ -31,7 +31,7 @@ def _model(d: Path):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return fit(Run.load(d, cache=False).tables)
+        return fit(Run.load(d, cache=False))
 
 
 def _steps(d: Path) -> list[float]:

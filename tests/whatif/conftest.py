@@ -19,7 +19,7 @@ def _model(scenario):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return fit(Run.load(SAMPLES / scenario, cache=False).tables)
+        return fit(Run.load(SAMPLES / scenario, cache=False))
 
 
 def sample_model(scenario):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 
@@ -22,6 +23,25 @@ def test_whatif_json_has_the_three_step_times():
     assert res["predicted_step_ms"] < 0.8 * res["baseline_step_ms"]
     assert abs(res["baseline_step_ms"] / res["measured_step_ms"] - 1) <= 0.10
     assert res["settings"]["no_straggler"] and res["timeline"] and res["fits"]
+
+
+def test_whatif_json_reads_the_runs_headline():
+    """The measured step and α/β are summarize's headline figures, not the replay's own; the baseline
+    and the prediction are the same statistic as the step (the median over the steps replayed), and
+    the replay's response-cost fit is not named α/β."""
+    p = _cli("summarize", SAMPLES / "healthy", "--json")
+    assert p.returncode == 0, p.stderr
+    head = json.loads(p.stdout)["headline"]
+    p = _cli("whatif", SAMPLES / "healthy", "--fusion-threshold-mb", "0", "--json")
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)
+    assert head["alpha_us"] is not None   # the healthy run's allreduce fit is credible
+    assert (res["measured_step_ms"], res["alpha_us"], res["beta_gbps"]) == (
+        head["step_ms"], head["alpha_us"], head["beta_gbps"])
+    assert res["baseline_step_ms"] == statistics.median(r["baseline_ms"] for r in res["steps"])
+    assert res["predicted_step_ms"] == statistics.median(r["predicted_ms"] for r in res["steps"])
+    assert res["fits"] and all({"fixed_us", "us_per_mib"} <= set(f) and not any("alpha" in k or "gb" in k for k in f)
+                               for f in res["fits"])
 
 
 def test_whatif_text_names_measured_baseline_and_prediction():

@@ -36,8 +36,8 @@ def runs(tmp_path_factory):
 
 
 def test_fusion_off_predicted_against_a_real_rerun(runs):
-    pred = predict(fit(runs["base"].tables), Settings(fusion_threshold=0))
-    real = predict(fit(runs["off"].tables), Settings())["measured_step_ms"]
+    pred = predict(fit(runs["base"]), Settings(fusion_threshold=0))
+    real = runs["off"].headline()["step_ms"]
     assert len(pred["steps"]) >= STEPS - 2
     assert abs(pred["baseline_step_ms"] / pred["measured_step_ms"] - 1) <= 0.10
     # the model's direction is right, and its size within the loose bound of the real rerun (whether the
@@ -64,9 +64,9 @@ def straggler_runs(tmp_path_factory):
 
 
 def test_straggler_fusion_off_predicted_against_a_real_rerun(straggler_runs):
-    model = fit(straggler_runs["base"].tables)
+    model = fit(straggler_runs["base"])
     pred = predict(model, Settings(fusion_threshold=0))
-    real = predict(fit(straggler_runs["off"].tables), Settings())["measured_step_ms"]
+    real = straggler_runs["off"].headline()["step_ms"]
     assert pred["predicted_step_ms"] > pred["baseline_step_ms"]
     assert abs(pred["predicted_step_ms"] / real - 1) <= STRAGGLER_BOUND, (pred["predicted_step_ms"], real)
 
@@ -76,7 +76,7 @@ def test_straggler_hides_the_unfused_collectives(straggler_runs):
     while it still computes, so the step grows by less than the collective time fusion off adds."""
     from viewer.whatif.replay import replay_step
 
-    model = fit(straggler_runs["base"].tables)
+    model = fit(straggler_runs["base"])
     grew, added = [], []
     for st in model.steps:
         on, off = replay_step(model, Settings(), st), replay_step(model, Settings(fusion_threshold=0), st)

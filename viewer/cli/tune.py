@@ -27,23 +27,31 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(res, indent=2))
         return 0
+    from viewer.units import duration, pct, size
+
+    def ms(v):
+        return duration(None if v is None else v * 1e6)
+
+    def setting(r):
+        return f"fusion threshold {size(r['fusion_threshold'])}, cycle {ms(r['cycle_time_ms'])}"
+
     cur, best = res["current"], res["best"]
-    print(f"measured {res['measured_step_ms']:.1f} ms per step; replayed {res['baseline_step_ms']:.1f} ms")
-    print(f"current:  fusion threshold {cur['fusion_threshold'] / 2**20:g} MiB, cycle {cur['cycle_time_ms']:g} ms"
-          f" -> {cur['predicted_step_ms']:.1f} ms")
-    print(f"best:     fusion threshold {best['fusion_threshold'] / 2**20:g} MiB, cycle {best['cycle_time_ms']:g} ms"
-          f" -> {best['predicted_step_ms']:.1f} ms ({res['gain_pct']:+.1f} %)")
+    measured = ("– (the trace marks no steps)" if res["measured_step_ms"] is None
+                else f"{ms(res['measured_step_ms'])} per step")
+    print(f"measured {measured}; replayed {ms(res['baseline_step_ms'])} (medians over the steps)")
+    print(f"current:  {setting(cur)} -> {ms(cur['predicted_step_ms'])}")
+    print(f"best:     {setting(best)} -> {ms(best['predicted_step_ms'])} ({'+' if res['gain_pct'] > 0 else ''}"
+          f"{pct(res['gain_pct'])})")
     if res["assumed"]:
         print(f"          (current settings not in the trace, the defaults assumed: {', '.join(res['assumed'])})")
     conf = res["confidence"]
     run_up = conf["runner_up"]
     if best is cur:
         print(f"keep the current settings (no setting of the grid is predicted faster by more than "
-              f"{conf['keep_pct']:.1f} %, the model's error on this run)")
-    print(f"confidence: {conf['level']} - the best leads the runner-up (fusion threshold "
-          f"{run_up['fusion_threshold'] / 2**20:g} MiB, cycle {run_up['cycle_time_ms']:g} ms, "
-          f"{run_up['predicted_step_ms']:.1f} ms) by {conf['lead_pct']:.1f} %; the model's median error per step "
-          f"on this run is {conf['model_error_pct']:.1f} %; {conf['within_error']} setting(s) of the grid "
+              f"{pct(conf['keep_pct'])}, the model's error on this run)")
+    print(f"confidence: {conf['level']} - the best leads the runner-up ({setting(run_up)}, "
+          f"{ms(run_up['predicted_step_ms'])}) by {pct(conf['lead_pct'])}; the model's median error per step "
+          f"on this run is {pct(conf['model_error_pct'])}; {conf['within_error']} setting(s) of the grid "
           f"lie within it of the best, {conf['same_as_best']} predicted the same as the best")
     print(f"\napply:    {res['apply']['ringscope_run']} ...")
     print(f"          {res['apply']['env']}")

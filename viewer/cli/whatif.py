@@ -35,7 +35,7 @@ def load_model(paths):
     src = paths[0] if len(paths) == 1 else paths
     try:
         src = _one_world(src)
-        return fit(Run.load(src).tables), None
+        return fit(Run.load(src)), None
     except TraceError as exc:
         return None, str(exc)
     except ModelError as exc:
@@ -92,32 +92,41 @@ def main(argv=None) -> int:
 
 
 def _print(res) -> None:
+    from viewer.units import duration, pct, rate, size
+
+    def ms(v):
+        return duration(None if v is None else v * 1e6)
+
     s, own = res["settings"], res["run_settings"]
-    print(f"run:        fusion threshold {own['fusion_threshold'] / 2**20:g} MiB, cycle "
-          f"{own['cycle_time_ms']:g} ms, {own['ranks']} ranks")
+    print(f"run:        fusion threshold {size(own['fusion_threshold'])}, cycle "
+          f"{ms(own['cycle_time_ms'])}, {own['ranks']} ranks")
     if own["assumed"]:
         print(f"            (not in the trace, the defaults assumed: {', '.join(own['assumed'])})")
-    print(f"what if:    fusion threshold {s['fusion_threshold'] / 2**20:g} MiB, cycle {s['cycle_time_ms']:g} ms"
+    print(f"what if:    fusion threshold {size(s['fusion_threshold'])}, cycle {ms(s['cycle_time_ms'])}"
           f"{', no straggler' if s['no_straggler'] else ''}, bandwidth x{s['bandwidth_scale']:g}, "
           f"latency x{s['latency_scale']:g}, {s['ranks']} ranks")
-    print(f"measured:   {res['measured_step_ms']:8.1f} ms per step")
-    print(f"baseline:   {res['baseline_step_ms']:8.1f} ms per step (replayed with the run's settings; "
-          f"worst step off by {res['baseline_error_pct']:.1f} %)")
-    print(f"predicted:  {res['predicted_step_ms']:8.1f} ms per step "
-          f"({100 * (res['predicted_step_ms'] / res['baseline_step_ms'] - 1):+.1f} % against the baseline)")
+    measured = res["measured_step_ms"]
+    print(f"measured:   {ms(measured)} per step (the run's step time: median over its steps)" if measured is not None
+          else "measured:   – (the trace marks no steps; each occurrence of its tensors is replayed as one)")
+    print(f"baseline:   {ms(res['baseline_step_ms'])} per step (replayed with the run's settings, median over "
+          f"{len(res['steps'])} replayed steps; worst step off by {pct(res['baseline_error_pct'])})")
+    change = 100 * (res["predicted_step_ms"] / res["baseline_step_ms"] - 1)
+    print(f"predicted:  {ms(res['predicted_step_ms'])} per step ({'+' if change > 0 else ''}{pct(change)} "
+          "against the baseline)")
     if res["extrapolated"]:
         print("            (an extrapolation: ring cost model, each rank's compute as measured)")
-    print("\nstep  measured  baseline  predicted (ms)")
+    print(f"\n{'step':>4}  {'measured':>9}  {'baseline':>9}  {'predicted':>9}")
     for r in res["steps"]:
-        print(f"{r['step']:>4}  {r['measured_ms']:8.1f}  {r['baseline_ms']:8.1f}  {r['predicted_ms']:9.1f}")
-    print(f"\ncommunication fit (dispatch latency {res['dispatch_latency_ms']:.2f} ms, calibrated on the run; "
-          "busy: the share of ranks computing meanwhile):")
+        print(f"{r['step']:>4}  {ms(r['measured_ms']):>9}  {ms(r['baseline_ms']):>9}  {ms(r['predicted_ms']):>9}")
+    print(f"\nresponse cost, memcpy included (dispatch latency {ms(res['dispatch_latency_ms'])}, calibrated on the "
+          "run; busy: the share of ranks computing meanwhile):")
     for f in res["fits"]:
-        bw = f"{f['gb_per_s']:.3f} GB/s" if f["gb_per_s"] else "latency only"
-        print(f"  {f['backend']:<6} {f['op']:<10} alpha {f['alpha_us']:9.1f} us  {bw:<14} "
-              f"x(1 + {f['contention']:g} x busy)  "
-              f"over {f['n']} collectives, median error {f['median_err_pct']:.0f} %, worst {f['worst_err_pct']:.0f} %")
-
+        print(f"  {f['backend']:<6} {f['op']:<10} fixed {duration(f['fixed_us'] * 1e3):>9} + "
+              f"{duration(f['us_per_mib'] * 1e3):>9} per MiB, x(1 + {f['contention']:g} x busy), "
+              f"over {f['n']} collectives, median error {pct(f['median_err_pct'])}, worst {pct(f['worst_err_pct'])}")
+    ab = (f"α {duration(res['alpha_us'] * 1e3)}, β {rate(res['beta_gbps'])}" if res["alpha_us"] is not None
+          else "no credible allreduce fit")
+    print(f"the run's α-β fit (the wire alone, fastest op per size; summarize's headline): {ab}")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -14,7 +14,7 @@ def _model(view):
     """The fitted what-if model of a run view, or the reason there is none (kept on the view)."""
     if not hasattr(view, "_whatif"):
         try:
-            view._whatif = fit(view.tables)
+            view._whatif = fit(view.run)
         except ModelError as exc:
             view._whatif = str(exc)
     return view._whatif
@@ -29,9 +29,11 @@ def settings_of(threshold_mb, cycle_ms, bandwidth, latency, ranks, flags):
 def summary(res):
     extra = " (extrapolated: ring cost model)" if res["extrapolated"] else ""
     return html.Div([
-        card("measured step", fmt(res["measured_step_ms"], "{:,.1f} ms"), "mean over replayed steps", "wi-measured"),
+        card("measured step", fmt(res["measured_step_ms"], "{:,.1f} ms"), "the run's: median over its steps",
+             "wi-measured"),
         card("replayed", fmt(res["baseline_step_ms"], "{:,.1f} ms"),
-             f"run's settings; worst step off {res['baseline_error_pct']:.1f} %", "wi-baseline"),
+             f"run's settings, median over replayed steps; worst step off {res['baseline_error_pct']:.1f} %",
+             "wi-baseline"),
         card("predicted step", fmt(res["predicted_step_ms"], "{:,.1f} ms"),
              f"{100 * (res['predicted_step_ms'] / res['baseline_step_ms'] - 1):+.1f} % vs replayed{extra}",
              "wi-predicted"),

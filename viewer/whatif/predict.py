@@ -2,19 +2,28 @@
 from __future__ import annotations
 
 import statistics
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from viewer.whatif import rebuild, replay
 from viewer.whatif.replay import Model, Settings
 
+if TYPE_CHECKING:
+    from viewer.run import Run
+
+# the run's headline figures a what-if shows beside its own (docs/SUMMARY_JSON.md, ``headline``)
+HEADLINE = ("step_ms", "alpha_us", "beta_gbps")
+
 
 class ModelError(ValueError):
     """The run has nothing the replay can use (one line, for the CLI)."""
 
 
-def fit(tables) -> Model:
-    """Rebuild the run's steps and fit the model; :class:`ModelError` when there are none."""
+def fit(run: Run) -> Model:
+    """Rebuild the run's steps from its tables and fit the model; :class:`ModelError` when there are
+    none. The run's measured step time and α/β are its headline's, not the replay's own."""
+    tables = run.tables
     steps = rebuild.rebuild(tables)
     if not steps:
         raise ModelError("no complete step to replay (every rank's STEP span with all its "
@@ -22,28 +31,34 @@ def fit(tables) -> Model:
                          "of its tensors)")
     if not tables.fused_ops["response"].size:
         raise ModelError("no collectives to fit the communication cost on")
-    return replay.fit_model(tables, steps)
+    model = replay.fit_model(tables, steps)
+    h = run.headline()
+    model.headline = {k: h[k] for k in HEADLINE}
+    return model
 
 
-def predict(tables_or_model, settings: Settings, steps: list[int] | None = None) -> dict:
+def predict(run_or_model: Run | Model, settings: Settings, steps: list[int] | None = None) -> dict:
     """Measured, baseline (the run's own settings) and predicted step time per step and overall
-    (ms), the model's fit, and the predicted and measured timelines (``timeline``: DataFrame)."""
-    model = tables_or_model if isinstance(tables_or_model, Model) else fit(tables_or_model)
+    (ms), the model's fit, and the predicted and measured timelines (``timeline``: DataFrame).
+    Overall: the measured step is the run's headline (per step the mean over ranks, the median
+    over steps, every step the run measured); the baseline and the prediction are the median over
+    the replayed steps of theirs, each step's the mean over ranks."""
+    model = run_or_model if isinstance(run_or_model, Model) else fit(run_or_model)
     chosen = [s for s in model.steps if steps is None or s.step in steps]
     base = [replay.replay_step(model, Settings(), s) for s in chosen]
     pred = [replay.replay_step(model, settings, s) for s in chosen]
     rows = [{"step": b["step"], "measured_ms": b["measured_ns"] / 1e6, "baseline_ms": b["predicted_ns"] / 1e6,
              "predicted_ms": p["predicted_ns"] / 1e6} for b, p in zip(base, pred)]
-    measured = statistics.fmean(r["measured_ms"] for r in rows)
-    baseline = statistics.fmean(r["baseline_ms"] for r in rows)
     out = {
-        "measured_step_ms": measured, "baseline_step_ms": baseline,
-        "predicted_step_ms": statistics.fmean(r["predicted_ms"] for r in rows),
+        "measured_step_ms": model.headline.get("step_ms"),
+        "baseline_step_ms": statistics.median(r["baseline_ms"] for r in rows),
+        "predicted_step_ms": statistics.median(r["predicted_ms"] for r in rows),
         "baseline_error_pct": 100 * max(abs(r["baseline_ms"] - r["measured_ms"]) / r["measured_ms"] for r in rows),
         "steps": rows, "settings": effective(model, settings),
         "run_settings": {"fusion_threshold": model.fusion_threshold, "cycle_time_ms": model.cycle_time_ms,
                          "ranks": model.size, "assumed": list(model.assumed)},
         "fits": [f.row() for f in model.fits.values()],
+        "alpha_us": model.headline.get("alpha_us"), "beta_gbps": model.headline.get("beta_gbps"),
         "dispatch_latency_ms": model.latency_ns.get("coordinator", 0.0) / 1e6,
         "extrapolated": bool(settings.ranks and settings.ranks != model.size),
     }
@@ -53,8 +68,9 @@ def predict(tables_or_model, settings: Settings, steps: list[int] | None = None)
 
 
 def step_ms(model: Model, settings: Settings) -> float:
-    """The predicted mean step time (ms) alone, without the baseline and timelines: what a search needs."""
-    return statistics.fmean(replay.replay_step(model, settings, s)["predicted_ns"] / 1e6 for s in model.steps)
+    """The predicted step time (ms) alone, as :func:`predict` gives it (the median over the replayed
+    steps), without the baseline and timelines: what a search needs."""
+    return statistics.median(replay.replay_step(model, settings, s)["predicted_ns"] / 1e6 for s in model.steps)
 
 
 def effective(model: Model, s: Settings) -> dict:

@@ -3,7 +3,7 @@
 Each step is solved as a fixed point: the ranks' framework chains (compute offsets kept, waits
 recomputed) give the tensors' submission times; the policy (:mod:`.policy`: the coordinator's, and
 the response cache's bit rounds as the engine runs them) plans them into fused responses; the
-responses run one after another on the backend at the fitted alpha-beta cost, slowed by the share
+responses run one after another on the backend at their fitted cost (fixed + per byte), slowed by the share
 of ranks doing CPU work meanwhile; their ends (plus, for a cached op, the framework's wake-up) are
 the tensors' completions, which end the waits; each rank's CPU work stretches by the collective
 time that runs during it beyond what ran during it in the run, and by how much more the ranks
@@ -54,6 +54,7 @@ class Model:
     cores: dict = field(default_factory=dict)   # rank -> (the ranks' group sharing its CPUs, how many);
                                                 # {}: unknown (no crowding modelled)
     assumed: tuple = ()         # settings the trace does not record (defaults assumed)
+    headline: dict = field(default_factory=dict)   # the run's headline figures shown beside the replay's
 
 
 def cost_of(model: Model, s: Settings, backend: str, op: str, nbytes: int, busy: float = 0.0) -> float:
