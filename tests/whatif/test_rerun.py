@@ -3,6 +3,7 @@ with fusion off for real, and compare (loosely: on this shared 2-core machine th
 the compute fight over the cores, which the model only approximates; see docs/WHATIF.md)."""
 from __future__ import annotations
 
+import statistics
 import warnings
 
 import pytest
@@ -39,7 +40,8 @@ def test_fusion_off_predicted_against_a_real_rerun(runs):
     pred = predict(fit(runs["base"]), Settings(fusion_threshold=0))
     real = runs["off"].headline()["step_ms"]
     assert len(pred["steps"]) >= STEPS - 2
-    assert abs(pred["baseline_step_ms"] / pred["measured_step_ms"] - 1) <= 0.10
+    replayed = statistics.median(r["measured_ms"] for r in pred["steps"])   # the steps the replay rebuilt
+    assert abs(pred["baseline_step_ms"] / replayed - 1) <= 0.10
     # the model's direction is right, and its size within the loose bound of the real rerun (whether the
     # rerun itself came out slower than the recorded run is the machine's noise at 2 ranks, not the model's)
     assert pred["predicted_step_ms"] > pred["baseline_step_ms"]
