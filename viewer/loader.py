@@ -14,7 +14,7 @@ from viewer.schema import RunTables
 # merge` finds and checks our traces through this module without them.
 
 _TIME_COLUMNS = {
-    "events": ("t_ns",),
+    "events": ("t_ns", "launch_ns"),   # launch_ns: a Kineto GPU event's launching CPU call
     "tensor_ops": ("submit_ns", "negotiated_ns", "start_ns", "done_ns", "end_ns"),
     "fused_ops": ("start_ns", "end_ns"),
     "readiness": ("ready_ns",),
@@ -146,7 +146,8 @@ def assemble(parsed: list[dict], elastic_manifest: dict | None = None) -> RunTab
             df = p.pop(t)  # the per-file frame is ours: shift in place, then let it go
             if shift and len(df):
                 for c in cols:
-                    df[c] += shift
+                    if c in df:
+                        df[c] += shift
             dfs.append(df)
         out[t] = _concat_events(dfs) if t == "events" else frames.concat(t, dfs)
         del dfs
