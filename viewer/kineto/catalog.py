@@ -2,7 +2,7 @@
 ``kineto`` in the summary (docs/KINETO.md has their definitions)."""
 from __future__ import annotations
 
-from viewer.kineto import collectives, overlap, steps, stragglers, streams, temporal
+from viewer.kineto import collectives, launches, overlap, steps, stragglers, streams, temporal
 from viewer.registry import Column as C
 from viewer.registry import Table, analysis
 
@@ -80,3 +80,21 @@ def kineto_stragglers(run):
 def kineto_rank_stragglers(run):
     """Per rank: how often it launched a collective last, the wait it imposed, its clock offset."""
     return stragglers.rank_summary(run.tables, run.kineto_launches())
+
+
+@analysis(needs=("kineto",))
+def kineto_kernel_launches(run):
+    """One row per kernel, memcpy and memset: its launch call, launch delay and the GPU idle time before it."""
+    return launches.kernel_launches(run.tables)
+
+
+@analysis(needs=("kineto",), json="rows", key="kineto.launch_stats", table=Table(
+    "Kernel launches per rank (HTA's kernel launch statistics)", (
+        RANK, C("launched", "GPU work", "count"), C("launch_median_ns", "launch call", "ns"),
+        C("work_median_ns", "on the GPU", "ns"), C("delay_median_ns", "launch delay", "ns"),
+        C("short_pct", "shorter than launch", "pct"), C("waited_pct", "GPU waited for it", "pct"),
+        C("launch_bound_pct", "both", "pct"), C("idle_ns", "GPU idle", "ns"),
+        C("host_wait_ns", "waiting for the host", "ns"), C("step_start_idle_ns", "at step start", "ns"))))
+def kineto_launch_stats(run):
+    """Per rank: medians of launch call, work and launch delay; short and launch-bound shares; where the GPU idled."""
+    return launches.launch_stats(run.kineto_kernel_launches())

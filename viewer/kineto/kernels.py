@@ -39,8 +39,9 @@ def step_spans(events):
     return out.sort_values(["rank", "start_ns"], ignore_index=True)
 
 
-def gpu_work(tables, include_last_step: bool = False, hta_rounding: bool = True):
-    """The GPU work each rank's analyses count: ``rank, thread, name, t_ns, end_ns, step, kind``."""
+def gpu_work(tables, include_last_step: bool = False, hta_rounding: bool = True, launches: bool = False):
+    """The GPU work each rank's analyses count: ``rank, thread, name, t_ns, end_ns, step, kind`` (and
+    ``launch_ns``, when its launching CPU call started, with ``launches``)."""
     events = tables.events
     g = events[events["cat"].isin(WORK_CATS)]
     out = pd.DataFrame({"rank": g["rank"].to_numpy(), "thread": g["thread"].to_numpy(),
@@ -67,7 +68,7 @@ def gpu_work(tables, include_last_step: bool = False, hta_rounding: bool = True)
         out["end_ns"] = (e // 1000) * 1000 - phase
     kinds = {n: kernel_kind(n) for n in pd.unique(out["name"])}
     out["kind"] = out["name"].map(kinds).astype("string")
-    return out.drop(columns="launch_ns")
+    return out if launches else out.drop(columns="launch_ns")
 
 
 def _phases(tables, ranks):
