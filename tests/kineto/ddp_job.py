@@ -1,13 +1,17 @@
 """A real CPU DDP job: torch.distributed gloo on 2 ranks (spawned processes), profiled with
 torch.profiler's schedule and tensorboard_trace_handler, one Kineto trace per rank.
 
-    python -m tests.kineto.ddp_job OUT_DIR [--steps N] [--world W]
+    python -m tests.kineto.ddp_job OUT_DIR [--steps N] [--world W] [--late-rank R --late-ms MS]
+
+``--late-rank``: that rank sleeps ``--late-ms`` before each backward and before the loss's allreduce, so it
+launches every collective last.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import socket
+import time
 
 
 def _free_port() -> int:
@@ -16,7 +20,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank: int, world: int, out: str, steps: int, port: int) -> None:
+def _worker(rank: int, world: int, out: str, steps: int, port: int, late_rank: int = -1, late_ms: float = 0.0) -> None:
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -36,7 +40,10 @@ def _worker(rank: int, world: int, out: str, steps: int, port: int) -> None:
         for _ in range(steps + 2):
             opt.zero_grad()
             loss = torch.nn.functional.mse_loss(model(x), y)
+            late = late_ms / 1e3 if rank == late_rank else 0.0
+            time.sleep(late)
             loss.backward()
+            time.sleep(late)
             dist.all_reduce(loss.detach())   # the loss averaged for logging: a direct collective
             opt.step()
             prof.step()
@@ -48,10 +55,12 @@ def main(argv=None) -> int:
     p.add_argument("out")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--world", type=int, default=2)
+    p.add_argument("--late-rank", type=int, default=-1)
+    p.add_argument("--late-ms", type=float, default=0.0)
     a = p.parse_args(argv)
     import torch.multiprocessing as mp
 
-    mp.spawn(_worker, args=(a.world, a.out, a.steps, _free_port()), nprocs=a.world, join=True)
+    mp.spawn(_worker, args=(a.world, a.out, a.steps, _free_port(), a.late_rank, a.late_ms), nprocs=a.world, join=True)
     return 0
 
 
