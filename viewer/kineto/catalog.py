@@ -93,7 +93,7 @@ def kineto_kernel_launches(run):
         RANK, C("launched", "GPU work", "count"), C("launch_median_ns", "launch call", "ns"),
         C("work_median_ns", "on the GPU", "ns"), C("delay_median_ns", "launch delay", "ns"),
         C("short_pct", "shorter than launch", "pct"), C("waited_pct", "GPU waited for it", "pct"),
-        C("launch_bound_pct", "both", "pct"), C("idle_ns", "GPU idle", "ns"),
+        C("launch_bound_pct", "launch-bound", "pct"), C("idle_ns", "GPU idle", "ns"),
         C("host_wait_ns", "waiting for the host", "ns"), C("step_start_idle_ns", "at step start", "ns"))))
 def kineto_launch_stats(run):
     """Per rank: medians of launch call, work and launch delay; short and launch-bound shares; where the GPU idled."""
