@@ -14,11 +14,15 @@ from tracer import vocab as V
 from viewer import frames
 from viewer.errors import TraceError, warn_damage
 from viewer.io.chrome_json import TraceReader
+from viewer.io.ranges import CHROME_PHASES, INT32, MAX_BYTES, MAX_EPOCH_NS, MAX_US
 from viewer.vocab import DTYPE_BYTES
 
 _COMM = re.compile(r"^(MPI|NCCL|GLOO|CCL|DDL|ADASUM)_")
+_BACKWARDS = "an 'E' before its 'B' (both left out)"
+
 
 def _shape_elems(shape) -> int | None:
+    """Elements of a shape (a list, or its text); ``MAX_BYTES`` or more where it cannot be a tensor's."""
     if isinstance(shape, str):
         nums = re.findall(r"\d+", shape)
     elif isinstance(shape, list):
@@ -27,8 +31,10 @@ def _shape_elems(shape) -> int | None:
         return None
     n = 1
     for x in nums:
+        if len(str(x)) > 15:
+            return MAX_BYTES
         n *= int(x)
-    return n
+    return min(n, MAX_BYTES)
 
 
 class _State:
@@ -70,12 +76,15 @@ class _State:
                 st = self.stacks.get(pid)
                 if st:
                     name, t0, depth, args = st.pop()
+                    if ts < t0:   # an end before its begin: neither can be trusted
+                        bad[_BACKWARDS] = bad.get(_BACKWARDS, 0) + 2
+                        continue
                     if ev.get("args"):
                         args = dict(args or {}, **ev["args"])
                     self.spans.append((pid, name, t0, ts - t0, depth, args, True))
             elif ph == "X":
                 name = ev.get("name", "")
-                if name.isdigit():
+                if _tick(name):
                     self.ticks.append((pid, int(name), ts, max(self.neg_count.get(pid, 1) - 1, 0)))
                 else:
                     st = self.stacks.get(pid) or []
@@ -90,15 +99,24 @@ class _State:
             st.clear()
 
 
+def _tick(name: str) -> bool:
+    """A readiness tick: an X named after the rank that became ready."""
+    return name.isascii() and name.isdigit()
+
+
 def _unusable(ev: dict):
-    """Why an event cannot be used (a field of the wrong type), or None."""
+    """Why an event cannot be used (a field of the wrong type, or outside what it can mean), or None."""
     ph = ev.get("ph")
     if ph.__class__ is not str or ev.get("name", None if ph in ("B", "X", "i") else "").__class__ is not str:
         return "event without a string 'ph' and 'name'"   # an E needs no name
+    if ph not in CHROME_PHASES:
+        return "'ph' is not a trace event phase"
     for k in ("ts", "dur"):
         v = ev.get(k, 0 if k == "dur" or ev.get("ph") == "M" else None)
-        if v.__class__ not in (int, float) or not math.isfinite(v) or abs(v) > 1e15:
+        if v.__class__ not in (int, float) or not math.isfinite(v) or abs(v) > MAX_US or k == "dur" and v < 0:
             return f"'{k}' is not a time in µs"
+    if ph == "X" and _tick(ev["name"]) and int(ev["name"]) >= INT32:
+        return "a readiness tick's rank out of range"
     pid, args = ev.get("pid"), ev.get("args")
     if pid is not None and pid.__class__ not in (int, str):
         return "'pid' is not an integer"
@@ -106,13 +124,14 @@ def _unusable(ev: dict):
         return "'args' is not an object"
     if args:
         epoch = args.get("start_time_since_epoch_in_micros")
-        if epoch is not None and (epoch.__class__ is not int or abs(epoch) > 1 << 60):
-            return "'start_time_since_epoch_in_micros' is not an integer"
+        if epoch is not None and (epoch.__class__ is not int or not 0 <= epoch < MAX_EPOCH_NS // 1000):
+            return "'start_time_since_epoch_in_micros' is not a wall clock in µs"
         if any(args.get(k) is not None and args.get(k).__class__ is not str for k in ("name", "dtype")):
             return "'args.name' or 'args.dtype' is not a string"
         shape = args.get("shape")
         if shape is not None and not (shape.__class__ is str or shape.__class__ is list
-                                      and all(x.__class__ is int and 0 <= x < 1 << 40 for x in shape)):
+                                      and all(x.__class__ is int and 0 <= x < 1 << 40 for x in shape)) \
+                or (_shape_elems(shape) or 0) >= MAX_BYTES // 8:   # 8: the widest dtype
             return "'args.shape' is not a shape"
     return None
 

@@ -19,9 +19,10 @@ import orjson
 
 from tracer import vocab as V
 from viewer.analyses.recoveries import PARTS
-from viewer.errors import TraceError, warn_damage
+from viewer.errors import TraceError, describe_skipped, warn_damage
 from viewer.io.chrome_json import TraceReader
 from viewer.io.files import detect_format
+from viewer.io.ranges import CHROME_PHASES, MAX_US
 from viewer.loader import check_ranks, find_traces
 from viewer.ringscope import elastic
 
@@ -99,22 +100,26 @@ def _int(v):
 
 
 def _rank_events(src: RankSource):
-    """The rank's events on the merged clock (events whose time is not a number are left out and
-    counted, as the reader counts damaged lines: ``reader.skipped``)."""
+    """The rank's events on the merged clock (events without a phase, or whose time is not one, are
+    left out and counted, as the reader counts damaged lines: ``reader.skipped``); a file none of whose
+    events can be placed is refused (:class:`TraceError`; an elastic world's rank may have written none)."""
     shift_us = src.shift_ns / 1000.0
     reader = TraceReader(src.file)
     out = []
+    placed = 0
     for chunk in reader.chunks():
         for ev in chunk:
-            ph, ts = ev.get("ph"), ev.get("ts")
-            if ph == "M" and not (src.format == "ringscope" and ev.get("name") in _THREAD_META
-                                  and ev.get("tid") not in V.THREAD_NAMES):
-                continue  # rewritten by _metadata; the rank's own extra threads (tensors) keep their names
-            dur = ev.get("dur", 0)
-            if ph.__class__ is not str or ts.__class__ not in _NUM and (ph != "M" or ts is not None) \
-                    or dur.__class__ not in _NUM or ev.get("tid", 0).__class__ not in (int, str):
-                reader.skip(None, "'ph', 'ts', 'dur' or 'tid' missing or of the wrong type")
+            ph, ts, dur, tid = ev.get("ph"), ev.get("ts"), ev.get("dur", 0), ev.get("tid", 0)
+            if ph.__class__ is not str or ph not in CHROME_PHASES \
+                    or (ts.__class__ not in _NUM or abs(ts) > MAX_US) and (ph != "M" or ts is not None) \
+                    or dur.__class__ not in _NUM or not 0 <= dur <= MAX_US \
+                    or tid.__class__ not in _ID or ev.get("pid", 0).__class__ not in _ID:
+                reader.skip(None, "'ph', 'ts', 'dur', 'pid' or 'tid' missing, of the wrong type or out of range")
                 continue
+            if ph == "M" and not (src.format == "ringscope" and ev.get("name") in _THREAD_META
+                                  and tid not in V.THREAD_NAMES):
+                continue  # rewritten by _metadata; the rank's own extra threads (tensors) keep their names
+            placed += ph != "M"
             if src.format == "ringscope":
                 ev["pid"] = src.rank
                 if "id" in ev:  # a plain id is global in Perfetto: keep ranks apart
@@ -125,10 +130,14 @@ def _rank_events(src: RankSource):
             if ts is not None:
                 ev["ts"] = round(ts + shift_us, 3)
             out.append(ev)
+    if not placed and src.generation is None:
+        raise TraceError(src.file, "no trace events" + (f" ({describe_skipped(reader.skipped)})"
+                                                        if reader.skipped else ""))
     return out, reader
 
 
 _NUM = (int, float)   # orjson yields no NaN or infinity, and no integer beyond 64 bits
+_ID = (int, str)
 
 
 def _relane(events: list) -> set:
@@ -202,6 +211,14 @@ def write_merged(plan: MergePlan, out, extra_events=None) -> dict:
     if plan.elastic:
         header[MERGED_KEY]["elastic"] = {k: v for k, v in plan.elastic.items() if k != "file"}
     Path(out).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return _write(plan, out, header, extra_meta, extra_by_pid, ours)
+    except BaseException:
+        Path(out).unlink(missing_ok=True)   # no half-written merge left behind a refused input
+        raise
+
+
+def _write(plan: MergePlan, out, header: dict, extra_meta: list, extra_by_pid: dict, ours: set) -> dict:
     n_events, lanes_all, skipped = 0, set(), 0
     with open(out, "wb") as fh:
         fh.write(b'{"displayTimeUnit": "ms", "otherData": ' + orjson.dumps(header) + b',\n"traceEvents": [\n')

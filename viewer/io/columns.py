@@ -23,6 +23,7 @@ class Columns:
         self._kinds = kinds
         self._keep = keep
         self.n = scanned["rows"] if keep is None else int(np.count_nonzero(keep))
+        self.starts = self._rows(np.frombuffer(scanned["start"], dtype=np.int64))   # each row's byte offset
         self._memo: dict = {}
         self.shutdown = None   # the SHUTDOWN event's args, read apart (see viewer.ringscope.reader)
 

@@ -14,6 +14,8 @@ import re
 
 import numpy as np
 
+from viewer.io.ranges import INT32, MAX_BYTES
+
 COMM_KERNEL = re.compile(r"^nccl.*Kernel")
 _ANNOTATION = re.compile(r"^(nccl|gloo|mpi|ucc|xccl):([A-Za-z_]+)")
 _KERNEL_OP = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)|^nccl([A-Z][A-Za-z]+?)(?:Ring|Tree|Kernel)")
@@ -50,8 +52,8 @@ def dtype_info(raw):
     return _DTYPES.get(raw.lower(), (None, None))
 
 
-def _int(v):
-    return v if v.__class__ is int and 0 <= v < 1 << 62 else None
+def _int(v, hi: int = MAX_BYTES):
+    return v if v.__class__ is int and 0 <= v < hi else None
 
 
 def _ranks(v):
@@ -70,7 +72,7 @@ def describe(args: dict, world: int | None) -> dict:
     op = op_name(args.get("Collective name"))
     dtype, esize = dtype_info(args.get("dtype"))
     n_in, n_out = _int(args.get("In msg nelems")), _int(args.get("Out msg nelems"))
-    size = _int(args.get("Group size")) or _ranks(args.get("Process Group Ranks")) or world
+    size = _int(args.get("Group size"), INT32) or _ranks(args.get("Process Group Ranks")) or world
     pg = args.get("Process Group Name", args.get("Process Group ID"))
     nbytes = None
     if esize and n_in is not None:
@@ -80,7 +82,7 @@ def describe(args: dict, world: int | None) -> dict:
             nbytes = n_in * esize // size
         else:
             nbytes = n_in * esize
-    return {"op": op, "dtype": dtype, "bytes": nbytes, "size": size,
+    return {"op": op, "dtype": dtype, "bytes": nbytes if nbytes is None or nbytes < MAX_BYTES else None, "size": size,
             "pg": None if pg is None else str(pg)}
 
 
@@ -93,10 +95,10 @@ def _from_annotation(args: dict) -> tuple:
     shape = dims[0]
     if esize is None or shape.__class__ is not list or not all(_int(x) is not None for x in shape):
         return dtype, None
-    n = 1
+    n = esize
     for x in shape:
         n *= x
-    return dtype, n * esize
+    return dtype, n if n < MAX_BYTES else None
 
 
 def _kernel_op(name: str) -> str | None:

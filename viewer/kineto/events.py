@@ -11,6 +11,7 @@ import numpy as np
 
 from viewer.io.chrome_json import _BAD_JSON, loads
 from viewer.io.columns import distinct, lut
+from viewer.io.ranges import CHROME_PHASES, MAX_BYTES, outside
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
 # older Kineto (torch 1.8-1.10) spelled some categories differently
@@ -19,9 +20,11 @@ _CAT_ALIASES = {"Kernel": "kernel", "Memcpy": "gpu_memcpy", "Memset": "gpu_memse
 _SPECIAL = ("nccl", "gloo", "mpi:", "ucc:", "record_param_comms", "ProfilerStep")
 MAX_US = 1e17   # beyond this a time is damage (epoch µs today are ~1.8e15)
 _ID_MAX = 1 << 62
+# the integer args the tables read, and what each can mean: lo <= value < hi
+ARG_RANGES = {"args.correlation": (0, _ID_MAX), "args.stream": (0, _ID_MAX), "args.bytes": (0, MAX_BYTES)}
 # what the scanner keeps of each event (status per row: 0 absent, 1 read, 2 null, 3 another type)
 FIELDS = (("ph", "s"), ("name", "s"), ("cat", "s"), ("pid", "k"), ("tid", "k"), ("ts", "f"), ("dur", "f"),
-          ("args", "o"), ("args.correlation", "i"), ("args.stream", "i"), ("args.bytes", "i"))
+          ("args", "o"), *((k, "i") for k in ARG_RANGES))
 _READ, _ABSENT = 1, 0
 
 
@@ -48,17 +51,25 @@ class Events:
         x = ph == (ph_v.index("X") if "X" in ph_v else -2)
         self._meta(data, starts, ends, np.flatnonzero(ph == (ph_v.index("M") if "M" in ph_v else -2)))
         self._count(ph_st != _READ, "event without a string 'ph'")
+        self._count(np.isin(ph, [k for k, v in enumerate(ph_v) if v not in CHROME_PHASES]) & (ph_st == _READ),
+                    "'ph' is not a trace event phase")
         # the checks in order: an event counts once, for the first it fails
         ok = x.copy()
         ok = self._check(ok, name_st != _READ, "event without a string 'name'")
         bad_t = (ts_st != _READ) | ~(np.abs(ts) < MAX_US) | (dur_st != _READ) & (dur_st != _ABSENT) \
-            | ~(np.abs(dur) < MAX_US)
+            | ~((dur >= 0) & (dur < MAX_US))
         ok = self._check(ok, bad_t, "'ts' or 'dur' is not a time in µs")
         ok = self._check(ok, (pid_st != _READ) | (tid_st != _READ), "'pid' or 'tid' is not an integer or a string")
+        cat_st, cat, cat_v = _col(scanned, "cat", np.int32)
+        args_st = _col(scanned, "args", np.uint8)[0]
+        ok = self._check(ok, (cat_st > _READ) | (args_st > _READ), "'cat' is not a string or 'args' not an object")
+        for k, (lo, hi) in ARG_RANGES.items():
+            st, v, _ = _col(scanned, k, np.int64)
+            ok = self._check(ok, (st > _READ) | outside(v, st == _READ, lo, hi),
+                             f"'{k}' is not an integer it can mean")
         rows = np.flatnonzero(ok)
         self._rows = rows
 
-        cat_st, cat, cat_v = _col(scanned, "cat", np.int32)
         cats = [_CAT_ALIASES.get(c, c) for c in cat_v] + [""]
         cat_code, cats = distinct(np.where(cat_st[rows] == _READ, cat[rows], len(cat_v)), cats)
         name_code, names = distinct(name[rows], name_v)
@@ -104,8 +115,7 @@ class Events:
     @staticmethod
     def _arg(scanned: dict, name: str, rows, fill: int):
         st, v, _ = _col(scanned, name, np.int64)
-        v, st = v[rows], st[rows]
-        return np.where((st == _READ) & (v >= 0) & (v < _ID_MAX), v, fill)
+        return np.where(st[rows] == _READ, v[rows], fill)
 
     def _meta(self, data, starts, ends, rows) -> None:
         """Process labels from the metadata events (each parsed alone: there are a few)."""

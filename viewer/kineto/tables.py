@@ -27,6 +27,7 @@ import pandas as pd
 from viewer import frames
 from viewer.errors import TraceError, warn_damage
 from viewer.io.columns import categories, int_na
+from viewer.io.ranges import INT32, MAX_EPOCH_NS, MAX_SPREAD_US
 from viewer.kineto.comms import collectives
 from viewer.kineto.events import FIELDS, GPU_CATS, Events
 from viewer.kineto.reader import KinetoReader
@@ -35,13 +36,12 @@ FORMAT = "kineto"
 _STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 _FILE_RANK = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_]?(\d+)", re.I)
 _EPOCH_US = 9.4e14   # ts beyond this (year 2000 in µs) is already wall-clock time
-_MAX_SPREAD_US = 1e12   # ~11.6 days: a trace's events lie closer together (int64 ns hold ~106 days)
 
 
 def rank_from_name(path) -> int | None:
     """The rank a file name gives (``rank3.123.pt.trace.json``, ``worker3...``, ``rank-3.json.gz``)."""
     m = _FILE_RANK.search(Path(path).name.split(".")[0])
-    return int(m.group(1)) if m else None
+    return int(m.group(1)) if m and int(m.group(1)) < INT32 else None
 
 
 def parse_file(path, warn: bool = True) -> dict:
@@ -68,7 +68,7 @@ def parse_file(path, warn: bool = True) -> dict:
     base = _base_epoch_ns(hdr.get("baseTimeNanoseconds"), t0)
     closed = not reader.dropped
     last = int((out["events"]["t_ns"] + out["events"]["dur_ns"]).max())
-    cpu_pids = [p for p, lab in ev.process_labels.items() if lab == "CPU" and isinstance(p, int)]
+    cpu_pids = [p for p, lab in ev.process_labels.items() if lab == "CPU" and _int(p, 1 << 62) is not None]
     host = hdr.get("host_name") if isinstance(hdr.get("host_name"), str) else None
     out["rank_info"] = {
         "rank": rank, "host": host, "pid": cpu_pids[0] if cpu_pids else None, "local_rank": None,
@@ -86,14 +86,14 @@ def parse_file(path, warn: bool = True) -> dict:
     return out
 
 
-def _int(v):
-    return v if v.__class__ is int and 0 <= v < 1 << 62 else None
+def _int(v, hi: int = INT32):
+    return v if v.__class__ is int and 0 <= v < hi else None
 
 
 def _drop_far(cols: dict, ev: Events, reader) -> None:
-    """Leave out (and report) events whose time lies more than ``_MAX_SPREAD_US`` from the trace's
+    """Leave out (and report) events whose time lies more than ``MAX_SPREAD_US`` from the trace's
     median, or that last longer: damage, and beyond what int64 ns can hold."""
-    far = (np.abs(cols["ts"] - np.median(cols["ts"])) > _MAX_SPREAD_US) | (np.abs(cols["dur"]) > _MAX_SPREAD_US)
+    far = (np.abs(cols["ts"] - np.median(cols["ts"])) > MAX_SPREAD_US) | (np.abs(cols["dur"]) > MAX_SPREAD_US)
     n = int(far.sum())
     if not n:
         return
@@ -109,7 +109,7 @@ def _drop_far(cols: dict, ev: Events, reader) -> None:
 def _base_epoch_ns(base_ns, t0_us: float) -> int | None:
     whole = int(t0_us // 1)   # integer arithmetic: epoch ns are beyond a double's exact integers
     t0_ns = whole * 1000 + int(round((t0_us - whole) * 1000))
-    if _int(base_ns) is not None:
+    if _int(base_ns, MAX_EPOCH_NS) is not None:
         return int(base_ns) + t0_ns
     return t0_ns if t0_us > _EPOCH_US else None
 
@@ -131,7 +131,7 @@ def _kineto_meta(hdr: dict) -> dict:
 def _tables(cols: dict, ev: Events, rank: int, t0: float, world, backend) -> dict:
     n = len(cols["ts"])
     t_ns = np.rint((cols["ts"] - t0) * 1000).astype("int64")
-    dur_ns = np.rint(np.maximum(cols["dur"], 0.0) * 1000).astype("int64")
+    dur_ns = np.rint(cols["dur"] * 1000).astype("int64")
     cat_values = list(ev.cats)
     gpu_cat = np.array([c in GPU_CATS for c in cat_values] or [False], dtype=bool)[cols["cat"]]
     launcher = _launch_rows(cols["corr"], gpu_cat)
@@ -186,7 +186,7 @@ def _steps(ev: Events, cols, t_ns, dur_ns, gpu, launcher):
     n = len(t_ns)
     step = np.full(n, -1, dtype="int64")
     spans = sorted((int(t_ns[r]), int(t_ns[r] + dur_ns[r]), int(m.group(1))) for r, e in ev.special
-                   if (m := _STEP.match(e.get("name", ""))) and not gpu[r])
+                   if (m := _STEP.match(e.get("name", ""))) and not gpu[r] and int(m.group(1)) < INT32)
     if not spans:
         return step
     starts = np.array([s for s, _, _ in spans], dtype="int64")
@@ -281,6 +281,6 @@ def _comm_tables(comms: list, rank: int, t_ns, dur_ns, step, world):
 
 def _pg_int(pg) -> int:
     try:
-        return int(pg)
+        return int(pg) if 0 <= int(pg) < INT32 else 0
     except (TypeError, ValueError):
         return 0

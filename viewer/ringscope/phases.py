@@ -27,6 +27,12 @@ def attach(r, ops, fused) -> None:
         q, q_ok = r.cols.ints("args." + V.ARG_QUEUE_NS, 0)
         neg_ok = start_ok & q_ok[fused][m]
         neg = np.where(neg_ok, start - q[fused][m], 0)
+        early = neg_ok & (neg < ns(r.ts[ops["b"]]))   # arrived before a tensor of it was submitted
+        if early.any():
+            bad = np.unique(match[early])
+            r.damage(fused[bad], "'args.queue_ns' puts the response before its tensors' submission "
+                                 "(its negotiation and QUEUE phases left out)", 0)
+            neg_ok &= ~np.isin(match, bad)
     else:
         neg = np.zeros(n, dtype="int64")
     # failed before any response: the negotiation lasted until the failure

@@ -2,8 +2,9 @@
 
 The event lines are walked once by the C scanner (:mod:`viewer.io._eventscan`), which keeps the
 fields the tables use. A line that is not valid JSON is skipped and recorded with its line; so is an
-event with a value of the wrong type (why: from that event alone, parsed again), or without ph, name
-or ts, or with a time out of range. Metadata rows stay (the builder selects rows by phase).
+event with a value of the wrong type or outside what its field can mean (:mod:`viewer.io.ranges`; why:
+from that event alone, parsed again), or without ph, name or ts, or with a time out of range.
+Metadata rows stay (the builder selects rows by phase).
 """
 from __future__ import annotations
 
@@ -16,16 +17,26 @@ from viewer.errors import TraceError
 from viewer.io import _eventscan
 from viewer.io.chrome_json import _BAD_JSON, TraceReader, loads
 from viewer.io.columns import Columns
+from viewer.io.ranges import CHROME_PHASES, INT32, MAX_BYTES, MAX_EPOCH_NS, MAX_NS, MAX_US, outside
 
-MAX_US = 1e15   # |ts| and dur beyond ~31 years in µs are damage, not time (and would overflow ns)
 _STR_ARGS = ("tensor", "op", "dtype", "backend", "error")
-_INT_ARGS = ("step", "response", "bytes", "process_set", "rank", "count", "threshold", "size", "cycle",
-             "queue_ns", "priority")
+# the integer args the tables read, and what each can mean: lo <= value < hi
+INT_ARGS = {"step": (-1, INT32), "response": (-1, 1 << 53), "bytes": (0, MAX_BYTES), "process_set": (0, INT32),
+            "rank": (0, INT32), "count": (0, INT32), "threshold": (0, MAX_BYTES), "size": (0, INT32),
+            "cycle": (0, 1 << 53), "queue_ns": (0, MAX_NS), "priority": (-(1 << 53), 1 << 53)}
 # the fields the tables use, as the scanner reads them (each costs it a little on every row)
 FIELDS = (("ph", "s"), ("name", "s"), ("cat", "s"), ("tid", "i"), ("ts", "f"), ("dur", "f"), ("pid", "i"),
-          ("args", "o"), *((f"args.{k}", "s") for k in _STR_ARGS), *((f"args.{k}", "i") for k in _INT_ARGS),
+          ("args", "o"), *((f"args.{k}", "s") for k in _STR_ARGS), *((f"args.{k}", "i") for k in INT_ARGS),
           ("args.tensors", "l"), ("args.value", "f"))
 _READ, _ABSENT, _NULL, _TYPE = 1, 0, 2, 3
+_RANK = (0, INT32)
+_OFFSET = (-(1 << 53), 1 << 53)   # ns between two hosts' clocks: ~104 days either way
+# the header's (and the SHUTDOWN record's) integers, and what each can mean: lo <= value < hi
+META_INTS = {"rank": _RANK, "size": _RANK, "local_rank": _RANK, "local_size": _RANK, "cross_rank": _RANK,
+             "cross_size": _RANK, "pid": (0, 1 << 62), "fusion_threshold": (0, MAX_BYTES),
+             "base_epoch_ns": (0, MAX_EPOCH_NS), "clock_offset_ns": _OFFSET,
+             "clock_offset_uncertainty_ns": (0, _OFFSET[1]), "part": _RANK, "format_version": _RANK,
+             "events_dropped": (0, 1 << 62)}
 
 
 def read(path):
@@ -44,12 +55,24 @@ def read(path):
     keep, n_events = _checked(reader, scanned)
     reader.skipped.sort(key=lambda x: -1 if x["byte"] is None else x["byte"])
     cols = Columns(scanned, dict(FIELDS), keep)
-    cols.shutdown = _shutdown_args(reader.data, start, end)
+    sd = _shutdown_args(reader.data, start, end)
+    cols.shutdown = None if sd is None else known(sd)
     reader.data = b""
     if not n_events:
         raise TraceError(path, "no trace events" + (f" ({len(reader.skipped)} damaged line(s) skipped)"
                                                     if reader.skipped else ""))
     return reader, cols
+
+
+def known(values: dict) -> dict:
+    """Header (or SHUTDOWN) ``values`` with each damaged integer (of another type, or outside what it
+    can mean) as None: unknown, not a crash later."""
+    out = dict(values)
+    for k, (lo, hi) in META_INTS.items():
+        v = out.get(k)
+        if v is not None and not (v.__class__ is int and lo <= v < hi):
+            out[k] = None
+    return out
 
 
 def _cut_tail(reader, start: int, end: int) -> int:
@@ -90,9 +113,9 @@ def _damaged_lines(reader, scanned: dict, start: int, end: int) -> None:
 
 def _checked(reader, scanned: dict):
     """``(keep, events)``: the rows the tables can use (None: all) and how many are not metadata.
-    Left out and recorded: an event with a value of the wrong type (why: from the event itself), or
-    without ph, name or ts, or with a time out of range; metadata rows of the wrong shape are left
-    out unrecorded (no event is lost)."""
+    Left out and recorded: an event with a value of the wrong type, or outside what its field can
+    mean (why: from the event itself), or without ph, name or ts, or with a time out of range;
+    metadata rows of the wrong shape are left out unrecorded (no event is lost)."""
     c = scanned["columns"]
     n = scanned["rows"]
 
@@ -102,12 +125,14 @@ def _checked(reader, scanned: dict):
     ph_st = status("ph")
     ph = np.frombuffer(c["ph"][1], dtype=np.int32)
     meta = np.isin(ph, [k for k, v in enumerate(c["ph"][2]) if v == "M"]) & (ph_st == _READ)
-    wrong = np.zeros(n, dtype=bool)
+    wrong = np.isin(ph, [k for k, v in enumerate(c["ph"][2]) if v not in CHROME_PHASES]) & (ph_st == _READ)
     for name, _ in FIELDS:
         wrong |= status(name) == _TYPE
+    for k, (lo, hi) in INT_ARGS.items():
+        wrong |= outside(np.frombuffer(c[f"args.{k}"][1], dtype=np.int64), status(f"args.{k}") == _READ, lo, hi)
     ts, dur = (np.frombuffer(c[k][1], dtype=np.float64) for k in ("ts", "dur"))
     missing = (ph_st != _READ) | (status("name") != _READ) | (status("ts") != _READ) \
-        | ~(np.abs(ts) <= MAX_US) | ~(np.abs(dur) <= MAX_US)
+        | ~(np.abs(ts) <= MAX_US) | ~((dur >= 0) & (dur <= MAX_US))
     bad = wrong | missing & ~meta
     if not bad.any():
         return None, n - int(meta.sum())
@@ -136,9 +161,11 @@ def _why(data, lo: int, hi: int) -> str:
     ph, name = ev.get("ph"), ev.get("name")
     if ph.__class__ is not str or name.__class__ is not str:
         return "event without a string 'ph' and 'name'"
+    if ph not in CHROME_PHASES:
+        return f"'ph' is {_what(ph)}, not a trace event phase"
     for k in ("ts", "dur"):
         v = ev.get(k, 0.0 if k == "dur" else None)
-        if not (_num(v) and abs(v) <= MAX_US):
+        if not (_num(v) and abs(v) <= MAX_US and (k == "ts" or v >= 0)):
             return f"'{k}' is {_what(v)}, not a time in µs"
     for k in ("tid", "pid"):
         v = ev.get(k)
@@ -153,10 +180,12 @@ def _why(data, lo: int, hi: int) -> str:
     for k, v in (a or {}).items():
         if v is None:
             continue
-        if k in _STR_ARGS and v.__class__ is not str or k in _INT_ARGS and not _int64(v) \
+        if k in _STR_ARGS and v.__class__ is not str or k in INT_ARGS and not _int64(v) \
                 or k == "value" and not _num(v) \
                 or k == "tensors" and not (v.__class__ is list and all(t.__class__ is str for t in v)):
             return f"'args.{k}' is {_what(v)}"
+        if k in INT_ARGS and not INT_ARGS[k][0] <= v < INT_ARGS[k][1]:
+            return f"'args.{k}' is {v}, outside what it can mean ({INT_ARGS[k][0]} to {INT_ARGS[k][1] - 1})"
     return "a value of the wrong type"
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 
 from tracer import vocab as V
 from viewer import frames
-from viewer.errors import warn_damage
+from viewer.errors import TraceError, warn_damage
 from viewer.io.columns import (
     categories,
     coalesce,
@@ -30,7 +30,7 @@ from viewer.io.columns import (
     with_default,
 )
 from viewer.ringscope import phases
-from viewer.ringscope.reader import read
+from viewer.ringscope.reader import known, read
 
 
 class _Rows:
@@ -53,6 +53,11 @@ class _Rows:
         self.resp, self.resp_ok = cols.ints("args.response", -1)
         self.ends = self.ts + np.where(self.is_x, self.dur, 0.0)
         self.last_ts = float(self.ends.max()) if cols.n else 0.0
+        self.damaged: list = []   # (rows, why, events lost): values that contradict another event
+
+    def damage(self, rows, why: str, lost: int) -> None:
+        """Record events whose values contradict another event's (each loses ``lost`` events)."""
+        self.damaged += [(int(x), why, lost) for x in self.cols.starts[rows].tolist()]
 
     def named(self, rows, *names):
         """The rows among ``rows`` whose name is one of ``names``."""
@@ -62,7 +67,8 @@ class _Rows:
 
 def build(cols, rank: int) -> dict:
     """``{events, tensor_ops, fused_ops, readiness, cycles}`` of one rank (local times), plus
-    ``_last_ts_us`` (its last event's end) and ``_shutdown`` (the SHUTDOWN record's args, or {})."""
+    ``_last_ts_us`` (its last event's end), ``_shutdown`` (the SHUTDOWN record's args, or {}) and
+    ``_damaged`` ((byte, why, events lost) of events whose values contradict another event's)."""
     r = _Rows(cols)
     ops = _lifecycles(r)
     x = r.plain[r.is_x[r.plain]]
@@ -71,7 +77,7 @@ def build(cols, rank: int) -> dict:
     return {"events": _events(r, ops, rank), "fused_ops": _fused(r, x, fused, rank),
             "tensor_ops": _tensor_ops(r, ops, fused, r.named(x, V.SYNCHRONIZE), rank),
             "readiness": _readiness(r), "cycles": _cycles(r, r.named(x, V.CYCLE), rank),
-            "_last_ts_us": r.last_ts, "_shutdown": _shutdown(r)}
+            "_last_ts_us": r.last_ts, "_shutdown": _shutdown(r), "_damaged": r.damaged}
 
 
 def _lifecycles(r):
@@ -103,6 +109,10 @@ def _pair(r, rows, group):
     m = lookup(group[ei] * span + k[ei], group[bi] * span + k[bi])
     b = rows[bi]
     e = np.where(m >= 0, rows[ei[np.maximum(m, 0)]] if len(ei) else -1, -1)
+    back = (e >= 0) & (r.ts[np.maximum(e, 0)] < r.ts[b])   # an end before its begin: neither can be trusted
+    if back.any():
+        r.damage(b[back], "a tensor op's 'E' before its 'B' (both left out)", 2)
+        b, e = b[~back], e[~back]
     return _op_rows(r, b, e)
 
 
@@ -394,8 +404,7 @@ def _shutdown(r) -> dict:
     return dict(r.cols.shutdown)
 
 
-_INT_META = ("rank", "size", "local_rank", "local_size", "cross_rank", "cross_size", "pid", "fusion_threshold",
-             "base_epoch_ns", "clock_offset_ns", "clock_offset_uncertainty_ns", "part", "format_version")
+_READ_PHASES = ("X", "B/E", "i", "C")
 
 
 def _cpu_set(v) -> str | None:
@@ -404,46 +413,42 @@ def _cpu_set(v) -> str | None:
     return None
 
 
-def _int_or(v, default):
-    return v if v.__class__ is int else default
-
-
 def parse_file(path, warn: bool = True) -> dict:
     """Per-rank tables of one ringscope trace: ``{table: DataFrame, "rank_info": dict, "meta": dict}``.
 
     Times are local (ns since this rank's ts == 0); ``meta`` is the file's ``otherData.ringscope``.
     """
     reader, cols = read(path)
-    meta = dict(reader.other(V.VERSION_KEY))
-    rank = _int_or(meta.get("rank"), None)
+    meta = known(reader.other(V.VERSION_KEY))
+    rank = meta.get("rank")
     if rank is None:
         pid, ok = cols.ints("pid", 0)
         rank = int(pid[ok][0]) if ok.any() and 0 <= pid[ok][0] < 1 << 31 else 0
     out = build(cols, rank)
     del cols
+    for at, why, lost in out.pop("_damaged"):
+        reader.skipped.append({"line": None, "byte": at, "reason": why, "events": lost})
+    if not len(out["events"]):   # events of phases the tables do not read (flows, async pairs) only
+        raise TraceError(path, f"no trace events the viewer reads ({', '.join(_READ_PHASES)})")
     sd = out.pop("_shutdown")
     closed = reader.closed and not reader.dropped and (bool(sd) or not meta)
     last_us = out.pop("_last_ts_us")
     info = {
         "rank": rank, "host": meta.get("host") if isinstance(meta.get("host"), str) else None,
-        "pid": _int_or(meta.get("pid"), None), "local_rank": _int_or(meta.get("local_rank"), None),
-        "size": _int_or(meta.get("size"), None), "backend": meta.get("backend")
+        "pid": meta.get("pid"), "local_rank": meta.get("local_rank"),
+        "size": meta.get("size"), "backend": meta.get("backend")
         if isinstance(meta.get("backend"), str) else None,
-        "base_epoch_ns": _int_or(meta.get("base_epoch_ns"), None),
-        "clock_offset_ns": _int_or(meta.get("clock_offset_ns", sd.get("clock_offset_ns")), None),
-        "clock_offset_uncertainty_ns": _int_or(meta.get("clock_offset_uncertainty_ns",
-                                                        sd.get("clock_offset_uncertainty_ns")), None),
+        "base_epoch_ns": meta.get("base_epoch_ns"),
+        "clock_offset_ns": meta.get("clock_offset_ns", sd.get("clock_offset_ns")),
+        "clock_offset_uncertainty_ns": meta.get("clock_offset_uncertainty_ns", sd.get("clock_offset_uncertainty_ns")),
         "file": str(path), "format": "ringscope", "truncated": not closed,
-        "events_dropped": _int_or(sd.get("events_dropped"), None),
+        "events_dropped": sd.get("events_dropped"),
         "closed": closed, "events_skipped": sum(s["events"] for s in reader.skipped),
         "last_ts_ns": int(round(last_us * 1000)),
         "cpu_set": _cpu_set(meta.get("cpu_set")),
     }
     meta.update(_stop_offset=reader.stop_offset, _size=reader.size, _n_events=len(out["events"]),
                 _last_local_ns=info["last_ts_ns"], _skipped=reader.skipped, _damage=reader.damage)
-    for k in _INT_META:
-        if k in meta and meta[k] is not None and meta[k].__class__ is not int:
-            meta[k] = None   # a damaged header value is unknown, not a crash later
     if warn:
         warn_damage(path, meta, closed)
     return {**out, "rank_info": info, "meta": meta}
