@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import pytest
+
 from viewer.cli import main
 
 
@@ -73,3 +75,44 @@ def test_merged_trace_with_gpu_lanes_loads_cleanly_in_perfetto(run_dir, per_rank
     capsys.readouterr()
     bad, info = perfetto_import_stats(out, screenshot=tmp_path / "merged.png")
     assert bad == [], info[-3000:]
+
+
+EXTREMES = (2 ** 63 - 1, -2 ** 63, 2 ** 53 + 1, -10 ** 12)
+COLUMNS = [("CUPTI_ACTIVITY_KIND_KERNEL", c) for c in ("start", "end", "streamId", "deviceId", "correlationId",
+                                                       "globalPid")] \
+    + [("CUPTI_ACTIVITY_KIND_RUNTIME", c) for c in ("start", "end", "globalTid", "correlationId")] \
+    + [("NVTX_EVENTS", c) for c in ("start", "end", "globalTid", "int64Value")] \
+    + [("TARGET_INFO_SESSION_START_TIME", "utcEpochNs")]
+
+
+@pytest.mark.parametrize("table,column", COLUMNS)
+def test_extreme_integers_in_an_export_are_one_line_or_left_out(run_dir, per_rank, tmp_path, capsys, table, column):
+    """Extreme integers in the export's integer columns (a damaged or hand-edited export): rank 0's
+    export with them in a few rows merges with one error line, or places no impossible slice."""
+    import shutil
+
+    from viewer.io.ranges import MAX_US
+
+    truth, _ = per_rank
+    bad = tmp_path / "bad.sqlite"
+    shutil.copy(truth.files[0], bad)
+    con = sqlite3.connect(bad)
+    ranges = ' where "end" is not null' if table == "NVTX_EVENTS" else ""   # not its domain and category rows
+    rows = [r for (r,) in con.execute(f"select rowid from {table}{ranges} order by rowid limit 4")]
+    for r, v in zip(rows, EXTREMES):
+        con.execute(f"update {table} set {column} = ? where rowid = ?", (v, r))
+    con.commit()
+    con.close()
+    out = tmp_path / "merged.json"
+    rc = main(["merge", str(run_dir), "--nsys", str(bad), truth.files[1], "-o", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err
+    if rc == 2:
+        assert err.count("\n") == 0 and str(bad) in err, err
+        return
+    assert rc == 0, err
+    if column in ("start", "end"):   # rows with impossible times: left out, and said so
+        assert f"ringscope: warning: {bad}: " in err and "left out" in err, err
+    for e in _load(out):
+        if e.get("ph") == "X":
+            assert 0 <= e["dur"] <= MAX_US and abs(e["ts"]) <= MAX_US, e

@@ -100,6 +100,9 @@ def attach_nsys(tables, specs, *, min_matches: int = 8) -> NsysOverlay:
     for rep in reports:
         if rep.kernels.empty:
             warnings.append(f"{rep.file}: no CUDA kernels in this export (captured without -t cuda?)")
+        if rep.skipped:
+            warnings.append(f"{rep.file}: {rep.skipped} row(s) with times no session can hold (negative, past "
+                            "1e18 ns, or an end before the start) left out")
     for f, pid in mapping.unmapped(reports, mapped):
         warnings.append(f"{f}: process {pid} launched kernels but maps to no rank; pass RANK=FILE")
     aligned = pd.concat(parts, ignore_index=True) if parts else overlay.align_kernels(

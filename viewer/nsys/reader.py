@@ -13,24 +13,29 @@ from pathlib import Path
 
 import pandas as pd
 
+from viewer.io.ranges import MAX_EPOCH_NS, MAX_NS
 from viewer.nsys import constants as C
 from viewer.nsys.errors import NsysError
 
-NVTX_COLUMNS = ["start", "end", "event_type", "name", "domain", "category", "pid", "tid",
-                "end_tid", "payload", "global_tid"]
-KERNEL_COLUMNS = ["start", "end", "name", "short_name", "device", "context", "stream",
-                  "correlation", "pid", "launch_tid", "launch_start", "launch_end", "api"]
+NVTX_COLUMNS = {"start": "int64", "end": "Int64", "event_type": "int32", "name": "string", "domain": "string",
+                "category": "string", "pid": "Int64", "tid": "Int64", "end_tid": "Int64", "payload": "Int64",
+                "global_tid": "Int64"}
+KERNEL_COLUMNS = {"start": "int64", "end": "int64", "name": "string", "short_name": "string", "device": "Int64",
+                  "context": "Int64", "stream": "Int64", "correlation": "Int64", "pid": "Int64",
+                  "launch_tid": "Int64", "launch_start": "Int64", "launch_end": "Int64", "api": "string"}
 
 
 @dataclass
 class NsysReport:
-    """One export: ``nvtx`` (ranges and marks) and ``kernels`` DataFrames, per-process info."""
+    """One export: ``nvtx`` (ranges and marks) and ``kernels`` DataFrames, per-process info, and how
+    many rows were left out for times no session can hold (``skipped``)."""
 
     file: str
     schema_version: str | None
     session_start_epoch_ns: int
     nvtx: object          # DataFrame[NVTX_COLUMNS]
     kernels: object       # DataFrame[KERNEL_COLUMNS]
+    skipped: int = 0
 
     @property
     def pids(self) -> list[int]:
@@ -76,7 +81,24 @@ def _session_start(con, path) -> int:
     row = con.execute(f"select utcEpochNs from {C.T_SESSION}").fetchone()
     if row is None or row[0] is None:
         raise NsysError(path, f"table {C.T_SESSION} has no utcEpochNs row")
+    if not 0 <= int(row[0]) < MAX_EPOCH_NS:
+        raise NsysError(path, f"table {C.T_SESSION}'s utcEpochNs {int(row[0])} is no wall clock")
     return int(row[0])
+
+
+def _timed(df, launch: bool = False):
+    """``(rows, left out)``: the rows whose session times can be times (0 <= start <= end <= MAX_NS; a
+    mark has no end); a kernel whose launch call has other times loses the launch (NA), counted too."""
+    ok = (df["start"] >= 0) & (df["start"] <= MAX_NS) & (df["end"].isna() | (df["end"] >= df["start"])
+                                                         & (df["end"] <= MAX_NS))
+    ok = ok.fillna(False).astype(bool)
+    lost = int((~ok).sum())
+    if launch:
+        bad = df["launch_start"].notna() & ~((df["launch_start"] >= 0) & (df["launch_start"] <= df["launch_end"])
+                                             & (df["launch_end"] <= MAX_NS)).fillna(False).astype(bool)
+        df.loc[bad, ["launch_start", "launch_end", "launch_tid", "api"]] = pd.NA
+        lost += int((bad & ok).sum())
+    return df[ok].reset_index(drop=True), lost
 
 
 def _read_nvtx(con, path, pd):
@@ -120,16 +142,19 @@ def _read_nvtx(con, path, pd):
             cname if cname is not None else (None if cat in (None, 0) else str(cat)),
             pid, None if gtid is None else C.tid_of(gtid),
             None if egtid is None else C.tid_of(egtid), payload, gtid))
-    df = pd.DataFrame(out, columns=NVTX_COLUMNS)
-    return df.astype({"start": "int64", "end": "Int64", "event_type": "int32", "name": "string",
-                      "domain": "string", "category": "string", "pid": "Int64", "tid": "Int64",
-                      "end_tid": "Int64", "payload": "Int64", "global_tid": "Int64"})
+    return _frame(out, NVTX_COLUMNS)
+
+
+def _frame(rows: list, types: dict):
+    """A DataFrame of ``rows`` (tuples in the order of ``types``), each column made in its type at once
+    (not through float64, which would round integers past 2^53 and mistake them for NA)."""
+    cols = list(zip(*rows)) if rows else [()] * len(types)
+    return pd.DataFrame({c: pd.array(list(v), dtype=t) for (c, t), v in zip(types.items(), cols)})
 
 
 def _read_kernels(con, path, pd, tables):
     if C.T_KERNEL not in tables:
-        return pd.DataFrame({c: pd.Series(dtype="object") for c in KERNEL_COLUMNS}).astype(
-            {"start": "int64", "end": "int64", "pid": "Int64", "stream": "Int64", "device": "Int64"})
+        return _frame([], KERNEL_COLUMNS)
     kcols = _columns(con, C.T_KERNEL)
     need = {"start", "end", "deviceId", "streamId", "demangledName"}
     if need - kcols:
@@ -159,11 +184,7 @@ def _read_kernels(con, path, pd, tables):
         pid = C.pid_of(gpid_) if gpid_ is not None else (C.pid_of(rtid) if rtid is not None else None)
         out.append((int(start), int(end), dname or sname, sname, dev, ctx_, stream, corr_, pid,
                     None if rtid is None else C.tid_of(rtid), rstart, rend, api))
-    df = pd.DataFrame(out, columns=KERNEL_COLUMNS)
-    return df.astype({"start": "int64", "end": "int64", "name": "string", "short_name": "string",
-                      "device": "Int64", "context": "Int64", "stream": "Int64",
-                      "correlation": "Int64", "pid": "Int64", "launch_tid": "Int64",
-                      "launch_start": "Int64", "launch_end": "Int64", "api": "string"})
+    return _frame(out, KERNEL_COLUMNS)
 
 
 def read_report(path) -> NsysReport:
@@ -179,8 +200,8 @@ def read_report(path) -> NsysReport:
                             + (f": {what}" if what else " (not an nsys SQLite export?)"))
         version = _schema_version(con, tables)
         start = _session_start(con, path)
-        nvtx = _read_nvtx(con, path, pd)
-        kernels = _read_kernels(con, path, pd, tables)
+        nvtx, bad_nvtx = _timed(_read_nvtx(con, path, pd))
+        kernels, bad_kernels = _timed(_read_kernels(con, path, pd, tables), launch=True)
     except sqlite3.DatabaseError as exc:
         raise NsysError(path, f"unreadable nsys export: {exc}") from None
     except NsysError:
@@ -192,4 +213,4 @@ def read_report(path) -> NsysReport:
         con.close()
     if version is not None and not str(version).startswith("3."):
         warnings.warn(f"{path}: nsys export schema {version}; ringscope reads schema 3.x", stacklevel=2)
-    return NsysReport(str(path), version, start, nvtx, kernels)
+    return NsysReport(str(path), version, start, nvtx, kernels, bad_nvtx + bad_kernels)
