@@ -261,7 +261,7 @@ def _gz_variants(rng, data: bytes) -> list:
             ("gz-multi", multi, False), ("gz-padded", gz + b"\x00" * 64, False)]
 
 
-PER_SOURCE = {"ringscope": 70, "horovod": 80, "kineto": 50}   # mutations of each real trace
+PER_SOURCE = {"ringscope": 60, "horovod": 60, "kineto": 40}   # mutations of each real trace
 
 
 def _inputs(tmp: Path, family: str) -> list:
@@ -451,7 +451,7 @@ def test_extreme_integers_in_every_numeric_field(family, tmp_path):
         return EXTREMES + ((lo_hi[0], lo_hi[1] - 1) if lo_hi else ())
 
     n = 0
-    for name, data in _sources(family).items():
+    for name, data in list(_sources(family).items())[:1]:   # one trace a format: all its fields, all values
         for blob, edits in _batches(rng, data, values):
             path = tmp_path / f"extreme-{n:03d}.json"
             path.write_bytes(blob)
