@@ -261,7 +261,7 @@ def _gz_variants(rng, data: bytes) -> list:
             ("gz-multi", multi, False), ("gz-padded", gz + b"\x00" * 64, False)]
 
 
-PER_SOURCE = {"ringscope": 60, "horovod": 60, "kineto": 40}   # mutations of each real trace
+PER_SOURCE = {"ringscope": 60, "horovod": 60, "kineto": 50}   # mutations of each real trace
 
 
 def _inputs(tmp: Path, family: str) -> list:
@@ -462,7 +462,7 @@ def test_extreme_integers_in_every_numeric_field(family, tmp_path):
             if rc == 0 and lossy:
                 assert json.loads(out)["run"]["events_skipped"] > 0, edits
             _load(path, edits)
-    assert n >= 4
+    assert n >= 2   # the smallest format (Horovod's modern file) fills two batches
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
