@@ -1,0 +1,41 @@
+/* collectives._core: the engine's native core (shared declarations).
+ *
+ * One file per job, as Horovod's common/ has them: handle.c (an op's pending result and its
+ * completion), submit_queue.c (admission, the submit queue, the ops in flight, completion),
+ * module.c (the module, the tracer's C API, the vocabulary). A thread that waits (a user's thread
+ * on a handle, the engine for work) sleeps on a futex with the GIL released.
+ */
+#ifndef RINGSCOPE_CORE_H
+#define RINGSCOPE_CORE_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdatomic.h>
+#include "record_api.h"
+
+/* the tracer's C API and the vocabulary the core records with (tracer/vocab.py), set at import */
+extern const RecordAPI *rs_rec;
+extern PyObject *rs_SYNCHRONIZE, *rs_CAT_FRAMEWORK, *rs_ARG_TENSOR, *rs_ARG_STEP;
+extern int rs_TID_FRAMEWORK;
+/* interned attribute names of collectives.entry.Entry */
+extern PyObject *rs_s_name, *rs_s_nbytes, *rs_s_op_type, *rs_s_stamp, *rs_s_handle, *rs_s_meta,
+    *rs_s_received_splits;
+/* collectives.handles.CollectiveError (set by collectives.handles) */
+extern PyObject *rs_CollectiveError;
+
+/* futex: sleep while *word == expect, at most ``timeout_s`` (< 0: no limit); 0 woken or the word
+ * changed, ETIMEDOUT, or EINTR (a signal: the caller checks them). Called without the GIL. */
+int rs_futex_wait(atomic_int *word, int expect, double timeout_s);
+void rs_futex_wake(atomic_int *word);
+double rs_monotonic(void);
+
+/* handle.c */
+extern PyTypeObject rs_HandleType;
+PyObject *rs_handle_new(PyObject *name);
+int rs_handle_finish(PyObject *handle, PyObject *result, PyObject *error);   /* -1 on error */
+
+/* submit_queue.c */
+extern PyTypeObject rs_SubmitQueueType;
+PyObject *rs_stamped(PyObject *m, PyObject *a);
+PyObject *rs_unstamp(PyObject *m, PyObject *a);
+
+#endif

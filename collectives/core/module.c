@@ -1,0 +1,91 @@
+/* collectives._core: the module, the futex helpers, the tracer's C API and the vocabulary. */
+#include "core.h"
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+const RecordAPI *rs_rec;
+PyObject *rs_SYNCHRONIZE, *rs_CAT_FRAMEWORK, *rs_ARG_TENSOR, *rs_ARG_STEP;
+int rs_TID_FRAMEWORK;
+PyObject *rs_s_name, *rs_s_nbytes, *rs_s_op_type, *rs_s_stamp, *rs_s_handle, *rs_s_meta,
+    *rs_s_received_splits;
+PyObject *rs_CollectiveError;
+
+double rs_monotonic(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int rs_futex_wait(atomic_int *word, int expect, double timeout_s) {
+    struct timespec ts, *tp = NULL;
+    if (timeout_s >= 0) {
+        ts.tv_sec = (time_t)timeout_s;
+        ts.tv_nsec = (long)((timeout_s - (double)ts.tv_sec) * 1e9);
+        tp = &ts;
+    }
+    if (syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expect, tp, NULL, 0) == 0) return 0;
+    return errno == EAGAIN ? 0 : errno;
+}
+
+void rs_futex_wake(atomic_int *word) {
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+static PyObject *set_error_type(PyObject *m, PyObject *t) {
+    Py_XSETREF(rs_CollectiveError, Py_NewRef(t));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"set_error_type", (PyCFunction)set_error_type, METH_O,
+     "set_error_type(cls): what Handle.wait raises for a failed op (collectives.handles)"},
+    {"stamped", (PyCFunction)rs_stamped, METH_NOARGS,
+     "whether completions still look for ops stamped by a recorder"},
+    {"unstamp", (PyCFunction)rs_unstamp, METH_NOARGS,
+     "completions stop looking for stamps (when no op in flight is stamped)"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "collectives._core",
+                                    "The engine's native core (collectives/core/).", -1, methods};
+
+static int vocab(void) {
+    PyObject *v = PyImport_ImportModule("tracer.vocab");
+    if (!v) return -1;
+    struct { PyObject **p; const char *s; } strs[] = {
+        {&rs_SYNCHRONIZE, "SYNCHRONIZE"}, {&rs_CAT_FRAMEWORK, "CAT_FRAMEWORK"},
+        {&rs_ARG_TENSOR, "ARG_TENSOR"}, {&rs_ARG_STEP, "ARG_STEP"}};
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        if (!(*strs[i].p = PyObject_GetAttrString(v, strs[i].s))) {
+            Py_DECREF(v);
+            return -1;
+        }
+    PyObject *tid = PyObject_GetAttrString(v, "TID_FRAMEWORK");
+    Py_DECREF(v);
+    if (!tid) return -1;
+    rs_TID_FRAMEWORK = (int)PyLong_AsLong(tid);
+    Py_DECREF(tid);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+PyMODINIT_FUNC PyInit__core(void) {
+    if (!(rs_rec = record_api_import()) || vocab() < 0) return NULL;
+    struct { PyObject **p; const char *s; } names[] = {
+        {&rs_s_name, "name"}, {&rs_s_nbytes, "nbytes"}, {&rs_s_op_type, "op_type"},
+        {&rs_s_stamp, "stamp"}, {&rs_s_handle, "handle"}, {&rs_s_meta, "meta"},
+        {&rs_s_received_splits, "received_splits"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!(*names[i].p = PyUnicode_InternFromString(names[i].s))) return NULL;
+    if (PyType_Ready(&rs_HandleType) < 0 || PyType_Ready(&rs_SubmitQueueType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    if (PyModule_AddObjectRef(m, "Handle", (PyObject *)&rs_HandleType) < 0 ||
+        PyModule_AddObjectRef(m, "SubmitQueue", (PyObject *)&rs_SubmitQueueType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
