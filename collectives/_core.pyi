@@ -37,3 +37,40 @@ class SubmitQueue:
 def set_error_type(cls: type[BaseException]) -> None: ...
 def stamped() -> bool: ...
 def unstamp() -> None: ...
+def put_bits(words: Any, offset: int, bits: Iterable[int], on: bool) -> None: ...
+def bits_of(words: Any, offset: int, count: int, inverted: bool) -> list[int]: ...
+
+class Entry:
+    """One submitted op as the engine sees it (collectives/entry.py)."""
+
+    name: str | None
+    op_type: str
+    tensor: Any
+    adapter: Any
+    reduce_op: Any
+    prescale: float
+    postscale: float
+    root: int
+    splits: Any
+    process_set: int
+    output: Any
+    backend: str | None
+    priority: int
+    group: str | None
+    group_size: int
+    handle: Any
+    submit_ns: int
+    nbytes: int
+    dtype: str
+    shape: tuple[int, ...]
+    device: str
+    meta: dict[str, Any]
+    stamp: Any
+    trace_key: Any
+    def __init__(self, name: str | None, op_type: str, tensor: Any, adapter: Any, reduce_op: Any = ...,
+                 prescale: float = 1.0, postscale: float = 1.0, root: int = -1, splits: Any = None,
+                 process_set: int = 0, output: Any = None, backend: str | None = None,
+                 priority: int = 0) -> None: ...
+
+def prepare_setup(numpy_adapter: Any, ndarray: type, reduce_op: type) -> None: ...
+def prepare_allreduce(entry: Entry, default_backend: str) -> bool: ...

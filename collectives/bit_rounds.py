@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from collectives import messages as M
+from collectives._core import bits_of, put_bits
 from collectives.fusion import by_priority, fuse
 from collectives.response_cache import ResponseCache
 from tracer import vocab as V
@@ -164,8 +165,9 @@ class BitRounds:
             ready = 2 + 2 * self.words * k
             if not self.joined:
                 v[ready:ready + self.words] = 0
-                _set_bits(v, ready, self.pending[sid])
-            _clear_bits(v, ready + self.words, self.stale[sid])
+                put_bits(v, ready, self.pending[sid], True)
+            if self.stale[sid]:
+                put_bits(v, ready + self.words, self.stale[sid], False)
         self._posted = (layout, self.joined)
         return v
 
@@ -185,8 +187,8 @@ class BitRounds:
             if sid not in self.caches:
                 continue
             base = 2 + 2 * self.words * k
-            invalid[sid] = _bits(~r[base + self.words:base + 2 * self.words])
-            ready[sid] = _bits(r[base:base + self.words])
+            invalid[sid] = bits_of(r, base + self.words, self.words, True)
+            ready[sid] = bits_of(r, base, self.words, False)
         all_idle = bool(int(r[0]) & 2)
         cycle = self.config.cycle_time_ms / 1000.0
         self._gap = min(self._gap * 2, cycle * IDLE_CYCLES) if all_idle else cycle
@@ -247,24 +249,3 @@ def _fuse_key(item):
 
 def _bytes(item):
     return item[0].nbytes
-
-
-def _set_bits(v, off, bits) -> None:
-    for bit in bits:
-        w, b = divmod(bit, 64)
-        v[off + w] |= np.uint64(1 << b)
-
-
-def _clear_bits(v, off, bits) -> None:
-    for bit in bits:
-        w, b = divmod(bit, 64)
-        v[off + w] &= ~np.uint64(1 << b)
-
-
-def _bits(words) -> list:
-    """Set bit positions, ascending."""
-    if not words.any():
-        return []
-    flags = np.unpackbits(words.view(np.uint8), bitorder="little")
-    return np.flatnonzero(flags).tolist()
-

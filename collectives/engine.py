@@ -12,7 +12,7 @@ cache bit and negotiated again by the bit rounds (bit_rounds.py): no message to 
 also decide when the coordinator's responses run, so both paths keep one order on every rank.
 
 Imported where used: mpi4py.MPI (MPI is started by ``collectives.init``, not at import), and
-bit_rounds and adapters, which import numpy (it stays out of ``import collectives``).
+numpy, bit_rounds and adapters, which import numpy (it stays out of ``import collectives``).
 """
 from __future__ import annotations
 
@@ -25,14 +25,14 @@ from collectives import engine_trace as trace
 from collectives import messages as M
 from collectives import mpi_wait
 from collectives import response_cache as RC
-from collectives._core import SubmitQueue
+from collectives._core import SubmitQueue, prepare_setup
 from collectives.coordinator import Coordinator
 from collectives.entry import Entry
 from collectives.executor import Executor
 from collectives.fatal import abort
 from collectives.fusion import FusionBuffers
 from collectives.handles import Handle
-from collectives.ops import as_op
+from collectives.ops import ReduceOp, as_op
 from collectives.submit import prepare, request_of
 from tracer import clock, get_recorder
 from tracer import vocab as V
@@ -62,6 +62,10 @@ class Engine:
         self._any_source = MPI.ANY_SOURCE
         # admission, the submit queue, the ops in flight (name -> entry) and their completion
         self._ops = SubmitQueue(M.CONTROL_OPS, self.rank)
+        import numpy as np
+
+        from collectives.adapters import NUMPY
+        prepare_setup(NUMPY, np.ndarray, ReduceOp)   # host arrays' allreduces are filled in C
         self._inflight: dict = self._ops.inflight
         self._names = threading.Lock()
         self._noname: dict = {}

@@ -1,8 +1,9 @@
 /* collectives._core: the engine's native core (shared declarations).
  *
- * One file per job, as Horovod's common/ has them: handle.c (an op's pending result and its
+ * One file per job, as Horovod's common/ has them: entry.c (one submitted op), prepare.c (the
+ * submit-time fill of a host array's allreduce), handle.c (an op's pending result and its
  * completion), submit_queue.c (admission, the submit queue, the ops in flight, completion),
- * module.c (the module, the tracer's C API, the vocabulary). A thread that waits (a user's thread
+ * bit_words.c (the bit rounds' words), module.c (the module, the tracer's C API, the vocabulary). A thread that waits (a user's thread
  * on a handle, the engine for work) sleeps on a futex with the GIL released.
  */
 #ifndef RINGSCOPE_CORE_H
@@ -28,6 +29,21 @@ int rs_futex_wait(atomic_int *word, int expect, double timeout_s);
 void rs_futex_wake(atomic_int *word);
 double rs_monotonic(void);
 
+/* entry.c: one submitted op (collectives.entry.Entry) */
+typedef struct {
+    PyObject_HEAD
+    PyObject *name, *op_type, *tensor, *adapter, *reduce_op, *prescale, *postscale, *root,
+        *splits, *process_set, *output, *backend, *priority, *group, *group_size, *handle,
+        *submit_ns, *nbytes, *dtype, *shape, *device, *meta, *stamp, *trace_key;
+} RsEntry;
+extern PyTypeObject rs_EntryType;
+int rs_entry_setup(void);
+
+/* prepare.c: the submit-time fill of a host array's allreduce */
+int rs_prepare_init(void);
+PyObject *rs_prepare_setup(PyObject *m, PyObject *const *a, Py_ssize_t n);
+PyObject *rs_prepare_allreduce(PyObject *m, PyObject *const *a, Py_ssize_t n);
+
 /* handle.c */
 extern PyTypeObject rs_HandleType;
 PyObject *rs_handle_new(PyObject *name);
@@ -37,5 +53,9 @@ int rs_handle_finish(PyObject *handle, PyObject *result, PyObject *error);   /* 
 extern PyTypeObject rs_SubmitQueueType;
 PyObject *rs_stamped(PyObject *m, PyObject *a);
 PyObject *rs_unstamp(PyObject *m, PyObject *a);
+
+/* bit_words.c: the bit rounds' words */
+PyObject *rs_put_bits(PyObject *m, PyObject *const *a, Py_ssize_t n);
+PyObject *rs_bits_of(PyObject *m, PyObject *const *a, Py_ssize_t n);
 
 #endif

@@ -47,6 +47,15 @@ static PyMethodDef methods[] = {
      "whether completions still look for ops stamped by a recorder"},
     {"unstamp", (PyCFunction)rs_unstamp, METH_NOARGS,
      "completions stop looking for stamps (when no op in flight is stamped)"},
+    {"prepare_setup", (PyCFunction)(void (*)(void))rs_prepare_setup, METH_FASTCALL,
+     "prepare_setup(numpy_adapter, ndarray, ReduceOp): what prepare_allreduce recognises"},
+    {"prepare_allreduce", (PyCFunction)(void (*)(void))rs_prepare_allreduce, METH_FASTCALL,
+     "prepare_allreduce(entry, default_backend) -> True when it filled the entry (an allreduce "
+     "of a native host array), False to leave it to collectives.submit.prepare"},
+    {"put_bits", (PyCFunction)(void (*)(void))rs_put_bits, METH_FASTCALL,
+     "put_bits(words, offset, bits, on): set (or clear) bits of the words from ``offset``"},
+    {"bits_of", (PyCFunction)(void (*)(void))rs_bits_of, METH_FASTCALL,
+     "bits_of(words, offset, count, inverted) -> the set (or clear) bit positions, ascending"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "collectives._core",
@@ -79,10 +88,13 @@ PyMODINIT_FUNC PyInit__core(void) {
         {&rs_s_received_splits, "received_splits"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!(*names[i].p = PyUnicode_InternFromString(names[i].s))) return NULL;
-    if (PyType_Ready(&rs_HandleType) < 0 || PyType_Ready(&rs_SubmitQueueType) < 0) return NULL;
+    if (PyType_Ready(&rs_HandleType) < 0 || PyType_Ready(&rs_SubmitQueueType) < 0 ||
+        rs_entry_setup() < 0 || rs_prepare_init() < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "Handle", (PyObject *)&rs_HandleType) < 0 ||
+        PyModule_AddObjectRef(m, "Entry", (PyObject *)&rs_EntryType) < 0 ||
         PyModule_AddObjectRef(m, "SubmitQueue", (PyObject *)&rs_SubmitQueueType) < 0) {
         Py_DECREF(m);
         return NULL;
