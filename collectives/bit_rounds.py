@@ -55,7 +55,9 @@ class RoundResult:
 
 class BitRounds:
     def __init__(self, comm, sets, config):
+        from mpi4py import MPI  # (MPI is running: the engine is made by init)
         self.comm = comm               # this engine's own communicator for the rounds
+        self._band = MPI.BAND
         self.sets = sets
         self.config = config
         self.capacity = config.cache_capacity
@@ -121,9 +123,8 @@ class BitRounds:
         return self._req is None and now >= self._next_post
 
     def post(self, now: float, idle: bool = False) -> None:
-        from mpi4py import MPI
         v = self.vector(idle)
-        self._req = self.comm.Iallreduce(v, self._recv, MPI.BAND)
+        self._req = self.comm.Iallreduce(v, self._recv, self._band)
         self._next_post = now + self._gap
         self.rounds += 1
 

@@ -26,6 +26,7 @@ from collectives import messages as M
 from collectives import mpi_wait
 from collectives import response_cache as RC
 from collectives._core import SubmitQueue, prepare_setup
+from collectives.config import cpu_backend
 from collectives.coordinator import Coordinator
 from collectives.entry import Entry
 from collectives.executor import Executor
@@ -66,6 +67,7 @@ class Engine:
 
         from collectives.adapters import NUMPY
         prepare_setup(NUMPY, np.ndarray, ReduceOp)   # host arrays' allreduces are filled in C
+        self._cpu_backend = cpu_backend(config)
         self._inflight: dict = self._ops.inflight
         self._names = threading.Lock()
         self._noname: dict = {}
@@ -98,6 +100,10 @@ class Engine:
         """Submit one op; returns its :class:`Handle`. Raises ValueError on a duplicate name."""
         if entry.name is None:
             entry.name = self.noname(entry.op_type.lower(), entry.process_set)
+        if entry.process_set == 0:   # (every rank is a member): a host array's allreduce, in C
+            h = self._ops.submit(entry, self._cpu_backend)
+            if h is not None:
+                return h
         prepare(entry, self.config, self.sets, self.rank)
         return self._ops.admit((entry,))[0]
 

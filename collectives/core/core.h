@@ -3,7 +3,8 @@
  * One file per job, as Horovod's common/ has them: entry.c (one submitted op), prepare.c (the
  * submit-time fill of a host array's allreduce), handle.c (an op's pending result and its
  * completion), submit_queue.c (admission, the submit queue, the ops in flight, completion),
- * bit_words.c (the bit rounds' words), module.c (the module, the tracer's C API, the vocabulary). A thread that waits (a user's thread
+ * fusion_buffer.c (the packing plan of a fused response on the host), bit_words.c (the bit
+ * rounds' words), module.c (the module, the tracer's C API, the vocabulary). A thread that waits (a user's thread
  * on a handle, the engine for work) sleeps on a futex with the GIL released.
  */
 #ifndef RINGSCOPE_CORE_H
@@ -41,6 +42,7 @@ int rs_entry_setup(void);
 
 /* prepare.c: the submit-time fill of a host array's allreduce */
 int rs_prepare_init(void);
+int rs_prepare_entry(PyObject *e, PyObject *default_backend);   /* 1 filled, 0 not, -1 error */
 PyObject *rs_prepare_setup(PyObject *m, PyObject *const *a, Py_ssize_t n);
 PyObject *rs_prepare_allreduce(PyObject *m, PyObject *const *a, Py_ssize_t n);
 
@@ -53,6 +55,10 @@ int rs_handle_finish(PyObject *handle, PyObject *result, PyObject *error);   /* 
 extern PyTypeObject rs_SubmitQueueType;
 PyObject *rs_stamped(PyObject *m, PyObject *a);
 PyObject *rs_unstamp(PyObject *m, PyObject *a);
+
+/* fusion_buffer.c: the packing plan of a fused response on the host */
+PyObject *rs_pack(PyObject *m, PyObject *const *a, Py_ssize_t n);
+PyObject *rs_unpack(PyObject *m, PyObject *const *a, Py_ssize_t n);
 
 /* bit_words.c: the bit rounds' words */
 PyObject *rs_put_bits(PyObject *m, PyObject *const *a, Py_ssize_t n);

@@ -52,6 +52,12 @@ static PyMethodDef methods[] = {
     {"prepare_allreduce", (PyCFunction)(void (*)(void))rs_prepare_allreduce, METH_FASTCALL,
      "prepare_allreduce(entry, default_backend) -> True when it filled the entry (an allreduce "
      "of a native host array), False to leave it to collectives.submit.prepare"},
+    {"pack", (PyCFunction)(void (*)(void))rs_pack, METH_FASTCALL,
+     "pack(buf, tensors) -> bool: the tensors one after another into buf (False: one is not "
+     "C-contiguous, nothing copied)"},
+    {"unpack", (PyCFunction)(void (*)(void))rs_unpack, METH_FASTCALL,
+     "unpack(buf, outputs) -> bool: consecutive pieces of buf into the outputs (False: one is not "
+     "C-contiguous and writable, nothing copied)"},
     {"put_bits", (PyCFunction)(void (*)(void))rs_put_bits, METH_FASTCALL,
      "put_bits(words, offset, bits, on): set (or clear) bits of the words from ``offset``"},
     {"bits_of", (PyCFunction)(void (*)(void))rs_bits_of, METH_FASTCALL,

@@ -41,20 +41,20 @@ static PyObject *dtype_of(const char *f) {
     return dtype_names[(int)f[0]];
 }
 
-/* prepare_allreduce(entry, default_backend) -> bool: filled (True), or left to prepare (False) */
-PyObject *rs_prepare_allreduce(PyObject *m, PyObject *const *a, Py_ssize_t n) {
-    if (n != 2 || !numpy_adapter) Py_RETURN_FALSE;
-    if (!Py_IS_TYPE(a[0], &rs_EntryType)) Py_RETURN_FALSE;
-    RsEntry *e = (RsEntry *)a[0];
+/* Fill ``obj`` when it is an allreduce of a native host array: 1 filled, 0 left to prepare (the
+ * entry untouched), -1 an exception. */
+int rs_prepare_entry(PyObject *obj, PyObject *default_backend) {
+    if (!numpy_adapter || !Py_IS_TYPE(obj, &rs_EntryType)) return 0;
+    RsEntry *e = (RsEntry *)obj;
     if (e->adapter != numpy_adapter || !Py_IS_TYPE(e->tensor, (PyTypeObject *)ndarray_type) ||
         !Py_IS_TYPE(e->reduce_op, (PyTypeObject *)reduce_op_type) ||
         (e->op_type != s_allreduce && !(PyUnicode_Check(e->op_type) &&
                                         PyUnicode_Compare(e->op_type, s_allreduce) == 0)))
-        Py_RETURN_FALSE;
+        return 0;
     Py_buffer view;
     if (PyObject_GetBuffer(e->tensor, &view, PyBUF_RECORDS_RO) < 0) {
         PyErr_Clear();
-        Py_RETURN_FALSE;
+        return 0;
     }
     PyObject *dtype = dtype_of(view.format), *shape = NULL, *key = NULL, *op = NULL;
     PyObject *nbytes = NULL, *numel = NULL, *sub = NULL;
@@ -88,7 +88,7 @@ PyObject *rs_prepare_allreduce(PyObject *m, PyObject *const *a, Py_ssize_t n) {
     Py_XSETREF(e->shape, Py_NewRef(shape));
     Py_XSETREF(e->nbytes, Py_NewRef(nbytes));
     Py_XSETREF(e->device, Py_NewRef(s_cpu));
-    if (e->backend == Py_None) Py_XSETREF(e->backend, Py_NewRef(a[1]));
+    if (e->backend == Py_None) Py_XSETREF(e->backend, Py_NewRef(default_backend));
     Py_XSETREF(e->trace_key, Py_NewRef(key));
     ok = 1;
 out:
@@ -99,6 +99,15 @@ out:
     Py_XDECREF(nbytes);
     Py_XDECREF(numel);
     Py_XDECREF(sub);
-    if (PyErr_Occurred()) return NULL;
-    return PyBool_FromLong(ok);
+    return PyErr_Occurred() ? -1 : ok;
+}
+
+/* prepare_allreduce(entry, default_backend) -> bool: filled (True), or left to prepare (False) */
+PyObject *rs_prepare_allreduce(PyObject *m, PyObject *const *a, Py_ssize_t n) {
+    if (n != 2) {
+        PyErr_SetString(PyExc_TypeError, "prepare_allreduce(entry, default_backend)");
+        return NULL;
+    }
+    int r = rs_prepare_entry(a[0], a[1]);
+    return r < 0 ? NULL : PyBool_FromLong(r);
 }

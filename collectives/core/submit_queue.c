@@ -147,6 +147,24 @@ fail:
     return NULL;
 }
 
+/* submit(entry, default_backend) -> Handle, or None: an allreduce of a host array prepared and
+ * admitted in one call (None: left to prepare and admit) */
+static PyObject *sq_submit(SubmitQueue *q, PyObject *const *a, Py_ssize_t n) {
+    if (n != 2) {
+        PyErr_SetString(PyExc_TypeError, "submit(entry, default_backend)");
+        return NULL;
+    }
+    int r = rs_prepare_entry(a[0], a[1]);
+    if (r <= 0) return r < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *one = PyTuple_Pack(1, a[0]);
+    PyObject *hs = one ? sq_admit(q, one) : NULL;
+    Py_XDECREF(one);
+    if (!hs) return NULL;
+    PyObject *h = Py_NewRef(PyList_GET_ITEM(hs, 0));
+    Py_DECREF(hs);
+    return h;
+}
+
 /* take() -> the entries admitted since the last take, in order */
 static PyObject *sq_take(SubmitQueue *q, PyObject *Py_UNUSED(a)) {
     if (q->held) return PyList_New(0);
@@ -340,6 +358,9 @@ static PyObject *sq_bytes(SubmitQueue *q, void *Py_UNUSED(c)) {
 static PyMethodDef sq_methods[] = {
     {"admit", (PyCFunction)sq_admit, METH_O,
      "admit(entries) -> [Handle]: submit ops (ValueError for a name already in flight)"},
+    {"submit", (PyCFunction)(void (*)(void))sq_submit, METH_FASTCALL,
+     "submit(entry, default_backend) -> Handle, or None when the entry is not an allreduce of a "
+     "native host array (then prepare and admit it)"},
     {"take", (PyCFunction)sq_take, METH_NOARGS, "take() -> the entries admitted since the last take"},
     {"wait", (PyCFunction)sq_wait, METH_O,
      "wait(timeout_s): sleep (GIL released) until an admission, wake() or the timeout"},
