@@ -34,13 +34,15 @@ def _probe(ranks: int, args: list[str], wrap: list[str] | None = None) -> list[d
 
 
 def proc_cpu(ranks: int, api: str, reps: int, steps: int) -> dict:
-    user, engine = [], []
+    got: dict[str, list[float]] = {}
     for _ in range(reps):
         for r in _probe(ranks, ["--api", api, "--steps", str(steps)]):
-            user.append(r["user_us"])
-            engine.append(r["engine_us"])
-    return {"user_us": statistics.median(user), "engine_us": statistics.median(engine),
-            "user_range": (min(user), max(user)), "engine_range": (min(engine), max(engine))}
+            for k in ("user_us", "engine_us", "user_sys_us", "engine_sys_us"):
+                got.setdefault(k, []).append(r[k])
+    out: dict = {k: statistics.median(v) for k, v in got.items()}
+    out.update({k.replace("_us", "_range"): (min(v), max(v)) for k, v in got.items()
+                if k in ("user_us", "engine_us")})
+    return out
 
 
 def _totals(prefix: str) -> dict[tuple[int, int], int]:

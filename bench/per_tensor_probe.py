@@ -2,7 +2,8 @@
 
 Run under ``mpiexec -n N .venv/bin/python -m bench.per_tensor_probe [--api torch|numpy]``. Each rank
 prints one JSON line: the user's (submitting) thread's and the engine thread's CPU time per tensor,
-from /proc/self/task/<tid>/stat over the measured steps (after warm-up steps). Under
+from /proc/self/task/<tid>/stat over the measured steps (after warm-up steps), and the part of it
+spent in the kernel (``*_sys_us``: futex waits and wakes, yields). Under
 ``valgrind --tool=callgrind --separate-threads=yes`` two runs with different ``--steps`` give the
 instructions a step costs on each thread (their difference), which repeat under load where CPU
 seconds do not (bench/README.md, "CPU per tensor").
@@ -15,11 +16,12 @@ import os
 import threading
 
 
-def thread_cpu_s(tid: int) -> float:
-    """utime + stime of one thread of this process, in seconds."""
+def thread_cpu_s(tid: int) -> tuple[float, float]:
+    """(utime, stime) of one thread of this process, in seconds."""
     with open(f"/proc/self/task/{tid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tck = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tck, int(fields[12]) / tck
 
 
 def main(argv=None) -> None:
@@ -59,9 +61,13 @@ def main(argv=None) -> None:
         step()
     u1, e1 = thread_cpu_s(user), thread_cpu_s(engine)
     n = a.steps * a.tensors
+
+    def us(t1, t0, k=None):
+        return round(sum(t1[i] - t0[i] for i in ((0, 1) if k is None else (k,))) / n * 1e6, 2)
+
     print(json.dumps({"rank": hvd.rank(), "size": hvd.size(), "api": a.api, "tensors": n,
-                      "user_us": round((u1 - u0) / n * 1e6, 2),
-                      "engine_us": round((e1 - e0) / n * 1e6, 2)}), flush=True)
+                      "user_us": us(u1, u0), "engine_us": us(e1, e0),
+                      "user_sys_us": us(u1, u0, 1), "engine_sys_us": us(e1, e0, 1)}), flush=True)
     hvd.shutdown()
 
 
