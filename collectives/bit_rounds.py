@@ -32,7 +32,8 @@ from collectives.response_cache import ResponseCache
 from tracer import vocab as V
 from tracer.fusion_rules import IDLE_CYCLES
 
-# mpi4py.MPI is imported where it is used: importing it starts MPI, which collectives.init does first
+# collectives._round is imported where it is used: it links libmpi, which mpi4py.MPI loads (and
+# importing that starts MPI, which collectives.init does first)
 
 ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 WINDOW = 64                    # coordinator responses ordered per round at most
@@ -55,9 +56,11 @@ class RoundResult:
 
 class BitRounds:
     def __init__(self, comm, sets, config):
-        from mpi4py import MPI  # (MPI is running: the engine is made by init)
         self.comm = comm               # this engine's own communicator for the rounds
-        self._band = MPI.BAND
+        self.round = None              # its Iallreduce, posted and tested in C (None: simulated)
+        if comm is not None:
+            from collectives._round import Round  # (it shares libmpi with mpi4py: MPI runs)
+            self.round = Round(comm.py2f())
         self.sets = sets
         self.config = config
         self.capacity = config.cache_capacity
@@ -71,7 +74,6 @@ class BitRounds:
         self.leaving = False           # this rank has submitted its shutdown
         self.bypass = False            # a rank is leaving: the cache is no longer used
         self.cached_ids: dict[int, int] = {}
-        self._req = None
         self._posted = None            # (layout, joined) of the round in flight
         self._send = self._recv = None
         self._next_post = 0.0
@@ -120,11 +122,11 @@ class BitRounds:
 
     # ---- the round -----------------------------------------------------------------------------
     def due(self, now: float) -> bool:
-        return self._req is None and now >= self._next_post
+        return not self.round.pending and now >= self._next_post
 
     def post(self, now: float, idle: bool = False) -> None:
         v = self.vector(idle)
-        self._req = self.comm.Iallreduce(v, self._recv, self._band)
+        self.round.post(v, self._recv)
         self._next_post = now + self._gap
         self.rounds += 1
 
@@ -174,9 +176,8 @@ class BitRounds:
 
     def test(self) -> RoundResult | None:
         """The finished round's result (None while it is in flight or none was posted)."""
-        if self._req is None or not self._req.Test():
+        if not self.round.test():
             return None
-        self._req = None
         return self.decode(self._recv)
 
     def decode(self, r) -> RoundResult:

@@ -84,8 +84,14 @@ class Engine:
         # the response cache's rounds run on a communicator of their own (created on every rank)
         self._rounds = None
         if config.cache_capacity > 0:
+            from collectives._round import wait as round_wait
             from collectives.bit_rounds import BitRounds
             self._rounds = BitRounds(world.Dup(), sets, config)
+            self._round_wait = round_wait
+        # what the engine waits for on ctrl: requests (rank 0, the coordinator), else responses
+        self._ctrl_f = ctrl.py2f()
+        self._listen = (MPI.ANY_SOURCE, M.TAG_REQUEST) if self.rank == 0 else (0, M.TAG_RESPONSE)
+        self._pauses = 0   # checks that found nothing since the last work (the waits' back-off)
         self._queued: list = []      # the coordinator's responses, until a round orders them
         self._reported: set = set()  # (set, name) of cached tensors reported as pending long
         self._stall_scan = 0.0
@@ -201,8 +207,31 @@ class Engine:
                 if rec.mark_cycles:
                     rec.complete(V.TID_CYCLES, V.CYCLE, V.CAT_CYCLE, t0, rec.now(),
                                  {V.ARG_CYCLE: self._cycle})
+            elif self._rounds is not None:
+                self._wait_in_core()
             elif not self._idle():
                 backoff.pause()
+            if did:
+                self._pauses = 0
+
+    def _wait_in_core(self) -> None:
+        """Wait in the core with the GIL released until the round in flight ends, a message comes,
+        this rank submits (while no round is in flight) or something is due: the next round, the
+        coordinator's flush, the stall scan."""
+        rounds, now = self._rounds, time.monotonic()
+        timeout = STALL_SCAN_S
+        if not rounds.round.pending:
+            timeout = min(timeout, rounds.wait_s(now))
+        if self._coord is not None:
+            wake = self._coord.wake_in(now)
+            if wake is not None:
+                timeout = min(timeout, wake)
+        why, self._pauses = self._round_wait(
+            rounds.round, self._ctrl_f, self._listen[0], self._listen[1], self._ops, timeout,
+            self._pauses, mpi_wait.SPIN_TESTS, mpi_wait.YIELD_TESTS, mpi_wait.FIRST_SLEEP_S,
+            max(mpi_wait.MAX_SLEEP_S, rounds.idle_nap_s()))
+        if why:
+            self._pauses = 0
 
     def _nap(self, seconds: float) -> None:
         """Sleep while waiting on other ranks, but wake at once when this rank submits more."""

@@ -13,6 +13,8 @@
 #include <Python.h>
 #include <stdatomic.h>
 #include "record_api.h"
+#include "futex.h"
+#include "core_api.h"
 
 /* the tracer's C API and the vocabulary the core records with (tracer/vocab.py), set at import */
 extern const RecordAPI *rs_rec;
@@ -23,12 +25,6 @@ extern PyObject *rs_s_name, *rs_s_nbytes, *rs_s_op_type, *rs_s_stamp, *rs_s_hand
     *rs_s_received_splits;
 /* collectives.handles.CollectiveError (set by collectives.handles) */
 extern PyObject *rs_CollectiveError;
-
-/* futex: sleep while *word == expect, at most ``timeout_s`` (< 0: no limit); 0 woken or the word
- * changed, ETIMEDOUT, or EINTR (a signal: the caller checks them). Called without the GIL. */
-int rs_futex_wait(atomic_int *word, int expect, double timeout_s);
-void rs_futex_wake(atomic_int *word);
-double rs_monotonic(void);
 
 /* entry.c: one submitted op (collectives.entry.Entry) */
 typedef struct {
@@ -55,6 +51,7 @@ int rs_handle_finish(PyObject *handle, PyObject *result, PyObject *error);   /* 
 extern PyTypeObject rs_SubmitQueueType;
 PyObject *rs_stamped(PyObject *m, PyObject *a);
 PyObject *rs_unstamp(PyObject *m, PyObject *a);
+int rs_queue_words(PyObject *queue, atomic_int **seq, atomic_int **sleeping);
 
 /* fusion_buffer.c: the packing plan of a fused response on the host */
 PyObject *rs_pack(PyObject *m, PyObject *const *a, Py_ssize_t n);

@@ -1,11 +1,5 @@
-/* collectives._core: the module, the futex helpers, the tracer's C API and the vocabulary. */
+/* collectives._core: the module, the tracer's C API and the vocabulary. */
 #include "core.h"
-#include <errno.h>
-#include <limits.h>
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
 
 const RecordAPI *rs_rec;
 PyObject *rs_SYNCHRONIZE, *rs_CAT_FRAMEWORK, *rs_ARG_TENSOR, *rs_ARG_STEP;
@@ -13,27 +7,6 @@ int rs_TID_FRAMEWORK;
 PyObject *rs_s_name, *rs_s_nbytes, *rs_s_op_type, *rs_s_stamp, *rs_s_handle, *rs_s_meta,
     *rs_s_received_splits;
 PyObject *rs_CollectiveError;
-
-double rs_monotonic(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-int rs_futex_wait(atomic_int *word, int expect, double timeout_s) {
-    struct timespec ts, *tp = NULL;
-    if (timeout_s >= 0) {
-        ts.tv_sec = (time_t)timeout_s;
-        ts.tv_nsec = (long)((timeout_s - (double)ts.tv_sec) * 1e9);
-        tp = &ts;
-    }
-    if (syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expect, tp, NULL, 0) == 0) return 0;
-    return errno == EAGAIN ? 0 : errno;
-}
-
-void rs_futex_wake(atomic_int *word) {
-    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
-}
 
 static PyObject *set_error_type(PyObject *m, PyObject *t) {
     Py_XSETREF(rs_CollectiveError, Py_NewRef(t));
@@ -105,5 +78,13 @@ PyMODINIT_FUNC PyInit__core(void) {
         Py_DECREF(m);
         return NULL;
     }
+    static const CoreAPI core_api = {CORE_API_VERSION, rs_queue_words};
+    PyObject *capi = PyCapsule_New((void *)&core_api, CORE_API_CAPSULE, NULL);
+    if (!capi || PyModule_AddObjectRef(m, "_C_API", capi) < 0) {
+        Py_XDECREF(capi);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_DECREF(capi);
     return m;
 }

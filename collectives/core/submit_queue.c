@@ -412,3 +412,15 @@ PyObject *rs_unstamp(PyObject *m, PyObject *Py_UNUSED(a)) {
     Py_CLEAR(last_stamper);
     Py_RETURN_NONE;
 }
+
+/* the C API's queue_words (core_api.h) */
+int rs_queue_words(PyObject *obj, atomic_int **seq, atomic_int **sleeping) {
+    if (!PyObject_TypeCheck(obj, &rs_SubmitQueueType)) {
+        PyErr_SetString(PyExc_TypeError, "expected a SubmitQueue");
+        return -1;
+    }
+    SubmitQueue *q = (SubmitQueue *)obj;
+    *seq = &q->seq;
+    *sleeping = &q->sleeping;
+    return 0;
+}
