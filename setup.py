@@ -1,9 +1,34 @@
-"""Build hooks for the required C extensions: the tracer's recorder (``tracer._record``) and the
-viewer's event scanner (``viewer.io._eventscan``); everything else is in pyproject.toml."""
+"""Build hooks for the required C extensions: the tracer's recorder (``tracer._record``), the
+engine's native core (``collectives._core``, which calls the recorder's C API, tracer/record_api.h),
+the bit round's MPI calls (``collectives._round``, against the mpich wheel's mpi.h and libmpi) and
+the viewer's event scanner (``viewer.io._eventscan``); everything else is in pyproject.toml."""
+import importlib.metadata
+import os
 from glob import glob
 
 from setuptools import Extension, setup
 
+
+def mpich_dirs() -> tuple[str, str]:
+    """The include and library directories of the mpich wheel (a build requirement)."""
+    files = {f.name: os.path.dirname(str(f.locate())) for f in importlib.metadata.files("mpich") or ()
+             if f.name in ("mpi.h", "libmpi.so")}
+    if len(files) != 2:
+        raise RuntimeError("the mpich wheel's mpi.h and libmpi.so were not found (pip install mpich)")
+    return os.path.normpath(files["mpi.h"]), os.path.normpath(files["libmpi.so"])
+
+
+ROUND = "collectives/core/round_mpi.c"
+mpi_include, mpi_lib = mpich_dirs()
+core_headers = sorted(glob("collectives/core/*.h") + glob("tracer/*.h"))
 setup(ext_modules=[Extension("tracer._record", sorted(glob("tracer/*.c")),
                              depends=sorted(glob("tracer/*.h")), extra_compile_args=["-O2"]),
+                   Extension("collectives._core", sorted(set(glob("collectives/core/*.c")) - {ROUND}),
+                             include_dirs=["tracer", "collectives/core"], depends=core_headers,
+                             extra_compile_args=["-O2", "-std=gnu11"]),
+                   # libmpi is not found by the loader on its own: the engine imports this module
+                   # once mpi4py has loaded the library, which it then shares
+                   Extension("collectives._round", [ROUND], include_dirs=["collectives/core", mpi_include],
+                             library_dirs=[mpi_lib], libraries=["mpi"], depends=core_headers,
+                             extra_compile_args=["-O2", "-std=gnu11"]),
                    Extension("viewer.io._eventscan", ["viewer/io/_eventscan.c"], extra_compile_args=["-O2"])])

@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from collectives import config as _config
+from collectives._core import pack as _pack
+from collectives._core import unpack as _unpack
 
 SUPPORTED_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8")
 
@@ -96,12 +98,16 @@ class NumpyAdapter(TensorAdapter):
         dst[dst_offset:dst_offset + src.size] = src
 
     def pack(self, buf, tensors) -> None:
-        """Copy ``tensors`` one after another into the flat ``buf`` (one call)."""
-        np.concatenate([t.reshape(-1) for t in tensors], out=buf)
+        """Copy ``tensors`` one after another into the flat ``buf``: a memcpy each in the native
+        core, or one numpy call when some tensor is not contiguous."""
+        if not _pack(buf, tensors):
+            np.concatenate([t.reshape(-1) for t in tensors], out=buf)
 
     def unpack(self, buf, sizes, outputs) -> list:
         """Results for consecutive pieces of ``buf``: written into ``outputs[i]`` where one is
         given (in-place ops; the output itself is the result), else flat in new memory."""
+        if _unpack(buf, outputs):   # every output given and contiguous: a memcpy each
+            return list(outputs)
         fresh = buf.copy() if any(o is None for o in outputs) else None   # (one copy for those)
         out, off = [], 0
         for n, o in zip(sizes, outputs):

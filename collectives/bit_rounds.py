@@ -26,12 +26,14 @@ from __future__ import annotations
 import numpy as np
 
 from collectives import messages as M
+from collectives._core import bits_of, put_bits
 from collectives.fusion import by_priority, fuse
 from collectives.response_cache import ResponseCache
 from tracer import vocab as V
 from tracer.fusion_rules import IDLE_CYCLES
 
-# mpi4py.MPI is imported where it is used: importing it starts MPI, which collectives.init does first
+# collectives._round is imported where it is used: it links libmpi, which mpi4py.MPI loads (and
+# importing that starts MPI, which collectives.init does first)
 
 ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 WINDOW = 64                    # coordinator responses ordered per round at most
@@ -55,6 +57,10 @@ class RoundResult:
 class BitRounds:
     def __init__(self, comm, sets, config):
         self.comm = comm               # this engine's own communicator for the rounds
+        self.round = None              # its Iallreduce, posted and tested in C (None: simulated)
+        if comm is not None:
+            from collectives._round import Round  # (it shares libmpi with mpi4py: MPI runs)
+            self.round = Round(comm.py2f())
         self.sets = sets
         self.config = config
         self.capacity = config.cache_capacity
@@ -68,7 +74,6 @@ class BitRounds:
         self.leaving = False           # this rank has submitted its shutdown
         self.bypass = False            # a rank is leaving: the cache is no longer used
         self.cached_ids: dict[int, int] = {}
-        self._req = None
         self._posted = None            # (layout, joined) of the round in flight
         self._send = self._recv = None
         self._next_post = 0.0
@@ -117,12 +122,11 @@ class BitRounds:
 
     # ---- the round -----------------------------------------------------------------------------
     def due(self, now: float) -> bool:
-        return self._req is None and now >= self._next_post
+        return not self.round.pending and now >= self._next_post
 
     def post(self, now: float, idle: bool = False) -> None:
-        from mpi4py import MPI
         v = self.vector(idle)
-        self._req = self.comm.Iallreduce(v, self._recv, MPI.BAND)
+        self.round.post(v, self._recv)
         self._next_post = now + self._gap
         self.rounds += 1
 
@@ -164,16 +168,16 @@ class BitRounds:
             ready = 2 + 2 * self.words * k
             if not self.joined:
                 v[ready:ready + self.words] = 0
-                _set_bits(v, ready, self.pending[sid])
-            _clear_bits(v, ready + self.words, self.stale[sid])
+                put_bits(v, ready, self.pending[sid], True)
+            if self.stale[sid]:
+                put_bits(v, ready + self.words, self.stale[sid], False)
         self._posted = (layout, self.joined)
         return v
 
     def test(self) -> RoundResult | None:
         """The finished round's result (None while it is in flight or none was posted)."""
-        if self._req is None or not self._req.Test():
+        if not self.round.test():
             return None
-        self._req = None
         return self.decode(self._recv)
 
     def decode(self, r) -> RoundResult:
@@ -185,8 +189,8 @@ class BitRounds:
             if sid not in self.caches:
                 continue
             base = 2 + 2 * self.words * k
-            invalid[sid] = _bits(~r[base + self.words:base + 2 * self.words])
-            ready[sid] = _bits(r[base:base + self.words])
+            invalid[sid] = bits_of(r, base + self.words, self.words, True)
+            ready[sid] = bits_of(r, base, self.words, False)
         all_idle = bool(int(r[0]) & 2)
         cycle = self.config.cycle_time_ms / 1000.0
         self._gap = min(self._gap * 2, cycle * IDLE_CYCLES) if all_idle else cycle
@@ -247,24 +251,3 @@ def _fuse_key(item):
 
 def _bytes(item):
     return item[0].nbytes
-
-
-def _set_bits(v, off, bits) -> None:
-    for bit in bits:
-        w, b = divmod(bit, 64)
-        v[off + w] |= np.uint64(1 << b)
-
-
-def _clear_bits(v, off, bits) -> None:
-    for bit in bits:
-        w, b = divmod(bit, 64)
-        v[off + w] &= ~np.uint64(1 << b)
-
-
-def _bits(words) -> list:
-    """Set bit positions, ascending."""
-    if not words.any():
-        return []
-    flags = np.unpackbits(words.view(np.uint8), bitorder="little")
-    return np.flatnonzero(flags).tolist()
-

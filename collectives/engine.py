@@ -2,15 +2,17 @@
 
 The user's thread only enqueues entries (:meth:`Engine.enqueue`) and waits on handles. Each cycle
 the engine sends this rank's new requests to the coordinator (rank 0), and executes the responses
-it gets back in order. It sleeps on a condition while this rank has nothing in flight, and polls
-with short sleeps (never spinning) while it waits for other ranks.
+it gets back in order. It sleeps while this rank has nothing in flight, and polls with short sleeps
+(never spinning) while it waits for other ranks. Admission, the submit queue, the ops in flight,
+their completion and the handles are the native core's (collectives/core/: a thread that waits
+sleeps there with the GIL released).
 
 With the response cache on (``cache_capacity`` > 0), an allreduce negotiated once is kept under a
 cache bit and negotiated again by the bit rounds (bit_rounds.py): no message to rank 0. The rounds
 also decide when the coordinator's responses run, so both paths keep one order on every rank.
 
 Imported where used: mpi4py.MPI (MPI is started by ``collectives.init``, not at import), and
-bit_rounds and adapters, which import numpy (it stays out of ``import collectives``).
+numpy, bit_rounds and adapters, which import numpy (it stays out of ``import collectives``).
 """
 from __future__ import annotations
 
@@ -23,13 +25,15 @@ from collectives import engine_trace as trace
 from collectives import messages as M
 from collectives import mpi_wait
 from collectives import response_cache as RC
+from collectives._core import SubmitQueue, prepare_setup
+from collectives.config import cpu_backend
 from collectives.coordinator import Coordinator
 from collectives.entry import Entry
 from collectives.executor import Executor
 from collectives.fatal import abort
 from collectives.fusion import FusionBuffers
 from collectives.handles import Handle
-from collectives.ops import as_op
+from collectives.ops import ReduceOp, as_op
 from collectives.submit import prepare, request_of
 from tracer import clock, get_recorder
 from tracer import vocab as V
@@ -57,10 +61,15 @@ class Engine:
         self.rank, self.size = world.Get_rank(), world.Get_size()
         from mpi4py import MPI
         self._any_source = MPI.ANY_SOURCE
-        self._cond = threading.Condition()
-        self._queue: list = []
-        self._inflight: dict = {}
-        self._bytes_in_flight = 0
+        # admission, the submit queue, the ops in flight (name -> entry) and their completion
+        self._ops = SubmitQueue(M.CONTROL_OPS, self.rank)
+        import numpy as np
+
+        from collectives.adapters import NUMPY
+        prepare_setup(NUMPY, np.ndarray, ReduceOp)   # host arrays' allreduces are filled in C
+        self._cpu_backend = cpu_backend(config)
+        self._inflight: dict = self._ops.inflight
+        self._names = threading.Lock()
         self._noname: dict = {}
         self._sends: list = []
         self._ready = trace.ReadyTicks()
@@ -75,8 +84,14 @@ class Engine:
         # the response cache's rounds run on a communicator of their own (created on every rank)
         self._rounds = None
         if config.cache_capacity > 0:
+            from collectives._round import wait as round_wait
             from collectives.bit_rounds import BitRounds
             self._rounds = BitRounds(world.Dup(), sets, config)
+            self._round_wait = round_wait
+        # what the engine waits for on ctrl: requests (rank 0, the coordinator), else responses
+        self._ctrl_f = ctrl.py2f()
+        self._listen = (MPI.ANY_SOURCE, M.TAG_REQUEST) if self.rank == 0 else (0, M.TAG_RESPONSE)
+        self._pauses = 0   # checks that found nothing since the last work (the waits' back-off)
         self._queued: list = []      # the coordinator's responses, until a round orders them
         self._reported: set = set()  # (set, name) of cached tensors reported as pending long
         self._stall_scan = 0.0
@@ -91,63 +106,48 @@ class Engine:
         """Submit one op; returns its :class:`Handle`. Raises ValueError on a duplicate name."""
         if entry.name is None:
             entry.name = self.noname(entry.op_type.lower(), entry.process_set)
+        if entry.process_set == 0:   # (every rank is a member): a host array's allreduce, in C
+            h = self._ops.submit(entry, self._cpu_backend)
+            if h is not None:
+                return h
         prepare(entry, self.config, self.sets, self.rank)
-        return self._admit([entry])[0]
+        return self._ops.admit((entry,))[0]
 
     def enqueue_control(self, entry, shape) -> Handle:
         """Submit a control op (process-set changes); ``shape`` carries its argument."""
         prepare(entry, self.config, self.sets, self.rank)
         entry.shape = tuple(shape)
-        return self._admit([entry])[0]
+        return self._ops.admit((entry,))[0]
 
     def enqueue_group(self, entries, group: str | None) -> list:
         """Submit entries negotiated together (and fused into one response when ``group``)."""
-        with self._cond:
-            self._check_open()
-            for e in entries:
-                if e.name is None:
-                    e.name = self.noname(e.op_type.lower(), e.process_set)
+        self._ops.check_open()
+        for e in entries:
+            if e.name is None:
+                e.name = self.noname(e.op_type.lower(), e.process_set)
         for e in entries:
             prepare(e, self.config, self.sets, self.rank)
             if group is not None:
                 e.group, e.group_size = group, len(entries)
-        return self._admit(entries)
+        return self._ops.admit(entries)
 
-    def _admit(self, entries) -> list:
-        for e in entries:
-            e.handle = Handle(e.name)
-        with self._cond:
-            self._check_open()
-            inflight = self._inflight
-            names = [e.name for e in entries]
-            dup = [n for n in names if n in inflight] or \
-                [n for i, n in enumerate(names) if n in names[:i]]
-            if dup:
-                raise ValueError(f"a collective named {dup[0]!r} is already in flight on rank "
-                                 f"{self.rank}; wait for it first or give the new one another name")
-            stamp = trace.stamp()   # when and under which timeline they were submitted
-            for e in entries:
-                inflight[e.name] = e
-                self._bytes_in_flight += e.nbytes
-                if stamp is not None and e.op_type not in M.CONTROL_OPS:
-                    e.stamp = stamp
-            self._queue.extend(entries)
-            self._cond.notify()
-        return [e.handle for e in entries]
+    def hold(self):
+        """A context in which the engine takes no submission, so that a burst submitted inside it
+        is taken at once (tests, benches)."""
+        return self._ops
 
     def noname(self, prefix: str, process_set: int) -> str:
         """A deterministic name: members of a set number their unnamed ops in the same order."""
-        with self._cond:
+        with self._names:
             key = (prefix, process_set)
             n = self._noname.get(key, 0)
             self._noname[key] = n + 1
         return f"{prefix}.noname.{n}" if process_set == 0 else f"{prefix}.ps{process_set}.noname.{n}"
 
-    def _check_open(self):
-        if self.fatal:
-            raise RuntimeError(f"ringscope engine stopped: {self.fatal}")
-        if self._stop or self.closed:
-            raise ValueError("ringscope is shut down; call collectives.init() again first")
+    def _refuse_new(self) -> None:
+        """Admissions fail from now on (shut down); a failed engine's own refusal stands."""
+        if not self.fatal:
+            self._ops.refuse(ValueError, "ringscope is shut down; call collectives.init() again first")
 
     def shutdown(self) -> None:
         """Negotiate the shutdown with every rank, then stop the thread (blocks until done)."""
@@ -161,6 +161,7 @@ class Engine:
         if self._rounds is not None and not self.fatal:
             self._rounds.comm.Free()
         self.closed = True
+        self._refuse_new()
         trace.untrack(self._inflight)
 
     # ---- background thread -------------------------------------------------------------------
@@ -178,12 +179,11 @@ class Engine:
         idle_s = 20e-6
         while not self._stop:
             new = ()
-            if self._queue or self._idle():   # unlocked peek; the locked re-check decides
-                with self._cond:
-                    if not self._queue and self._idle():
-                        self._cond.wait(self._idle_timeout(idle_s))
-                        idle_s = min(idle_s * 2, IDLE_POLL_MAX_S)
-                    new, self._queue = self._queue, []
+            if self._ops.pending or self._idle():
+                if not self._ops.pending:   # nothing to do: sleep until a submission
+                    self._ops.wait(self._idle_timeout(idle_s))
+                    idle_s = min(idle_s * 2, IDLE_POLL_MAX_S)
+                new = self._ops.take()
             rec = get_recorder()
             t0 = rec.now() if rec.mark_cycles else 0
             did = False
@@ -199,7 +199,7 @@ class Engine:
                 did = self._round_step() or did
             if did and rec.enabled:   # the counters only move when something happened
                 # plain reads (a cycle late is fine); written only when changed
-                trace.queue_counters(rec, len(self._inflight), self._bytes_in_flight)
+                trace.queue_counters(rec, len(self._inflight), self._ops.bytes_in_flight)
             if did:
                 idle_s = 20e-6
                 backoff.reset()
@@ -207,16 +207,38 @@ class Engine:
                 if rec.mark_cycles:
                     rec.complete(V.TID_CYCLES, V.CYCLE, V.CAT_CYCLE, t0, rec.now(),
                                  {V.ARG_CYCLE: self._cycle})
+            elif self._rounds is not None:
+                self._wait_in_core()
             elif not self._idle():
                 backoff.pause()
+            if did:
+                self._pauses = 0
+
+    def _wait_in_core(self) -> None:
+        """Wait in the core with the GIL released until the round in flight ends, a message comes,
+        this rank submits (while no round is in flight) or something is due: the next round, the
+        coordinator's flush, the stall scan."""
+        rounds, now = self._rounds, time.monotonic()
+        timeout = STALL_SCAN_S
+        if not rounds.round.pending:
+            timeout = min(timeout, rounds.wait_s(now))
+        if self._coord is not None:
+            wake = self._coord.wake_in(now)
+            if wake is not None:
+                timeout = min(timeout, wake)
+        why, self._pauses = self._round_wait(
+            rounds.round, self._ctrl_f, self._listen[0], self._listen[1], self._ops, timeout,
+            self._pauses, mpi_wait.SPIN_TESTS, mpi_wait.YIELD_TESTS, mpi_wait.FIRST_SLEEP_S,
+            max(mpi_wait.MAX_SLEEP_S, rounds.idle_nap_s()))
+        if why:
+            self._pauses = 0
 
     def _nap(self, seconds: float) -> None:
         """Sleep while waiting on other ranks, but wake at once when this rank submits more."""
         if self._rounds is not None:   # every rank idle: the rounds are slow, so are the naps
             seconds = max(seconds, self._rounds.idle_nap_s())
-        with self._cond:
-            if not self._queue and not self._stop:
-                self._cond.wait(seconds)
+        if not self._stop:
+            self._ops.wait(seconds)   # returns at once when something was submitted
 
     def _idle(self) -> bool:
         if self._rounds is not None:   # the rounds go on every cycle
@@ -439,6 +461,7 @@ class Engine:
                         self._complete(e, error=resp.error)
             elif resp.op_type == M.SHUTDOWN:
                 self._stop = True
+                self._refuse_new()
                 for e in list(self._inflight.values()):
                     if e.op_type != M.SHUTDOWN:
                         self._complete(e, error="ringscope: shut down before this op completed")
@@ -518,27 +541,14 @@ class Engine:
     def _complete_many(self, done):
         """Finish ops, ``done`` = [(entry, result, error)]: their lifecycles go to the trace before
         any handle is released (so a finished op's end is always recorded)."""
-        with self._cond:
-            done = [d for d in done if self._inflight.pop(d[0].name, None) is not None]
-            for d in done:
-                self._bytes_in_flight -= d[0].nbytes
-            trace.settle()
-        trace.ends(done)
-        for e, result, error in done:
-            if "received_splits" in e.meta:
-                e.handle.received_splits = e.meta["received_splits"]
-            if error is not None:
-                e.handle.set_error(error)
-            else:
-                e.handle.set_result(result)
+        self._ops.complete(done)
 
     def _die(self, exc):
         self.fatal = f"{type(exc).__name__}: {exc}"
+        self._ops.refuse(RuntimeError, f"ringscope engine stopped: {self.fatal}")
         print(f"[ringscope] rank {self.rank}: the background engine failed; aborting the job\n"
               + "".join(traceback.format_exception(exc)), file=sys.stderr, flush=True)
-        with self._cond:
-            pending = list(self._inflight.values())
-        for e in pending:
+        for e in list(self._inflight.values()):
             self._complete(e, error=f"ringscope engine failed: {self.fatal}")
         abort(1)
 

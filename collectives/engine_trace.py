@@ -1,45 +1,27 @@
 """What the engine tells the tracer, through the recorder contract (tracer/recorder.py).
 
-The user's thread stamps submitted ops with (recorder, step) (:func:`stamp`, once per admitted
-batch). The engine hands the finished ops to the recorder that stamped them (:func:`ends`), and
-its mapping of ops in flight to the tracer (:func:`track`), whose writer writes the B lines of
-those still open at each flush. READY instants are noted as requests arrive and recorded once the
-pass's responses are sent (:class:`ReadyTicks`).
+The native core stamps submitted ops with (recorder, step) at admission and hands the finished ops
+to the recorder that stamped them (collectives/core/submit_queue.c, through the recorder's C API).
+The engine hands its mapping of ops in flight to the tracer (:func:`track`), whose writer writes
+the B lines of those still open at each flush. READY instants are noted as requests arrive and
+recorded once the pass's responses are sent (:class:`ReadyTicks`).
 """
 from __future__ import annotations
 
 import time
 
+from collectives._core import stamped as _stamped
 from tracer import get_recorder
 from tracer import recorder as R
 from tracer import vocab as V
 
 _now = time.perf_counter_ns   # the recorders' clock
-_last = None   # the recorder that stamped last, while ops it stamped may still be in flight
-
-
-def stamp():
-    """(recorder, step) for ops submitted now (``op.stamp``), or None when nothing records."""
-    global _last
-    rec = get_recorder()
-    if not rec.enabled:
-        return None
-    _last = rec
-    return (rec, rec.step)
-
-
-def settle() -> None:
-    """Under the engine's lock, where :func:`stamp` runs: once the recorder that stamped last is no
-    longer the current one, it was closed when replaced, and a closed recorder writes no ends, so
-    completions stop looking for stamps (until the next op is stamped)."""
-    global _last
-    if _last is not None and _last is not get_recorder():
-        _last = None
 
 
 def stamped() -> bool:
-    """Whether completions still look for stamped ops."""
-    return _last is not None
+    """Whether completions still look for stamped ops (the core stamps at admission and records
+    the ends at completion: collectives/core/submit_queue.c)."""
+    return _stamped()
 
 
 def track(inflight) -> None:
@@ -51,26 +33,6 @@ def untrack(inflight) -> None:
     """The engine is closed: its mapping no longer counts (unless another replaced it)."""
     if R.inflight() is inflight:
         R.set_inflight(None)
-
-
-def ends(done) -> None:
-    """Ops finished, ``done`` = [(entry, result, error)]: their lifecycles, each to the recorder
-    that stamped it."""
-    if not done or _last is None:
-        return
-    t = _now()
-    errors = {d[2] for d in done}
-    if len(errors) == 1:
-        groups = ((errors.pop(), [d[0] for d in done]),)
-    else:
-        by_error: dict = {}
-        for e, _, err in done:
-            by_error.setdefault(err, []).append(e)
-        groups = by_error.items()
-    for error, ops in groups:
-        others = get_recorder().ops_done(ops, t, error)
-        while others:   # stamped under another timeline (started or stopped since)
-            others = others[0].stamp[0].ops_done(others, t, error)
 
 
 _written = [None, None, None]   # the recorder and queue counters last written

@@ -1,41 +1,18 @@
-"""One submitted op as the engine sees it (framework-neutral; the adapter knows the tensor)."""
+"""One submitted op as the engine sees it (framework-neutral; the adapter knows the tensor).
+
+:class:`Entry` is the native core's (collectives/core/entry.c), so that the core reads and fills it
+without attribute lookups. ``Entry(name, op_type, tensor, adapter, reduce_op=Sum, prescale=1.0,
+postscale=1.0, root=-1, splits=None, process_set=0, output=None, backend=None, priority=0)``:
+``tensor``/``output`` are framework objects that only ``adapter`` touches; ``splits`` are alltoall
+send counts (first-dimension rows per rank); among ops ready in the same cycle a higher
+``priority`` runs first. Filled by the engine at enqueue: ``group``, ``group_size``, ``handle``,
+``submit_ns``, ``nbytes``, ``dtype``, ``shape``, ``device``, ``meta``, ``stamp`` (the tracer's
+(recorder, step) when recorded) and ``trace_key`` ((name, op_type, nbytes, dtype, shape,
+reduce_op, process_set, priority): immutable, what the tracer keeps of a finished op, never the op
+or its tensor; it may be reused step after step).
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from collectives._core import Entry
 
-from collectives.ops import ReduceOp
-
-
-@dataclass(slots=True)
-class Entry:
-    """A collective request on this rank. ``tensor``/``output`` are framework objects that only
-    ``adapter`` touches; ``splits`` are alltoall send counts (first-dimension rows per rank)."""
-
-    name: str | None
-    op_type: str
-    tensor: Any
-    adapter: Any
-    reduce_op: ReduceOp = ReduceOp.Sum
-    prescale: float = 1.0
-    postscale: float = 1.0
-    root: int = -1
-    splits: list | None = None
-    process_set: int = 0
-    output: Any = None
-    backend: str | None = None
-    priority: int = 0   # among ops ready in the same cycle, higher runs first
-    # filled by the engine at enqueue
-    group: str | None = None
-    group_size: int = 0
-    handle: Any = None
-    submit_ns: int = 0
-    nbytes: int = 0
-    dtype: str = ""
-    shape: tuple = ()
-    device: str = "cpu"
-    meta: dict = field(default_factory=dict)
-    stamp: Any = None   # the tracer's (recorder, step) when recorded (tracer.recorder, OPS)
-    # (name, op_type, nbytes, dtype, shape, reduce_op, process_set, priority): immutable, what the
-    # tracer keeps of a finished op (never the op or its tensor); may be reused step after step
-    trace_key: Any = None
+__all__ = ["Entry"]

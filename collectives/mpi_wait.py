@@ -74,12 +74,22 @@ def wait_obj(request, deadline: float | None = None):
 
 def wait_all(requests, deadline: float | None = None) -> None:
     """Wait for every uppercase (buffer) request in ``requests``."""
-    from mpi4py import MPI
     reqs = [r for r in requests if r is not None]
     if not reqs:
         return
+    testall = _testall or _load_testall()
     backoff = Backoff(DATA_MAX_SLEEP_S)
-    while not MPI.Request.Testall(reqs):
+    while not testall(reqs):
         if deadline is not None and time.monotonic() > deadline:
             raise TimeoutError("MPI requests did not complete in time")
         backoff.pause()
+
+
+_testall = None   # MPI.Request.Testall, once MPI runs (a per-call import costs ~1 µs)
+
+
+def _load_testall():
+    global _testall
+    from mpi4py import MPI
+    _testall = MPI.Request.Testall
+    return _testall

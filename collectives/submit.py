@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collectives import messages as M
+from collectives._core import prepare_allreduce
 from collectives.config import cpu_backend
 from collectives.ops import as_op
 from tracer import clock
@@ -16,6 +17,8 @@ def prepare(e, config, sets, rank) -> None:
     if comm.rank < 0:
         raise ValueError(f"rank {rank} is not a member of process set {e.process_set} "
                          f"(ranks {comm.ranks}); it cannot run {e.op_type.lower()} {e.name!r}")
+    if prepare_allreduce(e, cpu_backend(config)):   # a host array's allreduce, in C
+        return
     e.reduce_op = as_op(e.reduce_op)
     e.submit_ns = clock.mono_ns()
     ad = e.adapter

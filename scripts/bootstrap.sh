@@ -7,7 +7,7 @@ cd "$root"
 py="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$py" -m venv .venv
 stamp=".venv/.ringscope-installed"
-want="$(cat pyproject.toml setup.py tracer/*.c viewer/io/*.c $(ls tracer/*.h 2>/dev/null) | sha1sum | cut -c1-12)"   # every C source
+want="$(cat pyproject.toml setup.py tracer/*.c collectives/core/*.c viewer/io/*.c $(ls tracer/*.h collectives/core/*.h 2>/dev/null) | sha1sum | cut -c1-12)"   # every C source
 if ! command -v cc >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
   # the tracer's C extension (tracer/_record.c) is required: it needs a C compiler
   sudo_=""; [ "$(id -u)" = 0 ] || sudo_="sudo"

@@ -11,6 +11,7 @@
 #include <Python.h>
 #include "structmember.h"
 #include <time.h>
+#include "record_api.h"
 
 static inline long long now_ns(void) {   /* time.perf_counter_ns() on Linux */
     struct timespec ts;
@@ -35,14 +36,14 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    char enabled, closed, draining;
+    char enabled, closed, draining, py_spans;   /* py_spans: span/begin/end are Python (NVTX) */
     long long step, base, dropped;
     Py_ssize_t cap;
     Recs live, spare;
 } Core;
 
 static PyTypeObject CoreType, SpanType;
-static PyObject *s_stamp, *s_trace_key, *s_submit_ns, *s_step;
+static PyObject *s_stamp, *s_trace_key, *s_submit_ns, *s_step, *s_end;
 
 static void rec_clear(Rec *r) {
     Py_XDECREF(r->name);
@@ -313,14 +314,10 @@ static PyObject *core_ready(Core *c, PyObject *args, PyObject *kw) {
     Py_RETURN_NONE;
 }
 
-/* ops_done(ops, t_done_ns, error=None) -> the ops another recorder stamped (None if none).
- * Per op stamped by this recorder: one record holding its trace_key, submit_ns, step and error. */
-static PyObject *core_ops_done(Core *c, PyObject *args, PyObject *kw) {
-    static char *kws[] = {"ops", "t_done_ns", "error", NULL};
-    PyObject *ops, *error = Py_None, *others = NULL;
-    long long t;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OL|O:ops_done", kws, &ops, &t, &error))
-        return NULL;
+/* Per op stamped by ``c``: one record holding its trace_key, submit_ns, step and error. Returns a
+ * new reference to the ops another recorder stamped (a list, or None), NULL on error. */
+static PyObject *ops_done(Core *c, PyObject *ops, long long t, PyObject *error) {
+    PyObject *others = NULL;
     PyObject *seq = PySequence_Fast(ops, "ops must be a sequence");
     if (!seq) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
@@ -357,12 +354,21 @@ static PyObject *core_ops_done(Core *c, PyObject *args, PyObject *kw) {
         Py_DECREF(key);
     }
     Py_DECREF(seq);
-    if (others) return others;
-    Py_RETURN_NONE;
+    return others ? others : Py_NewRef(Py_None);
 fail:
     Py_DECREF(seq);
     Py_XDECREF(others);
     return NULL;
+}
+
+/* ops_done(ops, t_done_ns, error=None) -> the ops another recorder stamped (None if none). */
+static PyObject *core_ops_done(Core *c, PyObject *args, PyObject *kw) {
+    static char *kws[] = {"ops", "t_done_ns", "error", NULL};
+    PyObject *ops, *error = Py_None;
+    long long t;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OL|O:ops_done", kws, &ops, &t, &error))
+        return NULL;
+    return ops_done(c, ops, t, error);
 }
 
 static PyObject *core_events_dropped(Core *c, PyObject *Py_UNUSED(a)) {
@@ -928,6 +934,8 @@ static PyMemberDef core_members[] = {
     {"step", T_LONGLONG, offsetof(Core, step), 0, "the current training step"},
     {"base_ns", T_LONGLONG, offsetof(Core, base), READONLY, "perf_counter_ns at ts 0"},
     {"closed", T_BOOL, offsetof(Core, closed), READONLY, "no record accepted any more"},
+    {"py_spans", T_BOOL, offsetof(Core, py_spans), 0,
+     "span/begin/end are overridden in Python (NVTX): the C API goes through them"},
     {NULL}};
 
 static PyTypeObject CoreType = {
@@ -962,8 +970,79 @@ static PyTypeObject IdleType = {
     .tp_methods = idle_methods,
 };
 
+/* ---- the process-wide recorder and the C API (record_api.h) -------------------------------- */
+static PyObject *current_rec;   /* tracer.get_recorder(): set by tracer.recorder.set_recorder */
+
+static PyObject *mod_current(PyObject *m, PyObject *Py_UNUSED(a)) {
+    return Py_NewRef(current_rec ? current_rec : Py_None);
+}
+
+static PyObject *mod_set_current(PyObject *m, PyObject *rec) {
+    Py_XSETREF(current_rec, Py_NewRef(rec));
+    Py_RETURN_NONE;
+}
+
+static PyObject *api_current(void) { return current_rec ? current_rec : Py_None; }
+
+static inline int is_core(PyObject *rec) { return PyObject_TypeCheck(rec, &CoreType); }
+
+static int api_enabled(PyObject *rec) {
+    if (is_core(rec)) return ((Core *)rec)->enabled && !((Core *)rec)->closed;
+    PyObject *v = PyObject_GetAttrString(rec, "enabled");
+    if (!v) return -1;
+    int r = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return r;
+}
+
+static long long api_step(PyObject *rec) {
+    if (is_core(rec)) return ((Core *)rec)->step;
+    PyObject *v = PyObject_GetAttr(rec, s_step);
+    long long r = v ? PyLong_AsLongLong(v) : -1;
+    Py_XDECREF(v);
+    return r;
+}
+
+static long long api_now(void) { return now_ns(); }
+
+static int api_complete(PyObject *rec, int tid, PyObject *name, PyObject *cat, PyObject *args,
+                        long long t0, long long t1, long long step) {
+    if (is_core(rec) && !((Core *)rec)->py_spans) {
+        Core *c = (Core *)rec;
+        if (c->enabled && !c->closed)
+            put_rec(c, K_X, tid, name, cat, args ? args : Py_None, NULL, t0, t1, step);
+        return 0;
+    }
+    /* Python spans (NVTX): begin at t0, end now (the NVTX range opens late, the event is exact) */
+    PyObject *tok = PyObject_CallMethod(rec, "begin", "iOOOL", tid, name, cat,
+                                        args ? args : Py_None, t0);
+    if (!tok) return -1;
+    PyObject *r = PyObject_CallMethodOneArg(rec, s_end, tok);
+    Py_DECREF(tok);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static PyObject *api_ops_done(PyObject *rec, PyObject *ops, long long t, PyObject *error) {
+    if (is_core(rec)) return ops_done((Core *)rec, ops, t, error ? error : Py_None);
+    return PyObject_CallMethod(rec, "ops_done", "OLO", ops, t, error ? error : Py_None);
+}
+
+static const RecordAPI record_api = {
+    RECORD_API_VERSION, api_current, api_enabled, api_step, api_now, api_complete, api_ops_done,
+};
+
+static PyMethodDef module_methods[] = {
+    {"current", (PyCFunction)mod_current, METH_NOARGS,
+     "current() -> the process-wide recorder (tracer.get_recorder)"},
+    {"set_current", (PyCFunction)mod_set_current, METH_O,
+     "set_current(rec): install the process-wide recorder (tracer.recorder.set_recorder)"},
+    {NULL, NULL, 0, NULL}};
+
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "tracer._record",
-                                    "The recorder's records and their formatter.", -1, NULL};
+                                    "The recorder's records and their formatter.", -1,
+                                    module_methods};
 
 PyMODINIT_FUNC PyInit__record(void) {
     if (PyType_Ready(&CoreType) < 0 || PyType_Ready(&SpanType) < 0 || PyType_Ready(&FmtType) < 0 ||
@@ -971,7 +1050,7 @@ PyMODINIT_FUNC PyInit__record(void) {
         return NULL;
     struct { PyObject **p; const char *s; } strs[] = {
         {&s_stamp, "stamp"}, {&s_trace_key, "trace_key"}, {&s_submit_ns, "submit_ns"},
-        {&s_step, "step"}};
+        {&s_step, "step"}, {&s_end, "end"}};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
         if (!(*strs[i].p = PyUnicode_InternFromString(strs[i].s))) return NULL;
     if (!(idle = PyObject_CallNoArgs((PyObject *)&IdleType))) return NULL;
@@ -983,5 +1062,12 @@ PyMODINIT_FUNC PyInit__record(void) {
         Py_DECREF(m);
         return NULL;
     }
+    PyObject *capi = PyCapsule_New((void *)&record_api, RECORD_API_CAPSULE, NULL);
+    if (!capi || PyModule_AddObjectRef(m, "_C_API", capi) < 0) {
+        Py_XDECREF(capi);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_DECREF(capi);
     return m;
 }

@@ -48,7 +48,7 @@ import threading
 import time
 
 from tracer import vocab
-from tracer._record import IDLE
+from tracer._record import IDLE, current, set_current
 
 _now = time.perf_counter_ns
 
@@ -105,7 +105,6 @@ class NullRecorder:
         pass
 
 
-_recorder = NullRecorder()
 _inflight = None
 _framework_ident: int | None = None
 
@@ -135,12 +134,14 @@ def inflight():
     return _inflight
 
 
-def get_recorder():
-    """The process-wide recorder (a :class:`NullRecorder` until a timeline is configured)."""
-    return _recorder
+# get_recorder(): the process-wide recorder, a NullRecorder until a timeline is configured. It is
+# kept in tracer._record, where the runtime's C core reads it too (tracer/record_api.h).
+get_recorder = current
 
 
 def set_recorder(recorder) -> None:
     """Install the process-wide recorder (the tracer's configure step calls this)."""
-    global _recorder
-    _recorder = recorder
+    set_current(recorder)
+
+
+set_recorder(NullRecorder())

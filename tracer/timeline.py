@@ -156,6 +156,10 @@ class NvtxRecorder(TimelineRecorder):
     """A timeline recorder whose spans are NVTX ranges too (start/end ranges: a span may end on
     another thread), message and category the span's name, payload its ``bytes`` arg."""
 
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.py_spans = True   # the C API (record_api.h) then goes through begin/end, with NVTX
+
     def begin(self, tid, name, cat, args=None, ts_ns=None):
         tok = Core.begin(self, tid, name, cat, args, ts_ns)
         return None if tok is None else (tok, self._nv.start(name, name, _payload(args)))

@@ -44,7 +44,7 @@ def main():
 
     def burst(fn):
         """Submit inside the engine's lock: the engine picks up the whole burst at once."""
-        with eng._cond:
+        with eng.hold():
             return fn()
 
     def every_op_dtype_set():
