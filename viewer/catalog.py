@@ -68,6 +68,14 @@ def stragglers(run):
     return with_hosts(st.rank_stragglers(run.negotiations(), size=run.size), run.ranks)
 
 
+@analysis(needs=("negotiation",), table=Table("Per-tensor wait (first to last rank ready)", (
+    C("tensor", "tensor"), C("negotiations", "negotiations", "count"), C("mean_wait_ns", "mean wait", "ns"),
+    C("max_wait_ns", "longest wait", "ns"), C("usual_last_rank", "usually last", "count"))))
+def tensor_waits(run):
+    """Per tensor: its negotiations, the mean and longest wait from first to last rank ready, the rank usually last."""
+    return st.tensor_waits(st.per_tensor(run.negotiations()))
+
+
 @analysis(needs=("negotiation",))
 def late_ranks(run):
     """The ranks flagged late: last far more often than chance, and costing the others more than noise."""

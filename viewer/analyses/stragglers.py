@@ -143,6 +143,25 @@ def per_tensor(neg):
     return out.sort_values("first_ns", ignore_index=True)
 
 
+def tensor_waits(per):
+    """Per tensor: how long its negotiations waited from the first rank ready to the last.
+
+    Args:
+        per: output of :func:`per_tensor`.
+    Returns:
+        DataFrame ``tensor, negotiations, mean_wait_ns, max_wait_ns, usual_last_rank`` (the rank most often
+        last), the longest mean wait first.
+    """
+    cols = ["tensor", "negotiations", "mean_wait_ns", "max_wait_ns", "usual_last_rank"]
+    if not len(per):
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
+    g = per.groupby(per["tensor"].astype(object))
+    out = pd.DataFrame({"negotiations": g.size(), "mean_wait_ns": g["spread_ns"].mean(),
+                        "max_wait_ns": g["spread_ns"].max(),
+                        "usual_last_rank": g["last_rank"].agg(lambda s: s.mode().iloc[0])})
+    return out.rename_axis("tensor").reset_index().sort_values("mean_wait_ns", ascending=False, ignore_index=True)
+
+
 def late_ranks(strag, size: int, step_ns: float | None = None):
     """The ranks flagged late: last far more often than chance (in half the negotiations, or 1.5x
     chance while imposing five times the wait of any other rank), and holding the others up for more

@@ -92,31 +92,39 @@ def facts_table(run: dict) -> Table:
     t = Table(title="Run", show_header=False, title_justify="left")
     t.add_column(style="bold")
     t.add_column()
-    files = run["files"]
-    t.add_row("source", f"{files[0]}" + (f" (+{len(files) - 1} more)" if len(files) > 1 else ""))
-    t.add_row("format", str(run["format"]))
-    loaded = len(run["ranks_loaded"])
-    t.add_row("ranks", f"{run['size']}" + (" (a Horovod timeline: rank 0's view of them)"
-                                           if str(run["format"]).startswith("horovod") else
-                                           f" ({loaded} with a trace)" if loaded != run["size"] else ""))
-    if len(run.get("hosts") or {}) > 1:
-        t.add_row("hosts", "; ".join(f"{h}: ranks {', '.join(map(str, rs))}" for h, rs in run["hosts"].items()))
-    t.add_row("backend", str(run["backend"] or units.MISSING))
-    t.add_row("duration", units.duration(run["duration_ns"]))
-    t.add_row("steps", str(run["steps"] or "– (no step marks)"))
-    t.add_row("events / tensor ops / fused ops", " / ".join(units.count(run[k]) for k in ("events", "tensor_ops",
-                                                                                         "fused_ops")))
-    if run["fusion_threshold"]:
-        t.add_row("fusion threshold", units.size(run["fusion_threshold"]))
-    for g in run.get("generations") or []:
-        t.add_row(f"generation {g['generation']}", f"{g['size']} rank(s) from step {g['step_base']}, "
-                  f"{units.duration(g['start_ns'])} to {units.duration(g['end_ns'])}, ended: {g['end'] or '?'}")
-    if run["truncated_ranks"]:
-        t.add_row("truncated traces", ", ".join(map(str, sorted(run["truncated_ranks"]))), style="yellow")
-    for f in dict.fromkeys(s["file"] for s in run["skipped"]):
-        t.add_row("damaged lines skipped", f"{f}: " + describe_skipped([s for s in run["skipped"] if s["file"] == f]),
-                  style="yellow")
+    for label, value, warn in fact_rows(run):
+        t.add_row(label, value, style="yellow" if warn else None)
     return t
+
+
+def fact_rows(run: dict) -> list[tuple[str, str, bool]]:
+    """The run's facts (the summary's ``run`` object) as (label, value, a warning) for people: the CLI's
+    Run table and the dashboard's Run facts."""
+    files = run["files"]
+    loaded = len(run["ranks_loaded"])
+    rows = [("source", f"{files[0]}" + (f" (+{len(files) - 1} more)" if len(files) > 1 else "")),
+            ("format", str(run["format"])),
+            ("ranks", f"{run['size']}" + (" (a Horovod timeline: rank 0's view of them)"
+                                          if str(run["format"]).startswith("horovod") else
+                                          f" ({loaded} with a trace)" if loaded != run["size"] else ""))]
+    if len(run.get("hosts") or {}) > 1:
+        rows.append(("hosts", "; ".join(f"{h}: ranks {', '.join(map(str, rs))}" for h, rs in run["hosts"].items())))
+    rows += [("backend", str(run["backend"] or units.MISSING)), ("duration", units.duration(run["duration_ns"])),
+             ("steps", str(run["steps"] or "– (no step marks)")),
+             ("events / tensor ops / fused ops", " / ".join(units.count(run[k]) for k in ("events", "tensor_ops",
+                                                                                         "fused_ops")))]
+    if run["fusion_threshold"]:
+        rows.append(("fusion threshold", units.size(run["fusion_threshold"])))
+    for g in run.get("generations") or []:
+        rows.append((f"generation {g['generation']}", f"{g['size']} rank(s) from step {g['step_base']}, "
+                     f"{units.duration(g['start_ns'])} to {units.duration(g['end_ns'])}, ended: {g['end'] or '?'}"))
+    out = [(label, value, False) for label, value in rows]
+    if run["truncated_ranks"]:
+        out.append(("truncated traces", ", ".join(map(str, sorted(run["truncated_ranks"]))), True))
+    for f in dict.fromkeys(s["file"] for s in run["skipped"]):
+        out.append(("damaged lines skipped", f"{f}: " + describe_skipped([s for s in run["skipped"] if s["file"] == f]),
+                    True))
+    return out
 
 
 def findings_table(con, rows: list[dict]) -> None:
