@@ -14,13 +14,13 @@ from viewer.dashboard.layout import PAGES
 
 ROOT = SHARED if SHARED.is_dir() else SAMPLES   # the picker's trace root
 
-PAGE_READY = {  # a selector that exists once the page has drawn
+PAGE_READY = {  # a selector that exists once the page has drawn (or has written why it cannot)
     "overview": "#card-straggler .card-value",
     "timeline": "#tl-graph .main-svg .barlayer .point",
-    "breakdown": "#bd-rank-table",
-    "negotiation": "#neg-heatmap .main-svg .hm",
-    "fusion": "#fus-facts table.facts",
-    "communication": "#comm-nccl-table",
+    "breakdown": "#bd-rank-table, #breakdown-body .empty",
+    "negotiation": "#neg-heatmap .main-svg .hm, #negotiation-body .empty",
+    "fusion": "#fus-facts table.facts, #fusion-body .empty",
+    "communication": "#comm-nccl-table, #communication-body .empty",
     "compare": "#cmp-table",
     "whatif": "#wi-predicted .card-value, #wi-none",   # a run with no complete step: the reason
 }
@@ -121,7 +121,7 @@ def test_bad_upload_shows_a_banner_naming_the_file_and_the_app_stays_up(server, 
     page.wait_for_selector("#banner.ok", timeout=30_000)
     assert good.name in page.inner_text("#banner")
     if "gloo" in good.name:
-        page.wait_for_function("() => document.querySelector('#overview-body h2').innerText.includes('gloo')",
+        page.wait_for_function("() => document.querySelector('#run-facts').innerText.includes('gloo')",
                                timeout=30_000)
     assert page.errors == []
 
@@ -182,4 +182,26 @@ def test_timeline_zoom_and_step_window_redraw_on_the_server(server, page, artifa
     step = plot_data(page, "tl-graph")["range"]
     assert step[1] - step[0] < (whole[1] - whole[0]) / 3
     assert len({lane.split()[0] for lane in lanes(page)}) > 1  # every rank in the step window
+    assert page.errors == []
+
+
+def test_finding_evidence_opens_the_timeline_at_its_window_and_ranks(server, page, artifacts):
+    """The straggler finding's link: the Timeline tab, only rank 3's lanes, the window of its worst step."""
+    page.goto(server.url)
+    page.wait_for_selector("#findings button.evidence", timeout=60_000)
+    assert page.inner_text("#ov-verdict").startswith("Rank 3 is the straggler")   # the Overview's first line
+    page.click("#findings button.evidence >> nth=0")
+    page.wait_for_function("() => document.querySelector('#tab-timeline.tab--selected') !== null", timeout=20_000)
+    page.wait_for_function("""() => {
+        const gd = document.querySelector('#tl-graph .js-plotly-plot');
+        return gd && gd.data && gd.data.length && gd.data.every(t => Array.from(t.y).every(y => y.startsWith('r3 ')));
+    }""", timeout=30_000)
+    from viewer import Run
+
+    run = Run.load(SAMPLES / "straggler")
+    lo, hi = run.findings()["evidence"].iloc[0]["window_ns"]
+    t0 = run.events["t_ns"].min()
+    shown = plot_data(page, "tl-graph")["range"]
+    assert shown == pytest.approx([(lo - t0) / 1e6, (hi - t0) / 1e6], abs=1e-3)
+    page.screenshot(path=str(artifacts / "timeline-finding-evidence.png"), full_page=True)
     assert page.errors == []

@@ -6,7 +6,8 @@ import pytest
 from tests.dashboard.conftest import SAMPLES
 from tests.viewer.phase_runs import write_run
 from viewer import Run
-from viewer.dashboard import derive, fig_negotiation
+from viewer.analyses.links import hosts_of
+from viewer.dashboard import fig_negotiation
 from viewer.dashboard.fig_timeline import host_runs, timeline_figure
 from viewer.dashboard.registry import Registry
 from viewer.dashboard.timeline_agg import TimelineIndex
@@ -26,10 +27,11 @@ def _named(items, prefix):
 
 
 def test_timeline_groups_lanes_by_host_with_rule_and_labels(two_hosts):
-    assert two_hosts.hosts == {0: "h0", 1: "h0", 2: "h1", 3: "h1"}
+    hosts = hosts_of(two_hosts.run.ranks)
+    assert hosts == {0: "h0", 1: "h0", 2: "h1", 3: "h1"}
     win = two_hosts.timeline.window(px=800)
     ranks = [int(lane.split()[0][1:]) for lane in win.lanes]
-    assert win.hosts == [two_hosts.hosts[r] for r in ranks]
+    assert win.hosts == [hosts[r] for r in ranks]
     assert host_runs(win.hosts) == [("h0", 0, ranks.index(2) - 1), ("h1", ranks.index(2), len(ranks) - 1)]
     fig = timeline_figure(win)
     assert _named(fig.layout.annotations, "host-label-") == ["host-label-h0", "host-label-h1"]
@@ -47,7 +49,7 @@ def test_one_host_run_has_no_host_groups():
 
 
 def test_heatmap_names_hosts_and_rules_between_them(two_hosts):
-    fig = fig_negotiation.lateness_heatmap(derive.lateness_matrix(two_hosts.late), two_hosts.hosts)
+    fig = fig_negotiation.lateness_heatmap(two_hosts.run.lateness(), hosts_of(two_hosts.run.ranks))
     assert list(fig.data[0].y) == [0, 1, 2, 3]   # still rank numbers: a click opens that rank
     assert list(fig.layout.yaxis.ticktext) == ["0 (h0)", "1 (h0)", "2 (h1)", "3 (h1)"]
     (rule,) = fig.layout.shapes
@@ -61,6 +63,5 @@ def test_round_robin_hosts_group_lanes_out_of_rank_order(tmp_path):
     win = idx.window(px=400)
     order = list(dict.fromkeys(int(lane.split()[0][1:]) for lane in win.lanes))
     assert order == [0, 2, 1, 3] and host_runs(win.hosts)[0][0] == "h0"
-    fig = fig_negotiation.lateness_heatmap(derive.lateness_matrix(derive.lateness(run.tables)),
-                                           {0: "h0", 1: "h1", 2: "h0", 3: "h1"})
+    fig = fig_negotiation.lateness_heatmap(run.lateness(), {0: "h0", 1: "h1", 2: "h0", 3: "h1"})
     assert len(fig.layout.shapes) == 3   # every neighbouring pair of ranks is on two hosts

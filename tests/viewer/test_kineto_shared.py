@@ -122,17 +122,3 @@ def test_dashboard_timeline_has_a_lane_per_gpu_stream():
     assert len(gpu40.start) == 21   # the NCCL kernels, one lane, no overlap
     view = idx.window(px=800)
     assert "r0 gpu:40" in view.lanes and view.n_events > 0
-
-
-def test_dashboard_overview_block_shows_gpu_time_per_rank():
-    pytest.importorskip("dash")
-    from viewer.dashboard import kineto_overview
-
-    run = _run("pair_128rank_job")
-    h3, tbl = kineto_overview.block(run.tables)
-    text = str(tbl)
-    assert "overlap_pct" in text and "11.81" in text and "20.05" in text and "53.56" in text
-    from viewer.run import Run
-
-    ours = Run.load(ROOT / "sample_traces" / "healthy")
-    assert kineto_overview.block(ours.tables) == []

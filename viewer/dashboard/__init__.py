@@ -1,7 +1,8 @@
-"""The Dash dashboard over a run's tables: ``ringscope view RUN_DIR``.
+"""The Dash dashboard over loaded runs: ``ringscope view RUN_DIR``. Every figure it shows is an analysis of a
+``viewer.Run`` (the same values as ``ringscope summarize``), every table one the registry declares.
 
 Modules: ``serve`` (command line, app factory entry), ``app`` (wiring), ``layout`` (page skeletons),
-``callbacks_*`` (small callbacks), ``fig_*`` (plain figure builders from tables to plotly figures),
-``derive`` (table reshaping for the views), ``timeline_agg`` (server-side aggregation of the timeline),
-``registry`` and ``paths`` (loading runs, confined to the trace root).
+``overview`` and ``pages`` (each page's body), ``callbacks_*`` (small callbacks), ``components`` (declared
+tables, cards, written empty states), ``fig_*`` (figures from analyses), ``timeline_agg`` (server-side
+aggregation of the timeline), ``registry`` (the runs held) and ``paths`` (the picker, confined to the trace root).
 """

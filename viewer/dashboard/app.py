@@ -10,13 +10,7 @@ from pathlib import Path
 
 import dash
 
-from viewer.dashboard import (
-    callbacks_breakdown,
-    callbacks_inputs,
-    callbacks_pages,
-    callbacks_timeline,
-    callbacks_whatif,
-)
+from viewer.dashboard import callbacks_inputs, callbacks_pages, callbacks_timeline, callbacks_whatif
 from viewer.dashboard.callbacks_inputs import EXPANSION_FACTOR
 from viewer.dashboard.components import banner
 from viewer.dashboard.layout import build_layout
@@ -69,20 +63,22 @@ def create_app(registry: Registry, root, max_upload_mb: float = 64.0, startup_no
 
     expanded = max_expanded_mb if max_expanded_mb is not None else EXPANSION_FACTOR * max_upload_mb
     ctx = AppContext(registry, root, upload_root(), int(max_upload_mb * 1e6), int(expanded * 1e6))
-    app = dash.Dash(__name__, title="ringscope", assets_folder=str(ASSETS), update_title=None)
+    # a page's figures are drawn into its body when it has them, so some inputs (the heatmap's clicks, the
+    # findings' evidence links) are not in the layout until then
+    app = dash.Dash(__name__, title="ringscope", assets_folder=str(ASSETS), update_title=None,
+                    suppress_callback_exceptions=True)
     # base64 inflates uploads by 4/3: up to ~1.5x the limit the callback answers with a banner naming
     # the file; far beyond it the request itself is refused before it is read
     app.server.config["MAX_CONTENT_LENGTH"] = int(ctx.max_upload_bytes * 2) + (1 << 20)
     options = registry.options()
     run_a = options[0]["value"] if options else None
     run_b = options[1]["value"] if len(options) > 1 else None
-    notes = [n for v in (registry.get(o["value"]) for o in options) for n in v.notes] + list(startup_notes)
+    notes = [n for h in (registry.get(o["value"]) for o in options) for n in h.notes] + list(startup_notes)
     kids, cls = banner("warning", notes)
     picker = [{"label": p, "value": p} for p in list_runs(root)]
     app.layout = build_layout(options, run_a, run_b, picker, max_upload_mb, kids, cls)
     callbacks_inputs.register(app, ctx)
     callbacks_timeline.register(app, ctx)
     callbacks_pages.register(app, ctx)
-    callbacks_breakdown.register(app, ctx)
     callbacks_whatif.register(app, ctx)
     return app

@@ -1,20 +1,23 @@
-"""Timeline callbacks: choose the window (zoom, reset, heatmap click) and draw it aggregated."""
+"""Timeline callbacks: choose the window (zoom, reset, a step, a heatmap click) and draw it aggregated.
+The window is kept in ns on the run's axis (as the analyses' windows); the axis shows ms since the run's
+first event."""
 from __future__ import annotations
 
 from dash import Input, Output, State
 from dash.exceptions import PreventUpdate
 
-from viewer.dashboard import derive
 from viewer.dashboard.fig_critical import add_critical_path
 from viewer.dashboard.fig_recoveries import add_reset_bands
 from viewer.dashboard.fig_timeline import timeline_figure
+from viewer.findings.rule import step_window
 
 PIXELS = 1400
 MAX_BARS = 8000
 
 
-def window_from_relayout(relayout):
-    """(t0_ns, t1_ns) from a zoom, "reset" for an autorange, None when the x axis did not change."""
+def window_from_relayout(relayout, origin_ns: int = 0):
+    """(t0_ns, t1_ns) from a zoom (the axis in ms since ``origin_ns``), "reset" for an autorange, None when
+    the x axis did not change."""
     if not relayout:
         return None
     if relayout.get("xaxis.autorange"):
@@ -24,16 +27,19 @@ def window_from_relayout(relayout):
         lo, hi = relayout["xaxis.range"]
     if lo is None or hi is None:
         return None
-    return int(float(lo) * 1e6), int(float(hi) * 1e6)
+    return origin_ns + int(float(lo) * 1e6), origin_ns + int(float(hi) * 1e6)
 
 
 def register(app, ctx):
+    def held_of(run_id):
+        held = ctx.registry.get(run_id) if run_id else None
+        if held is None:
+            raise PreventUpdate
+        return held
+
     @app.callback(Output("tl-ranks", "options"), Input("run-a", "value"))
     def rank_options(run_id):
-        view = ctx.registry.get(run_id) if run_id else None
-        if view is None:
-            raise PreventUpdate
-        return [{"label": f"rank {r}", "value": r} for r in view.timeline.ranks]
+        return [{"label": f"rank {r}", "value": r} for r in held_of(run_id).timeline.ranks]
 
     # One small callback per way of choosing the window. They must stay separate: Dash drops an
     # in-flight request of a callback when the same callback fires again, and the graph reports an
@@ -43,9 +49,9 @@ def register(app, ctx):
         return None, None  # the whole run, every rank
 
     @app.callback(Output("tl-window", "data", allow_duplicate=True), Input("tl-graph", "relayoutData"),
-                  prevent_initial_call=True)
-    def zoom(relayout):
-        win = window_from_relayout(relayout)
+                  State("run-a", "value"), prevent_initial_call=True)
+    def zoom(relayout, run_id):
+        win = window_from_relayout(relayout, held_of(run_id).timeline.t_min)
         if win is None:
             raise PreventUpdate
         return None if win == "reset" else list(win)
@@ -58,38 +64,37 @@ def register(app, ctx):
     @app.callback(Output("tl-window", "data", allow_duplicate=True), Input("tl-step", "value"),
                   State("run-a", "value"), prevent_initial_call=True)
     def go_to_step(step, run_id):
-        view = ctx.registry.get(run_id) if run_id else None
-        win = derive.step_window(view.tables, int(step)) if view is not None and step is not None else None
+        win = step_window(held_of(run_id).run, int(step)) if step is not None else None
         if win is None:
             raise PreventUpdate
         return list(win)
 
     @app.callback(Output("tl-window", "data", allow_duplicate=True),
-                  Output("tl-ranks", "value", allow_duplicate=True), Output("tabs", "value"),
+                  Output("tl-ranks", "value", allow_duplicate=True), Output("tabs", "value", allow_duplicate=True),
                   Input("neg-heatmap", "clickData"), State("run-a", "value"), prevent_initial_call=True)
     def open_heatmap_cell(click, run_id):
         if not click or not click.get("points"):
             raise PreventUpdate
-        point = click["points"][0]
-        rank, step = int(point["y"]), int(point["x"])
-        view = ctx.registry.get(run_id) if run_id else None
-        win = derive.step_window(view.tables, step, rank) if view is not None else None
+        held = held_of(run_id)
+        rank, step = int(click["points"][0]["y"]), int(click["points"][0]["x"])
+        win = step_window(held.run, step, [rank])
         # a Horovod timeline holds rank 0's lanes only: then keep every lane rather than show none
-        lanes = [rank] if view is not None and rank in view.timeline.ranks else None
-        return (list(win) if win else None), lanes, "timeline"
+        return (list(win) if win else None), ([rank] if rank in held.timeline.ranks else None), "timeline"
 
     @app.callback(Output("tl-graph", "figure"), Input("tabs", "value"), Input("run-a", "value"),
                   Input("tl-window", "data"), Input("tl-ranks", "value"), Input("tl-critical", "value"))
     def draw(tab, run_id, window, ranks, critical):
-        if tab != "timeline" or not run_id:
+        if tab != "timeline":
             raise PreventUpdate
-        view = ctx.registry.get(run_id)
-        if view is None:
-            raise PreventUpdate
+        held = held_of(run_id)
+        run = held.run
         t0, t1 = window if window else (None, None)
-        win = view.timeline.window(t0, t1, ranks=ranks or None, px=PIXELS, max_bars=MAX_BARS)
-        fig = timeline_figure(win, title=view.label + ":")
-        add_reset_bands(fig, view.recoveries, win.lanes, win.t0_ns, win.t1_ns)
-        if critical:
-            add_critical_path(fig, view.critical_path, win.lanes, win.t0_ns, win.t1_ns)
+        win = held.timeline.window(t0, t1, ranks=ranks or None, px=PIXELS, max_bars=MAX_BARS)
+        fig = timeline_figure(win, title=held.label + ":")
+        if run.why_not("recoveries") is None:
+            add_reset_bands(fig, run.recoveries(), win)
+        if critical and run.why_not("critical_path"):
+            fig.layout.title.text += f" · no critical path: it {run.why_not('critical_path')}"
+        elif critical:
+            add_critical_path(fig, run.critical_path(), win)
         return fig

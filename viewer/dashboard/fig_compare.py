@@ -1,58 +1,43 @@
-"""Compare page figures: two runs side by side."""
+"""Compare page figures: two runs side by side, each from its own analyses; ``runs`` is [(label, rows)] for
+run A and run B, rows None where a run cannot have the analysis."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
-A_COLOUR, B_COLOUR = "#4c78a8", "#f58518"
+COLOURS = ("#4c78a8", "#f58518")
+_LAYOUT = {"height": 320, "template": "plotly_white", "margin": {"l": 60, "r": 20, "t": 40, "b": 40}}
 
 
-def _empty(fig, text):
-    fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+def straggler_compare(runs) -> go.Figure:
+    """Share of negotiations each rank was last in (``stragglers``)."""
+    fig = go.Figure([go.Bar(x=[f"rank {int(r)}" for r in d["rank"]], y=d["pct_last"], name=label, marker_color=c)
+                     for (label, d), c in zip(runs, COLOURS) if d is not None])
+    return fig.update_layout(title={"text": "Stragglers: % of negotiations each rank was last", "font": {"size": 13}},
+                             barmode="group", yaxis={"title": "%"}, **_LAYOUT)
 
 
-def straggler_compare(last_a, last_b, label_a: str, label_b: str) -> go.Figure:
-    """Share of negotiations each rank was last in, run A next to run B."""
+def fusion_compare(runs) -> go.Figure:
+    """Tensors per fused allreduce (``fusion_ops``), as shares so runs of different length compare."""
     fig = go.Figure()
-    for last, label, colour in ((last_a, label_a, A_COLOUR), (last_b, label_b, B_COLOUR)):
-        if last is not None and len(last):
-            fig.add_trace(go.Bar(x=[f"rank {int(r)}" for r in last["rank"]], y=last["share_last"] * 100,
-                                 name=label, marker_color=colour))
-    if not fig.data:
-        _empty(fig, "no readiness data")
-    fig.update_layout(title={"text": "Stragglers: % of negotiations each rank was last", "font": {"size": 13}},
-                      barmode="group", yaxis={"title": "%"}, height=320, template="plotly_white",
-                      margin={"l": 60, "r": 20, "t": 40, "b": 40})
-    return fig
+    for (label, ops), c in zip(runs, COLOURS):
+        if ops is None:
+            continue
+        share = ops["count"].value_counts(normalize=True).sort_index() * 100
+        fig.add_trace(go.Bar(x=share.index, y=share.values, name=label, marker_color=c))
+    return fig.update_layout(title={"text": "Fusion: tensors per fused allreduce", "font": {"size": 13}},
+                             barmode="group", xaxis={"title": "tensors fused"}, yaxis={"title": "% of ops"}, **_LAYOUT)
 
 
-def fusion_compare(fus_a, fus_b, label_a: str, label_b: str) -> go.Figure:
-    """Tensors per fused op, both runs overlaid (as shares so runs of different length compare)."""
+def bandwidth_compare(runs) -> go.Figure:
+    """Median busbw per message size of each run's main op, the one moving the most bytes (``op_bandwidth``)."""
     fig = go.Figure()
-    for fus, label, colour in ((fus_a, label_a, A_COLOUR), (fus_b, label_b, B_COLOUR)):
-        if fus is not None and len(fus):
-            share = fus["count"].value_counts(normalize=True).sort_index() * 100
-            fig.add_trace(go.Bar(x=share.index, y=share.values, name=label, marker_color=colour))
-    if not fig.data:
-        _empty(fig, "no fused ops")
-    fig.update_layout(title={"text": "Fusion: tensors per fused op", "font": {"size": 13}}, barmode="group",
-                      xaxis={"title": "tensors fused"}, yaxis={"title": "% of ops"}, height=320,
-                      template="plotly_white", margin={"l": 60, "r": 20, "t": 40, "b": 40})
-    return fig
-
-
-def bandwidth_compare(comm_a, comm_b, label_a: str, label_b: str) -> go.Figure:
-    """Median busbw per message size of each run's main op (the one moving the most bytes)."""
-    fig = go.Figure()
-    for comm, label, colour in ((comm_a, label_a, A_COLOUR), (comm_b, label_b, B_COLOUR)):
-        if comm is not None and len(comm):
-            op = comm.groupby("op")["bytes"].sum().idxmax()
-            label = f"{label} ({op})"
-            med = comm[comm["op"] == op].groupby("bytes")["busbw"].median()
-            fig.add_trace(go.Scatter(x=med.index, y=med.values, mode="lines+markers", name=label,
-                                     line={"color": colour}))
-    if not fig.data:
-        _empty(fig, "no multi-rank communication")
-    fig.update_layout(title={"text": "Bandwidth: median busbw by message size", "font": {"size": 13}},
-                      xaxis={"title": "bytes", "type": "log"}, yaxis={"title": "GB/s", "rangemode": "tozero"},
-                      height=320, template="plotly_white", margin={"l": 60, "r": 20, "t": 40, "b": 40})
-    return fig
+    for (label, bw), c in zip(runs, COLOURS):
+        if bw is None or not len(bw):
+            continue
+        op = bw.groupby("op")["bytes"].sum().idxmax()
+        med = bw[bw["op"] == op].groupby("bytes")["busbw_gbps"].median()
+        fig.add_trace(go.Scatter(x=med.index, y=med.values, mode="lines+markers", name=f"{label} ({op})",
+                                 line={"color": c}))
+    return fig.update_layout(title={"text": "Bandwidth: median busbw by message size", "font": {"size": 13}},
+                             xaxis={"title": "bytes", "type": "log"}, yaxis={"title": "GB/s", "rangemode": "tozero"},
+                             **_LAYOUT)

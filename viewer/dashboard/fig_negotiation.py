@@ -1,26 +1,26 @@
-"""Negotiation page figures: rank x step lateness heatmap and times-last per rank."""
+"""Negotiation page figures: the rank x step lateness heatmap (``run.lateness()``) and how often each rank
+was last (``run.stragglers()``)."""
 from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
 
+from viewer import units
+
 MAX_STEP_COLUMNS = 600
 
 
 def lateness_heatmap(matrix, hosts: dict | None = None) -> go.Figure:
-    """Heatmap of mean lateness (ms) behind the first ready rank; rows ranks, columns steps.
+    """Heatmap of the mean lateness behind the first ready rank (``matrix`` in ns; drawn in ms); rows ranks,
+    columns steps.
 
     More than MAX_STEP_COLUMNS steps are binned (each column then shows the first step of its bin).
     With ``hosts`` (``{rank: host}``, two or more hosts) each row names its host and a rule separates
     ranks of different hosts.
     """
     fig = go.Figure()
-    if matrix is None or matrix.empty:
-        fig.add_annotation(text="no readiness data in this run", showarrow=False, x=0.5, y=0.5,
-                           xref="paper", yref="paper")
-        return fig.update_layout(template="plotly_white", height=300)
     steps = np.asarray(matrix.columns)
-    z = matrix.to_numpy(dtype=float)
+    z = matrix.to_numpy(dtype=float) / 1e6
     if len(steps) > MAX_STEP_COLUMNS:
         k = -(-len(steps) // MAX_STEP_COLUMNS)
         pad = (-len(steps)) % k
@@ -56,13 +56,14 @@ def times_last_bar(last, hosts: dict | None = None) -> go.Figure:
     when ``hosts`` names two or more)."""
     fig = go.Figure()
     hosts = hosts if hosts and len(set(hosts.values())) > 1 else {}
-    if last is not None and len(last):
-        fig.add_trace(go.Bar(
-            x=[f"rank {int(r)}" + (f" ({hosts.get(int(r), '?')})" if hosts else "") for r in last["rank"]],
-            y=last["share_last"] * 100,
-            marker_color="#e45756", customdata=np.c_[last["times_last"], last["wait_imposed_ms"]],
-            hovertemplate="%{x}: last in %{customdata[0]} negotiations (%{y:.1f} %)<br>"
-                          "imposed %{customdata[1]:.1f} ms of waiting on the others<extra></extra>"))
+    last = last.sort_values("rank")
+    fig.add_trace(go.Bar(
+        x=[f"rank {int(r)}" + (f" ({hosts.get(int(r), '?')})" if hosts else "") for r in last["rank"]],
+        y=last["pct_last"], marker_color="#e45756",
+        customdata=np.c_[last["times_last"], [units.pct(p) for p in last["pct_last"]],
+                         [units.duration(w) for w in last["wait_imposed_ns"]]],
+        hovertemplate="%{x}: last in %{customdata[0]} negotiations (%{customdata[1]})<br>"
+                      "imposed %{customdata[2]} of waiting on the others<extra></extra>"))
     fig.update_layout(title={"text": "How often each rank was the last one ready", "font": {"size": 13}},
                       yaxis={"title": "% of negotiations", "rangemode": "tozero"},
                       height=300, margin={"l": 60, "r": 20, "t": 40, "b": 40}, template="plotly_white")

@@ -1,4 +1,4 @@
-"""Overview figure: step time per step and rank."""
+"""Overview figure: step time per step and rank (``run.step_times()``, whose median is the headline's)."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -6,23 +6,17 @@ import plotly.graph_objects as go
 MAX_POINTS = 20_000  # over all ranks
 
 
-def step_time_figure(spans) -> go.Figure:
+def step_time_figure(st) -> go.Figure:
     """Duration of every step on every rank (ms); a slow rank or a slow phase of the run stands out."""
     fig = go.Figure()
-    n_steps = 0 if spans is None or spans.empty else int(spans["step"].nunique())
-    if spans is None or spans.empty:
-        fig.add_annotation(text="no training steps recorded (Horovod timelines have none)", showarrow=False,
-                           x=0.5, y=0.5, xref="paper", yref="paper")
-    else:
-        per_rank = max(50, MAX_POINTS // spans["rank"].nunique())
-        for rank, d in spans.groupby("rank"):
-            d = d.sort_values("step")
-            if len(d) > per_rank:
-                d = d.iloc[:: -(-len(d) // per_rank)]
-            fig.add_trace(go.Scattergl(x=d["step"], y=(d["end_ns"] - d["start_ns"]) / 1e6, mode="lines+markers",
-                                       name=f"rank {int(rank)}", marker={"size": 4}))
+    per_rank = max(50, MAX_POINTS // st["rank"].nunique())
+    for rank, d in st.groupby("rank"):
+        if len(d) > per_rank:
+            d = d.iloc[:: -(-len(d) // per_rank)]
+        fig.add_trace(go.Scattergl(x=d["step"], y=d["dur_ns"] / 1e6, mode="lines+markers", name=f"rank {int(rank)}",
+                                   marker={"size": 4}))
     fig.update_layout(title={"text": "Step time per rank", "font": {"size": 13}},
-                      xaxis={"title": "step", "tickformat": "d", "dtick": max(1, -(-n_steps // 12))},
+                      xaxis={"title": "step", "tickformat": "d", "dtick": max(1, -(-st["step"].nunique() // 12))},
                       yaxis={"title": "ms", "rangemode": "tozero"}, height=280, template="plotly_white",
                       margin={"l": 60, "r": 20, "t": 40, "b": 40})
     return fig

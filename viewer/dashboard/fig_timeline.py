@@ -7,7 +7,7 @@ from viewer.dashboard.theme import PHASES
 
 
 def timeline_figure(view, title: str = "") -> go.Figure:
-    """Horizontal bars per phase over the window's lanes; x in ms on the run's time axis."""
+    """Horizontal bars per phase over the window's lanes; x in ms since the run's first event."""
     fig = go.Figure()
     for phase, colour in PHASES.items():
         d = view.bars.get(phase)
@@ -24,7 +24,8 @@ def timeline_figure(view, title: str = "") -> go.Figure:
                "font": {"size": 13}},
         barmode="overlay", bargap=0.15, showlegend=True, uirevision="timeline",
         height=max(260, 28 * len(lanes) + 120), margin={"l": 130, "r": 20, "t": 40, "b": 40},
-        xaxis={"title": "time (ms since run start)", "range": [view.t0_ns / 1e6, view.t1_ns / 1e6]},
+        xaxis={"title": "ms since the run's first event",
+               "range": [(view.t0_ns - view.origin_ns) / 1e6, (view.t1_ns - view.origin_ns) / 1e6]},
         yaxis={"categoryorder": "array", "categoryarray": lanes[::-1], "type": "category",
                "fixedrange": True},
         legend={"orientation": "h", "y": -0.15 if len(lanes) > 6 else -0.3},

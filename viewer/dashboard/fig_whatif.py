@@ -8,13 +8,6 @@ from plotly.subplots import make_subplots
 COLOURS = {"compute": "#4c78a8", "wait": "#e45756", "comm": "#54a24b", "phase": "#b279a2"}
 
 
-def empty_figure(text: str) -> go.Figure:
-    fig = go.Figure()
-    fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
-    return fig.update_layout(template="plotly_white", height=160, xaxis={"visible": False},
-                             yaxis={"visible": False})
-
-
 def steps_figure(rows) -> go.Figure:
     fig = go.Figure()
     x = [r["step"] for r in rows]
@@ -34,8 +27,6 @@ def timeline_figure(tl) -> go.Figure:
     per collective on the rank's comm row."""
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
                         subplot_titles=("predicted", "measured"))
-    if tl is None or tl.empty:
-        return fig.update_layout(height=300, template="plotly_white")
     seen = set()
     for col, source in ((1, "predicted"), (2, "measured")):
         d = tl[tl["source"] == source]

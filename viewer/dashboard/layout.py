@@ -1,19 +1,21 @@
 """The page skeletons: a header (run choice, picker, upload, banner) and one tab per page.
 
-Every component lives in the layout from the start, so callbacks never target a missing id; the
-pages fill their graphs only when their tab is open.
+Each page is its controls and a body its callback fills (figures, declared tables, or a written empty
+state) only while its tab is open; the timeline's graph and its controls stay, as their callbacks read them.
 """
 from __future__ import annotations
 
 from dash import dcc, html
 
+from viewer.dashboard.components import GRAPH_CONFIG
+
 PAGES = [("overview", "Overview"), ("timeline", "Timeline"), ("breakdown", "Breakdown"), ("negotiation", "Negotiation"),
          ("fusion", "Fusion"), ("communication", "Communication"), ("compare", "Compare"), ("whatif", "What if")]
-GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
 
 
-def _graph(gid: str, **kw):
-    return dcc.Graph(id=gid, config=GRAPH_CONFIG, **kw)
+def body(page: str, *controls, content=None):
+    """A page: its controls, then the body its callback fills."""
+    return html.Div([*controls, dcc.Loading(html.Div(content, id=f"{page}-body"), type="dot")], className="page")
 
 
 def header(run_options, run_a, run_b, picker_options, max_upload_mb: float, banner_children, banner_class):
@@ -38,10 +40,8 @@ def header(run_options, run_a, run_b, picker_options, max_upload_mb: float, bann
 
 
 def overview_page():
-    hint = html.P("No run loaded yet: pick one under the trace root or upload a trace above.",
-                  className="muted", id="no-run-hint")
-    return html.Div([html.Div(hint, id="overview-body"), html.H3("Recommendations"),
-                     dcc.Loading(html.Div(id="overview-findings"), type="dot")], className="page")
+    return body("overview", content=html.P("No run loaded yet: pick one under the trace root or upload a trace "
+                                           "above.", className="muted", id="no-run-hint"))
 
 
 def timeline_page():
@@ -55,41 +55,14 @@ def timeline_page():
                                 inline=True),
                   html.Span("drag to zoom; double-click to reset", className="muted")], className="controls"),
         dcc.Store(id="tl-window"),
-        dcc.Loading(_graph("tl-graph"), type="circle"),
+        dcc.Loading(dcc.Graph(id="tl-graph", config=GRAPH_CONFIG), type="circle"),
     ], className="page")
 
 
-def breakdown_page():
-    return html.Div([_graph("bd-bars"), html.H3("Why the late ranks are late"), html.Div(id="bd-causes"),
-                     html.H3("Mean per step, per rank (ms; ? = phases unknown: no phase spans on that rank)"),
-                     html.Div(id="bd-table")], className="page")
-
-
-def negotiation_page():
-    return html.Div([_graph("neg-heatmap"), _graph("neg-last"),
-                     html.H3("Per-tensor wait (first to last rank ready)"), html.Div(id="neg-table")],
-                    className="page")
-
-
-def fusion_page():
-    return html.Div([html.Div(id="fus-facts"),
-                     html.Div([_graph("fus-fill"), _graph("fus-count")], className="two-col"),
-                     _graph("fus-memcpy")], className="page")
-
-
 def communication_page():
-    return html.Div([
-        html.Div([html.Label("peak busbw (GB/s, optional)"),
-                  dcc.Input(id="comm-peak", type="number", min=0, debounce=True,
-                            placeholder="best observed")], className="controls"),
-        _graph("comm-busbw"), html.H3("By message size (nccl-tests style)"), html.Div(id="comm-table")],
-        className="page")
-
-
-def compare_page():
-    return html.Div([html.Div(id="cmp-body"),
-                     html.Div([_graph("cmp-stragglers"), _graph("cmp-fusion")], className="two-col"),
-                     _graph("cmp-bandwidth")], className="page")
+    return body("communication", html.Div([html.Label("peak busbw (GB/s, optional)"),
+                                           dcc.Input(id="comm-peak", type="number", min=0, debounce=True,
+                                                     placeholder="best observed")], className="controls"))
 
 
 def _knob(label: str, kid: str, **kw):
@@ -105,25 +78,21 @@ def whatif_page():
         _knob("ranks (extrapolation)", "wi-ranks", min=2, step=1, placeholder="the run's"),
         dcc.Checklist(id="wi-flags", options=[{"label": " no straggler", "value": "no_straggler"}], value=[]),
     ], className="controls")
-    return html.Div([
-        knobs,
-        dcc.Loading(html.Div(id="wi-summary"), type="dot"),
-        _graph("wi-steps"),
-        _graph("wi-timeline"),
-        html.H3("Communication fit"), html.Div(id="wi-fits"),
-    ], className="page")
+    return body("whatif", knobs)
 
 
-_BUILDERS = {"overview": overview_page, "timeline": timeline_page, "breakdown": breakdown_page,
-             "negotiation": negotiation_page, "fusion": fusion_page, "communication": communication_page,
-             "compare": compare_page, "whatif": whatif_page}
+def page(value: str):
+    """The skeleton of page ``value`` (a page without controls: its body alone)."""
+    pages = {"overview": overview_page, "timeline": timeline_page, "communication": communication_page,
+             "whatif": whatif_page}
+    return pages[value]() if value in pages else body(value)
 
 
 def build_layout(run_options, run_a, run_b, picker_options, max_upload_mb, banner_children=(),
                  banner_class="banner hidden"):
     """The whole app layout."""
     tabs = dcc.Tabs(id="tabs", value="overview", children=[
-        dcc.Tab(label=label, value=value, id=f"tab-{value}", children=_BUILDERS[value]())
+        dcc.Tab(label=label, value=value, id=f"tab-{value}", children=page(value))
         for value, label in PAGES])
     return html.Div([header(run_options, run_a, run_b, picker_options, max_upload_mb,
                             list(banner_children), banner_class), tabs])

@@ -36,18 +36,19 @@ def make_app(runs=(), root=None, max_upload_mb: float = 64.0, tables=None, label
 
     ``nsys``: Nsight exports overlaid on the first run (GPU lanes on the timeline). The runs given
     here stay loaded; ``max_runs`` and ``max_memory_mb`` bound those opened or uploaded later."""
+    from viewer import Run
     from viewer.dashboard.app import create_app
     from viewer.dashboard.registry import Registry
 
     registry = Registry(max_runs, int(max_memory_mb * 1e6))
     if tables is not None:
-        registry.add_tables(tables, label, pin=True).warm()
+        registry.add(Run(tables), label, pin=True).warm()
     for i, r in enumerate(runs):
-        view = registry.add_path(r, pin=True)
+        held = registry.add_path(r, pin=True)
         if i == 0 and nsys:
             from viewer.dashboard.nsys_overlay import attach
-            attach(view, nsys)
-        view.warm()
+            attach(held, nsys)
+        held.warm()
     if root is None:
         root = Path(runs[0]).resolve().parent if runs else Path.cwd()
     return create_app(registry, root, max_upload_mb, max_expanded_mb=max_expanded_mb)

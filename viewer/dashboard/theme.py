@@ -1,14 +1,13 @@
-"""Phase classes of the timeline and their colours (one place, so every page agrees)."""
+"""The timeline's span classes and their colours: the step's phases from ``viewer/vocab.py`` (a phase
+added there shows here too), then the runtime's own stages, GPU kernels and elastic resets."""
 from __future__ import annotations
 
-# phase -> colour; the order is the legend order
+from viewer import vocab
+
+# class -> colour; the order is the legend order
 PHASES = {
     "STEP": "#d9d9d9",
-    "DATA_WAIT": "#9467bd",
-    "FORWARD": "#17becf",
-    "BACKWARD": "#1f77b4",
-    "OPTIMIZER_STEP": "#bcbd22",
-    "SYNCHRONIZE": "#e45756",
+    **{p.span: p.colour for p in vocab.PHASES if p.span},
     "tensor": "#bab0ac",
     "NEGOTIATE": "#f58518",
     "QUEUE": "#eeca3b",
@@ -27,29 +26,19 @@ PHASES = {
     "other": "#7f7f7f",
 }
 PHASE_NAMES = list(PHASES)
-# the step breakdown's buckets (viewer.analyses.breakdown.BUCKETS): label and colour, stacking order
-BUCKETS = {
-    "data_wait_ns": ("data wait", PHASES["DATA_WAIT"]),
-    "forward_ns": ("forward", PHASES["FORWARD"]),
-    "backward_ns": ("backward", PHASES["BACKWARD"]),
-    "optimizer_ns": ("optimizer", PHASES["OPTIMIZER_STEP"]),
-    "exposed_comm_ns": ("exposed comm", PHASES["SYNCHRONIZE"]),
-    "other_ns": ("other", "#7f7f7f"),
-}
 
 _EXACT = {
-    "STEP": "STEP", "SYNCHRONIZE": "SYNCHRONIZE", "DATA_WAIT": "DATA_WAIT", "FORWARD": "FORWARD",
-    "BACKWARD": "BACKWARD", "OPTIMIZER_STEP": "OPTIMIZER_STEP", "QUEUE": "QUEUE", "FUSED_RESPONSE": "FUSED_RESPONSE",
+    **{n: n for n in ("STEP", *(p.span for p in vocab.PHASES if p.span), "QUEUE", "FUSED_RESPONSE", "CYCLE")},
     "MEMCPY_IN_FUSION_BUFFER": "MEMCPY_IN", "MEMCPY_OUT_FUSION_BUFFER": "MEMCPY_OUT",
     "MEMCPY_IN_HOST_BUFFER": "MEMCPY_IN", "MEMCPY_OUT_HOST_BUFFER": "MEMCPY_OUT",
-    "RING_REDUCE_SCATTER": "REDUCE_SCATTER", "RING_ALLGATHER": "ALLGATHER", "CYCLE": "CYCLE",
+    "RING_REDUCE_SCATTER": "REDUCE_SCATTER", "RING_ALLGATHER": "ALLGATHER",
     "INTRA_HOST_REDUCE": "INTRA_HOST", "INTRA_HOST_BROADCAST": "INTRA_HOST", "CROSS_HOST_ALLREDUCE": "CROSS_HOST",
     "ELASTIC_RESET": "ELASTIC", "ELASTIC_RESTORE": "ELASTIC", "ELASTIC_COMMIT": "ELASTIC",
 }
 
 
 def phase_of(thread: str, name: str, depth: int) -> str:
-    """The phase class of one span, from its thread, name and nesting depth."""
+    """The class of one span, from its thread, name and nesting depth."""
     thread = thread or ""
     name = name or ""
     if thread.startswith("gpu:"):
@@ -60,6 +49,4 @@ def phase_of(thread: str, name: str, depth: int) -> str:
         return "NEGOTIATE"
     if name.startswith(("RING_", "MPI_", "NCCL_", "GLOO_")):
         return "COMM"
-    if thread == "tensor" and depth == 0:
-        return "tensor"
-    return "other"
+    return "tensor" if thread == "tensor" and depth == 0 else "other"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from viewer import units
 from viewer.dashboard.theme import PHASE_NAMES, phase_of
 
 _THREAD_ORDER = {"framework": 0, "tensor": 1, "negotiation": 2, "fusion": 3, "backend": 4, "cycles": 5}
@@ -34,9 +35,10 @@ class Lane:
 
 @dataclass
 class WindowView:
-    """What one window of the timeline sends: bars per phase (ms on the run's axis) and counts."""
+    """What one window of the timeline sends: bars per phase (ms since the run's first event) and counts."""
     t0_ns: int
     t1_ns: int
+    origin_ns: int                   # the run's first event: 0 ms on the axis
     lanes: list                      # lane labels, top to bottom
     hosts: list = field(default_factory=list)  # each lane's host (None when unknown), parallel to lanes
     bars: dict = field(default_factory=dict)  # phase -> {"y","base","width","opacity","text"}
@@ -65,15 +67,17 @@ def _lane_sort_key(key):
 
 class TimelineIndex:
     """Spans of one run's events table grouped into lanes (rank, thread, depth), ready to window.
-    With ``hosts`` (``{rank: host}``) the lanes are grouped by host, hosts in order of their first rank."""
+    With ``hosts`` (``{rank: host}``) the lanes are grouped by host, hosts in order of their first rank.
+    The whole run is its first event to its last event's end, as the headline's ``duration_ms``."""
 
     def __init__(self, events: pd.DataFrame, hosts: dict | None = None):
         self.events = events
         self.hosts = dict(hosts or {})
+        self.t_min = int(events["t_ns"].min()) if len(events) else 0
+        self.t_max = int((events["t_ns"] + events["dur_ns"]).max()) if len(events) else 0
         spans = events[(events["ph"] == "X") & (events["dur_ns"] > 0)]
         self.lanes: list[Lane] = []
         if spans.empty:
-            self.t_min = self.t_max = 0
             return
         thread = spans["thread"].to_numpy(dtype=object, na_value="")
         name = spans["name"].to_numpy(dtype=object, na_value="")
@@ -95,8 +99,6 @@ class TimelineIndex:
         order = {h: k for k, h in enumerate(dict.fromkeys(self.hosts[r] for r in sorted(self.hosts)))}
         self.lanes.sort(key=lambda ln: (order.get(self.hosts.get(ln.rank), len(order)),
                                         *_lane_sort_key((ln.rank, ln.thread, ln.depth))))
-        self.t_min = int(min(ln.start[0] for ln in self.lanes))
-        self.t_max = int(max(ln.end.max() for ln in self.lanes))
 
     @property
     def ranks(self) -> list[int]:
@@ -119,14 +121,16 @@ class TimelineIndex:
         if (all_vis >= min_exact).sum() > budget:   # keep only the longest spans exact
             min_exact = max(min_exact, float(np.partition(all_vis, len(all_vis) - budget)[len(all_vis) - budget]) + 1)
         while True:
-            view = WindowView(t0, t1, [ln.label for ln in lanes], [self.hosts.get(ln.rank) for ln in lanes],
-                              n_events=n_events)
+            view = WindowView(t0, t1, self.t_min, [ln.label for ln in lanes],
+                              [self.hosts.get(ln.rank) for ln in lanes], n_events=n_events)
             acc = {}
             for ln, (s, e, ph, rows), v in zip(lanes, clipped, vis):
                 exact = v >= min_exact
-                _add_exact(acc, self.events, ln, s[exact], e[exact], ph[exact], rows[exact])
+                _add_exact(acc, self.events, ln, s[exact] - self.t_min, e[exact] - self.t_min, ph[exact],
+                           rows[exact])
                 view.n_exact += int(exact.sum())
-                view.n_merged_bars += _add_merged(acc, ln, s[~exact], e[~exact], ph[~exact], t0, t1, px)
+                view.n_merged_bars += _add_merged(acc, ln, s[~exact], e[~exact], ph[~exact], t0, t1, px,
+                                                  self.t_min)
             if view.n_bars <= max_bars or px <= 16:
                 break
             px //= 2
@@ -161,8 +165,8 @@ def _add_exact(acc, events, ln, s, e, ph, rows):
     nbytes = sub["bytes"].to_numpy(dtype=object)
     for p in np.unique(ph):
         m = ph == p
-        text = [f"{n}<br>{t + '<br>' if t and t != n else ''}{(b - a) / 1e6:.3f} ms"
-                f"{'' if pd.isna(nb) else f' · {int(nb):,} B'}"
+        text = [f"{n}<br>{t + '<br>' if t and t != n else ''}{units.duration(b - a)}"
+                f"{'' if pd.isna(nb) else ' · ' + units.size(nb)}"
                 for n, t, a, b, nb in zip(names[m], tensors[m], s[m], e[m], nbytes[m])]
         _put(acc, int(p), ln.label, s[m] / 1e6, (e[m] - s[m]) / 1e6, np.ones(int(m.sum())), text)
 
@@ -178,7 +182,7 @@ def _coverage(s, e, edges):
     return np.diff(busy)
 
 
-def _add_merged(acc, ln, s, e, ph, t0, t1, px) -> int:
+def _add_merged(acc, ln, s, e, ph, t0, t1, px, origin) -> int:
     if not len(s):
         return 0
     edges = np.linspace(0.0, float(t1 - t0), px + 1)
@@ -204,12 +208,12 @@ def _add_merged(acc, ln, s, e, ph, t0, t1, px) -> int:
     tsum = np.concatenate([[0.0], np.cumsum(total)])
     n_ev = csum[stops] - csum[starts]
     busy = (tsum[stops] - tsum[starts]) / (stops - starts)
-    base = (edges[starts] + t0) / 1e6
+    base = (edges[starts] + t0 - origin) / 1e6
     wid = (edges[stops] - edges[starts]) / 1e6
     dom = dominant[starts]
     for p in np.unique(dom):
         m = dom == p
-        text = [f"{n:,} spans merged<br>{b * 100:.0f}% busy · mostly {PHASE_NAMES[int(p)]}<br>{w:.3f} ms"
-                for n, b, w in zip(n_ev[m], busy[m], wid[m])]
+        text = [f"{units.count(n)} spans merged<br>{units.pct(b * 100)} busy · mostly {PHASE_NAMES[int(p)]}"
+                f"<br>{units.duration(w * 1e6)}" for n, b, w in zip(n_ev[m], busy[m], wid[m])]
         _put(acc, int(p), ln.label, base[m], wid[m], np.clip(0.25 + 0.75 * busy[m], 0.0, 1.0), text)
     return int(len(starts))

@@ -1,0 +1,129 @@
+"""The analysis pages (Breakdown, Negotiation, Fusion, Communication, Compare): each shows the run's analyses
+as figures and their declared tables, and says in words why one the run cannot have is missing."""
+from __future__ import annotations
+
+import pandas as pd
+from dash import html
+
+from viewer import units
+from viewer.analyses.links import hosts_of
+from viewer.dashboard import fig_breakdown, fig_comm, fig_compare, fig_fusion, fig_negotiation
+from viewer.dashboard.components import analysis_table, empty, graph, table, unavailable
+from viewer.registry import Column, Table
+from viewer.summary import run_facts
+
+
+def _tables(run, named) -> list:
+    """The declared tables of the analyses ``named`` ((name, table id, index)) the run has."""
+    return [analysis_table(run, name, tid, i) for name, tid, i in named if run.why_not(name) is None]
+
+
+def breakdown(held) -> list:
+    run = held.run
+    kineto = _tables(run, [("kineto_steps", "bd-kineto-table", 0)])
+    if why := unavailable(run, "breakdown", "The breakdown of each step into phases"):
+        return [why, *kineto]
+    by_rank = run.breakdown()
+    if not by_rank["other_ns"].notna().any():
+        return [empty("The breakdown of each step into phases: no rank has a complete step", "bd-rank-table")]
+    return [graph("bd-bars", fig_breakdown.breakdown_bars(by_rank)), html.H3("Why the late ranks are late"),
+            root_causes(run), *_tables(run, [("breakdown", "bd-rank-table", 0), ("breakdown", "bd-comm-table", 1)]),
+            *kineto]
+
+
+def root_causes(run):
+    """Each late rank's cause (and a phase far off on another rank), in words."""
+    if why := unavailable(run, "root_cause", "Why a rank is late", "bd-rootcause"):
+        return why
+    causes = run.root_cause()
+    if not len(causes):
+        return empty("No rank is late enough to need a cause", "bd-rootcause")
+    return html.Ul([html.Li([html.B(f"rank {int(r.rank)} (late): ") if r.late else None, r.message],
+                            className="finding") for r in causes.itertuples(index=False)], id="bd-rootcause")
+
+
+def negotiation(held) -> list:
+    run = held.run
+    if why := unavailable(run, "negotiations", "Negotiation"):
+        return [why]
+    if not len(run.negotiations()):
+        return [empty("Negotiation: no tensor was negotiated by every rank")]
+    hosts = hosts_of(run.ranks)
+    return [graph("neg-heatmap", fig_negotiation.lateness_heatmap(run.lateness(), hosts)),
+            graph("neg-last", fig_negotiation.times_last_bar(run.stragglers(), hosts)),
+            *_tables(run, [("stragglers", "neg-stragglers-table", 0), ("tensor_waits", "neg-wait-table", 0)])]
+
+
+def allreduces(run):
+    """The fused allreduces of the lowest rank, as ``run.fusion()`` summarizes them (None: the run has none)."""
+    if run.why_not("fusion_ops"):
+        return None
+    ops = run.fusion_ops()
+    ops = ops[ops["op"] == "ALLREDUCE"]
+    return ops[ops["rank"] == ops["rank"].min()] if len(ops) else None
+
+
+def fusion(held) -> list:
+    run = held.run
+    if why := unavailable(run, "fusion", "Fusion"):
+        return [why]
+    ops = allreduces(run)
+    if ops is None:
+        return [empty("Fusion: no allreduce in this run (broadcasts and the like are never fused)")]
+    thr = run.fusion()["threshold"].iloc[0]
+    return [html.Div(analysis_table(run, "fusion", "fus-facts-table"), id="fus-facts"),
+            html.Div([graph("fus-fill", fig_fusion.fill_histogram(ops, thr)) if ops["fill_ratio"].notna().any()
+                      else empty("Fill ratio: no fusion threshold recorded", "fus-fill"),
+                      graph("fus-count", fig_fusion.count_histogram(ops, thr))], className="two-col"),
+            graph("fus-memcpy", fig_fusion.memcpy_share_histogram(ops))]
+
+
+def communication(held, peak=None) -> list:
+    run = held.run
+    more = _tables(run, [("links", "comm-links-table", 0), ("cross_link", "comm-cross-table", 0),
+                         ("kineto_collectives_summary", "comm-kineto-table", 0)])
+    if why := unavailable(run, "op_bandwidth", "Bandwidth and the α-β fit"):
+        return [why, *more]
+    bw, ab = run.op_bandwidth(peak), run.alpha_beta()
+    best = float(bw["busbw_gbps"].max()) if len(bw) else None
+    return [graph("comm-busbw", fig_comm.busbw_figure(bw, ab[ab["credible"]], peak or best, bool(peak))),
+            analysis_table(run, "alpha_beta", "comm-fit-table"),
+            analysis_table(run, "bandwidth", "comm-nccl-table", peak_busbw_gbps=peak), *more]
+
+
+_COMPARED = (("step_ms", "step time", "ms"), ("steps", "steps", "count"), ("ranks", "ranks", "count"),
+             ("duration_ms", "duration", "ms"), ("exposed_comm_pct", "exposed communication", "pct"),
+             ("late_rank", "late rank", "count"), ("busbw_gbps", "busbw", "gbps"), ("alpha_us", "α (allreduce)", "us"),
+             ("beta_gbps", "β (allreduce)", "gbps"), ("memcpy_pct", "memcpy share", "pct"))
+_SETTINGS = (("backend", "backend", "text"), ("fusion_threshold", "fusion threshold", "bytes"),
+             ("cycle_time_ms", "cycle time", "ms"))
+
+
+def _change(a, b) -> str:
+    if a in (None, 0) or b is None or isinstance(a, str):
+        return "changed" if a != b else ""
+    p = 100.0 * (b - a) / abs(a)
+    return ("+" if p > 0 else "") + units.pct(p)
+
+
+def compare(a, b) -> list:
+    """Run A's and run B's headlines and settings side by side, and their stragglers, fusion and bandwidth."""
+    ha, hb = a.run.headline(), b.run.headline()
+    fa, fb = run_facts(a.run), run_facts(b.run)
+    rows = [(label, units.fmt(ha[k], unit), units.fmt(hb[k], unit), _change(ha[k], hb[k]))
+            for k, label, unit in _COMPARED if ha[k] is not None or hb[k] is not None]
+    rows += [(label, units.fmt(fa[k], unit), units.fmt(fb[k], unit), "changed" if fa[k] != fb[k] else "")
+             for k, label, unit in _SETTINGS]
+    spec = Table(f"{a.label} vs {b.label}", (Column("what", "what"), Column("a", f"A: {a.label}"),
+                                             Column("b", f"B: {b.label}"), Column("change", "change")))
+    out = [table(spec, pd.DataFrame(rows, columns=["what", "a", "b", "change"]), "cmp-table")]
+    for name, gid, title, fig in (("stragglers", "cmp-stragglers", "Stragglers", fig_compare.straggler_compare),
+                                  ("fusion_ops", "cmp-fusion", "Fusion", fig_compare.fusion_compare),
+                                  ("op_bandwidth", "cmp-bandwidth", "Bandwidth", fig_compare.bandwidth_compare)):
+        both = [(h.label, allreduces(h.run) if name == "fusion_ops" else h.run.get(name)
+                 if h.run.why_not(name) is None else None) for h in (a, b)]
+        if all(d is None or not len(d) for _, d in both):
+            out.append(empty(f"{title}: neither run has any; run A {a.run.why_not(name) or 'has none'}", gid))
+        else:
+            out.append(graph(gid, fig(both)))
+    return out
