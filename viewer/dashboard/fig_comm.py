@@ -22,8 +22,8 @@ def busbw_figure(bw, fits, peak_gbps=None, peak_given: bool = False) -> go.Figur
         pts = d.sample(MAX_POINTS, random_state=0) if len(d) > MAX_POINTS else d
         fig.add_trace(go.Scattergl(
             x=pts["bytes"], y=pts["busbw_gbps"], mode="markers", name=f"{name} ops",
-            marker={"color": colour, "size": 5, "opacity": 0.35},
-            hovertemplate="%{x:,} B · %{y:.3f} GB/s<extra>" + name + "</extra>"))
+            marker={"color": colour, "size": 5, "opacity": 0.35}, hoverinfo="text",
+            text=[f"{name}: {units.size(b)} · {units.rate(r)}" for b, r in zip(pts["bytes"], pts["busbw_gbps"])]))
         med = d.groupby("bytes")["busbw_gbps"].median()
         fig.add_trace(go.Scatter(x=med.index, y=med.values, mode="lines+markers", name=f"{name} median",
                                  line={"color": colour}))

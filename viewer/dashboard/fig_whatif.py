@@ -5,6 +5,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from viewer import units
+
 COLOURS = {"compute": "#4c78a8", "wait": "#e45756", "comm": "#54a24b", "phase": "#b279a2"}
 
 
@@ -36,8 +38,9 @@ def timeline_figure(tl) -> go.Figure:
                     for r, lane in zip(g["rank"], g["lane"])]
             fig.add_trace(go.Bar(x=(g["end_ms"] - g["start_ms"]).tolist(), base=g["start_ms"].tolist(), y=ylab,
                                  orientation="h", name=kind, legendgroup=kind, showlegend=kind not in seen,
-                                 marker={"color": colour}, text=g["name"].tolist(), textposition="none",
-                                 hovertemplate="%{text}: %{base:.2f} ms + %{x:.2f} ms<extra></extra>"),
+                                 marker={"color": colour}, textposition="none", hoverinfo="text",
+                                 text=[f"{n}: {units.fmt(a, 'ms')} + {units.fmt(b - a, 'ms')}"
+                                       for n, a, b in zip(g["name"], g["start_ms"], g["end_ms"])]),
                           row=1, col=col)
             seen.add(kind)
     fig.update_layout(title={"text": "One step, predicted beside measured (ms since the step began)",
