@@ -57,14 +57,15 @@ def free_port() -> int:
 
 
 class Server:
-    """A dashboard process on 127.0.0.1 (``argv`` after the interpreter), stopped by ``stop()``."""
+    """A dashboard process on 127.0.0.1 (``argv`` after the interpreter), up within ``timeout`` s, stopped by
+    ``stop()``."""
 
-    def __init__(self, argv: list, port: int, log: Path):
+    def __init__(self, argv: list, port: int, log: Path, timeout: float = 120):
         self.port, self.url, self.log = port, f"http://127.0.0.1:{port}/", log
         self._log = open(log, "w")
         self.proc = subprocess.Popen([sys.executable, *argv], cwd=REPO, stdout=self._log,
                                      stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"dashboard exited early:\n{log.read_text()[-2000:]}")
