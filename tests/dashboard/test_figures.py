@@ -117,3 +117,16 @@ def test_kineto_run_shows_its_gpu_time_and_says_why_the_rest_is_missing(straggle
     bd = _text(pages.breakdown(held))   # no runtime phases: said in words, and the per-step table instead
     assert "needs a Horovod-style runtime" in bd and '"bd-kineto-table"' in bd
     assert "needs a Horovod-style runtime" in _text(pages.fusion(held))
+
+
+def test_a_phase_of_the_phase_table_shows_on_the_breakdown_and_the_timeline(tmp_path):
+    """CHECKPOINT, one row of viewer/vocab.py's phase table: its bar segment and its timeline colour."""
+    from tests.viewer.phase_runs import write_run
+    from viewer.dashboard import fig_breakdown
+    from viewer.dashboard.theme import PHASES
+
+    held = Registry().add_path(write_run(tmp_path / "ckpt", steps=4, checkpoint_ms={1: 30}, seed=3))
+    bars = {t.name: dict(zip(t.x, t.y)) for t in fig_breakdown.breakdown_bars(held.run.breakdown()).data}
+    assert bars["checkpoint"]["rank 1"] > 25 and bars["checkpoint"]["rank 0"] == 0
+    trace = next(t for t in timeline_figure(held.timeline.window(ranks=[1])).data if t.name == "CHECKPOINT")
+    assert trace.marker.color == PHASES["CHECKPOINT"] and len(trace.base) >= 3
