@@ -38,7 +38,8 @@ def _detail(run, h: dict, key: str) -> str:
         return "median over steps of the mean over ranks" if have else f"needs {NEEDS['steps']}"
     if key == "exposed_comm_pct":
         what = "NCCL kernels not overlapped by compute" if "runtime" not in run.has else "blocked in synchronize"
-        return f"{what}, share of the step" if have else f"needs {NEEDS['steps']}"
+        return f"{what}, share of the step" if have else f"needs {NEEDS['steps']}" if not h["steps"] else (
+            run.why_not("breakdown_steps") or "no step's communication measured")
     if key == "late_rank":
         if have:
             return f"on host {h['late_host']}" if h["late_host"] else "last to submit far more often than chance"
