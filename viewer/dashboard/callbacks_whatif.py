@@ -45,7 +45,8 @@ def summary(run, res):
         card("measured step", units.fmt(step, "ms"), "the run's step time (median over steps)" if step is not None
              else f"needs {NEEDS['steps']}", "wi-measured"),
         card("replayed", units.fmt(res["baseline_step_ms"], "ms"),
-             f"the run's settings, median over replayed steps; worst step off {units.pct(res['baseline_error_pct'])}", "wi-baseline"),
+             f"the run's settings, median over replayed steps; worst step off "
+             f"{units.pct(res['baseline_error_pct'])}", "wi-baseline"),
         card("predicted step", units.fmt(res["predicted_step_ms"], "ms"),
              f"{'+' if change > 0 else ''}{units.pct(change)} vs replayed"
              + (" (extrapolated: ring cost model)" if res["extrapolated"] else ""), "wi-predicted"),
