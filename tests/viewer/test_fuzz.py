@@ -362,7 +362,7 @@ def _sane(tables) -> None:
 
 def _load(path, kind):
     """The dashboard's loader on one input: "loaded" (its tables sane) or "error" (one line naming it)."""
-    from viewer.dashboard.registry import LoadError, load_run, tables_of
+    from viewer.dashboard.registry import LoadError, load_run
 
     try:
         run, notes = load_run(path)
@@ -370,7 +370,7 @@ def _load(path, kind):
         assert str(path) in str(exc) and "\n" not in str(exc), kind
         return "error"
     assert len(run.events) > 0 and all("\n" not in x for x in notes)
-    _sane(tables_of(run))
+    _sane(run.tables)
     return "loaded"
 
 
