@@ -1,5 +1,4 @@
-"""Where each rank's step went: the framework's phases and exposed communication (adding up to the
-step), and the communication's own stages (negotiation, queue, memcpy, transfer)."""
+"""Where each rank's step went: its phases, exposed communication and the communication's stages."""
 from __future__ import annotations
 
 import numpy as np
@@ -29,19 +28,9 @@ def _step_of(times, step_spans):
 
 
 def step_breakdown(tables):
-    """Per rank and step, time in each phase; exposed (framework blocked) vs overlapped communication.
-
-    Args:
-        tables: :class:`viewer.schema.RunTables`.
-    Returns:
-        DataFrame with ``COLUMNS``, one row per (rank, step) that has tensor ops or a STEP span: the
-        buckets of :func:`phase_buckets` (NA without a STEP span), ``step_ns`` (STEP span, else first
-        submit → last done),
-        ``framework_wait_ns`` (union of SYNCHRONIZE spans), ``negotiation_ns`` / ``queue_ns`` /
-        ``in_flight_ns`` (unions of submit→negotiated, negotiated→start, submit→done over the step's
-        tensors), ``memcpy_ns`` and ``comm_ns`` (sums over fused ops), ``exposed_ns`` (in flight while the
-        framework waited), ``overlapped_ns`` (in flight while it computed), ``exposed_pct`` (of step).
-    """
+    """``COLUMNS`` per (rank, step) with tensor ops or a STEP span. ``step_ns``: the STEP span, else first
+    submit -> last done; the stages are unions over the step's tensors; ``exposed_ns``: in flight while the
+    framework waited in SYNCHRONIZE."""
     ev = tables.events
     fw = (ev["thread"] == "framework") & (ev["ph"] == "X") & ev["name"].isin([V.STEP, V.SYNCHRONIZE])
     fw = ev.loc[fw.to_numpy(dtype=bool, na_value=False), ["rank", "name", "t_ns", "dur_ns", "step"]]
@@ -111,8 +100,7 @@ def step_breakdown(tables):
 
 
 def _with_buckets(comm, buckets):
-    """The communication columns joined with the step buckets (a step with a STEP span and no op
-    gets zeros for the communication's stages)."""
+    """The communication columns joined with the step buckets (zeros for a step without ops)."""
     comm = comm.astype({"rank": "int64", "step": "int64"})
     out = comm.merge(buckets.drop(columns="step_ns").astype({"rank": "int64", "step": "int64"}),
                      on=["rank", "step"], how="outer", sort=True)
@@ -132,20 +120,8 @@ def _with_buckets(comm, buckets):
 
 
 def phase_buckets(tables):
-    """Per rank and STEP span: where each instant of the step went, by precedence.
-
-    An instant inside a SYNCHRONIZE span is ``exposed_comm``; else inside DATA_WAIT ``data_wait``;
-    else inside OPTIMIZER_STEP ``optimizer``; else BACKWARD, else FORWARD; else ``other`` (nothing
-    covered it). So the buckets add up to ``step_ns`` exactly. The step of an instant is the STEP
-    span holding it (STEP spans tile a rank's timeline; an overlap is cut at the next one's start).
-
-    Args:
-        tables: :class:`viewer.schema.RunTables`.
-    Returns:
-        DataFrame ``rank, step, step_ns, <BUCKETS>, phases_known``: ``phases_known`` is False on a rank
-        that recorded no phase span, whose four phase buckets are then NA (its compute is in
-        ``other_ns``), never guessed.
-    """
+    """Per rank and STEP span, each instant in the first covering phase by precedence, else ``other``, so
+    the buckets add up to ``step_ns``. A rank without phase spans gets NA phase buckets, never guesses."""
     ev = tables.events
     names = [n for n, _ in _LAYERS] + [V.STEP]
     sel = ((ev["ph"] == "X") & ev["name"].isin(names)).to_numpy(dtype=bool, na_value=False)
@@ -197,8 +173,7 @@ def phase_buckets(tables):
 
 
 def _keys(rank, step):
-    """The sorted distinct (rank, step) pairs (a structured array with a combined sort key ``k``) and
-    each row's index into them."""
+    """The sorted distinct (rank, step) pairs (with a combined sort key ``k``) and each row's index."""
     rank, step = np.asarray(rank, dtype="int64"), np.asarray(step, dtype="int64")
     lo, hi = int(step.min()), int(step.max())
     span = hi - lo + 2
@@ -222,14 +197,8 @@ def _combine(keys, rank, step):
 
 
 def breakdown_by_rank(bd):
-    """Mean per step of every phase, one row per rank: over the rank's steps with a STEP span when
-    it has any (so the buckets add up to ``step_ns``), else over its numbered steps, else all rows.
-
-    Args:
-        bd: output of :func:`step_breakdown`.
-    Returns:
-        DataFrame with the same columns (``step`` = number of steps averaged).
-    """
+    """Per rank, the mean of :func:`step_breakdown` over its STEP-span steps, else its numbered steps, else
+    all rows (``step``: the number of steps averaged)."""
     if not len(bd):
         return pd.DataFrame(columns=COLUMNS)
     if (bd["step"] >= 0).any():   # the steps; not the setup before the first (step -1)

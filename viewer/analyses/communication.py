@@ -8,8 +8,7 @@ _GATHERED = ("ALLGATHER", "REDUCESCATTER", "ALLTOALL")
 
 
 def bus_factor(op: str, n: int) -> float:
-    """nccl-tests' busbw/algbw factor: allreduce 2(n−1)/n; allgather, reducescatter, alltoall (n−1)/n;
-    broadcast and reduce 1."""
+    """nccl-tests' busbw/algbw factor: allreduce 2(n−1)/n, gathered ops (n−1)/n, others 1."""
     op = (op or "").upper()
     if n <= 1:
         return 1.0 if op not in ("ALLREDUCE",) + _GATHERED else 0.0
@@ -21,18 +20,8 @@ def bus_factor(op: str, n: int) -> float:
 
 
 def op_bandwidth(fused_ops, size: int, peak_busbw_gbps: float | None = None):
-    """Per executed op and rank: bytes, time, algbw and busbw (GB/s, 1e9), efficiency.
-
-    Args:
-        fused_ops: the ``fused_ops`` table.
-        size: ranks in the run (used when an op did not record its participant count).
-        peak_busbw_gbps: the link's peak bus bandwidth; default: the best busbw observed per backend.
-    Returns:
-        DataFrame ``rank, response, step, op, backend, activity, dtype, count, bytes, n, time_ns,
-        algbw_gbps, busbw_gbps, factor, efficiency``. ``bytes`` is S of nccl-tests: allreduce and broadcast
-        count the buffer once; allgather, reducescatter and alltoall the whole gathered buffer (recorded
-        bytes × n). ``time_ns`` is the backend activity (the op's span when none was recorded).
-    """
+    """Per executed op and rank: bytes (nccl-tests' S: a gathered op's whole buffer), time, algbw and busbw
+    (GB/s, 1e9), efficiency against ``peak_busbw_gbps`` (default: the best busbw per backend)."""
     df = fused_ops[["rank", "response", "step", "op", "backend", "activity", "dtype", "count", "bytes"]].copy()
     n = fused_ops["size"].where(fused_ops["size"] > 0, size).astype("int64")
     df["n"] = n
@@ -53,14 +42,7 @@ def op_bandwidth(fused_ops, size: int, peak_busbw_gbps: float | None = None):
 
 
 def bandwidth_by_size(op_bw):
-    """nccl-tests-style table: one row per power-of-two message size bucket and op.
-
-    Args:
-        op_bw: output of :func:`op_bandwidth`.
-    Returns:
-        DataFrame ``size_bytes`` (bucket floor), ``op, ops, time_us`` (median), ``algbw_gbps``,
-        ``busbw_gbps`` (medians), ``busbw_max_gbps, efficiency`` (median).
-    """
+    """nccl-tests-style medians of :func:`op_bandwidth`, per power-of-two size bucket and op."""
     cols = ["size_bytes", "op", "ops", "time_us", "algbw_gbps", "busbw_gbps", "busbw_max_gbps", "efficiency"]
     d = op_bw[op_bw["bytes"] > 0]
     if not len(d):
@@ -75,20 +57,11 @@ def bandwidth_by_size(op_bw):
 
 
 def alpha_beta_fit(op_bw):
-    """Least-squares fit of time = α + bytes / β per backend and op, on the fastest op of each
-    power-of-two size bucket (the lower envelope: what the link does when no peer is late).
-
-    Args:
-        op_bw: output of :func:`op_bandwidth`.
-    Returns:
-        DataFrame ``backend, op, ops, sizes, alpha_us, beta_gbps, half_bw_bytes`` (``sizes``: the size buckets
-        fitted; n½ = α·β, the size where latency and bandwidth cost the same), ``r2``. NaN when sizes do not
-        vary enough to fit.
-    """
+    """Least-squares time = α + bytes / β per backend and op, on the fastest op of each power-of-two size
+    bucket (slower ones waited for late peers); n½ = α·β. NaN when sizes do not vary enough."""
     cols = ["backend", "op", "ops", "sizes", "alpha_us", "beta_gbps", "half_bw_bytes", "r2"]
     rows = []
     for (backend, op), d in op_bw.groupby([op_bw["backend"].fillna("?"), op_bw["op"].fillna("?")]):
-        # fit the fastest op per size bucket: slower ones include waiting for late peers, not the wire
         d = d[d["bytes"] > 0]
         bucket = np.floor(np.log2(d["bytes"].astype("float64").clip(lower=1)))
         best = d.loc[d.groupby(bucket)["time_ns"].idxmin()] if len(d) else d
@@ -109,8 +82,6 @@ def alpha_beta_fit(op_bw):
 
 
 def credible(ab):
-    """The fits of :func:`alpha_beta_fit` that mean something: five ops or more over three sizes or more,
-    r² >= 0.8, a latency of 1 µs or more and an n½ of 1 KiB or more (a line through two points, or one
-    whose α is noise, names no size under which messages are latency-bound)."""
+    """The fits that mean something: >= 5 ops over >= 3 sizes, r² >= 0.8, α >= 1 µs and n½ >= 1 KiB."""
     return ab[(ab["ops"] >= 5) & (ab["sizes"] >= 3) & (ab["r2"] >= 0.8) & (ab["alpha_us"] >= 1)
               & (ab["half_bw_bytes"] >= 1024)]

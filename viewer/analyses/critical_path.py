@@ -1,13 +1,5 @@
-"""The critical path of each step: the chain of phases and collectives, across ranks, that set its length.
-
-Walking back from the step's end: the SYNCHRONIZE that ended last (on rank ``e``), the fused
-collective it waited for (the last one to end on ``e`` before that), the negotiation of that
-collective closed by the rank that submitted last (``r``), and ``r``'s phases before that
-submission (DATA_WAIT, FORWARD, the part of BACKWARD up to it). The one furthest over the other
-ranks' median of that phase in that step is marked ``slowest`` (what made ``r`` late; with no
-breakdown given, the longest). Without phases on ``r``, its time before the submission is one
-``pre-submit`` row.
-"""
+"""The critical path of each step, walked back from its end: the last SYNCHRONIZE, the collective it
+waited for, that collective's negotiation and the late rank's phases before its submission."""
 from __future__ import annotations
 
 import numpy as np
@@ -21,17 +13,8 @@ _TOLERANCE_NS = 1_000   # a SYNCHRONIZE ends a little after the collective it wa
 
 
 def critical_path(tables, bd=None):
-    """Per step, the critical path as rows in time order.
-
-    Args:
-        tables: :class:`viewer.schema.RunTables`; bd: its :func:`viewer.analyses.breakdown.step_breakdown`
-            (to mark the phase furthest over the other ranks').
-    Returns:
-        DataFrame ``COLUMNS``: ``kind`` is ``phase`` / ``pre-submit`` / ``negotiation`` / ``collective`` /
-        ``synchronize``; ``thread`` and ``depth`` locate the span on the timeline; ``slowest`` marks the
-        pre-submit phase furthest over the others' (see above). Steps without a SYNCHRONIZE and a fused op
-        of their own are left out.
-    """
+    """Per step, the critical path as ``COLUMNS`` rows in time order; ``slowest`` marks the phase furthest
+    over the other ranks' median in ``bd`` (the longest without it)."""
     ev, fo, ops = tables.events, tables.fused_ops, tables.tensor_ops
     empty = pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS})
     sel = ((ev["ph"] == "X") & (ev["name"] == V.SYNCHRONIZE) & (ev["step"] >= 0)).to_numpy(dtype=bool, na_value=False)
@@ -74,8 +57,7 @@ def critical_path(tables, bd=None):
 
 
 def _pre_submit(ev, chain):
-    """The late rank's phases of the step that started before its submission, clipped to it; a rank
-    without phases gets its STEP span's start to the submission as one ``pre-submit`` row."""
+    """The late rank's phases before its submission, clipped to it (else its STEP span as ``pre-submit``)."""
     sel = ((ev["ph"] == "X") & ((ev["cat"] == V.CAT_PHASE) | (ev["name"] == V.STEP))).to_numpy(dtype=bool,
                                                                                                na_value=False)
     x = ev.loc[sel, ["rank", "step", "name", "cat", "t_ns", "dur_ns", "thread", "depth"]]
@@ -97,8 +79,7 @@ _BUCKET_OF = {p.span: p.bucket for p in VOCAB.FRAMEWORK}
 
 
 def _others_median(bd, pre):
-    """Per pre-submit phase row: the median over the other ranks of that phase's bucket in that step
-    (0 without a breakdown, so the longest phase wins)."""
+    """Per phase row: the other ranks' median of that bucket in that step (0 without a breakdown)."""
     if bd is None or not len(pre) or not len(bd):
         return np.zeros(len(pre))
     b = bd[bd["phases_known"]].melt(id_vars=["rank", "step"], value_vars=list(_BUCKET_OF.values()),

@@ -10,16 +10,7 @@ FULL_FILL = 0.9  # an op this close to the threshold was cut by it
 
 
 def fused_op_fill(fused_ops, threshold: int | None = None):
-    """Per fused op: tensors, bytes and fill ratio against the fusion threshold; memcpy share.
-
-    Args:
-        fused_ops: the ``fused_ops`` table.
-        threshold: fusion threshold in bytes for ops that did not record one.
-    Returns:
-        ``fused_ops`` columns ``rank, response, step, op, backend, count, bytes, threshold`` plus
-        ``duration_ns`` (end − start), ``fill_ratio`` (bytes / threshold, NaN without a threshold),
-        ``full`` (fill ≥ 0.9), ``memcpy_ns`` (in + out) and ``memcpy_share`` (of the op's duration).
-    """
+    """Per fused op: fill ratio against the threshold (``threshold`` for ops that recorded none), memcpy share."""
     cols = ["rank", "response", "step", "op", "backend", "count", "bytes", "threshold", "start_ns",
             "memcpy_in_ns", "memcpy_out_ns", "comm_ns"]
     df = fused_ops[cols].copy()
@@ -37,14 +28,7 @@ def fused_op_fill(fused_ops, threshold: int | None = None):
 
 
 def fusion_summary(fill):
-    """One-row overview of :func:`fused_op_fill` (ops of the lowest rank, so each collective counts once).
-
-    Args:
-        fill: output of :func:`fused_op_fill`.
-    Returns:
-        DataFrame ``ops, tensors, mean_tensors_per_op, single_tensor_pct, median_bytes, median_fill,
-        full_pct, memcpy_share, threshold``.
-    """
+    """One-row overview of :func:`fused_op_fill` (the lowest rank's ops: each collective counts once)."""
     cols = ["ops", "tensors", "mean_tensors_per_op", "single_tensor_pct", "median_bytes", "median_fill",
             "full_pct", "memcpy_share", "threshold"]
     if fill is None or not len(fill):
@@ -63,13 +47,7 @@ def fusion_summary(fill):
 
 
 def tensor_size_histogram(tensor_ops):
-    """Distribution of tensor sizes in power-of-two buckets (one rank, so each tensor op counts once).
-
-    Args:
-        tensor_ops: the ``tensor_ops`` table.
-    Returns:
-        DataFrame ``bucket_lo, bucket_hi, tensor_ops, bytes, pct_ops, pct_bytes`` (bytes ∈ [lo, hi)).
-    """
+    """Tensor sizes in power-of-two buckets [lo, hi) (one rank, so each tensor op counts once)."""
     cols = ["bucket_lo", "bucket_hi", "tensor_ops", "bytes", "pct_ops", "pct_bytes"]
     ops = tensor_ops.dropna(subset=["bytes"])
     if not len(ops):
@@ -87,14 +65,7 @@ def tensor_size_histogram(tensor_ops):
 
 
 def cycle_utilisation(cycles, fused_ops):
-    """Per rank: engine cycles, how many executed at least one response, and busy time share.
-
-    Args:
-        cycles: the ``cycles`` table; fused_ops: the ``fused_ops`` table.
-    Returns:
-        DataFrame ``rank, cycles, busy_cycles, busy_pct, mean_cycle_ns, responses_per_busy_cycle,
-        busy_time_pct`` (share of cycle time spent inside fused ops). Empty without cycle marks.
-    """
+    """Per rank: engine cycles, those that ran a response, and the share of cycle time inside fused ops."""
     cols = ["rank", "cycles", "busy_cycles", "busy_pct", "mean_cycle_ns", "responses_per_busy_cycle",
             "busy_time_pct"]
     rows = []

@@ -1,5 +1,4 @@
-"""Hangs: tensors some ranks submitted and others never submitted or never completed; and which rank's
-trace stopped first when a rank died."""
+"""Hangs: tensors some ranks never submitted or never completed, and whose trace stopped first."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,20 +6,12 @@ import pandas as pd
 
 COLUMNS = ["tensor", "step", "occurrence", "kind", "submitted_ranks", "missing_ranks", "unfinished_ranks",
            "first_submit_ns", "waited_ns", "failed"]
-# A trace cut by a kill loses what its writer had not flushed yet (at most one flush period, 0.5 s by
-# default). Traces that stop within this of each other were cut together; a rank whose trace stops this
-# much before all the others stopped first.
+# a kill loses at most one flush period (0.5 s): traces stopping within this were cut together
 STOP_GAP_NS = 1_000_000_000
 
 
 def rank_ends(tables):
-    """Per loaded rank: where its trace stops and whether it was closed cleanly (in an elastic run, the
-    last generation's ranks: earlier worlds ended by a failure the recoveries report).
-
-    Returns DataFrame ``rank, last_ns, closed`` ordered by ``last_ns``. ``last_ns`` is the end of the
-    rank's last event (the ranks table's ``last_ts_ns`` where the loader gives it); ``closed`` comes
-    from the ranks table's ``closed``, else from ``not truncated``.
-    """
+    """``rank, last_ns, closed`` per loaded rank (an elastic run's last generation), by ``last_ns``."""
     ranks = tables.ranks
     if "generation" in ranks and ranks["generation"].notna().any():   # elastic: the last world (docs/ELASTIC.md)
         ranks = ranks[ranks["generation"] == ranks["generation"].max()]
@@ -39,11 +30,8 @@ def rank_ends(tables):
 
 
 def stopped_first(ends, gap_ns: int = STOP_GAP_NS):
-    """The rank whose trace stopped first because the process died, or None.
-
-    It is the rank whose last event is the earliest, whose trace was not closed, and which stopped at
-    least ``gap_ns`` before every other rank (or before ranks that all closed cleanly). Returns a dict
-    ``rank, last_ns, lead_ns`` (how long before the next rank's trace it stopped)."""
+    """``{rank, last_ns, lead_ns}`` of an unclosed trace that stopped ``gap_ns`` before every other (or
+    before ranks that all closed), or None."""
     if len(ends) < 2:
         return None
     first, rest = ends.iloc[0], ends.iloc[1:]
@@ -54,8 +42,7 @@ def stopped_first(ends, gap_ns: int = STOP_GAP_NS):
 
 
 def cut_together(ends, gap_ns: int = STOP_GAP_NS):
-    """``(first_ns, last_ns)`` when every trace was cut (none closed) within ``gap_ns`` of the others:
-    the whole job was killed at once, as mpiexec does to every rank when one dies; else None."""
+    """``(first_ns, last_ns)`` when every trace was cut within ``gap_ns``: the job was killed at once."""
     if len(ends) < 2 or ends["closed"].any():
         return None
     lo, hi = int(ends["last_ns"].min()), int(ends["last_ns"].max())
@@ -63,21 +50,9 @@ def cut_together(ends, gap_ns: int = STOP_GAP_NS):
 
 
 def incomplete_tensors(tables, size: int | None = None):
-    """Tensor operations that never completed everywhere (works on truncated traces).
-
-    Args:
-        tables: :class:`viewer.schema.RunTables`.
-        size: ranks in the run (default: metadata).
-    Returns:
-        DataFrame with ``COLUMNS``, one row per (tensor, step/occurrence). ``kind`` is "missing" when some
-        ranks never submitted it (``missing_ranks``: from each rank's own trace where loaded, else from the
-        coordinator's readiness ticks) or "unfinished" when all submitted but some never got the result
-        (``unfinished_ranks``). A rank whose trace was cut (not closed) is counted missing only where
-        its record shows it went past the tensor (see :func:`_went_past`): the rest of what it did was
-        never written. ``failed``: some rank's op ended with an
-        error (a stall shutdown); ``waited_ns`` then runs from the first submit to the latest such end
-        (the ops' ``end_ns``), else to the trace end.
-    """
+    """``COLUMNS`` per (tensor, step/occurrence) that some rank never submitted ("missing") or never got
+    the result of ("unfinished"). A cut trace is missing a tensor only if it went past it (:func:`_went_past`);
+    ``waited_ns`` runs to the failing op's end when one failed, else to the trace end."""
     size = int(size or tables.meta.get("size") or 0)
     ops = tables.tensor_ops
     rd = tables.readiness
@@ -126,12 +101,8 @@ def incomplete_tensors(tables, size: int | None = None):
 
 
 def _went_past(keyed, cut: set):
-    """``f(rank, tensor, key, group)``: whether ``rank`` may be counted missing that tensor.
-
-    A rank whose trace was cut may only have lost its submit with the unwritten tail. It went past the
-    tensor when, after the tensor's first submit, its record holds an op that the first submitter did
-    not submit before it (a skipped collective: it moved on). A rank that merely lags behind holds only
-    ops the others had already submitted."""
+    """``f(rank, tensor, key, group)``: whether ``rank`` may be counted missing that tensor. A cut trace
+    went past it when it later holds an op the first submitter had not submitted before it."""
     if not cut:
         return lambda *_: True
 
@@ -158,15 +129,8 @@ def _went_past(keyed, cut: set):
 
 
 def hangs_by_rank(hang_df):
-    """Per missing rank: how many tensors it never submitted and which (the stall inspector's view).
-
-    Args:
-        hang_df: output of :func:`incomplete_tensors`.
-    Returns:
-        DataFrame ``rank, tensors, first_step, first_submit_ns, waiting_ranks, names`` (names: up to 10,
-        earliest first), ordered by ``first_submit_ns``: the first row is the root cause (ranks missing
-        later tensors are usually the ones left waiting while the culprit ran ahead).
-    """
+    """Per missing rank: the tensors it never submitted (up to 10 names), earliest first: the first row is
+    the root cause (later ones were usually left waiting while the culprit ran ahead)."""
     rows = {}
     missing = hang_df[hang_df["kind"] == "missing"].sort_values("first_submit_ns")
     for r in missing.itertuples(index=False):

@@ -44,9 +44,7 @@ def intersection_length(a, b) -> int:
 
 
 def covered_before(merged, times):
-    """For each of ``times`` (numpy int64), the length of ``merged`` (sorted, disjoint pairs, as
-    :func:`merge` returns) before it: the length inside [t0, t1) is ``covered_before(m, t1) -
-    covered_before(m, t0)``, for many windows at once."""
+    """For each of ``times``, the length of ``merged`` (:func:`merge`'s output) before it."""
     times = np.asarray(times, dtype="int64")
     if not merged:
         return np.zeros(len(times), dtype="int64")
@@ -58,10 +56,7 @@ def covered_before(merged, times):
 
 
 def union_lengths(groups, starts, ends, n_groups: int):
-    """Per group id (0 .. n_groups-1): total length of the union of its ``[start, end)`` pairs.
-
-    The vectorised :func:`length` over many groups at once (numpy int64 arrays in, int64 array out).
-    """
+    """Per group id (0 .. n_groups-1): the length of the union of its ``[start, end)`` pairs."""
     g, s, e = (np.asarray(a, dtype="int64") for a in (groups, starts, ends))
     keep = e > s
     g, s, e = g[keep], s[keep], e[keep]

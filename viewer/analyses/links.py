@@ -1,21 +1,6 @@
-"""Intra-host and cross-host links: the bytes each kind of link carried per collective, how fast, and
-what the cross-host link cost the step.
-
-Two sources (docs/MULTIHOST.md):
-- a flat ``RING_ALLREDUCE`` over ranks on several hosts: the split follows from the ranks' hosts. The
-  ring runs over the participants in rank order; a hop crosses hosts where a rank's successor (mod
-  n) is on another host, and every hop carries 2(n-1)/n of the buffer. A small buffer goes by the
-  backend's direct exchange instead (no ``RING_REDUCE_SCATTER`` nested in it): every rank sends its
-  whole buffer to every other one. The ring is lock-step, so its hops all run at the pace of the
-  slowest one (on several hosts: the cross-host link); its busbw is the cross link's.
-- a hierarchical allreduce: its sub-phases ``INTRA_HOST_REDUCE`` (a reduce-scatter within each host)
-  and ``INTRA_HOST_BROADCAST`` (an allgather), each moving (L-1)·S within a host of L ranks, and
-  ``CROSS_HOST_ALLREDUCE``: each local rank allreduces its shard with the same local rank of the
-  other hosts, so a host's link carries 2(H-1)/H of the buffer each way over H hosts.
-
-Other collectives (MPI's own algorithms, broadcasts) do not say which ranks exchanged what, so they
-are left out; runs whose ranks' hosts are unknown (or all one) have no rows.
-"""
+"""Intra-host and cross-host links: the bytes each kind carried per collective, how fast, and what the
+cross-host link cost the step. Only flat ring (or direct) allreduces and hierarchical ones say which
+ranks exchanged what (docs/MULTIHOST.md); a lock-step ring runs at its cross-host hops' pace."""
 from __future__ import annotations
 
 import numpy as np
@@ -48,18 +33,8 @@ def _empty(cols):
 
 
 def link_ops(tables):
-    """One row per collective and link kind: what crossed links of that kind and how fast.
-
-    Args:
-        tables: :class:`viewer.schema.RunTables`.
-    Returns:
-        DataFrame ``OP_COLUMNS``: ``op_bytes`` (the buffer, S), ``link`` intra | cross, ``algorithm``
-        ring | direct | hierarchical, ``phase`` (RING_ALLREDUCE or the sub-phase), ``ranks`` and
-        ``hosts`` taking part, ``traffic_bytes`` (bytes over all links of that kind, every direction),
-        ``time_ns`` (the shortest span among the ranks: the last to join waited least, so what remains
-        is the transfer) and ``busbw_gbps`` (nccl-tests' bus bandwidth of that span, GB/s).
-        Empty when fewer than two hosts are known.
-    """
+    """``OP_COLUMNS`` per collective and link kind (empty under two known hosts). ``time_ns``: the shortest
+    span among the ranks (the last to join waited least, so what remains is the transfer)."""
     host = hosts_of(tables.ranks)
     if len(set(host.values())) < 2:
         return _empty(OP_COLUMNS)
@@ -123,9 +98,8 @@ def _flat_rows(fused, host, hier, ringed, size: int) -> list[dict]:
 
 
 def _hier_rows(sub, host, local) -> list[dict]:
-    """Rows of the hierarchical allreduces: per host a reduce-scatter and an allgather over its L ranks
-    (each moves (L-1)·S within the host), and across hosts one allreduce per local rank of that rank's
-    shard among the H hosts (2(H-1) shards' bytes each; together 2(H-1)·S)."""
+    """Rows of the hierarchical allreduces: (L-1)·S per host of L ranks in each intra-host sub-phase, and
+    2(H-1)·S across H hosts in all."""
     rows = []
     sub = sub[sub["rank"].isin(list(host)) & sub["bytes"].notna()]
     for (resp, phase), g in sub.groupby(["response", "name"], sort=True):
@@ -158,13 +132,7 @@ def _hier_rows(sub, host, local) -> list[dict]:
 
 
 def by_size(ops):
-    """Per power-of-two op size, link kind and phase: ops, traffic, median time and busbw.
-
-    Args:
-        ops: output of :func:`link_ops`.
-    Returns:
-        DataFrame ``SIZE_COLUMNS`` (``busbw_gbps`` the median, ``busbw_max_gbps`` the best; GB/s).
-    """
+    """``SIZE_COLUMNS`` of :func:`link_ops` per power-of-two op size, link kind and phase (medians)."""
     if ops is None or not len(ops):
         return _empty(SIZE_COLUMNS)
     bucket = (2 ** np.floor(np.log2(ops["op_bytes"].astype("float64")))).astype("int64")
@@ -176,9 +144,7 @@ def by_size(ops):
 
 
 def _cross_spans(tables, ops, host) -> dict[int, list[tuple[int, int]]]:
-    """Per rank: the spans in which the cross-host link carried its collectives. Flat: the rank's own
-    RING_ALLREDUCE of a ring that crosses hosts; hierarchical: its host's CROSS_HOST_ALLREDUCE (the
-    other ranks of the host wait for it in the broadcast)."""
+    """Per rank: its cross-host RING_ALLREDUCE spans and its host's CROSS_HOST_ALLREDUCE spans."""
     ev = tables.events
     cross = ops[ops["link"] == CROSS]
     flat = set(cross.loc[cross["algorithm"] != "hierarchical", "response"].tolist())
@@ -198,16 +164,8 @@ def _cross_spans(tables, ops, host) -> dict[int, list[tuple[int, int]]]:
 
 
 def cross_link_cost(tables, ops):
-    """Per rank: what the cross-host link cost each step.
-
-    Args:
-        tables: :class:`viewer.schema.RunTables`; ops: output of :func:`link_ops`.
-    Returns:
-        DataFrame ``COST_COLUMNS``, means per step over the rank's STEP spans (steps 0 when it has none:
-        the whole trace is then one window): ``cross_ns`` (time the link carried the rank's
-        collectives), ``exposed_cross_ns`` (of which the framework waited in SYNCHRONIZE: what the
-        link added to the step) and ``share_pct`` (exposed, % of the step).
-    """
+    """``COST_COLUMNS`` per rank, means over its STEP spans (else the whole trace): the link's busy time and
+    the part the framework waited for in SYNCHRONIZE (``exposed_cross_ns``)."""
     host = hosts_of(tables.ranks)
     if ops is None or not len(ops) or not (ops["link"] == CROSS).any():
         return _empty(COST_COLUMNS)

@@ -1,16 +1,6 @@
-"""Priority inversions: a tensor that waited while a lower-priority response ran on its rank.
-
-An op with ``priority=`` waits from its submission to the start of its own response. Every response
-of a lower priority that ran on the same rank inside that window held it up, for one of three
-reasons, told apart by when that response started and when it was decided (arrived on the rank:
-its tensors' earliest ``negotiated_ns``):
-- ``running``: it had started before the op was submitted (a running collective is not pre-empted);
-- ``not_ready``: it was decided before the op was submitted on every rank of the run (the last rank
-  to submit is named): priority orders only tensors that are ready everywhere;
-- ``ordered_ahead``: it was decided after the op was ready everywhere, i.e. the runtime put lower
-  priority work first.
-Pure functions over the ``tensor_ops`` and ``fused_ops`` tables (their ``priority`` columns).
-"""
+"""Priority inversions: a tensor that waited while a lower-priority response ran on its rank, because
+that response was ``running`` when it was submitted, was decided before it was ready everywhere
+(``not_ready``), or was decided after (``ordered_ahead``: the runtime put it first)."""
 from __future__ import annotations
 
 import numpy as np
@@ -22,13 +12,8 @@ COLUMNS = ["rank", "tensor", "step", "occurrence", "priority", "submit_ns", "sta
 
 
 def waits_behind_lower(tensor_ops, fused_ops):
-    """One row per op that waited behind lower-priority responses on its rank, longest first.
-
-    ``behind_ns``: the time those responses ran inside the op's wait (overlaps merged per response,
-    never beyond the wait), split by cause into ``<cause>_ns``; ``cause`` is the largest share;
-    ``lower_priority``: the highest priority among them; ``last_rank``: the rank that submitted the
-    op last (who it was waiting for, for ``not_ready``).
-    """
+    """One row per op that waited behind lower-priority responses on its rank, longest ``behind_ns`` first
+    (split by cause into ``<cause>_ns``; ``cause``: the largest)."""
     empty = pd.DataFrame({c: [] for c in COLUMNS})
     if not len(tensor_ops) or not len(fused_ops):
         return empty

@@ -20,8 +20,7 @@ def _ms(a, b):
 
 
 def job_span(meta: dict, events=None) -> tuple[int, int]:
-    """The job's wall time on the run's axis: the first generation's start to the last one's end (where
-    the manifest has no end, the last recorded event's)."""
+    """The first generation's start to the last one's end (else the last event's), on the run's axis."""
     gens = meta["elastic"]["generations"]
     start = gens[0]["start_ns"]
     end = gens[-1]["end_ns"]
@@ -31,20 +30,8 @@ def job_span(meta: dict, events=None) -> tuple[int, int]:
 
 
 def recoveries(tables):
-    """One row per reset of an elastic run (none for another run).
-
-    Args:
-        tables: :class:`viewer.schema.RunTables` of a run loaded from an elastic run directory.
-    Returns:
-        DataFrame with ``COLUMNS``: times ``*_ns`` on the run's axis; ``detect_ms`` (failure -> the driver's
-        decision), ``reform_ms`` (-> every rank of the new world registered), ``restore_ms`` (-> state restored
-        on every rank), ``first_step_ms`` (-> end of the first step after), ``lost_ms`` (failure -> that step's
-        end: their sum), ``redone_ms`` (last commit -> failure: work run again), ``cost_ms`` (lost + redone),
-        ``share_pct`` (of the job's wall time), ``biggest`` (the largest part), ``ranks_with_slice`` and
-        ``ranks_missing_slice`` (the new world's ranks with and without an ELASTIC_RESET slice). Where
-        elastic.json lacks the restore or the first step's end, the ranks' ELASTIC_RESTORE and ELASTIC_RESET
-        slices give it (their latest end).
-    """
+    """``COLUMNS`` per reset of an elastic run: ``cost_ms`` is lost (failure -> first step after) plus redone
+    (last commit -> failure); the ranks' ELASTIC_* slices fill what elastic.json lacks."""
     import pandas as pd  # here, not above: `ringscope merge` reads PARTS without pandas
 
     meta = tables.meta

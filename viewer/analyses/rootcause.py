@@ -1,18 +1,6 @@
-"""Why a late rank is late: its phases against the other ranks', step by step, and its counters.
-
-For each rank flagged late (:func:`viewer.analyses.stragglers.late_ranks`) and each step, every
-phase bucket of the step breakdown (:func:`viewer.analyses.breakdown.phase_buckets`) is compared with
-the median of the other ranks' in that step; the median of those differences over the steps is the
-phase's excess per step. The rank's lateness per step is how much later its last gradient was
-submitted than the others' median. A phase explains the lateness when its excess is at least
-``MIN_EFFECT_NS`` and ``MIN_EFFECT_OF_STEP`` of the step, and at least ``MIN_SHARE`` of the lateness
-(the next phases then join it from ``MIN_SHARE_MORE``); medians keep one noisy step from naming a cause.
-
-On a loaded host noise can hide a late rank among the others' lateness; a rank that is not flagged
-still gets a row (``late`` False) when one of its phases is far off: longer by ``IMBALANCE_OF_STEP``
-of the step and by ``IMBALANCE_RELATIVE`` of the others' own time in it, in ``IMBALANCE_STEPS`` of
-the steps (a slow loader's wait, against the few ms that noise adds to every phase).
-"""
+"""Why a late rank is late: each phase's excess per step over the other ranks' median (medians keep one
+noisy step from naming a cause), and its counters. A rank not flagged late still gets a row when a phase
+is far off (the IMBALANCE_* bounds: a slow loader's wait, against the few ms noise adds to every phase)."""
 from __future__ import annotations
 
 import pandas as pd
@@ -41,13 +29,7 @@ COLUMNS = ["rank", "late", "pct_last", "lateness_ns", "steps_compared", "phases_
 
 
 def submit_lateness(neg):
-    """Per rank and step: how much later the rank submitted its last tensor than the others' median.
-
-    Args:
-        neg: output of :func:`viewer.analyses.stragglers.negotiations`.
-    Returns:
-        DataFrame ``rank, step, lateness_ns`` (steps with a number only).
-    """
+    """Per rank and numbered step: how much later it submitted its last tensor than the others' median."""
     if neg is None or not len(neg) or not (neg["step"] >= 0).any():
         return pd.DataFrame({"rank": pd.Series(dtype="int64"), "step": pd.Series(dtype="int64"),
                              "lateness_ns": pd.Series(dtype="float64")})
@@ -61,16 +43,8 @@ def submit_lateness(neg):
 
 
 def phase_excess(bd, rank: int):
-    """Per phase bucket: ``rank``'s bucket against the median of the other ranks', step by step.
-
-    Args:
-        bd: output of :func:`viewer.analyses.breakdown.step_breakdown` (or ``phase_buckets``).
-        rank: the rank to compare.
-    Returns:
-        ``(DataFrame, steps_compared)``: one row per bucket (index), ``excess_ns`` (median over steps of
-        the difference), ``others_ns`` (median over steps of the others' median) and ``steps_longer``
-        (share of the steps in which it was longer); steps where this rank and another have phases.
-    """
+    """``(per bucket: excess_ns, others_ns, steps_longer; steps compared)``: ``rank``'s buckets against the
+    other ranks' median, step by step, as medians over the steps."""
     bd = bd[(bd["step"] >= 0) & bd["phases_known"] & bd["other_ns"].notna()]
     mine = bd[bd["rank"] == rank].set_index("step")
     others = bd[bd["rank"] != rank]
@@ -87,11 +61,7 @@ def phase_excess(bd, rank: int):
 
 
 def counter_differences(events, rank: int):
-    """The system counters on which ``rank`` differs from the others (medians over the samples in steps).
-
-    Returns:
-        list of ``{"counter", "rank_value", "others_value"}``, largest relative difference first.
-    """
+    """``[{counter, rank_value, others_value}]`` on which ``rank``'s median differs, the largest first."""
     ev = events[(events["ph"] == "C") & events["name"].isin(list(COUNTER_FLOOR))
                 & (events["step"] >= 0)]
     if not len(ev):
@@ -127,21 +97,9 @@ def counters_text(diffs) -> str:
 
 
 def root_causes(bd, neg, late, events, strag=None):
-    """For each rank flagged late, the phase that explains its lateness, by how much, and what to do;
-    for the other ranks, a phase far longer than the others' (see the module's doc).
-
-    Args:
-        bd: :func:`viewer.analyses.breakdown.step_breakdown`; neg: :func:`stragglers.negotiations`;
-        late: :func:`stragglers.late_ranks`; events: the run's events table (for the counters);
-        strag: :func:`stragglers.rank_stragglers` (each rank's ``pct_last``).
-    Returns:
-        DataFrame ``COLUMNS``, one row per late rank (``late`` True) and per other rank with a phase far
-        off: ``cause`` is the phase bucket that explains most (e.g. ``data_wait_ns``), ``"unexplained"``
-        when none does, ``"unknown"`` when the rank recorded no phases; ``explained_by``: every phase that
-        passed, in words; ``excess_ns`` / ``share_pct``: the named phases' excess per step and its share
-        of the lateness (of the step, for a rank not late); ``<phase>_excess_ns`` each; ``counters``: the
-        counters that differ (list of dicts); ``message``: the sentence for the findings.
-    """
+    """``COLUMNS`` per late rank and per other rank with a phase far off: ``cause`` is the bucket that
+    explains most, ``"unexplained"`` or ``"unknown"`` (no phases); ``share_pct`` of the lateness (of the
+    step for a rank not late)."""
     median_step = float(bd.loc[bd["step"] >= 0, "step_ns"].median()) if len(bd) else 0.0
     median_step = median_step if median_step == median_step else 0.0
     floor = max(MIN_EFFECT_NS, MIN_EFFECT_OF_STEP * median_step)

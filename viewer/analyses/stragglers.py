@@ -11,15 +11,8 @@ NEGOTIATION_COLUMNS = ["tensor", "step", "occurrence", "rank", "ready_ns", "sour
 
 
 def submit_times(tables):
-    """When each rank was ready with each tensor, from the best source available.
-
-    Args:
-        tables: :class:`viewer.schema.RunTables`.
-    Returns:
-        DataFrame ``tensor, step, occurrence, rank, ready_ns, source``. Source "submit" (each rank's own
-        aligned submit time) when two or more ranks have traces, else the coordinator's ticks
-        ("ringscope" READY instants or "horovod" rank-named ticks).
-    """
+    """When each rank was ready with each tensor: its own submit with two or more traced ranks, else the
+    coordinator's ticks."""
     ops = tables.tensor_ops
     if len(ops) and ops["rank"].nunique() >= 2:
         df = ops[["tensor", "step", "occurrence", "rank", "submit_ns"]].rename(columns={"submit_ns": "ready_ns"})
@@ -30,28 +23,14 @@ def submit_times(tables):
 
 
 def negotiations(tables, size: int | None = None):
-    """Per tensor and step (or n-th occurrence), each rank's readiness and who was last.
-
-    Args:
-        tables: :class:`viewer.schema.RunTables`.
-        size: ranks in the run; a negotiation counts as complete when all ``size`` ranks were seen
-            (Horovod timelines: two or more ranks, since ticks vanish on cached responses).
-    Returns:
-        One row per (tensor, step, occurrence, rank) with the group's ``n_ranks``, ``first_ns``,
-        ``last_ns``, ``last_rank``, ``spread_ns`` (last − first), this rank's ``lateness_ns`` (its time −
-        the group median), ``is_last`` and, on the last rank's row, ``wait_imposed_ns`` (last − second
-        last: how much sooner the op could have started had the last rank been as early as the next).
-        Only complete groups are kept; when the trace has step numbers, ops before the first step
-        (setup, e.g. the initial parameter broadcast) are left out.
-    """
+    """``NEGOTIATION_COLUMNS`` per complete (tensor, step or occurrence) and rank: all ``size`` ranks seen
+    (Horovod: two, its ticks vanish on cached responses). ``wait_imposed_ns``: last − second last."""
     empty = pd.DataFrame({c: pd.Series(dtype="object") for c in NEGOTIATION_COLUMNS})
     df = submit_times(tables)
     if not len(df):
         return empty
     size = size or int(tables.meta.get("size") or df["rank"].nunique())
-    # Grouped as integer arrays sorted once, the tensor names as codes in name order (-1: no name), and
-    # the rows taken once at the end: grouping on the name column, and copying it into each
-    # intermediate frame, made this the summary's peak memory.
+    # integer arrays sorted once, names as codes: grouping on the names was the summary's peak memory
     tensor = pd.factorize(df["tensor"], sort=True)[0]
     step, rank, ready = (df[c].to_numpy() for c in ("step", "rank", "ready_ns"))
     key = np.where(step >= 0, step, df["occurrence"].to_numpy())
@@ -88,18 +67,8 @@ def _runs(*keys):
 
 
 def rank_stragglers(neg, size: int | None = None):
-    """Per rank: how often it was last, the wait it imposed and its median lateness.
-
-    Args:
-        neg: output of :func:`negotiations`.
-        size: ranks in the run (ranks never seen get a row of zeros when given).
-    Returns:
-        DataFrame ``rank, negotiations, times_last, pct_last, wait_imposed_ns, wait_imposed_per_step_ns,
-        median_lateness_ns, p90_lateness_ns, steps`` (0 when the trace has no step numbers, e.g. Horovod
-        timelines: the per-step figure is then per n-th occurrence of the tensor names) sorted by wait imposed
-        (descending). ``wait_imposed_ns`` is the union of the intervals in which this rank alone held others
-        up (overlapping tensors count once).
-    """
+    """Per rank (every one of ``size``): how often it was last, the wait it imposed (a union: overlapping
+    tensors count once) and its lateness, the largest wait first."""
     cols = ["rank", "negotiations", "times_last", "pct_last", "wait_imposed_ns", "wait_imposed_per_step_ns",
             "median_lateness_ns", "p90_lateness_ns", "steps"]
     if neg is None or not len(neg):
@@ -127,14 +96,7 @@ def rank_stragglers(neg, size: int | None = None):
 
 
 def per_tensor(neg):
-    """One row per negotiation (tensor, step, occurrence): last rank, spread and imposed wait.
-
-    Args:
-        neg: output of :func:`negotiations`.
-    Returns:
-        DataFrame ``tensor, step, occurrence, n_ranks, first_ns, last_ns, last_rank, spread_ns,
-        wait_imposed_ns, source`` in time order.
-    """
+    """One row per negotiation, in time order: last rank, spread and imposed wait."""
     cols = ["tensor", "step", "occurrence", "n_ranks", "first_ns", "last_ns", "last_rank", "spread_ns",
             "wait_imposed_ns", "source"]
     if neg is None or not len(neg):
@@ -144,14 +106,7 @@ def per_tensor(neg):
 
 
 def tensor_waits(per):
-    """Per tensor: how long its negotiations waited from the first rank ready to the last.
-
-    Args:
-        per: output of :func:`per_tensor`.
-    Returns:
-        DataFrame ``tensor, negotiations, mean_wait_ns, max_wait_ns, usual_last_rank`` (the rank most often
-        last), the longest mean wait first.
-    """
+    """Per tensor of :func:`per_tensor`: its waits from the first rank ready to the last, longest first."""
     cols = ["tensor", "negotiations", "mean_wait_ns", "max_wait_ns", "usual_last_rank"]
     if not len(per):
         return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
@@ -163,17 +118,8 @@ def tensor_waits(per):
 
 
 def late_ranks(strag, size: int, step_ns: float | None = None):
-    """The ranks flagged late: last far more often than chance (in half the negotiations, or 1.5x
-    chance while imposing five times the wait of any other rank), and holding the others up for more
-    than noise (100 µs or 2 % of the step per step). Four ranks sharing two cores make one rank last in
-    ~50 % and impose ~4x the next rank's wait with nothing planted (sample_traces/healthy), hence 5x.
-
-    Args:
-        strag: output of :func:`rank_stragglers`; size: ranks in the run; step_ns: the median step.
-    Returns:
-        Those rows of ``strag`` with ``per_step_ns`` (the wait imposed per step, or in total without
-        step numbers) and ``share_pct`` (of the step; 0 without step numbers).
-    """
+    """The rows of ``strag`` last in half the negotiations (or 1.5x chance while imposing 5x any other's
+    wait: sample_traces/healthy shows ~4x from noise) and imposing over 100 µs or 2 % of the step per step."""
     if strag is None or not len(strag) or size < 2:
         return pd.DataFrame(columns=[*(strag.columns if strag is not None else []), "per_step_ns", "share_pct"])
     groups = int(strag["times_last"].sum())
@@ -193,21 +139,9 @@ HOST_COLUMNS = ["host", "ranks", "negotiations", "times_last", "pct_last", "wait
 
 
 def late_hosts(neg, hosts: dict, step_ns: float | None = None):
-    """The hosts whose ranks were late together: in a negotiation a host is last as a whole when its
-    first rank was ready after the last rank of every other host. Flagged (as :func:`late_ranks`
-    does for a rank) when that happened in at least half the negotiations (a 2 x 2 run does it by
-    chance in 1 in 6) and cost the others more than noise (100 µs or 2 % of the step per step).
-
-    Args:
-        neg: output of :func:`negotiations`; hosts: ``{rank: host}``; step_ns: the median step.
-    Returns:
-        DataFrame ``HOST_COLUMNS``, one row per flagged host with two or more ranks (one rank alone is
-        a rank's lateness): ``ranks`` (list), ``wait_imposed_ns`` (union of the intervals from the
-        other hosts' last rank to this host's last), ``per_step_ns``, ``share_pct`` (of the step),
-        ``median_lead_ns`` (how far, at the median, the host's first rank came after the others' last)
-        and ``clock_uncertainty_ns`` (the largest clock-offset uncertainty among the host's ranks;
-        filled by the caller, NA here).
-    """
+    """Hosts of two or more ranks whose first rank was ready after every other host's last in half the
+    negotiations or more (chance: 1 in 6 for 2 x 2) at a cost over noise, as :func:`late_ranks`.
+    ``clock_uncertainty_ns`` is NA here (the caller fills it)."""
     empty = pd.DataFrame({c: pd.Series(dtype="object") for c in HOST_COLUMNS})
     if neg is None or not len(neg) or len(set(hosts.values())) < 2:
         return empty

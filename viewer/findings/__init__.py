@@ -1,5 +1,4 @@
-"""What stands out in a run: the finding rules (``rule.py``; runtime, ranks, elastic and Kineto ones),
-each applied only to the runs it declares it fits, most important first."""
+"""What stands out in a run: the finding rules, each applied to the runs it fits, most important first."""
 from __future__ import annotations
 
 import pandas as pd

@@ -22,8 +22,7 @@ _ADVICE = {
 
 @rule("elastic")
 def recoveries(run, peak=None) -> list[dict]:
-    """A finding when the recoveries cost more than SHARE_FINDING_PCT of the job: their count, cost and
-    share, the biggest part over all of them, and what to do about it."""
+    """The recoveries when they cost over SHARE_FINDING_PCT of the job: their biggest part and its fix."""
     rec = run.recoveries()
     if not len(rec):
         return []

@@ -1,7 +1,5 @@
-"""Findings about a torch.profiler (Kineto) run: the GPU's idle time, kernel launch overhead,
-communication the compute does not hide, and a rank that launches its collectives last. Their advice
-is a PyTorch user's (DataLoader, CUDA graphs, torch.compile, DDP/FSDP settings, NCCL), never a
-runtime's settings."""
+"""Findings about a torch.profiler (Kineto) run: GPU idle time, launch overhead, exposed communication
+and a late rank; their advice is a PyTorch user's, never a runtime's settings."""
 from __future__ import annotations
 
 import re
@@ -31,10 +29,8 @@ def _share(part, whole) -> float:
 
 @rule("kineto")
 def gpu_idle(run, peak=None):
-    """The GPU idle for a large share of its time (HTA's temporal breakdown: medium from IDLE_PCT, high
-    from twice it), on the rank where it idled most: where that time lies (between a step's kernels, at
-    a step's start, outside steps), how much of it the GPU waited for the host (the next kernel not yet
-    launched), the longest gap, and the fix for that cause."""
+    """The GPU idle for IDLE_PCT of its time or more on the rank where it idled most: where, how much it
+    waited for the host, the longest gap, and the fix."""
     tb = run.kineto_temporal()
     tb = tb[tb["idle_pct"].notna()]
     if not len(tb) or float(tb["idle_pct"].max()) < IDLE_PCT:
@@ -73,8 +69,7 @@ def _where(inside: float, start: float, outside: float) -> str:
 
 
 def _idle_fix(host: float, start: float, inside: float) -> str:
-    """The fix for each cause that holds at least a third of the idle time: the host (at the steps'
-    starts: the input; between kernels: the launches) or work queued behind something else."""
+    """The fix for each cause holding a third of the idle time: the host, or work queued behind other work."""
     fixes = []
     if host >= 100 / 3:
         fixes.append(
@@ -94,16 +89,8 @@ def _idle_fix(host: float, start: float, inside: float) -> str:
 
 @rule("kineto")
 def launch_overhead(run, peak=None):
-    """The CPU's kernel launches set the pace (HTA's kernel launch statistics): on the rank with the
-    most, the share of its launched GPU work that was *launch-bound*, i.e. shorter than its launch call
-    and waited for by an idle GPU (:mod:`viewer.kineto.launches`). A short kernel the GPU did not wait
-    for costs nothing (its launch ran while the GPU worked), so short kernels alone are no finding.
-
-    Thresholds, from the shared traces: nccl_2rank, whose GPU idles 78 % of the time, runs 44 % of
-    its 2,516 pieces of work launch-bound (median launch delay 2.5 µs: each runs as soon as it is
-    launched); single_rank has 58 % of its work shorter than its launch call but the CPU ~76 ms ahead,
-    so 3 % launch-bound; pair_128rank_job 14 % on both ranks, its queue ~10 ms deep. LAUNCH_BOUND_PCT
-    (25 %) lies between; high from twice it; under LAUNCH_MIN_WORK pieces there is no launch rate."""
+    """The rank whose launched work was most often launch-bound (shorter than its launch call, waited for
+    by an idle GPU). LAUNCH_BOUND_PCT lies between the shared traces' 44 % (nccl_2rank) and 14 %."""
     ls = run.kineto_launch_stats()
     ls = ls[(ls["launched"] >= LAUNCH_MIN_WORK) & ls["launch_bound_pct"].notna()]
     if not len(ls) or float(ls["launch_bound_pct"].max()) < LAUNCH_BOUND_PCT:
@@ -129,9 +116,8 @@ def launch_overhead(run, peak=None):
 
 @rule("kineto", "steps")
 def low_overlap(run, peak=None):
-    """Communication the compute does not hide: on the rank where exposed NCCL time is the largest
-    share of its steps (``kineto_steps``), when that share is at least EXPOSED_PCT (high from 40 %)
-    and less than OVERLAP_PCT of its NCCL time ran beside a compute kernel (``kineto_overlap``)."""
+    """The rank with the largest share of exposed NCCL time, when it is EXPOSED_PCT or more and under
+    OVERLAP_PCT of its NCCL time overlapped compute."""
     ks = run.kineto_steps()
     ks = ks[(ks["step"] >= 0) & ks["exposed_comm_ns"].notna() & (ks["step_ns"] > 0)]
     ov = run.kineto_overlap().set_index("rank")["overlap_pct"]
@@ -164,10 +150,8 @@ def low_overlap(run, peak=None):
 
 @rule("kineto")
 def stragglers(run, peak=None):
-    """:func:`straggler_rows` on the ranks that launch their collectives last far more often than chance
-    (:func:`viewer.analyses.stragglers.late_ranks`, as for a runtime's negotiations), each with the step
-    where it held the others up most. Left to :func:`viewer.findings.ranks.stragglers` when the run also
-    has our runtime's negotiations, which time the ranks' readiness themselves."""
+    """:func:`straggler_rows` with each rank's worst step; left to the runtime's rule when the run has
+    negotiations."""
     loaded = int(run.ranks["rank"].nunique())
     if loaded < 2 or "negotiation" in run.has:
         return []
@@ -185,11 +169,8 @@ def stragglers(run, peak=None):
 
 
 def straggler_rows(late, loaded: int, uncertainty_ns: float | None) -> list[dict]:
-    """A rank that launched its collectives last far more often than chance (``late``: the rows of
-    ``late_ranks`` over ``kineto_rank_stragglers``; ``loaded``: the ranks compared): how often, by
-    how much, what it cost the others, and whether its lead is within twice the clock offsets'
-    uncertainty (``uncertainty_ns``, the widest of the ranks'; None when the offsets are unknown): then
-    part of it may be the clocks, and it is medium at most."""
+    """A rank that launched its collectives last far more often than chance; medium at most when its lead
+    is within twice the clock offsets' ``uncertainty_ns`` (None: unknown)."""
     out = []
     for _, r in late.iterrows():
         rank, share = int(r["rank"]), float(r["share_pct"])

@@ -1,5 +1,4 @@
-"""Findings about ranks: one that died or never submitted (a hang), cut traces, a late host, a late
-rank (with its root cause), and a rank whose phase is far off the others'."""
+"""Findings about ranks: a death or hang, cut traces, a late host, a late rank, a phase far off."""
 from __future__ import annotations
 
 from viewer import units
@@ -40,8 +39,7 @@ def _cost(per_step_ns, share, steps) -> str:
 
 @rule("negotiation")
 def stragglers(run, peak=None):
-    """A rank flagged late, with why when the root cause analysis could tell. Ranks of a host late as a
-    whole are left to :func:`late_hosts`: their host, not each rank, is the cause."""
+    """A rank flagged late, with its root cause; a late host's ranks are left to :func:`late_hosts`."""
     late = run.late_ranks()
     why, on_late_host = _why(_causes(run)), _ranks_of(_late_hosts(run))
     out = []
@@ -77,9 +75,7 @@ def late_hosts(run, peak=None):
 
 
 def late_host_rows(lh, flagged=(), why=None) -> list[dict]:
-    """A host whose ranks were all late together: the host is the cause (its load, disk, network or
-    clock), named once, with the ranks the straggler rule ``flagged`` on it and the root causes said
-    (``why``: rank -> sentence) about them. ``lh``: the run's ``late_hosts``."""
+    """A host whose ranks were all late together, named once, with its ``flagged`` ranks and ``why``."""
     why = why or {}
     out = []
     for _, h in lh.iterrows():
@@ -108,8 +104,7 @@ def late_host_rows(lh, flagged=(), why=None) -> list[dict]:
 
 @rule("negotiation", "steps")
 def imbalance(run, peak=None):
-    """A rank not flagged late whose phase is far longer than the others' (root cause, ``late`` False);
-    on a host late as a whole, :func:`late_hosts` says it."""
+    """A rank not flagged late whose phase is far longer than the others' (not on a late host)."""
     causes = run.root_cause()
     skip = _ranks_of(_late_hosts(run))
     others = causes[~causes["late"].astype(bool) & ~causes["rank"].astype(int).isin(skip)]

@@ -1,6 +1,5 @@
-"""A finding rule declares what kind of run it applies to (``viewer.registry.NEEDS``) and gives rows:
-a kind, a severity, a score (the order), a short title, one sentence with the numbers and a fix, and
-the evidence as data (the ranks, the steps, a time window, the metric behind it)."""
+"""A finding rule declares the runs it fits (``viewer.registry.NEEDS``) and gives rows: kind, severity,
+score (the order), title, one sentence with the numbers and a fix, and the evidence as data."""
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -1,6 +1,4 @@
-"""Findings about a Horovod-style runtime's work (ringscope's, or Horovod's from its timeline): fusion,
-fusion-buffer copies, exposed communication, priorities, bandwidth, and the cross-host link. Their
-advice names the runtime's own settings (``RINGSCOPE_*`` or ``HOROVOD_*``)."""
+"""Findings about a Horovod-style runtime's work; their advice names its settings (RINGSCOPE_* or HOROVOD_*)."""
 from __future__ import annotations
 
 from viewer import units
@@ -79,8 +77,7 @@ def priority(run, peak=None):
 
 
 def priority_rows(waits) -> list[dict]:
-    """Ops with ``priority=`` that waited while lower-priority responses ran on their rank (``waits``:
-    :func:`viewer.analyses.priorities.waits_behind_lower`)."""
+    """Prioritised ops that waited behind lower-priority responses (``waits_behind_lower``)."""
     if not len(waits):
         return []
     causes = ("running", "not_ready", "ordered_ahead")
@@ -147,14 +144,8 @@ def slow_link(run, peak=None):
 
 
 def slow_link_rows(ops, cost, fus=None, ab=None, prefix="RINGSCOPE_", hierarchical=False) -> list[dict]:
-    """The cross-host link bounds the step: its collectives left the framework waiting for at least 20 %
-    of the step (median over ranks). Names the link's busbw and that share, and the remedy the figures
-    point at: mostly small, latency-bound ops (under the α-β fit's n½, else 1 MiB) -> fuse more (the
-    threshold when ops fill it, else the cycle time); large ops on a flat ring with several ranks per
-    host -> hierarchical allreduce (and by how much it cuts each host link's bytes); otherwise the link.
-
-    ``ops``: the run's ``link_ops``; ``cost``: its ``cross_link``; ``ab``: its credible α-β fits;
-    ``fus``: its ``fusion``; ``hierarchical``: the run asked for hierarchical allreduce."""
+    """The cross-host link left the ranks waiting 20 % of the step or more (median): its busbw, that share
+    and the remedy: fuse small ops, hierarchical allreduce for large ones on a flat ring, else the link."""
     if not len(ops) or not len(cost):
         return []
     share = float(cost["share_pct"].median())
