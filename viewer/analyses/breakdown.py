@@ -53,13 +53,12 @@ def step_breakdown(tables):
     start = ops["start_ns"].fillna(pd.Series(neg, index=ops.index)).astype("int64").to_numpy()
     done = ops["done_ns"].fillna(pd.Series(start, index=ops.index)).astype("int64").to_numpy()
     sub = sub.to_numpy(dtype="int64")
-    keys, gid = _keys(ops["rank"].to_numpy(), ops["step"].to_numpy())
+    keys = _pairs(ops["rank"], ops["step"]).unique().sort_values()   # the sorted distinct (rank, step)
+    gid = keys.get_indexer(_pairs(ops["rank"], ops["step"]))
     n = len(keys)
 
     def of(rank, step):  # group id of other rows' (rank, step), -1 when no op has it
-        k = _combine(keys, np.asarray(rank), np.asarray(step))
-        pos = np.minimum(np.searchsorted(keys["k"], k), n - 1)
-        return np.where(keys["k"][pos] == k, pos, -1)
+        return keys.get_indexer(_pairs(rank, step))
 
     def per_key(g, values):
         out = np.zeros(n, dtype="int64")
@@ -88,7 +87,8 @@ def step_breakdown(tables):
     fo = tables.fused_ops
     fo_g = of(fo["rank"].to_numpy(), fo["step"].to_numpy())
     out = pd.DataFrame({
-        "rank": keys["rank"].astype("int64"), "step": keys["step"], "step_ns": step_ns, "framework_wait_ns": wait,
+        "rank": keys.get_level_values(0), "step": keys.get_level_values(1), "step_ns": step_ns,
+        "framework_wait_ns": wait,
         "negotiation_ns": intervals.union_lengths(gid, sub, neg, n),
         "queue_ns": intervals.union_lengths(gid, neg, start, n),
         "memcpy_ns": per_key(fo_g, (fo["memcpy_in_ns"] + fo["memcpy_out_ns"]).to_numpy()),
@@ -172,28 +172,8 @@ def phase_buckets(tables):
     return out[cols]
 
 
-def _keys(rank, step):
-    """The sorted distinct (rank, step) pairs (with a combined sort key ``k``) and each row's index."""
-    rank, step = np.asarray(rank, dtype="int64"), np.asarray(step, dtype="int64")
-    lo, hi = int(step.min()), int(step.max())
-    span = hi - lo + 2
-    k = rank * span + (step - lo)
-    uk, gid = np.unique(k, return_inverse=True)
-    keys = np.zeros(len(uk), dtype=[("k", "int64"), ("rank", "int64"), ("step", "int64"), ("lo", "int64"),
-                                    ("span", "int64")])
-    keys["k"], keys["rank"], keys["step"] = uk, uk // span, uk % span + lo
-    keys["lo"], keys["span"] = lo, span
-    return keys, gid.reshape(-1)
-
-
-def _combine(keys, rank, step):
-    """Combined sort keys of (rank, step) pairs, in the space of ``keys`` (-1 where out of its range)."""
-    if not len(keys):
-        return np.full(len(rank), -1, dtype="int64")
-    lo, span = int(keys["lo"][0]), int(keys["span"][0])
-    rank, step = np.asarray(rank, dtype="int64"), np.asarray(step, dtype="int64")
-    ok = (step >= lo) & (step - lo < span - 1)
-    return np.where(ok, rank * span + (step - lo), -1)
+def _pairs(rank, step):
+    return pd.MultiIndex.from_arrays([np.asarray(rank, dtype="int64"), np.asarray(step, dtype="int64")])
 
 
 def breakdown_by_rank(bd):
