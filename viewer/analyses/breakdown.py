@@ -77,13 +77,9 @@ def step_breakdown(tables):
                                    np.concatenate([done, sy_e]), n)
     exposed = flight + wait - both   # |A ∩ B| = |A| + |B| - |A ∪ B|
     st_g = of(steps_x["rank"].to_numpy(), steps_x["step"].to_numpy())
-    has_step = np.zeros(n, dtype=bool)
-    has_step[st_g[st_g >= 0]] = True
-    span = np.full(n, np.iinfo("int64").min, dtype="int64")
-    np.maximum.at(span, gid, done)
-    first = np.full(n, np.iinfo("int64").max, dtype="int64")
-    np.minimum.at(first, gid, sub)
-    step_ns = np.where(has_step, per_key(st_g, steps_x["dur_ns"].to_numpy()), span - first)
+    by_key = pd.DataFrame({"sub": sub, "done": done}).groupby(gid)
+    span = (by_key["done"].max() - by_key["sub"].min()).to_numpy()   # first submit -> last done
+    step_ns = np.where(np.isin(np.arange(n), st_g), per_key(st_g, steps_x["dur_ns"].to_numpy()), span)
     fo = tables.fused_ops
     fo_g = of(fo["rank"].to_numpy(), fo["step"].to_numpy())
     out = pd.DataFrame({
@@ -110,12 +106,9 @@ def _with_buckets(comm, buckets):
         out.loc[extra, "step_ns"] = span[extra].to_numpy()
         for c in _COMM_COLUMNS[3:]:
             out[c] = out[c].fillna(0)
-    out = out.astype({c: "int64" for c in _COMM_COLUMNS if c != "exposed_pct"} | {"exposed_pct": "float64"})
-    out["other_ns"] = out["other_ns"].astype("Int64")
-    out["exposed_comm_ns"] = out["exposed_comm_ns"].astype("Int64")
+    out = out.astype({c: "int64" for c in _COMM_COLUMNS if c != "exposed_pct"} | {"exposed_pct": "float64"}
+                     | {c: "Int64" for c in BUCKETS})
     out["phases_known"] = out["phases_known"].fillna(False).astype(bool)
-    for c in PHASE_BUCKETS:
-        out[c] = out[c].astype("Int64")
     return out[COLUMNS].reset_index(drop=True)
 
 

@@ -60,9 +60,7 @@ def incomplete_tensors(tables, size: int | None = None):
     end = int(tables.meta.get("end_ns") or 0)
     keyed = ops.assign(key=ops["step"].where(ops["step"] >= 0, ops["occurrence"]))
     rkeyed = rd.assign(key=rd["step"].where(rd["step"] >= 0, rd["occurrence"]))
-    ready_by: dict = {}
-    for k, r in zip(zip(rkeyed["tensor"].tolist(), rkeyed["key"].tolist()), rkeyed["rank"].tolist()):
-        ready_by.setdefault(k, set()).add(r)
+    ready_by = rkeyed.groupby(["tensor", "key"])["rank"].agg(set).to_dict()
     # ranks we can judge: those with a trace of their own, plus all when the coordinator's ticks exist
     judged = (set(range(size)) if size else set()) if len(rd) else set(loaded)
     judged |= loaded
@@ -74,12 +72,8 @@ def incomplete_tensors(tables, size: int | None = None):
         n=("rank", "nunique"), done=("has_done", "sum"))
     suspects = agg[(agg["done"] < agg["n"]) | (agg["done"] == 0)].index
     rows = []
-    if len(suspects):
-        sub = keyed.set_index(["tensor", "key"]).loc[suspects].reset_index()
-        groups = sub.groupby(["tensor", "key"])
-    else:
-        groups = []
-    for (tensor, key), g in groups:
+    sub = keyed[pd.MultiIndex.from_frame(keyed[["tensor", "key"]]).isin(suspects)]
+    for (tensor, key), g in sub.groupby(["tensor", "key"]):
         submitted = set(g["rank"].tolist()) | ready_by.get((tensor, key), set())
         done = set(g.loc[g["done_ns"].notna(), "rank"].tolist())
         # a result on any rank means the collective ran, so every rank took part

@@ -10,23 +10,16 @@ NEGOTIATION_COLUMNS = ["tensor", "step", "occurrence", "rank", "ready_ns", "sour
                        "last_ns", "last_rank", "is_last", "lateness_ns", "spread_ns", "wait_imposed_ns"]
 
 
-def submit_times(tables):
-    """When each rank was ready with each tensor: its own submit with two or more traced ranks, else the
-    coordinator's ticks."""
-    ops = tables.tensor_ops
-    if len(ops) and ops["rank"].nunique() >= 2:
-        df = ops[["tensor", "step", "occurrence", "rank", "submit_ns"]].rename(columns={"submit_ns": "ready_ns"})
-        df = df.assign(source="submit")
-    else:
-        df = tables.readiness[["tensor", "step", "occurrence", "rank", "ready_ns", "source"]].copy()
-    return pd.DataFrame(df).reset_index(drop=True)
-
-
 def negotiations(tables, size: int | None = None):
     """``NEGOTIATION_COLUMNS`` per complete (tensor, step or occurrence) and rank: all ``size`` ranks seen
     (Horovod: two, its ticks vanish on cached responses). ``wait_imposed_ns``: last − second last."""
     empty = pd.DataFrame({c: pd.Series(dtype="object") for c in NEGOTIATION_COLUMNS})
-    df = submit_times(tables)
+    ops = tables.tensor_ops
+    if len(ops) and ops["rank"].nunique() >= 2:   # each rank's own submit, else the coordinator's ticks
+        df = ops[NEGOTIATION_COLUMNS[:4] + ["submit_ns"]].rename(columns={"submit_ns": "ready_ns"})
+        df = df.assign(source="submit")
+    else:
+        df = tables.readiness[NEGOTIATION_COLUMNS[:6]]
     if not len(df):
         return empty
     size = size or int(tables.meta.get("size") or df["rank"].nunique())
@@ -150,8 +143,7 @@ def late_hosts(neg, hosts: dict, step_ns: float | None = None):
                    key=df["step"].where(df["step"] >= 0, df["occurrence"]))
     per = df.groupby(["tensor", "key", "host"], sort=False)["ready_ns"].agg(["min", "max"]).reset_index()
     n_groups = int(df.groupby(["tensor", "key"]).ngroups)
-    steps = df["step"].where(df["step"] >= 0, df["occurrence"])
-    n_steps = max(int(steps.nunique()), 1)
+    n_steps = max(int(df["key"].nunique()), 1)
     steps_known = bool((df["step"] >= 0).any())
     size = {h: sorted(r for r, x in hosts.items() if x == h) for h in set(hosts.values())}
     rows = []
