@@ -28,9 +28,7 @@ def _step_of(times, step_spans):
 
 
 def step_breakdown(tables):
-    """``COLUMNS`` per (rank, step) with tensor ops or a STEP span. ``step_ns``: the STEP span, else first
-    submit -> last done; the stages are unions over the step's tensors; ``exposed_ns``: in flight while the
-    framework waited in SYNCHRONIZE."""
+    """``COLUMNS`` per (rank, step); ``exposed_ns``: in flight while the framework waited to synchronize."""
     ev = tables.events
     fw = (ev["thread"] == "framework") & (ev["ph"] == "X") & ev["name"].isin([V.STEP, V.SYNCHRONIZE])
     fw = ev.loc[fw.to_numpy(dtype=bool, na_value=False), ["rank", "name", "t_ns", "dur_ns", "step"]]
@@ -113,8 +111,7 @@ def _with_buckets(comm, buckets):
 
 
 def phase_buckets(tables):
-    """Per rank and STEP span, each instant in the first covering phase by precedence, else ``other``, so
-    the buckets add up to ``step_ns``. A rank without phase spans gets NA phase buckets, never guesses."""
+    """Per rank and STEP span, each instant in its first covering phase (else ``other``); NA without phases."""
     ev = tables.events
     names = [n for n, _ in _LAYERS] + [V.STEP]
     sel = ((ev["ph"] == "X") & ev["name"].isin(names)).to_numpy(dtype=bool, na_value=False)
@@ -170,8 +167,7 @@ def _pairs(rank, step):
 
 
 def breakdown_by_rank(bd):
-    """Per rank, the mean of :func:`step_breakdown` over its STEP-span steps, else its numbered steps, else
-    all rows (``step``: the number of steps averaged)."""
+    """Per rank, the mean of its steps with a STEP span (else numbered, else all); ``step``: how many."""
     if not len(bd):
         return pd.DataFrame(columns=COLUMNS)
     if (bd["step"] >= 0).any():   # the steps; not the setup before the first (step -1)

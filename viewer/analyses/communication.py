@@ -20,8 +20,7 @@ def bus_factor(op: str, n: int) -> float:
 
 
 def op_bandwidth(fused_ops, size: int, peak_busbw_gbps: float | None = None):
-    """Per executed op and rank: bytes (nccl-tests' S: a gathered op's whole buffer), time, algbw and busbw
-    (GB/s, 1e9), efficiency against ``peak_busbw_gbps`` (default: the best busbw per backend)."""
+    """Per op and rank: nccl-tests' bytes, algbw and busbw (GB/s), efficiency against the peak."""
     df = fused_ops[["rank", "response", "step", "op", "backend", "activity", "dtype", "count", "bytes"]].copy()
     n = fused_ops["size"].where(fused_ops["size"] > 0, size).astype("int64")
     df["n"] = n
@@ -57,8 +56,7 @@ def bandwidth_by_size(op_bw):
 
 
 def alpha_beta_fit(op_bw):
-    """Least-squares time = α + bytes / β per backend and op, on the fastest op of each power-of-two size
-    bucket (slower ones waited for late peers); n½ = α·β. NaN when sizes do not vary enough."""
+    """time = α + bytes / β per backend and op, fitted to each size bucket's fastest op (n½ = α·β)."""
     cols = ["backend", "op", "ops", "sizes", "alpha_us", "beta_gbps", "half_bw_bytes", "r2"]
     rows = []
     for (backend, op), d in op_bw.groupby([op_bw["backend"].fillna("?"), op_bw["op"].fillna("?")]):

@@ -1,5 +1,4 @@
-"""The critical path of each step, walked back from its end: the last SYNCHRONIZE, the collective it
-waited for, that collective's negotiation and the late rank's phases before its submission."""
+"""The critical path of each step: the chain of phases and collectives, across ranks, that set it."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,8 +12,7 @@ _TOLERANCE_NS = 1_000   # a SYNCHRONIZE ends a little after the collective it wa
 
 
 def critical_path(tables, bd=None):
-    """Per step, the critical path as ``COLUMNS`` rows in time order; ``slowest`` marks the phase furthest
-    over the other ranks' median in ``bd`` (the longest without it)."""
+    """Per step, the critical path in time order; ``slowest``: the phase furthest over the others'."""
     ev, fo, ops = tables.events, tables.fused_ops, tables.tensor_ops
     empty = pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS})
     sel = ((ev["ph"] == "X") & (ev["name"] == V.SYNCHRONIZE) & (ev["step"] >= 0)).to_numpy(dtype=bool, na_value=False)

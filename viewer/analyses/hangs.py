@@ -30,8 +30,7 @@ def rank_ends(tables):
 
 
 def stopped_first(ends, gap_ns: int = STOP_GAP_NS):
-    """``{rank, last_ns, lead_ns}`` of an unclosed trace that stopped ``gap_ns`` before every other (or
-    before ranks that all closed), or None."""
+    """``{rank, last_ns, lead_ns}`` of an unclosed trace that stopped ``gap_ns`` before the others, or None."""
     if len(ends) < 2:
         return None
     first, rest = ends.iloc[0], ends.iloc[1:]
@@ -50,9 +49,7 @@ def cut_together(ends, gap_ns: int = STOP_GAP_NS):
 
 
 def incomplete_tensors(tables, size: int | None = None):
-    """``COLUMNS`` per (tensor, step/occurrence) that some rank never submitted ("missing") or never got
-    the result of ("unfinished"). A cut trace is missing a tensor only if it went past it (:func:`_went_past`);
-    ``waited_ns`` runs to the failing op's end when one failed, else to the trace end."""
+    """``COLUMNS`` per tensor some rank never submitted ("missing") or never got the result of."""
     size = int(size or tables.meta.get("size") or 0)
     ops = tables.tensor_ops
     rd = tables.readiness
@@ -95,8 +92,7 @@ def incomplete_tensors(tables, size: int | None = None):
 
 
 def _went_past(keyed, cut: set):
-    """``f(rank, tensor, key, group)``: whether ``rank`` may be counted missing that tensor. A cut trace
-    went past it when it later holds an op the first submitter had not submitted before it."""
+    """``f(rank, tensor, key, group)``: whether a cut trace went on past that tensor (may be missing it)."""
     if not cut:
         return lambda *_: True
 
@@ -123,8 +119,7 @@ def _went_past(keyed, cut: set):
 
 
 def hangs_by_rank(hang_df):
-    """Per missing rank: the tensors it never submitted (up to 10 names), earliest first: the first row is
-    the root cause (later ones were usually left waiting while the culprit ran ahead)."""
+    """Per missing rank: the tensors it never submitted, earliest first (the first row: the root cause)."""
     rows = {}
     missing = hang_df[hang_df["kind"] == "missing"].sort_values("first_submit_ns")
     for r in missing.itertuples(index=False):

@@ -1,6 +1,4 @@
-"""Intra-host and cross-host links: the bytes each kind carried per collective, how fast, and what the
-cross-host link cost the step. Only flat ring (or direct) allreduces and hierarchical ones say which
-ranks exchanged what (docs/MULTIHOST.md); a lock-step ring runs at its cross-host hops' pace."""
+"""Intra-host and cross-host links: what each kind carried, how fast, and its cost (docs/MULTIHOST.md)."""
 from __future__ import annotations
 
 import numpy as np
@@ -33,8 +31,7 @@ def _empty(cols):
 
 
 def link_ops(tables):
-    """``OP_COLUMNS`` per collective and link kind (empty under two known hosts). ``time_ns``: the shortest
-    span among the ranks (the last to join waited least, so what remains is the transfer)."""
+    """``OP_COLUMNS`` per collective and link kind (``time_ns``: the ranks' shortest span: the transfer)."""
     host = hosts_of(tables.ranks)
     if len(set(host.values())) < 2:
         return _empty(OP_COLUMNS)
@@ -98,8 +95,7 @@ def _flat_rows(fused, host, hier, ringed, size: int) -> list[dict]:
 
 
 def _hier_rows(sub, host, local) -> list[dict]:
-    """Rows of the hierarchical allreduces: (L-1)·S per host of L ranks in each intra-host sub-phase, and
-    2(H-1)·S across H hosts in all."""
+    """Rows of hierarchical allreduces: (L-1)·S within a host of L ranks, 2(H-1)·S across H hosts."""
     rows = []
     sub = sub[sub["rank"].isin(list(host)) & sub["bytes"].notna()]
     for (resp, phase), g in sub.groupby(["response", "name"], sort=True):
@@ -164,8 +160,7 @@ def _cross_spans(tables, ops, host) -> dict[int, list[tuple[int, int]]]:
 
 
 def cross_link_cost(tables, ops):
-    """``COST_COLUMNS`` per rank, means over its STEP spans (else the whole trace): the link's busy time and
-    the part the framework waited for in SYNCHRONIZE (``exposed_cross_ns``)."""
+    """``COST_COLUMNS`` per rank, means per step: the link's busy time and how much of it was waited for."""
     host = hosts_of(tables.ranks)
     if ops is None or not len(ops) or not (ops["link"] == CROSS).any():
         return _empty(COST_COLUMNS)

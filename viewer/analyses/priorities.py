@@ -1,6 +1,4 @@
-"""Priority inversions: a tensor that waited while a lower-priority response ran on its rank, because
-that response was ``running`` when it was submitted, was decided before it was ready everywhere
-(``not_ready``), or was decided after (``ordered_ahead``: the runtime put it first)."""
+"""Priority inversions: a tensor that waited while a lower-priority response ran on its rank."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,8 +10,7 @@ COLUMNS = ["rank", "tensor", "step", "occurrence", "priority", "submit_ns", "sta
 
 
 def waits_behind_lower(tensor_ops, fused_ops):
-    """One row per op that waited behind lower-priority responses on its rank, longest ``behind_ns`` first
-    (split by cause into ``<cause>_ns``; ``cause``: the largest)."""
+    """One row per op that waited behind lower-priority responses, by cause, the longest first."""
     empty = pd.DataFrame({c: [] for c in COLUMNS})
     if not len(tensor_ops) or not len(fused_ops):
         return empty

@@ -1,5 +1,4 @@
-"""Recoveries of an elastic run (docs/ELASTIC.md): what each reset of the world cost, from the driver's
-elastic.json, checked against the ELASTIC_RESET slices the new world's ranks recorded."""
+"""Recoveries of an elastic run (docs/ELASTIC.md): what each reset of the world cost."""
 from __future__ import annotations
 
 from tracer import vocab as V
@@ -30,8 +29,7 @@ def job_span(meta: dict, events=None) -> tuple[int, int]:
 
 
 def recoveries(tables):
-    """``COLUMNS`` per reset of an elastic run: ``cost_ms`` is lost (failure -> first step after) plus redone
-    (last commit -> failure); the ranks' ELASTIC_* slices fill what elastic.json lacks."""
+    """``COLUMNS`` per reset: ``cost_ms`` = lost (failure -> first step after) + redone (commit -> failure)."""
     import pandas as pd  # here, not above: `ringscope merge` reads PARTS without pandas
 
     meta = tables.meta

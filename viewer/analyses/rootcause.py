@@ -1,6 +1,4 @@
-"""Why a late rank is late: each phase's excess per step over the other ranks' median (medians keep one
-noisy step from naming a cause), and its counters. A rank not flagged late still gets a row when a phase
-is far off (the IMBALANCE_* bounds: a slow loader's wait, against the few ms noise adds to every phase)."""
+"""Why a rank is late: each phase's median excess per step over the other ranks', and its counters."""
 from __future__ import annotations
 
 import pandas as pd
@@ -43,8 +41,7 @@ def submit_lateness(neg):
 
 
 def phase_excess(bd, rank: int):
-    """``(per bucket: excess_ns, others_ns, steps_longer; steps compared)``: ``rank``'s buckets against the
-    other ranks' median, step by step, as medians over the steps."""
+    """``(excess_ns, others_ns, steps_longer per bucket, steps compared)`` of ``rank`` against the others."""
     bd = bd[(bd["step"] >= 0) & bd["phases_known"] & bd["other_ns"].notna()]
     mine = bd[bd["rank"] == rank].set_index("step")
     others = bd[bd["rank"] != rank]
@@ -97,9 +94,7 @@ def counters_text(diffs) -> str:
 
 
 def root_causes(bd, neg, late, events, strag=None):
-    """``COLUMNS`` per late rank and per other rank with a phase far off: ``cause`` is the bucket that
-    explains most, ``"unexplained"`` or ``"unknown"`` (no phases); ``share_pct`` of the lateness (of the
-    step for a rank not late)."""
+    """``COLUMNS`` per late rank, and per other rank with a phase far off: the phases that explain it."""
     median_step = float(bd.loc[bd["step"] >= 0, "step_ns"].median()) if len(bd) else 0.0
     median_step = median_step if median_step == median_step else 0.0
     floor = max(MIN_EFFECT_NS, MIN_EFFECT_OF_STEP * median_step)

@@ -11,8 +11,7 @@ NEGOTIATION_COLUMNS = ["tensor", "step", "occurrence", "rank", "ready_ns", "sour
 
 
 def negotiations(tables, size: int | None = None):
-    """``NEGOTIATION_COLUMNS`` per complete (tensor, step or occurrence) and rank: all ``size`` ranks seen
-    (Horovod: two, its ticks vanish on cached responses). ``wait_imposed_ns``: last − second last."""
+    """``NEGOTIATION_COLUMNS`` per complete negotiation and rank (Horovod: two ranks seen suffice)."""
     empty = pd.DataFrame({c: pd.Series(dtype="object") for c in NEGOTIATION_COLUMNS})
     ops = tables.tensor_ops
     if len(ops) and ops["rank"].nunique() >= 2:   # each rank's own submit, else the coordinator's ticks
@@ -60,8 +59,7 @@ def _runs(*keys):
 
 
 def rank_stragglers(neg, size: int | None = None):
-    """Per rank (every one of ``size``): how often it was last, the wait it imposed (a union: overlapping
-    tensors count once) and its lateness, the largest wait first."""
+    """Per rank: how often it was last, the wait it imposed (overlaps counted once), its lateness."""
     cols = ["rank", "negotiations", "times_last", "pct_last", "wait_imposed_ns", "wait_imposed_per_step_ns",
             "median_lateness_ns", "p90_lateness_ns", "steps"]
     if neg is None or not len(neg):
@@ -111,8 +109,7 @@ def tensor_waits(per):
 
 
 def late_ranks(strag, size: int, step_ns: float | None = None):
-    """The rows of ``strag`` last in half the negotiations (or 1.5x chance while imposing 5x any other's
-    wait: sample_traces/healthy shows ~4x from noise) and imposing over 100 µs or 2 % of the step per step."""
+    """The rows of ``strag`` last far more often than chance, at a cost over noise (5x: healthy shows 4x)."""
     if strag is None or not len(strag) or size < 2:
         return pd.DataFrame(columns=[*(strag.columns if strag is not None else []), "per_step_ns", "share_pct"])
     groups = int(strag["times_last"].sum())
@@ -132,9 +129,7 @@ HOST_COLUMNS = ["host", "ranks", "negotiations", "times_last", "pct_last", "wait
 
 
 def late_hosts(neg, hosts: dict, step_ns: float | None = None):
-    """Hosts of two or more ranks whose first rank was ready after every other host's last in half the
-    negotiations or more (chance: 1 in 6 for 2 x 2) at a cost over noise, as :func:`late_ranks`.
-    ``clock_uncertainty_ns`` is NA here (the caller fills it)."""
+    """Hosts whose ranks were all ready after every other host's in half the negotiations, at a cost."""
     empty = pd.DataFrame({c: pd.Series(dtype="object") for c in HOST_COLUMNS})
     if neg is None or not len(neg) or len(set(hosts.values())) < 2:
         return empty

@@ -1,5 +1,4 @@
-"""Findings about a torch.profiler (Kineto) run: GPU idle time, launch overhead, exposed communication
-and a late rank; their advice is a PyTorch user's, never a runtime's settings."""
+"""Findings about a torch.profiler (Kineto) run, with a PyTorch user's advice."""
 from __future__ import annotations
 
 import re
@@ -29,8 +28,7 @@ def _share(part, whole) -> float:
 
 @rule("kineto")
 def gpu_idle(run, peak=None):
-    """The GPU idle for IDLE_PCT of its time or more on the rank where it idled most: where, how much it
-    waited for the host, the longest gap, and the fix."""
+    """The GPU idle for IDLE_PCT of its time or more: where, why, the longest gap and the fix."""
     tb = run.kineto_temporal()
     tb = tb[tb["idle_pct"].notna()]
     if not len(tb) or float(tb["idle_pct"].max()) < IDLE_PCT:
@@ -89,8 +87,7 @@ def _idle_fix(host: float, start: float, inside: float) -> str:
 
 @rule("kineto")
 def launch_overhead(run, peak=None):
-    """The rank whose launched work was most often launch-bound (shorter than its launch call, waited for
-    by an idle GPU). LAUNCH_BOUND_PCT lies between the shared traces' 44 % (nccl_2rank) and 14 %."""
+    """Launch-bound work (shorter than its launch, waited for by an idle GPU) from LAUNCH_BOUND_PCT."""
     ls = run.kineto_launch_stats()
     ls = ls[(ls["launched"] >= LAUNCH_MIN_WORK) & ls["launch_bound_pct"].notna()]
     if not len(ls) or float(ls["launch_bound_pct"].max()) < LAUNCH_BOUND_PCT:
@@ -116,8 +113,7 @@ def launch_overhead(run, peak=None):
 
 @rule("kineto", "steps")
 def low_overlap(run, peak=None):
-    """The rank with the largest share of exposed NCCL time, when it is EXPOSED_PCT or more and under
-    OVERLAP_PCT of its NCCL time overlapped compute."""
+    """Exposed NCCL time from EXPOSED_PCT of the step, with under OVERLAP_PCT of it overlapped."""
     ks = run.kineto_steps()
     ks = ks[(ks["step"] >= 0) & ks["exposed_comm_ns"].notna() & (ks["step_ns"] > 0)]
     ov = run.kineto_overlap().set_index("rank")["overlap_pct"]
@@ -150,8 +146,7 @@ def low_overlap(run, peak=None):
 
 @rule("kineto")
 def stragglers(run, peak=None):
-    """:func:`straggler_rows` with each rank's worst step; left to the runtime's rule when the run has
-    negotiations."""
+    """:func:`straggler_rows` with their worst steps; left to the runtime's rule when it negotiated."""
     loaded = int(run.ranks["rank"].nunique())
     if loaded < 2 or "negotiation" in run.has:
         return []
@@ -169,8 +164,7 @@ def stragglers(run, peak=None):
 
 
 def straggler_rows(late, loaded: int, uncertainty_ns: float | None) -> list[dict]:
-    """A rank that launched its collectives last far more often than chance; medium at most when its lead
-    is within twice the clock offsets' ``uncertainty_ns`` (None: unknown)."""
+    """Ranks that launched collectives last; medium at most when clocks could explain the lead."""
     out = []
     for _, r in late.iterrows():
         rank, share = int(r["rank"]), float(r["share_pct"])

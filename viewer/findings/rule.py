@@ -1,5 +1,4 @@
-"""A finding rule declares the runs it fits (``viewer.registry.NEEDS``) and gives rows: kind, severity,
-score (the order), title, one sentence with the numbers and a fix, and the evidence as data."""
+"""A finding rule declares the runs it fits (``viewer.registry.NEEDS``) and gives finding rows."""
 from __future__ import annotations
 
 from collections.abc import Callable

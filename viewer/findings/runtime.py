@@ -144,8 +144,7 @@ def slow_link(run, peak=None):
 
 
 def slow_link_rows(ops, cost, fus=None, ab=None, prefix="RINGSCOPE_", hierarchical=False) -> list[dict]:
-    """The cross-host link left the ranks waiting 20 % of the step or more (median): its busbw, that share
-    and the remedy: fuse small ops, hierarchical allreduce for large ones on a flat ring, else the link."""
+    """The cross-host link left the ranks waiting 20 % of the step or more, and the remedy."""
     if not len(ops) or not len(cost):
         return []
     share = float(cost["share_pct"].median())
