@@ -7,30 +7,21 @@ import pandas as pd
 _GATHERED = ("ALLGATHER", "REDUCESCATTER", "ALLTOALL")
 
 
-def bus_factor(op: str, n: int) -> float:
-    """nccl-tests' busbw/algbw factor: allreduce 2(n−1)/n, gathered ops (n−1)/n, others 1."""
-    op = (op or "").upper()
-    if n <= 1:
-        return 1.0 if op not in ("ALLREDUCE",) + _GATHERED else 0.0
-    if op == "ALLREDUCE":
-        return 2.0 * (n - 1) / n
-    if op in _GATHERED:
-        return (n - 1) / n
-    return 1.0
-
-
 def op_bandwidth(fused_ops, size: int, peak_busbw_gbps: float | None = None):
     """Per op and rank: nccl-tests' bytes, algbw and busbw (GB/s), efficiency against the peak."""
     df = fused_ops[["rank", "response", "step", "op", "backend", "activity", "dtype", "count", "bytes"]].copy()
     n = fused_ops["size"].where(fused_ops["size"] > 0, size).astype("int64")
     df["n"] = n
-    gathered = df["op"].fillna("").str.upper().isin(_GATHERED)
+    op = df["op"].fillna("").str.upper()
+    gathered, allreduce = op.isin(_GATHERED), op == "ALLREDUCE"
     df["bytes"] = np.where(gathered, df["bytes"] * n, df["bytes"]).astype("int64")
     t = fused_ops["comm_ns"].where(fused_ops["comm_ns"] > 0, fused_ops["end_ns"] - fused_ops["start_ns"])
     df["time_ns"] = t.astype("int64")
     secs = df["time_ns"].astype("float64") / 1e9
     df["algbw_gbps"] = np.where(secs > 0, df["bytes"] / secs.where(secs > 0, 1.0) / 1e9, np.nan)
-    df["factor"] = [bus_factor(o, k) for o, k in zip(df["op"].fillna(""), df["n"])]
+    m = n.where(n > 1, 2)   # nccl-tests' busbw/algbw factor: allreduce 2(n−1)/n, gathered ops (n−1)/n, others 1
+    df["factor"] = np.where(n <= 1, np.where(allreduce | gathered, 0.0, 1.0),
+                            np.where(allreduce, 2.0 * (m - 1) / m, np.where(gathered, (m - 1) / m, 1.0)))
     df["busbw_gbps"] = df["algbw_gbps"] * df["factor"]
     if peak_busbw_gbps:
         df["efficiency"] = df["busbw_gbps"] / float(peak_busbw_gbps)

@@ -14,10 +14,7 @@ def fused_op_fill(fused_ops, threshold: int | None = None):
     cols = ["rank", "response", "step", "op", "backend", "count", "bytes", "threshold", "start_ns",
             "memcpy_in_ns", "memcpy_out_ns", "comm_ns"]
     df = fused_ops[cols].copy()
-    thr = df["threshold"].astype("float64")
-    if threshold:
-        thr = thr.fillna(float(threshold))
-    df["threshold"] = thr
+    df["threshold"] = thr = df["threshold"].astype("float64").fillna(float(threshold or "nan"))
     df["duration_ns"] = fused_ops["end_ns"] - fused_ops["start_ns"]
     df["fill_ratio"] = np.where(thr > 0, df["bytes"] / thr, np.nan)
     df["full"] = df["fill_ratio"] >= FULL_FILL

@@ -49,8 +49,9 @@ def link_ops(tables):
     return pd.DataFrame(rows, columns=OP_COLUMNS).sort_values(["response", "link", "phase"], ignore_index=True)
 
 
-def _busbw(bus_bytes: float, time_ns: int) -> float:
-    return bus_bytes / time_ns if time_ns > 0 else float("nan")   # bytes/ns = GB/s
+def _row(response, step, s, link, algorithm, phase, ranks, hosts, traffic, t, bus_bytes) -> dict:
+    busbw = bus_bytes / t if t > 0 else float("nan")   # bytes/ns = GB/s
+    return dict(zip(OP_COLUMNS, (response, step, s, link, algorithm, phase, ranks, hosts, traffic, t, busbw)))
 
 
 def _flat_rows(fused, host, hier, ringed, size: int) -> list[dict]:
@@ -85,12 +86,8 @@ def _flat_rows(fused, host, hier, ringed, size: int) -> list[dict]:
         else:
             same = sum(hs.count(h) ** 2 for h in set(hs))
             traffic = {INTRA: float(s * (same - n)), CROSS: float(s * (n * n - same))}
-        bw = _busbw(2.0 * (n - 1) / n * s, t)
-        for link, b in traffic.items():
-            if b > 0:
-                rows.append({"response": int(r.Index), "step": int(r.step), "op_bytes": s, "link": link,
-                             "algorithm": "ring" if r.ring else "direct", "phase": V.RING_ALLREDUCE, "ranks": n,
-                             "hosts": len(set(hs)), "traffic_bytes": int(b), "time_ns": t, "busbw_gbps": bw})
+        rows += [_row(int(r.Index), int(r.step), s, link, "ring" if r.ring else "direct", V.RING_ALLREDUCE, n,
+                      len(set(hs)), int(b), t, 2.0 * (n - 1) / n * s) for link, b in traffic.items() if b > 0]
     return rows
 
 
@@ -109,10 +106,8 @@ def _hier_rows(sub, host, local) -> list[dict]:
             # each shard's ring ends when its last rank joined and it finished; the step, with the slowest
             ring = [local.get(int(r), 0) for r in on["rank"]]
             t = int(on.assign(ring=ring).groupby("ring")["dur_ns"].min().max())
-            rows.append({"response": int(resp), "step": step, "op_bytes": s, "link": CROSS,
-                         "algorithm": "hierarchical", "phase": phase, "ranks": len(on), "hosts": n_hosts,
-                         "traffic_bytes": 2 * (n_hosts - 1) * s, "time_ns": t,
-                         "busbw_gbps": _busbw(2.0 * (n_hosts - 1) / n_hosts * s, t)})
+            rows.append(_row(int(resp), step, s, CROSS, "hierarchical", phase, len(on), n_hosts,
+                             2 * (n_hosts - 1) * s, t, 2.0 * (n_hosts - 1) / n_hosts * s))
         else:
             s = int(on["bytes"].max())
             per_host = on.groupby("host")
@@ -120,10 +115,8 @@ def _hier_rows(sub, host, local) -> list[dict]:
             t = int(per_host["dur_ns"].min().max())
             sizes = per_host.size()
             most = int(sizes.max())
-            rows.append({"response": int(resp), "step": step, "op_bytes": s, "link": INTRA,
-                         "algorithm": "hierarchical", "phase": phase, "ranks": len(on), "hosts": n_hosts,
-                         "traffic_bytes": int(sum((k - 1) * s for k in sizes)), "time_ns": t,
-                         "busbw_gbps": _busbw((most - 1) / most * s, t)})
+            rows.append(_row(int(resp), step, s, INTRA, "hierarchical", phase, len(on), n_hosts,
+                             int(sum((k - 1) * s for k in sizes)), t, (most - 1) / most * s))
     return rows
 
 

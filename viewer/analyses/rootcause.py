@@ -44,10 +44,7 @@ def phase_excess(bd, rank: int):
     """``(excess_ns, others_ns, steps_longer per bucket, steps compared)`` of ``rank`` against the others."""
     bd = bd[(bd["step"] >= 0) & bd["phases_known"] & bd["other_ns"].notna()]
     mine = bd[bd["rank"] == rank].set_index("step")
-    others = bd[bd["rank"] != rank]
-    if not len(mine) or not len(others):
-        return pd.DataFrame(columns=["excess_ns", "others_ns", "steps_longer"], dtype="float64"), 0
-    med = others.groupby("step")[list(PHASES)].median()
+    med = bd[bd["rank"] != rank].groupby("step")[list(PHASES)].median()
     steps = mine.index.intersection(med.index)
     if not len(steps):
         return pd.DataFrame(columns=["excess_ns", "others_ns", "steps_longer"], dtype="float64"), 0

@@ -22,10 +22,6 @@ def _kernel(name: str) -> str:
     return re.split(r"[<(]", n)[0].strip()[:60] or str(name)[:60]
 
 
-def _share(part, whole) -> float:
-    return 100.0 * float(part) / float(whole) if whole else 0.0
-
-
 @rule("kineto")
 def gpu_idle(run, peak=None):
     """The GPU idle for IDLE_PCT of its time or more: where, why, the longest gap and the fix."""
@@ -39,7 +35,7 @@ def gpu_idle(run, peak=None):
     kl = run.kineto_kernel_launches()
     kl = kl[kl["rank"] == rank]
     gap = kl.loc[kl["gap_ns"].idxmax()]
-    host, start, inside, outside = (_share(ls[c], idle) for c in
+    host, start, inside, outside = (100.0 * float(ls[c]) / idle if idle else 0.0 for c in
                                     ("host_wait_ns", "step_start_idle_ns", "in_step_idle_ns", "outside_steps_idle_ns"))
     others = tb[tb["rank"] != rank]
     also = ("" if not len(others) else f"; rank {int(others['rank'].iloc[0])}: {units.pct(others['idle_pct'].iloc[0])}"

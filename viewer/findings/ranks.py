@@ -3,19 +3,11 @@ from __future__ import annotations
 
 from viewer import units
 from viewer.analyses import hangs
-from viewer.findings.rule import finding, rule, step_window, worst_step
+from viewer.findings.rule import finding, optional, rule, step_window, worst_step
 
 
 def _ranks_of(late_hosts) -> set:
     return {int(r) for rs in (late_hosts["ranks"] if late_hosts is not None and len(late_hosts) else []) for r in rs}
-
-
-def _late_hosts(run):
-    return run.late_hosts() if run.why_not("late_hosts") is None else None
-
-
-def _causes(run):
-    return run.root_cause() if run.why_not("root_cause") is None else None
 
 
 def _why(causes, late_only: bool = True) -> dict:
@@ -41,7 +33,7 @@ def _cost(per_step_ns, share, steps) -> str:
 def stragglers(run, peak=None):
     """A rank flagged late, with its root cause; a late host's ranks are left to :func:`late_hosts`."""
     late = run.late_ranks()
-    why, on_late_host = _why(_causes(run)), _ranks_of(_late_hosts(run))
+    why, on_late_host = _why(optional(run, "root_cause")), _ranks_of(optional(run, "late_hosts"))
     out = []
     for _, r in late.iterrows():
         rank, share = int(r["rank"]), float(r["share_pct"])
@@ -66,7 +58,7 @@ def stragglers(run, peak=None):
 def late_hosts(run, peak=None):
     """:func:`late_host_rows` on the run, each with the step where its host held the others up most."""
     rows = late_host_rows(run.late_hosts(), {int(r) for r in run.late_ranks()["rank"]},
-                          _why(_causes(run), late_only=False))
+                          _why(optional(run, "root_cause"), late_only=False))
     for row in rows:
         step = worst_step(run, row["evidence"]["ranks"])
         row["evidence"].update(steps=[step] if step is not None else [],
@@ -106,7 +98,7 @@ def late_host_rows(lh, flagged=(), why=None) -> list[dict]:
 def imbalance(run, peak=None):
     """A rank not flagged late whose phase is far longer than the others' (not on a late host)."""
     causes = run.root_cause()
-    skip = _ranks_of(_late_hosts(run))
+    skip = _ranks_of(optional(run, "late_hosts"))
     others = causes[~causes["late"].astype(bool) & ~causes["rank"].astype(int).isin(skip)]
     out = []
     for _, r in others.iterrows():

@@ -51,6 +51,11 @@ def step_window(run, step, ranks=None) -> tuple[int, int] | None:
     return (int(sel["start_ns"].min()), int(sel["end_ns"].max())) if len(sel) else None
 
 
+def optional(run, name: str):
+    """``run.<name>()``, or None when the run cannot give it."""
+    return getattr(run, name)() if run.why_not(name) is None else None
+
+
 def worst_step(run, ranks) -> int | None:
     """The step in which ``ranks``, last to submit, held the others up the longest."""
     if run.why_not("negotiations"):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from viewer import units
 from viewer.analyses.communication import credible
-from viewer.findings.rule import finding, rule, step_window
+from viewer.findings.rule import finding, optional, rule, step_window
 
 
 def _prefix(run) -> str:
@@ -37,12 +37,10 @@ def fusion(run, peak=None):
             f"{prefix}CYCLE_TIME so more tensors are fused per cycle, or bucket small gradients before submitting",
             metric="single_tensor_pct", value=s["single_tensor_pct"], unit="pct"))
     if s["memcpy_share"] >= 0.15:
-        out.append(finding(
-            "memcpy", "medium", 25 + 50 * s["memcpy_share"],
-            f"copies into and out of the fusion buffer took {100 * s['memcpy_share']:.0f} % of fused-op time",
-            f"copies into and out of the fusion buffer took {100 * s['memcpy_share']:.0f} % of fused-op time: use "
-            "fewer, larger tensors or a backend that reduces in place",
-            metric="memcpy_share", value=s["memcpy_share"], unit="ratio"))
+        title = f"copies into and out of the fusion buffer took {100 * s['memcpy_share']:.0f} % of fused-op time"
+        out.append(finding("memcpy", "medium", 25 + 50 * s["memcpy_share"], title,
+                           title + ": use fewer, larger tensors or a backend that reduces in place",
+                           metric="memcpy_share", value=s["memcpy_share"], unit="ratio"))
     return out
 
 
@@ -138,7 +136,7 @@ def bandwidth(run, peak=None):
 def slow_link(run, peak=None):
     """:func:`slow_link_rows` on the run's links, its α-β fit and its fusion."""
     ab = credible(run.alpha_beta()) if run.why_not("alpha_beta") is None else None
-    fus = run.fusion() if run.why_not("fusion") is None else None
+    fus = optional(run, "fusion")
     return slow_link_rows(run.link_ops(), run.cross_link(), fus, ab, _prefix(run),
                           bool(run.meta.get("hierarchical_allreduce")))
 
