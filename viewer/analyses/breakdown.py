@@ -150,9 +150,7 @@ def phase_buckets(tables):
     sums = np.zeros((n, len(_LAYERS) + 1), dtype="int64")
     np.add.at(sums, (state[inside, -1] - 1, bucket[inside]), seg[inside])
     out = pd.DataFrame({"rank": s_rank, "step": steps["step"].to_numpy(dtype="int64"), "step_ns": s_end - s_start})
-    for k, (_, bucket_name) in enumerate(_LAYERS):
-        out[bucket_name] = sums[:, k]
-    out["other_ns"] = sums[:, -1]
+    out[[b for _, b in _LAYERS] + ["other_ns"]] = sums
     if out.duplicated(["rank", "step"]).any():   # mark_step(n) twice with one n: one step of both spans
         out = out.groupby(["rank", "step"], as_index=False, sort=True).sum()
     known = set(x.loc[is_phase, "rank"].tolist())

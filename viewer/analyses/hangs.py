@@ -59,8 +59,7 @@ def incomplete_tensors(tables, size: int | None = None):
     rkeyed = rd.assign(key=rd["step"].where(rd["step"] >= 0, rd["occurrence"]))
     ready_by = rkeyed.groupby(["tensor", "key"])["rank"].agg(set).to_dict()
     # ranks we can judge: those with a trace of their own, plus all when the coordinator's ticks exist
-    judged = (set(range(size)) if size else set()) if len(rd) else set(loaded)
-    judged |= loaded
+    judged = (set(range(size)) if size and len(rd) else set()) | loaded
     everyone = set(range(size)) if size else judged
     ends = rank_ends(tables)
     went_past = _went_past(keyed, set(ends.loc[~ends["closed"], "rank"].tolist()))
