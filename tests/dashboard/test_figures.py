@@ -9,7 +9,7 @@ import pytest
 
 from tests.dashboard.conftest import SAMPLES, SHARED, horovod_file
 from viewer import units
-from viewer.dashboard import fig_comm, fig_compare, fig_fusion, fig_negotiation, fig_overview, pages
+from viewer.dashboard import figures, pages
 from viewer.dashboard.fig_timeline import timeline_figure
 from viewer.dashboard.registry import Registry
 
@@ -27,7 +27,7 @@ def legacy():
 
 def test_heatmap_has_a_row_per_rank_and_marks_the_straggler(straggler):
     matrix = straggler.run.lateness()
-    hm = fig_negotiation.lateness_heatmap(matrix).data[0]
+    hm = figures.lateness_heatmap(matrix).data[0]
     assert list(hm.y) == [0, 1, 2, 3]
     assert hm.z.shape == (4, matrix.shape[1])
     assert np.nanmean(hm.z, axis=1).argmax() == 3   # the planted slow rank is the latest row
@@ -36,12 +36,12 @@ def test_heatmap_has_a_row_per_rank_and_marks_the_straggler(straggler):
 
 def test_heatmap_bins_many_steps():
     m = pd.DataFrame(np.ones((2, 1500)), index=[0, 1], columns=range(1500))
-    hm = fig_negotiation.lateness_heatmap(m).data[0]
-    assert len(hm.x) <= fig_negotiation.MAX_STEP_COLUMNS
+    hm = figures.lateness_heatmap(m).data[0]
+    assert len(hm.x) <= figures.MAX_STEP_COLUMNS
 
 
 def test_real_horovod_timeline_names_rank_7_as_straggler(legacy):
-    fig = fig_negotiation.times_last_bar(legacy.run.stragglers())
+    fig = figures.times_last_bar(legacy.run.stragglers())
     times = dict(zip(fig.data[0].x, fig.data[0].customdata[:, 0]))
     assert max(times, key=lambda k: int(times[k])) == "rank 7"
     assert dict(zip(fig.data[0].x, fig.data[0].y))["rank 7"] > 90
@@ -53,23 +53,23 @@ def test_fusion_histograms_are_the_allreduces_the_summary_counts(straggler):
     thr = fus["threshold"].iloc[0]
     assert thr == straggler.run.meta["fusion_threshold"] == 128 << 20
     assert len(ops) == fus["ops"].iloc[0] and (ops["op"] == "ALLREDUCE").all()   # run.fusion()'s ops, no broadcast
-    fill = fig_fusion.fill_histogram(ops, thr)
+    fill = figures.fill_histogram(ops, thr)
     assert any(s.x0 == 1.0 for s in fill.layout.shapes)  # the threshold line
     assert sum(fill.data[0].y) == len(ops)
-    counts = fig_fusion.count_histogram(ops, thr)
+    counts = figures.count_histogram(ops, thr)
     assert list(counts.data[0].x) == sorted(ops["count"].unique()) and "128 MiB" in counts.layout.title.text
-    assert sum(fig_fusion.memcpy_share_histogram(ops).data[0].y) == len(ops)
+    assert sum(figures.memcpy_share_histogram(ops).data[0].y) == len(ops)
 
 
 def test_busbw_figure_draws_only_credible_fits_and_the_peak(straggler):
     run = straggler.run
     ab = run.alpha_beta()
     assert not ab.set_index("op").loc["ALLREDUCE", "credible"]   # r² near 0 on this run
-    fig = fig_comm.busbw_figure(run.op_bandwidth(), ab[ab["credible"]], 3.0, peak_given=True)
+    fig = figures.busbw_figure(run.op_bandwidth(), ab[ab["credible"]], 3.0, peak_given=True)
     fits = [t.name for t in fig.data if " fit: " in t.name]
     assert fits == ["ring BROADCAST fit: α 6.83 µs, β 7.99 GB/s"]
     assert any(s.y0 == 3.0 for s in fig.layout.shapes)
-    assert len(fig.data[0].x) <= fig_comm.MAX_POINTS
+    assert len(fig.data[0].x) <= figures.MAX_OPS_SHOWN
 
 
 def test_timeline_figure_lanes_phases_and_axis_from_the_first_event(straggler):
@@ -84,18 +84,18 @@ def test_timeline_figure_lanes_phases_and_axis_from_the_first_event(straggler):
 
 def test_compare_figures_show_both_runs(straggler, legacy):
     both = [("A", straggler.run.stragglers()), ("B", legacy.run.stragglers())]
-    assert [t.name for t in fig_compare.straggler_compare(both).data] == ["A", "B"]
+    assert [t.name for t in figures.straggler_compare(both).data] == ["A", "B"]
     both = [("A", straggler.run.op_bandwidth()), ("B", legacy.run.op_bandwidth())]
-    assert [t.name for t in fig_compare.bandwidth_compare(both).data] == ["A (ALLREDUCE)", "B (ALLREDUCE)"]
+    assert [t.name for t in figures.bandwidth_compare(both).data] == ["A (ALLREDUCE)", "B (ALLREDUCE)"]
 
 
 def test_step_time_figure_is_capped():
     steps = np.arange(5000)
     st = pd.DataFrame({"rank": np.repeat(np.arange(64), len(steps)), "step": np.tile(steps, 64),
                        "dur_ns": 1_000_000})
-    fig = fig_overview.step_time_figure(st)
+    fig = figures.step_time_figure(st)
     assert len(fig.data) == 64
-    assert sum(len(t.x) for t in fig.data) <= fig_overview.MAX_POINTS + 64
+    assert sum(len(t.x) for t in fig.data) <= figures.MAX_STEP_POINTS + 64
 
 
 def _text(components) -> str:
@@ -122,11 +122,10 @@ def test_kineto_run_shows_its_gpu_time_and_says_why_the_rest_is_missing(straggle
 def test_a_phase_of_the_phase_table_shows_on_the_breakdown_and_the_timeline(tmp_path):
     """CHECKPOINT, one row of viewer/vocab.py's phase table: its bar segment and its timeline colour."""
     from tests.viewer.phase_runs import write_run
-    from viewer.dashboard import fig_breakdown
     from viewer.dashboard.theme import PHASES
 
     held = Registry().add_path(write_run(tmp_path / "ckpt", steps=4, checkpoint_ms={1: 30}, seed=3))
-    bars = {t.name: dict(zip(t.x, t.y)) for t in fig_breakdown.breakdown_bars(held.run.breakdown()).data}
+    bars = {t.name: dict(zip(t.x, t.y)) for t in figures.breakdown_bars(held.run.breakdown()).data}
     assert bars["checkpoint"]["rank 1"] > 25 and bars["checkpoint"]["rank 0"] == 0
     trace = next(t for t in timeline_figure(held.timeline.window(ranks=[1])).data if t.name == "CHECKPOINT")
     assert trace.marker.color == PHASES["CHECKPOINT"] and len(trace.base) >= 3

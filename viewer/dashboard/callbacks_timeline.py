@@ -6,9 +6,7 @@ from __future__ import annotations
 from dash import Input, Output, State
 from dash.exceptions import PreventUpdate
 
-from viewer.dashboard.fig_critical import add_critical_path
-from viewer.dashboard.fig_recoveries import add_reset_bands
-from viewer.dashboard.fig_timeline import timeline_figure
+from viewer.dashboard.fig_timeline import add_critical_path, add_reset_bands, timeline_figure
 from viewer.findings.rule import step_window
 
 PIXELS = 1400

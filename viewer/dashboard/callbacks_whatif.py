@@ -8,7 +8,7 @@ from dash import Input, Output, html
 from dash.exceptions import PreventUpdate
 
 from viewer import units
-from viewer.dashboard import fig_whatif
+from viewer.dashboard import figures
 from viewer.dashboard.components import card, empty, graph, table
 from viewer.registry import NEEDS, Column, Table
 from viewer.whatif import ModelError, Settings, fit, predict
@@ -65,6 +65,6 @@ def register(app, ctx):
         if isinstance(model, str):
             return empty(f"Nothing to replay in this run: {model}", "wi-none")
         res = predict(model, settings_of(thr, cyc, bw, lat, ranks, flags))
-        return [summary(held.run, res), graph("wi-steps", fig_whatif.steps_figure(res["steps"])),
-                graph("wi-timeline", fig_whatif.timeline_figure(res["timeline"])),
+        return [summary(held.run, res), graph("wi-steps", figures.whatif_steps(res["steps"])),
+                graph("wi-timeline", figures.whatif_timeline(res["timeline"])),
                 table(FITS, pd.DataFrame(res["fits"]), "wi-fit-table")]

@@ -1,9 +1,20 @@
-"""Timeline figure: per-lane bars of an aggregated window (see timeline_agg)."""
+"""The timeline figure: per-lane bars of an aggregated window (see timeline_agg), and what is drawn over it:
+hosts, an elastic run's resets (docs/ELASTIC.md) and the critical path."""
 from __future__ import annotations
+
+import functools
+import itertools
 
 import plotly.graph_objects as go
 
+from viewer import units
 from viewer.dashboard.theme import PHASES
+from viewer.dashboard.timeline_agg import STEP_DEPTH, lane_label
+
+MAX_STEPS = 200   # critical paths drawn per window (the widest windows hold the most steps)
+PATH_COLOUR = "#111111"
+RESET_COLOUR = "#d62728"
+REDONE_COLOUR = "#ff9896"
 
 
 def timeline_figure(view, title: str = "") -> go.Figure:
@@ -39,16 +50,14 @@ def timeline_figure(view, title: str = "") -> go.Figure:
 
 def host_runs(hosts: list) -> list[tuple[str, int, int]]:
     """(host, first, last) index of each run of consecutive equal hosts; none unless two or more hosts."""
-    known = [h for h in hosts if h]
-    if len(set(known)) < 2:
+    if len({h for h in hosts if h}) < 2:
         return []
-    runs: list[tuple[str, int, int]] = []
-    for i, h in enumerate(hosts):
-        if runs and runs[-1][0] == h:
-            runs[-1] = (h, runs[-1][1], i)
-        else:
-            runs.append((h, i, i))
-    return [(h or "host unknown", a, b) for h, a, b in runs]
+    runs, i = [], 0
+    for h, group in itertools.groupby(hosts):
+        n = len(list(group))
+        runs.append((h or "host unknown", i, i + n - 1))
+        i += n
+    return runs
 
 
 def add_host_groups(fig: go.Figure, lanes: list, hosts: list) -> None:
@@ -67,3 +76,87 @@ def add_host_groups(fig: go.Figure, lanes: list, hosts: list) -> None:
                            yanchor="top", showarrow=False, font={"size": 12, "color": "#222"},
                            bgcolor="rgba(255,255,255,0.9)", bordercolor="#555", borderwidth=1, borderpad=2,
                            name=f"host-label-{host}")
+
+
+def path_lanes(path):
+    """The timeline lane of each critical-path row (a pre-submit row lies on its rank's STEP lane)."""
+    return [lane_label(int(r), str(t), STEP_DEPTH if k == "pre-submit" else int(d))
+            for r, t, d, k in zip(path["rank"], path["thread"], path["depth"], path["kind"])]
+
+
+def add_critical_path(fig: go.Figure, path, win) -> go.Figure:
+    """The path of each step in the window ``win``, a segment per span on its lane if shown, joined in order;
+    a star on the pre-submit phase that made the step's last rank late."""
+    if not len(path):
+        return fig
+    lanes, t0_ns, t1_ns, origin = win.lanes, win.t0_ns, win.t1_ns, win.origin_ns
+    shown = set(lanes)
+    p = path.assign(lane=path_lanes(path))
+    span = p.groupby("step").agg(lo=("start_ns", "min"), hi=("end_ns", "max"))
+    steps = span[(span["hi"] >= t0_ns) & (span["lo"] <= t1_ns)].index[:MAX_STEPS]
+    p = p[p["step"].isin(steps) & p["lane"].isin(shown)].sort_values(["step", "order"])
+    xs, ys, text = [], [], []
+    for _, g in p.groupby("step", sort=True):
+        for r in g.itertuples(index=False):
+            label = f"step {r.step} · rank {r.rank} · {r.kind}: {r.name} ({units.duration(r.dur_ns)})"
+            xs += [(r.start_ns - origin) / 1e6, (r.end_ns - origin) / 1e6]
+            ys += [r.lane, r.lane]
+            text += [label, label]
+        xs.append(None)
+        ys.append(None)
+        text.append(None)
+    if not xs:
+        return fig
+    fig.add_trace(go.Scatter(name="critical path", x=xs, y=ys, mode="lines+markers", hovertext=text,
+                             hoverinfo="text", line={"color": PATH_COLOUR, "width": 4},
+                             marker={"size": 7, "color": PATH_COLOUR}, connectgaps=False))
+    slow = p[p["slowest"]]
+    if len(slow):
+        mid = (slow["start_ns"] + slow["end_ns"]) / 2 - origin
+        fig.add_trace(go.Scatter(name="slowest phase", x=(mid / 1e6).tolist(),
+                                 y=slow["lane"].tolist(), mode="markers", hoverinfo="text",
+                                 hovertext=[f"step {s}: rank {r}'s {n}, furthest over the others'"
+                                            for s, r, n in zip(slow["step"], slow["rank"], slow["name"])],
+                                 marker={"symbol": "star", "size": 14, "color": "#ffbf00",
+                                         "line": {"color": PATH_COLOUR, "width": 1}}))
+    return fig
+
+
+def reset_text(r) -> str:
+    ms = functools.partial(units.fmt, unit="ms")
+    return (f"<b>reset {r['reset']}: {r['kind']}</b> ({r['size_before']} → {r['size_after']} ranks)<br>{r['cause']}"
+            f"<br>lost {ms(r['lost_ms'])}: detection {ms(r['detect_ms'])}, re-forming {ms(r['reform_ms'])}, "
+            f"restoring {ms(r['restore_ms'])}, first step {ms(r['first_step_ms'])}"
+            f"<br>work redone since the last commit (step {r['last_commit_step']}): {ms(r['redone_ms'])}"
+            f"<br>{units.pct(r['share_pct'])} of the job")
+
+
+def add_reset_bands(fig: go.Figure, rec, win) -> None:
+    """Under the spans of every lane of ``win``: a band from each reset's failure to the end of the first step
+    after, and a lighter one over the work redone before it."""
+    if not len(rec) or not win.lanes:
+        return
+    bands = {"reset": ([], [], [], [], RESET_COLOUR), "work redone": ([], [], [], [], REDONE_COLOUR)}
+    for r in rec.to_dict("records"):
+        text = reset_text(r)
+        end = r["first_step_end_ns"] if r["first_step_end_ns"] is not None else r["restored_ns"]
+        spans = [("reset", r["failed_ns"], end)]
+        if r["redone_ms"]:
+            spans.append(("work redone", r["failed_ns"] - int(r["redone_ms"] * 1e6), r["failed_ns"]))
+        for name, a, b in spans:
+            if a is None or b is None or b <= win.t0_ns or a >= win.t1_ns:
+                continue
+            y, base, width, texts, _ = bands[name]
+            for lane in win.lanes:
+                y.append(lane)
+                base.append((a - win.origin_ns) / 1e6)
+                width.append((b - a) / 1e6)
+                texts.append(text)
+    traces = []
+    for name, (y, base, width, texts, colour) in bands.items():
+        if y:
+            traces.append(go.Bar(name=name, orientation="h", y=y, base=base, x=width, width=1.0,
+                                 marker={"color": colour, "opacity": 0.22, "line": {"width": 0}},
+                                 hovertext=texts, hoverinfo="text", meta="elastic"))
+    fig.add_traces(traces)
+    fig.data = fig.data[-len(traces):] + fig.data[:-len(traces)]   # under the spans

@@ -8,7 +8,7 @@ from dash.exceptions import PreventUpdate
 
 from viewer import units
 from viewer.cli.tables import fact_rows
-from viewer.dashboard import fig_overview
+from viewer.dashboard import figures
 from viewer.dashboard.components import analysis_table, card, empty, graph
 from viewer.findings.rule import step_window
 from viewer.registry import NEEDS
@@ -91,7 +91,7 @@ def body(held) -> list:
     st = run.step_times()
     return [html.H2(run.headline()["verdict"], id="ov-verdict", className="verdict"), cards(run),
             html.H3("Findings"), findings_list(run),
-            graph("ov-steps", fig_overview.step_time_figure(st)) if len(st) else
+            graph("ov-steps", figures.step_time_figure(st)) if len(st) else
             empty(f"Step time per rank: needs {NEEDS['steps']}", "ov-steps"),
             *(analysis_table(run, name, tid) for name, tid in TABLES if run.why_not(name) is None),
             html.H3("Run facts"),

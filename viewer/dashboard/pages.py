@@ -7,7 +7,7 @@ from dash import html
 
 from viewer import units
 from viewer.analyses.links import hosts_of
-from viewer.dashboard import fig_breakdown, fig_comm, fig_compare, fig_fusion, fig_negotiation
+from viewer.dashboard import figures
 from viewer.dashboard.components import analysis_table, empty, graph, table, unavailable
 from viewer.registry import Column, Table
 from viewer.summary import run_facts
@@ -26,7 +26,7 @@ def breakdown(held) -> list:
     by_rank = run.breakdown()
     if not by_rank["other_ns"].notna().any():
         return [empty("The breakdown of each step into phases: no rank has a complete step", "bd-rank-table")]
-    return [graph("bd-bars", fig_breakdown.breakdown_bars(by_rank)), html.H3("Why the late ranks are late"),
+    return [graph("bd-bars", figures.breakdown_bars(by_rank)), html.H3("Why the late ranks are late"),
             root_causes(run), *_tables(run, [("breakdown", "bd-rank-table", 0), ("breakdown", "bd-comm-table", 1)]),
             *kineto]
 
@@ -49,8 +49,8 @@ def negotiation(held) -> list:
     if not len(run.negotiations()):
         return [empty("Negotiation: no tensor was negotiated by every rank")]
     hosts = hosts_of(run.ranks)
-    return [graph("neg-heatmap", fig_negotiation.lateness_heatmap(run.lateness(), hosts)),
-            graph("neg-last", fig_negotiation.times_last_bar(run.stragglers(), hosts)),
+    return [graph("neg-heatmap", figures.lateness_heatmap(run.lateness(), hosts)),
+            graph("neg-last", figures.times_last_bar(run.stragglers(), hosts)),
             *_tables(run, [("stragglers", "neg-stragglers-table", 0), ("tensor_waits", "neg-wait-table", 0)])]
 
 
@@ -72,10 +72,10 @@ def fusion(held) -> list:
         return [empty("Fusion: no allreduce in this run (broadcasts and the like are never fused)")]
     thr = run.fusion()["threshold"].iloc[0]
     return [html.Div(analysis_table(run, "fusion", "fus-facts-table"), id="fus-facts"),
-            html.Div([graph("fus-fill", fig_fusion.fill_histogram(ops, thr)) if ops["fill_ratio"].notna().any()
+            html.Div([graph("fus-fill", figures.fill_histogram(ops, thr)) if ops["fill_ratio"].notna().any()
                       else empty("Fill ratio: no fusion threshold recorded", "fus-fill"),
-                      graph("fus-count", fig_fusion.count_histogram(ops, thr))], className="two-col"),
-            graph("fus-memcpy", fig_fusion.memcpy_share_histogram(ops))]
+                      graph("fus-count", figures.count_histogram(ops, thr))], className="two-col"),
+            graph("fus-memcpy", figures.memcpy_share_histogram(ops))]
 
 
 def communication(held, peak=None) -> list:
@@ -86,7 +86,7 @@ def communication(held, peak=None) -> list:
         return [why, *more]
     bw, ab = run.op_bandwidth(peak), run.alpha_beta()
     best = float(bw["busbw_gbps"].max()) if len(bw) else None
-    return [graph("comm-busbw", fig_comm.busbw_figure(bw, ab[ab["credible"]], peak or best, bool(peak))),
+    return [graph("comm-busbw", figures.busbw_figure(bw, ab[ab["credible"]], peak or best, bool(peak))),
             analysis_table(run, "alpha_beta", "comm-fit-table"),
             analysis_table(run, "bandwidth", "comm-nccl-table", peak_busbw_gbps=peak), *more]
 
@@ -117,9 +117,9 @@ def compare(a, b) -> list:
     spec = Table(f"{a.label} vs {b.label}", (Column("what", "what"), Column("a", f"A: {a.label}"),
                                              Column("b", f"B: {b.label}"), Column("change", "change")))
     out = [table(spec, pd.DataFrame(rows, columns=["what", "a", "b", "change"]), "cmp-table")]
-    for name, gid, title, fig in (("stragglers", "cmp-stragglers", "Stragglers", fig_compare.straggler_compare),
-                                  ("fusion_ops", "cmp-fusion", "Fusion", fig_compare.fusion_compare),
-                                  ("op_bandwidth", "cmp-bandwidth", "Bandwidth", fig_compare.bandwidth_compare)):
+    for name, gid, title, fig in (("stragglers", "cmp-stragglers", "Stragglers", figures.straggler_compare),
+                                  ("fusion_ops", "cmp-fusion", "Fusion", figures.fusion_compare),
+                                  ("op_bandwidth", "cmp-bandwidth", "Bandwidth", figures.bandwidth_compare)):
         both = [(h.label, allreduces(h.run) if name == "fusion_ops" else h.run.get(name)
                  if h.run.why_not(name) is None else None) for h in (a, b)]
         if all(d is None or not len(d) for _, d in both):
