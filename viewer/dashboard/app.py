@@ -1,4 +1,4 @@
-"""Wire the Dash app: layout plus the callback groups, around one run registry."""
+"""Wire the Dash app: the runs given at startup in a registry, the layout and the callback groups."""
 from __future__ import annotations
 
 import atexit
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import dash
 
-from viewer.dashboard import callbacks_inputs, callbacks_pages, callbacks_timeline, callbacks_whatif
+from viewer import Run
+from viewer.dashboard import callbacks_inputs, callbacks_pages, callbacks_timeline
 from viewer.dashboard.callbacks_inputs import EXPANSION_FACTOR
 from viewer.dashboard.components import banner
 from viewer.dashboard.layout import build_layout
@@ -55,12 +56,20 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def create_app(registry: Registry, root, max_upload_mb: float = 64.0, startup_notes=(),
-               max_expanded_mb: float | None = None):
-    """A Dash app over ``registry``; the picker is confined to ``root``. A gzip upload may expand to
-    ``max_expanded_mb`` (default: 4x the upload limit)."""
-    root = Path(root).resolve()
-
+def make_app(runs=(), root=None, max_upload_mb: float = 64.0, tables=None, label: str = "run", nsys=(),
+             max_expanded_mb=None, max_runs: int = 8, max_memory_mb: float = 2048.0):
+    """Load ``runs`` (raises LoadError; Nsight exports ``nsys`` overlaid on the first) or take ready ``tables``;
+    they stay, while ``max_runs`` and ``max_memory_mb`` bound those opened or uploaded later. The picker is
+    confined to ``root``; a gzip upload may expand to ``max_expanded_mb`` (default: 4x the upload limit)."""
+    registry = Registry(max_runs, int(max_memory_mb * 1e6))
+    if tables is not None:
+        registry.add(Run(tables), label, pin=True).warm()
+    for i, r in enumerate(runs):
+        held = registry.add_path(r, pin=True)
+        if i == 0 and nsys:
+            held.overlay_nsys(nsys)
+        held.warm()
+    root = Path(runs[0]).resolve().parent if root is None and runs else Path(root or Path.cwd()).resolve()
     expanded = max_expanded_mb if max_expanded_mb is not None else EXPANSION_FACTOR * max_upload_mb
     ctx = AppContext(registry, root, upload_root(), int(max_upload_mb * 1e6), int(expanded * 1e6))
     # a page's figures are drawn into its body when it has them, so some inputs (the heatmap's clicks, the
@@ -73,12 +82,11 @@ def create_app(registry: Registry, root, max_upload_mb: float = 64.0, startup_no
     options = registry.options()
     run_a = options[0]["value"] if options else None
     run_b = options[1]["value"] if len(options) > 1 else None
-    notes = [n for h in (registry.get(o["value"]) for o in options) for n in h.notes] + list(startup_notes)
+    notes = [n for h in (registry.get(o["value"]) for o in options) for n in h.notes]
     kids, cls = banner("warning", notes)
     picker = [{"label": p, "value": p} for p in list_runs(root)]
     app.layout = build_layout(options, run_a, run_b, picker, max_upload_mb, kids, cls)
     callbacks_inputs.register(app, ctx)
     callbacks_timeline.register(app, ctx)
     callbacks_pages.register(app, ctx)
-    callbacks_whatif.register(app, ctx)
     return app

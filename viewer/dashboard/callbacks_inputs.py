@@ -29,10 +29,8 @@ def safe_name(filename: str) -> str:
 
 def save_upload(contents: str, filename: str, upload_dir: Path, max_bytes: int,
                 max_expanded: int | None = None) -> Path:
-    """Decode a dcc.Upload data URL into its own fresh directory; LoadError when too big or bad.
-
-    A gzip upload is expanded here, streamed to disk, and refused once it passes ``max_expanded``
-    bytes (default 4x ``max_bytes``): the loader then reads a plain file whose size is known."""
+    """Decode a dcc.Upload data URL into a fresh directory; LoadError when too big or bad. A gzip upload is
+    expanded here (at most ``max_expanded`` bytes) so that the loader reads a file of known size."""
     name = safe_name(filename)
     if not is_trace_file(name):
         raise LoadError(f"{name}: not a trace file (expected .json, .json.gz, .trace or .trace.gz)")
@@ -67,8 +65,8 @@ _CHUNK = 1 << 20
 
 
 def expand_gzip(raw: bytes, out, cap: int, name: str) -> int:
-    """Write the gunzipped ``raw`` (every member) to ``out`` a chunk at a time; returns the size.
-    LoadError when it passes ``cap`` bytes or is not gzip; a cut-off stream keeps what it gave."""
+    """Write the gunzipped ``raw`` (every member) to ``out`` a chunk at a time; returns the size. LoadError past
+    ``cap`` bytes or when not gzip; a cut-off stream keeps what it gave."""
     total, data = 0, raw
     while data:
         z = zlib.decompressobj(wbits=31)

@@ -8,6 +8,7 @@ from viewer.dashboard import overview, pages
 
 BODIES = {"overview": overview.body, "breakdown": pages.breakdown, "negotiation": pages.negotiation,
           "fusion": pages.fusion}
+KNOBS = ("wi-threshold", "wi-cycle", "wi-bandwidth", "wi-latency", "wi-ranks", "wi-flags")
 
 
 def register(app, ctx):
@@ -43,4 +44,7 @@ def register(app, ctx):
                           className="muted", id="cmp-hint")
         return pages.compare(a, b)
 
-    overview.register(app, ctx)
+    @app.callback(Output("whatif-body", "children"), Input("tabs", "value"), Input("run-a", "value"),
+                  *(Input(k, "value") for k in KNOBS))
+    def whatif(tab, run_id, *knobs):
+        return pages.whatif(held_of(tab, "whatif", run_id), *knobs)

@@ -21,7 +21,7 @@ def graph(gid: str, fig) -> dcc.Graph:
 
 
 def empty(text: str, eid: str | None = None) -> html.P:
-    """A written empty state, where a figure or a table has nothing to show: what is missing, in words."""
+    """Where a figure or a table has nothing to show: what is missing, in words."""
     return html.P(text[:1].upper() + text[1:] + ("" if text.endswith(".") else "."), className="empty",
                   **_id(eid))
 
@@ -33,8 +33,7 @@ def unavailable(run, name: str, what: str, eid: str | None = None) -> html.P | N
 
 
 def table(spec: registry.Table, df, table_id: str | None = None, top: int = MAX_ROWS):
-    """A declared table (``viewer.registry.Table``) as the CLI prints it: its title, the columns that hold
-    a value, their labels and units, numbers right-aligned, ``unknown`` markers; one row as pairs."""
+    """A declared table (``viewer.registry.Table``) as the CLI prints it; one row as (label, value) pairs."""
     if df is None or not len(df):
         return empty(f"{spec.title}: nothing to show", table_id)
     df = spec.derive(df) if spec.derive else df
@@ -66,7 +65,6 @@ def card(title: str, value: str, detail: str = "", card_id: str | None = None):
 
 
 def facts(pairs, table_id: str | None = None) -> html.Table:
-    """A two-column table of (label, value) pairs."""
     return html.Table([html.Tbody([html.Tr([html.Th(k), html.Td(str(v))]) for k, v in pairs])],
                       className="facts", **_id(table_id))
 

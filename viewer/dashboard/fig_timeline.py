@@ -61,8 +61,8 @@ def host_runs(hosts: list) -> list[tuple[str, int, int]]:
 
 
 def add_host_groups(fig: go.Figure, lanes: list, hosts: list) -> None:
-    """Shade every other host's lanes, rule a line between hosts and name each host at its top lane
-    (lane i sits at category position len - 1 - i: the axis lists the lanes bottom up)."""
+    """Shade every other host's lanes, rule a line between hosts, name each at its top lane."""
+    # lane i sits at category position len - 1 - i: the axis lists the lanes bottom up
     n = len(lanes)
     for k, (host, a, b) in enumerate(host_runs(hosts)):
         top, bottom = n - 1 - a + 0.5, n - 1 - b - 0.5

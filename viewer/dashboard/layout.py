@@ -1,8 +1,5 @@
-"""The page skeletons: a header (run choice, picker, upload, banner) and one tab per page.
-
-Each page is its controls and a body its callback fills (figures, declared tables, or a written empty
-state) only while its tab is open; the timeline's graph and its controls stay, as their callbacks read them.
-"""
+"""The page skeletons: a header (run choice, picker, upload, banner) and a tab per page, each its controls and
+a body its callback fills while the tab is open (the timeline's graph stays: its callbacks read it)."""
 from __future__ import annotations
 
 from dash import dcc, html
@@ -90,7 +87,6 @@ def page(value: str):
 
 def build_layout(run_options, run_a, run_b, picker_options, max_upload_mb, banner_children=(),
                  banner_class="banner hidden"):
-    """The whole app layout."""
     tabs = dcc.Tabs(id="tabs", value="overview", children=[
         dcc.Tab(label=label, value=value, id=f"tab-{value}", children=page(value))
         for value, label in PAGES])

@@ -2,15 +2,12 @@
 evidence on the timeline), the step time per rank, the Kineto and elastic tables, and the run's facts."""
 from __future__ import annotations
 
-from dash import ALL, Input, Output, State, html
-from dash import ctx as dash_ctx
-from dash.exceptions import PreventUpdate
+from dash import html
 
 from viewer import units
 from viewer.cli.tables import fact_rows
 from viewer.dashboard import figures
 from viewer.dashboard.components import analysis_table, card, empty, graph
-from viewer.findings.rule import step_window
 from viewer.registry import NEEDS
 from viewer.summary import run_facts
 
@@ -67,7 +64,7 @@ def cards(run) -> html.Div:
 
 
 def evidence_link(i: int, ev: dict):
-    """A button that opens the timeline on a finding's evidence (its window, ranks, steps), or None."""
+    """A button that opens the timeline on a finding's evidence, or None."""
     if not (ev["ranks"] or ev["steps"] or ev["window_ns"]):
         return None
     parts = [f"rank {', '.join(map(str, ev['ranks']))}" if ev["ranks"] else "",
@@ -98,19 +95,3 @@ def body(held) -> list:
             html.Table([html.Tbody([html.Tr([html.Th(k), html.Td(v)], className="warn" if warn else None)
                                     for k, v, warn in fact_rows(run_facts(run))])], className="facts",
                        id="run-facts")]
-
-
-def register(app, ctx):
-    @app.callback(Output("tl-window", "data", allow_duplicate=True), Output("tl-ranks", "value", allow_duplicate=True),
-                  Output("tabs", "value", allow_duplicate=True), Input({"type": "evidence", "index": ALL}, "n_clicks"),
-                  State("run-a", "value"), prevent_initial_call=True)
-    def open_evidence(_clicks, run_id):
-        """A finding's evidence on the timeline: its window (else its first step's), its ranks selected."""
-        held = ctx.registry.get(run_id) if run_id else None
-        if held is None or not dash_ctx.triggered or not dash_ctx.triggered[0]["value"]:
-            raise PreventUpdate   # the buttons were drawn, not clicked
-        ev = held.run.findings()["evidence"].iloc[dash_ctx.triggered_id["index"]]
-        win = ev["window_ns"] or (step_window(held.run, ev["steps"][0], ev["ranks"] or None) if ev["steps"] else None)
-        # a Horovod timeline holds rank 0's lanes only: then keep every lane rather than show none
-        ranks = [r for r in ev["ranks"] if r in held.timeline.ranks] or None
-        return (list(win) if win else None), ranks, "timeline"

@@ -50,8 +50,8 @@ def _inside(root: Path, real) -> bool:
 
 
 def _check_reads(root: Path, real: Path, rel: str) -> None:
-    """Refuse when a file the loader would read for ``real`` resolves outside ``root``: every trace
-    file directly inside a run directory (the loader follows links), and the parse cache beside them."""
+    """Refuse when a file the loader would read for ``real`` (the trace files of a run directory, an elastic
+    run's gen-*/, the parse caches) resolves outside ``root``: the loader follows links."""
     folder = real if real.is_dir() else real.parent
     where = rel.rstrip("/") if real.is_dir() else rel.rsplit("/", 1)[0] if "/" in rel else "."
     entries = [e for e in folder.iterdir() if is_trace_file(e.name)] if real.is_dir() else []

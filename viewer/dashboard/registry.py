@@ -13,6 +13,8 @@ from pathlib import Path
 from viewer import Run
 from viewer.analyses.links import hosts_of
 from viewer.dashboard.timeline_agg import TimelineIndex
+from viewer.nsys.attach import attach_nsys, with_gpu_rows
+from viewer.nsys.errors import NsysError
 
 
 class LoadError(Exception):
@@ -37,9 +39,8 @@ def load_run(path, cache: bool = True) -> tuple[Run, list[str]]:
 
 
 class Held:
-    """A run in the store: its ``viewer.Run``, its id and label, where it came from and what loading it
-    said, whether it stays (given at startup), the folder it owns (an upload's), its table bytes, and
-    the timeline's index over its events (a view structure, built on first use)."""
+    """A run in the store, with what only the store keeps: where it came from, its notes and table bytes,
+    whether it stays (given at startup), the folder it owns (an upload's), the timeline's index."""
 
     def __init__(self, run_id: str, label: str, run: Run, path=None, notes=(), pinned=False, owned_dir=None):
         self.id, self.label, self.run, self.path, self.notes = run_id, label, run, path, list(notes)
@@ -51,20 +52,26 @@ class Held:
     def timeline(self) -> TimelineIndex:
         return TimelineIndex(self.run.events, hosts_of(self.run.ranks))
 
+    def overlay_nsys(self, specs) -> None:
+        """Put the Nsight exports ``specs`` (``FILE`` or ``RANK=FILE``) in as ``gpu:<stream>`` lanes, before
+        ``warm()``; the mapping and alignment lines join the notes (the banner)."""
+        try:
+            ov = attach_nsys(self.run.tables, list(specs))
+        except NsysError as exc:
+            raise LoadError(" ".join(str(exc).split())) from None
+        self.run = Run(with_gpu_rows(self.run.tables, ov), source=self.run.source)
+        self.notes += list(ov.warnings) + [f"Nsight overlay: {line}" for line in ov.report_lines()]
+
     def warm(self) -> Held:
-        """Compute what the first views show (the timeline's index; the headline, with the findings)
-        before serving, so that first views only render."""
+        """Compute what the first views show (the timeline's index, the headline) so that they only render."""
         _ = self.timeline
         self.run.headline()
         return self
 
 
 class Registry:
-    """Thread-safe map of run id -> :class:`Held`, least recently used last out.
-
-    Runs added with ``pin=True`` (the ones given at startup) stay and do not count; the others are
-    evicted, oldest use first, while more than ``max_runs`` of them are held or their tables pass
-    ``max_bytes``; the run just added always stays."""
+    """Thread-safe map of run id -> :class:`Held`. Pinned runs (given at startup) stay and do not count; the
+    others go, oldest use first, while more than ``max_runs`` or ``max_bytes`` of tables; the newest stays."""
 
     def __init__(self, max_runs: int = 8, max_bytes: int = 2 << 30):
         self._runs: OrderedDict[str, Held] = OrderedDict()
@@ -117,6 +124,3 @@ class Registry:
         with self._lock:
             runs = sorted(self._runs.values(), key=lambda h: int(h.id[3:]))
         return [{"label": f"{h.label} ({h.id})", "value": h.id} for h in runs]
-
-    def __len__(self):
-        return len(self._runs)

@@ -8,8 +8,7 @@ import socket
 import sys
 from pathlib import Path
 
-# The app and the registry load inside the functions, once the arguments parse: --help and a bad argument
-# answer without dash or pandas.
+# dash and pandas load once the arguments parse: --help and a bad argument answer without them
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,30 +29,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def make_app(runs=(), root=None, max_upload_mb: float = 64.0, tables=None, label: str = "run", nsys=(),
-             max_expanded_mb=None, max_runs: int = 8, max_memory_mb: float = 2048.0):
-    """Load ``runs`` (raises LoadError) or take ready ``tables``; return the Dash app.
-
-    ``nsys``: Nsight exports overlaid on the first run (GPU lanes on the timeline). The runs given
-    here stay loaded; ``max_runs`` and ``max_memory_mb`` bound those opened or uploaded later."""
-    from viewer import Run
-    from viewer.dashboard.app import create_app
-    from viewer.dashboard.registry import Registry
-
-    registry = Registry(max_runs, int(max_memory_mb * 1e6))
-    if tables is not None:
-        registry.add(Run(tables), label, pin=True).warm()
-    for i, r in enumerate(runs):
-        held = registry.add_path(r, pin=True)
-        if i == 0 and nsys:
-            from viewer.dashboard.nsys_overlay import attach
-            attach(held, nsys)
-        held.warm()
-    if root is None:
-        root = Path(runs[0]).resolve().parent if runs else Path.cwd()
-    return create_app(registry, root, max_upload_mb, max_expanded_mb=max_expanded_mb)
-
-
 def check_port(host: str, port: int) -> None:
     """Raise OSError (one line) when ``host:port`` cannot be bound, before any run is loaded."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -67,9 +42,9 @@ def check_port(host: str, port: int) -> None:
 
 def serve(runs=(), host: str = "127.0.0.1", port: int = 8050, root=None, max_upload_mb: float = 64.0,
           tables=None, label: str = "run", nsys=(), **limits) -> None:
-    """Start the dashboard and block until interrupted (used by ``ringscope view`` and the demo).
+    """Start the dashboard and block until interrupted; ``limits``: see ``app.make_app``."""
+    from viewer.dashboard.app import make_app
 
-    ``limits``: ``max_expanded_mb``, ``max_runs``, ``max_memory_mb`` (see :func:`make_app`)."""
     check_port(host, port)
     app = make_app(runs, root, max_upload_mb, tables, label, nsys, **limits)
     # SIGTERM ends the process through SystemExit, so atexit removes the uploads' folder

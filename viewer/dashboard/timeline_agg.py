@@ -1,10 +1,7 @@
-"""Server-side aggregation of the timeline for the visible window.
-
-The browser never receives raw events: for a window [t0, t1] drawn ``px`` pixels wide, spans at
-least a few pixels long are sent as themselves, and everything shorter is merged per lane into
-coverage bars (runs of pixels with the same dominant phase and a similar busy fraction). The total
-stays under ``max_bars`` whatever the run's size, by coarsening the pixel grid when needed.
-"""
+"""Server-side aggregation of the timeline: the browser never receives raw events. For a window drawn ``px``
+pixels wide, spans a few pixels long or more are sent as themselves; shorter ones are merged per lane into
+coverage bars (runs of pixels of one dominant phase and a similar busy fraction). The total stays under
+``max_bars``, the pixel grid coarsened when needed."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -60,15 +57,9 @@ def lane_label(rank: int, thread: str, depth: int) -> str:
     return f"r{rank} {thread}" + (f" \u00b7{depth}" if depth else "")
 
 
-def _lane_sort_key(key):
-    rank, thread, depth = key
-    return (rank, _THREAD_ORDER.get(thread, 6 if thread.startswith("gpu:") else 7), thread, depth)
-
-
 class TimelineIndex:
-    """Spans of one run's events table grouped into lanes (rank, thread, depth), ready to window.
-    With ``hosts`` (``{rank: host}``) the lanes are grouped by host, hosts in order of their first rank.
-    The whole run is its first event to its last event's end, as the headline's ``duration_ms``."""
+    """A run's spans in lanes (rank, thread, depth), grouped by ``hosts`` (``{rank: host}``) in order of their
+    first rank. The whole run is its first event to its last event's end (the headline's ``duration_ms``)."""
 
     def __init__(self, events: pd.DataFrame, hosts: dict | None = None):
         self.events = events
@@ -97,8 +88,9 @@ class TimelineIndex:
             self.lanes.append(Lane(rank, thr, dep, lane_label(rank, thr, dep), s, e, phase[order],
                                    rows[order], int((e - s).max())))
         order = {h: k for k, h in enumerate(dict.fromkeys(self.hosts[r] for r in sorted(self.hosts)))}
-        self.lanes.sort(key=lambda ln: (order.get(self.hosts.get(ln.rank), len(order)),
-                                        *_lane_sort_key((ln.rank, ln.thread, ln.depth))))
+        self.lanes.sort(key=lambda ln: (order.get(self.hosts.get(ln.rank), len(order)), ln.rank,
+                                        _THREAD_ORDER.get(ln.thread, 6 if ln.thread.startswith("gpu:") else 7),
+                                        ln.thread, ln.depth))
 
     @property
     def ranks(self) -> list[int]:
