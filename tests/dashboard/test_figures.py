@@ -122,7 +122,7 @@ def test_kineto_run_shows_its_gpu_time_and_says_why_the_rest_is_missing(straggle
 def test_a_phase_of_the_phase_table_shows_on_the_breakdown_and_the_timeline(tmp_path):
     """CHECKPOINT, one row of viewer/vocab.py's phase table: its bar segment and its timeline colour."""
     from tests.viewer.phase_runs import write_run
-    from viewer.dashboard.theme import PHASES
+    from viewer.dashboard.timeline_agg import PHASES
 
     held = Registry().add_path(write_run(tmp_path / "ckpt", steps=4, checkpoint_ms={1: 30}, seed=3))
     bars = {t.name: dict(zip(t.x, t.y)) for t in figures.breakdown_bars(held.run.breakdown()).data}

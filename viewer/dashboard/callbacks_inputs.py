@@ -36,23 +36,20 @@ def save_upload(contents: str, filename: str, upload_dir: Path, max_bytes: int,
         raise LoadError(f"{name}: not a trace file (expected .json, .json.gz, .trace or .trace.gz)")
     try:
         _, data = contents.split(",", 1)
-        if len(data) * 3 // 4 > max_bytes + 3:
-            raise LoadError(f"{name}: larger than the upload limit of {max_bytes / 1e6:g} MB")
-        raw = base64.b64decode(data, validate=True)
+        raw = base64.b64decode(data, validate=True) if len(data) * 3 // 4 <= max_bytes + 3 else None
     except (ValueError, binascii.Error):
         raise LoadError(f"{name}: the upload could not be decoded") from None
-    if len(raw) > max_bytes:
+    if raw is None or len(raw) > max_bytes:
         raise LoadError(f"{name}: larger than the upload limit of {max_bytes / 1e6:g} MB")
     folder = Path(tempfile.mkdtemp(prefix="upload-", dir=upload_dir))
     try:
-        if raw[:2] != GZIP_MAGIC:
-            target = folder / name
-            target.write_bytes(raw)
-            return target
-        target = folder / name.removesuffix(".gz")
-        cap = max_expanded if max_expanded is not None else EXPANSION_FACTOR * max_bytes
+        gzipped = raw[:2] == GZIP_MAGIC
+        target = folder / (name.removesuffix(".gz") if gzipped else name)
         with open(target, "wb") as out:
-            expand_gzip(raw, out, cap, name)
+            if gzipped:
+                expand_gzip(raw, out, max_expanded if max_expanded is not None else EXPANSION_FACTOR * max_bytes, name)
+            else:
+                out.write(raw)
         return target
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)

@@ -8,8 +8,7 @@ import itertools
 import plotly.graph_objects as go
 
 from viewer import units
-from viewer.dashboard.theme import PHASES
-from viewer.dashboard.timeline_agg import STEP_DEPTH, lane_label
+from viewer.dashboard.timeline_agg import PHASES, STEP_DEPTH, lane_label
 
 MAX_STEPS = 200   # critical paths drawn per window (the widest windows hold the most steps)
 PATH_COLOUR = "#111111"
@@ -89,12 +88,11 @@ def add_critical_path(fig: go.Figure, path, win) -> go.Figure:
     a star on the pre-submit phase that made the step's last rank late."""
     if not len(path):
         return fig
-    lanes, t0_ns, t1_ns, origin = win.lanes, win.t0_ns, win.t1_ns, win.origin_ns
-    shown = set(lanes)
+    origin = win.origin_ns
     p = path.assign(lane=path_lanes(path))
     span = p.groupby("step").agg(lo=("start_ns", "min"), hi=("end_ns", "max"))
-    steps = span[(span["hi"] >= t0_ns) & (span["lo"] <= t1_ns)].index[:MAX_STEPS]
-    p = p[p["step"].isin(steps) & p["lane"].isin(shown)].sort_values(["step", "order"])
+    steps = span[(span["hi"] >= win.t0_ns) & (span["lo"] <= win.t1_ns)].index[:MAX_STEPS]
+    p = p[p["step"].isin(steps) & p["lane"].isin(set(win.lanes))].sort_values(["step", "order"])
     xs, ys, text = [], [], []
     for _, g in p.groupby("step", sort=True):
         for r in g.itertuples(index=False):
@@ -102,9 +100,7 @@ def add_critical_path(fig: go.Figure, path, win) -> go.Figure:
             xs += [(r.start_ns - origin) / 1e6, (r.end_ns - origin) / 1e6]
             ys += [r.lane, r.lane]
             text += [label, label]
-        xs.append(None)
-        ys.append(None)
-        text.append(None)
+        xs, ys, text = xs + [None], ys + [None], text + [None]   # a gap between steps
     if not xs:
         return fig
     fig.add_trace(go.Scatter(name="critical path", x=xs, y=ys, mode="lines+markers", hovertext=text,
@@ -136,25 +132,18 @@ def add_reset_bands(fig: go.Figure, rec, win) -> None:
     after, and a lighter one over the work redone before it."""
     if not len(rec) or not win.lanes:
         return
-    bands = {"reset": ([], [], [], [], RESET_COLOUR), "work redone": ([], [], [], [], REDONE_COLOUR)}
+    bands: dict[str, list] = {"reset": [], "work redone": []}   # (from, to, hover) of each band
     for r in rec.to_dict("records"):
-        text = reset_text(r)
         end = r["first_step_end_ns"] if r["first_step_end_ns"] is not None else r["restored_ns"]
-        spans = [("reset", r["failed_ns"], end)]
+        bands["reset"].append((r["failed_ns"], end, reset_text(r)))
         if r["redone_ms"]:
-            spans.append(("work redone", r["failed_ns"] - int(r["redone_ms"] * 1e6), r["failed_ns"]))
-        for name, a, b in spans:
-            if a is None or b is None or b <= win.t0_ns or a >= win.t1_ns:
-                continue
-            y, base, width, texts, _ = bands[name]
-            for lane in win.lanes:
-                y.append(lane)
-                base.append((a - win.origin_ns) / 1e6)
-                width.append((b - a) / 1e6)
-                texts.append(text)
+            bands["work redone"].append((r["failed_ns"] - int(r["redone_ms"] * 1e6), r["failed_ns"], reset_text(r)))
     traces = []
-    for name, (y, base, width, texts, colour) in bands.items():
-        if y:
+    for (name, spans), colour in zip(bands.items(), (RESET_COLOUR, REDONE_COLOUR)):
+        bars = [(lane, (a - win.origin_ns) / 1e6, (b - a) / 1e6, text) for a, b, text in spans
+                if a is not None and b is not None and win.t0_ns < b and a < win.t1_ns for lane in win.lanes]
+        if bars:
+            y, base, width, texts = map(list, zip(*bars))
             traces.append(go.Bar(name=name, orientation="h", y=y, base=base, x=width, width=1.0,
                                  marker={"color": colour, "opacity": 0.22, "line": {"width": 0}},
                                  hovertext=texts, hoverinfo="text", meta="elastic"))

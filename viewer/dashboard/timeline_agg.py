@@ -1,7 +1,8 @@
 """Server-side aggregation of the timeline: the browser never receives raw events. For a window drawn ``px``
 pixels wide, spans a few pixels long or more are sent as themselves; shorter ones are merged per lane into
 coverage bars (runs of pixels of one dominant phase and a similar busy fraction). The total stays under
-``max_bars``, the pixel grid coarsened when needed."""
+``max_bars``, the pixel grid coarsened when needed. A span's class (its colour) comes from ``viewer/vocab.py``'s
+phases (a phase added there shows here too), then the runtime's own stages, GPU kernels and elastic resets."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -9,8 +10,41 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from viewer import units
-from viewer.dashboard.theme import PHASE_NAMES, phase_of
+from viewer import units, vocab
+
+# span class -> colour; the order is the legend order
+PHASES = {
+    "STEP": "#d9d9d9", **{p.span: p.colour for p in vocab.PHASES if p.span}, "tensor": "#bab0ac",
+    "NEGOTIATE": "#f58518", "QUEUE": "#eeca3b", "FUSED_RESPONSE": "#72b7b2", "MEMCPY_IN": "#b279a2",
+    "MEMCPY_OUT": "#ff9da6", "COMM": "#4c78a8", "REDUCE_SCATTER": "#54a24b", "ALLGATHER": "#88d27a",
+    # a hierarchical allreduce: reduce and broadcast within a host, the allreduce across hosts
+    "INTRA_HOST": "#9ecae9", "CROSS_HOST": "#d62728",
+    "CYCLE": "#9d755d", "GPU NCCL": "#1f3d7a", "GPU kernel": "#2ca02c", "ELASTIC": "#8c564b", "other": "#7f7f7f",
+}
+PHASE_NAMES = list(PHASES)
+
+_EXACT = {
+    **{n: n for n in ("STEP", *(p.span for p in vocab.PHASES if p.span), "QUEUE", "FUSED_RESPONSE", "CYCLE")},
+    "MEMCPY_IN_FUSION_BUFFER": "MEMCPY_IN", "MEMCPY_OUT_FUSION_BUFFER": "MEMCPY_OUT",
+    "MEMCPY_IN_HOST_BUFFER": "MEMCPY_IN", "MEMCPY_OUT_HOST_BUFFER": "MEMCPY_OUT",
+    "RING_REDUCE_SCATTER": "REDUCE_SCATTER", "RING_ALLGATHER": "ALLGATHER",
+    "INTRA_HOST_REDUCE": "INTRA_HOST", "INTRA_HOST_BROADCAST": "INTRA_HOST", "CROSS_HOST_ALLREDUCE": "CROSS_HOST",
+    "ELASTIC_RESET": "ELASTIC", "ELASTIC_RESTORE": "ELASTIC", "ELASTIC_COMMIT": "ELASTIC",
+}
+
+
+def phase_of(thread: str, name: str, depth: int) -> str:
+    """The class of one span, from its thread, name and nesting depth."""
+    if thread.startswith("gpu:"):
+        return "GPU NCCL" if "nccl" in name.lower() else "GPU kernel"
+    if name in _EXACT:
+        return _EXACT[name]
+    if name.startswith("NEGOTIATE_"):
+        return "NEGOTIATE"
+    if name.startswith(("RING_", "MPI_", "NCCL_", "GLOO_")):
+        return "COMM"
+    return "tensor" if thread == "tensor" and depth == 0 else "other"
+
 
 _THREAD_ORDER = {"framework": 0, "tensor": 1, "negotiation": 2, "fusion": 3, "backend": 4, "cycles": 5}
 MIN_EXACT_PX = 3  # spans at least this many pixels long are drawn as themselves
@@ -66,7 +100,8 @@ class TimelineIndex:
         self.hosts = dict(hosts or {})
         self.t_min = int(events["t_ns"].min()) if len(events) else 0
         self.t_max = int((events["t_ns"] + events["dur_ns"]).max()) if len(events) else 0
-        spans = events[(events["ph"] == "X") & (events["dur_ns"] > 0)]
+        is_span = (events["ph"] == "X") & (events["dur_ns"] > 0)
+        spans = events[is_span]
         self.lanes: list[Lane] = []
         if spans.empty:
             return
@@ -79,7 +114,7 @@ class TimelineIndex:
         phase = lookup[codes]
         start = spans["t_ns"].to_numpy(dtype=np.int64)
         end = start + spans["dur_ns"].to_numpy(dtype=np.int64)
-        rows = np.flatnonzero(((events["ph"] == "X") & (events["dur_ns"] > 0)).to_numpy())
+        rows = np.flatnonzero(is_span.to_numpy())
         keys = pd.DataFrame({"rank": spans["rank"].to_numpy(), "thread": thread, "depth": depth})
         for key, idx in keys.groupby(["rank", "thread", "depth"], sort=False).indices.items():
             order = idx[np.argsort(start[idx], kind="stable")]
@@ -141,11 +176,8 @@ def _clip(ln: Lane, t0: int, t1: int):
 
 def _put(acc, phase, y, base, width, opacity, text):
     d = acc.setdefault(PHASE_NAMES[phase], {"y": [], "base": [], "width": [], "opacity": [], "text": []})
-    d["y"].append(np.full(len(base), y, dtype=object))
-    d["base"].append(base)
-    d["width"].append(width)
-    d["opacity"].append(opacity)
-    d["text"].append(text)
+    for key, value in zip(d, (np.full(len(base), y, dtype=object), base, width, opacity, text)):
+        d[key].append(value)
 
 
 def _add_exact(acc, events, ln, s, e, ph, rows):
