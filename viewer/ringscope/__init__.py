@@ -1,4 +1,3 @@
-"""Our own traces (docs/TRACE_FORMAT.md): :mod:`reader` (one trace into Arrow columns, damage
-recorded), :mod:`tables` (one rank's schema tables from those columns), :mod:`phases` (each tensor's
-negotiation and QUEUE phases rebuilt from the response it ran in) and :mod:`elastic` (an elastic run's
-generations of traces, docs/ELASTIC.md)."""
+"""Our own traces (docs/TRACE_FORMAT.md): :mod:`reader` (one trace into columns), :mod:`tables` and
+:mod:`events` (one rank's tables), :mod:`phases` (each op's negotiation and QUEUE, rebuilt) and
+:mod:`elastic` (an elastic run's generations, docs/ELASTIC.md)."""

@@ -1,35 +1,17 @@
-"""One rank's tables from its trace's event columns (:mod:`viewer.ringscope.reader`), vectorised.
-
-A tensor op is (format 3) an X, or a B/E pair, with ``cat`` "tensor" on the tensor's own thread; the
-begins and ends of one thread alternate, so the k-th B pairs with the k-th E. Its negotiation and
-QUEUE phases are rebuilt from the response it ran in (:mod:`viewer.ringscope.phases`). Rows are selected and
-joined as numpy index arrays over string codes (:mod:`viewer.io.columns`); strings are built once,
-for the output columns.
-"""
+"""One rank's tables from its trace's event columns (:mod:`viewer.ringscope.reader`), vectorised over
+string codes. A tensor op is an X, or a B/E pair (the k-th B of a thread pairs with its k-th E), with
+``cat`` "tensor" on the tensor's own thread."""
 from __future__ import annotations
 
 import bisect
 
 import numpy as np
-import pandas as pd
 
 from tracer import vocab as V
 from viewer import frames
 from viewer.errors import TraceError, warn_damage
-from viewer.io.columns import (
-    categories,
-    coalesce,
-    constant,
-    cumcount,
-    dense,
-    int_na,
-    lookup,
-    lut,
-    ns,
-    strings,
-    with_default,
-)
-from viewer.ringscope import phases
+from viewer.io.columns import coalesce, cumcount, dense, int_na, lookup, lut, ns, strings
+from viewer.ringscope import events, phases
 from viewer.ringscope.reader import known, read
 
 
@@ -66,23 +48,21 @@ class _Rows:
 
 
 def build(cols, rank: int) -> dict:
-    """``{events, tensor_ops, fused_ops, readiness, cycles}`` of one rank (local times), plus
-    ``_last_ts_us`` (its last event's end), ``_shutdown`` (the SHUTDOWN record's args, or {}) and
-    ``_damaged`` ((byte, why, events lost) of events whose values contradict another event's)."""
+    """One rank's five tables (local times), plus ``_last_ts_us``, ``_shutdown`` (SHUTDOWN's args, or {})
+    and ``_damaged`` ((byte, why, events lost) of events contradicting another's)."""
     r = _Rows(cols)
     ops = _lifecycles(r)
     x = r.plain[r.is_x[r.plain]]
     fused = r.named(x, V.FUSED_RESPONSE)
     phases.attach(r, ops, fused)
-    return {"events": _events(r, ops, rank), "fused_ops": _fused(r, x, fused, rank),
+    return {"events": events.table(r, ops, rank), "fused_ops": _fused(r, x, fused, rank),
             "tensor_ops": _tensor_ops(r, ops, fused, r.named(x, V.SYNCHRONIZE), rank),
             "readiness": _readiness(r), "cycles": _cycles(r, r.named(x, V.CYCLE), rank),
             "_last_ts_us": r.last_ts, "_shutdown": _shutdown(r), "_damaged": r.damaged}
 
 
 def _lifecycles(r):
-    """The tensor ops, one entry per begin in file order: ``{b, e (-1 if none), closed, end_ts, aid,
-    k, resp, resp_ok}``; ``aid`` codes the tensor (the event's name) into ``r.aid_values``."""
+    """The tensor ops, one per begin in file order; ``aid`` codes the tensor into ``r.aid_values``."""
     own = np.flatnonzero(r.own)
     r.aid, r.aid_values = r.name, r.names
     x = own[r.is_x[own]]
@@ -122,121 +102,13 @@ def _op_rows(r, b, e):
             "aid": r.aid[b]}
 
 
-def _events(r, ops, rank):
-    """Spans and instants as written, each tensor op as one X row on the "tensor" thread with its
-    rebuilt NEGOTIATE_<OP>/QUEUE rows nested in it, and counters."""
-    cols = r.cols
-    p, c, ob = r.plain, r.counters, ops["b"]
-    n_p, n_o, n_c = len(p), len(ob), len(c)
-    tid, tid_ok = cols.ints("tid", 0)
-    tids, tid_code = np.unique(tid[p], return_inverse=True)
-    thread_p = (np.where(tid_ok[p], tid_code.reshape(-1), -1).astype(np.int32),
-                [_thread_name(t) for t in tids.tolist()])
-    is_x = r.is_x[p]
-    span_dur = np.where(is_x, ns(r.dur[p]), 0)
-    si, s_name, s_t, s_dur = phases.rebuilt_rows(r, ops, _codes_at(cols, "args.op", ob))
-    n_n = len(si)
-    t_ns = np.concatenate([ns(r.ts[p]), ns(r.ts[ob]), s_t, ns(r.ts[c])])
-    order = np.argsort(t_ns, kind="stable")
-    depth = np.concatenate([_depths(thread_p[0], ns(r.ts[p]), span_dur, ~is_x),
-                            np.zeros(n_o, dtype="int32"), np.ones(n_n, dtype="int32"),
-                            np.zeros(n_c, dtype="int32")])
-    name, names = r.name, r.names
-    cat, cats = cols.codes("cat")
-    tensor = cols.codes("args.tensor")
-    bytes_, bytes_ok = cols.ints("args.bytes", 0)
-    value = cols.floats("args.value")
-    events = {
-        "rank": np.full(len(t_ns), rank, dtype="int32"),
-        "thread": categories([thread_p, constant(n_o + n_n, "tensor"), constant(n_c, "counter")], order),
-        "name": categories([(name[p], names), (name[ob], names), s_name, (name[c], names)], order),
-        "cat": categories([(cat[p], cats), with_default(cat[ob], cats, V.CAT_TENSOR),
-                        with_default(cat[ob[si]], cats, V.CAT_TENSOR),
-                        with_default(cat[c], cats, V.CAT_COUNTER)], order),
-        "ph": categories([(np.where(is_x, 0, 1).astype(np.int32), ["X", "i"]), constant(n_o + n_n, "X"),
-                       constant(n_c, "C")], order),
-        "t_ns": t_ns[order],
-        "dur_ns": np.concatenate([span_dur, ns(ops["end_ts"] - r.ts[ob]), s_dur,
-                                  np.zeros(n_c, dtype="int64")])[order],
-        "tensor": categories([(tensor[0][p], tensor[1]), (ops["aid"], r.aid_values), (ops["aid"][si], r.aid_values),
-                           (np.full(n_c, -1, dtype=np.int32), [])], order),
-        "step": np.concatenate([_phase_steps(r, p), r.step[ob], r.step[ob[si]], _steps_at(r, r.ts[c])])[order],
-        "response": np.concatenate([r.resp[p], ops["resp"], ops["resp"][si], np.full(n_c, -1)])[order],
-        "bytes": int_na(np.concatenate([bytes_[p], bytes_[ob], np.zeros(n_n + n_c, dtype="int64")])[order],
-                        np.concatenate([bytes_ok[p], bytes_ok[ob], np.zeros(n_n + n_c, dtype=bool)])[order]),
-        "value": np.concatenate([np.full(n_p + n_o + n_n, np.nan), value[c]])[order],
-        "depth": depth[order],
-    }
-
-    return pd.DataFrame(events, copy=False)  # a block per column: the merge of ranks pops them one by one
+def _priority(cols, rows):
+    prio, ok = cols.ints("args.priority", 0)
+    return int_na(prio[rows], ok[rows])
 
 
-def _thread_name(tid: int) -> str:
-    """The thread's name: the vocabulary's, ``user:<k>`` for the k-th other thread that recorded a
-    phase or region, else the tid."""
-    if tid in V.THREAD_NAMES:
-        return V.THREAD_NAMES[tid]
-    if V.TID_USER_BASE <= tid < V.TID_TENSOR_BASE:
-        return f"user:{tid - V.TID_USER_BASE}"
-    return str(tid)
-
-
-def _steps_at(r, ts):
-    """The step of the STEP span holding each time (µs, this rank's), -1 outside every STEP span."""
-    steps = r.named(r.plain[r.is_x[r.plain]], V.STEP)
-    if not len(steps) or not len(ts):
-        return np.full(len(ts), -1, dtype="int64")
-    steps = steps[np.argsort(r.ts[steps], kind="stable")]
-    start, end = r.ts[steps], r.ts[steps] + r.dur[steps]
-    i = np.searchsorted(start, ts, side="right") - 1
-    j = np.maximum(i, 0)
-    inside = (i >= 0) & (ts < end[j])
-    return np.where(inside, r.step[steps][j], -1)
-
-
-def _phase_steps(r, rows):
-    """``args.step`` of the plain events, except phases, regions and STEP-less rows: a phase or
-    region belongs to the STEP span holding its start (docs/TRACE_FORMAT.md)."""
-    step = r.step[rows]
-    cat, cats = r.cols.codes("cat")
-    framed = lut(cats, lambda v: v in (V.CAT_PHASE, V.CAT_REGION))[cat[rows]]
-    if framed.any():
-        step = step.copy()
-        step[framed] = _steps_at(r, r.ts[rows[framed]])
-    return step
-
-
-def _at(values_ok, rows):
-    """``(values, ok)`` of :meth:`ints` at ``rows``."""
-    return values_ok[0][rows], values_ok[1][rows]
-
-
-def _codes_at(cols, name, rows):
-    codes, values = cols.codes(name)
-    return codes[rows], values
-
-
-def _depths(thread, ts, dur, inst):
-    """Nesting depth of each span and instant on its thread (an instant: that of its enclosing span)."""
-    n = len(ts)
-    out = np.zeros(n, dtype="int32")
-    order = np.lexsort((inst, -dur, ts))  # equal start: longer first, instants inside
-    ends = (ts + dur).tolist()
-    tsl, instl, thr = ts.tolist(), inst.tolist(), thread.tolist()
-    stacks: dict = {}
-    depth = [0] * n
-    for i in order.tolist():
-        st = stacks.get(thr[i])
-        if st is None:
-            st = stacks[thr[i]] = []
-        t = tsl[i]
-        while st and st[-1] <= t:
-            st.pop()
-        depth[i] = len(st)
-        if not instl[i]:
-            st.append(ends[i])
-    out[:] = depth
-    return out
+def _names(codes, values) -> list:
+    return [values[c] if c >= 0 else None for c in codes.tolist()]
 
 
 def _fused(r, x, fused, rank):
@@ -244,51 +116,34 @@ def _fused(r, x, fused, rank):
     mem = r.named(x, V.MEMCPY_IN_FUSION_BUFFER, V.MEMCPY_OUT_FUSION_BUFFER)
     act = r.named(x, *V.COMM_ACTIVITIES)
     resp = r.resp[fused]
-    mem_in, mem_out = {}, {}
+    mem_ns: dict = {}   # (into the buffer, response): ns
     is_in = lut(r.names, lambda v: v == V.MEMCPY_IN_FUSION_BUFFER)[r.name[mem]].tolist()
     for into, rid, d in zip(is_in, r.resp[mem].tolist(), ns(r.dur[mem]).tolist()):
-        into = mem_in if into else mem_out
-        into[rid] = into.get(rid, 0) + d
-    first_act = {}
-    for i, rid in zip(act.tolist(), r.resp[act].tolist()):
-        first_act.setdefault(rid, i)
-    a_rows = [first_act.get(rid, -1) for rid in resp.tolist()]
-    size_a = cols.floats("args.size")
-    backend_codes, backends = cols.codes("args.backend")
-    f_size = np.nan_to_num(size_a[fused], nan=0.0)
+        mem_ns[into, rid] = mem_ns.get((into, rid), 0) + d
+    m = lookup(r.resp[act], resp)
+    has, a = m >= 0, np.append(act, 0)[m]   # each response's first comm activity (row 0 where none)
+    size = cols.floats("args.size")
+    f_size = np.nan_to_num(size[fused], nan=0.0)
     tensors = [list(t) if t is not None else [] for t in cols.pylist("args.tensors", fused)]
     count, count_ok = cols.ints("args.count", 0)
     bytes_, _ = cols.ints("args.bytes", 0)
     thr, thr_ok = cols.ints("args.threshold", 0)
     op, ops = cols.codes("args.op")
     dt, dts = cols.codes("args.dtype")
-    rows = {"activity": [], "comm_ns": [], "size": [], "backend": []}
-    dur_ns = dict(zip(act.tolist(), ns(r.dur[act]).tolist()))
-    for j, (i, a) in enumerate(zip(fused.tolist(), a_rows)):
-        b = backends[backend_codes[i]] if backend_codes[i] >= 0 else None
-        if a < 0:
-            rows["activity"].append(None)
-            rows["comm_ns"].append(0)
-            rows["size"].append(int(f_size[j]))
-            rows["backend"].append(b)
-            continue
-        rows["activity"].append(r.names[r.name[a]])
-        rows["comm_ns"].append(dur_ns[a])
-        rows["size"].append(int(f_size[j] if np.isnan(size_a[a]) else size_a[a]))
-        rows["backend"].append(b if b is not None else (backends[backend_codes[a]] if backend_codes[a] >= 0
-                                                        else None))
+    bc, backends = cols.codes("args.backend")
     return frames.build("fused_ops", {
         "rank": np.full(len(fused), rank, dtype="int32"), "response": resp,
-        "step": r.step[fused], "op": [ops[c] if c >= 0 else None for c in op[fused].tolist()],
-        "backend": rows["backend"], "activity": rows["activity"],
-        "dtype": [dts[c] if c >= 0 else None for c in dt[fused].tolist()],
+        "step": r.step[fused], "op": _names(op[fused], ops),
+        "backend": _names(np.where(bc[fused] >= 0, bc[fused], np.where(has, bc[a], -1)), backends),
+        "activity": _names(np.where(has, r.name[a], -1), r.names), "dtype": _names(dt[fused], dts),
         "count": np.where(count_ok[fused], count[fused], [len(t) for t in tensors]).astype("int64"),
         "bytes": bytes_[fused], "threshold": int_na(thr[fused], thr_ok[fused]),
         "start_ns": ns(r.ts[fused]), "end_ns": ns(r.ts[fused] + r.dur[fused]),
-        "memcpy_in_ns": [mem_in.get(rid, 0) for rid in resp.tolist()],
-        "memcpy_out_ns": [mem_out.get(rid, 0) for rid in resp.tolist()],
-        "comm_ns": rows["comm_ns"], "size": rows["size"], "tensors": tensors,
-        "priority": int_na(*_at(cols.ints("args.priority", 0), fused))})
+        "memcpy_in_ns": [mem_ns.get((True, rid), 0) for rid in resp.tolist()],
+        "memcpy_out_ns": [mem_ns.get((False, rid), 0) for rid in resp.tolist()],
+        "comm_ns": np.where(has, ns(r.dur[a]), 0),
+        "size": np.where(has & ~np.isnan(size[a]), size[a], f_size).astype("int64"), "tensors": tensors,
+        "priority": _priority(cols, fused)})
 
 
 def _tensor_ops(r, ops, fused, syncs, rank):
@@ -317,7 +172,7 @@ def _tensor_ops(r, ops, fused, syncs, rank):
         "done_ns": int_na(end, ops["closed"] & (err[0] < 0)),
         "end_ns": int_na(end, ops["closed"]),
         "wait_ns": int_na(np.zeros(n, dtype="int64"), np.zeros(n, dtype=bool)), "error": strings([err]),
-        "priority": int_na(*_at(cols.ints("args.priority", 0), ob))})
+        "priority": _priority(cols, ob)})
     if len(syncs):
         df["wait_ns"] = _waits(r, ops, step, syncs)
     return df
@@ -326,24 +181,16 @@ def _tensor_ops(r, ops, fused, syncs, rank):
 def _waits(r, ops, step, syncs):
     """Framework SYNCHRONIZE time per tensor op: by (tensor, step), else the latest op of that tensor
     submitted before the wait began."""
-    cols = r.cols
     code_of = {v: i for i, v in enumerate(r.aid_values)}
-    t_codes, t_vals = cols.codes("args.tensor")
-    q_aid, q_step, q_ts, q_dur = [], [], [], []
-    s_step = r.step[syncs].tolist()
-    s_ts, s_dur = ns(r.ts[syncs]).tolist(), ns(r.dur[syncs]).tolist()
-    no_tensor = [j for j, c in enumerate(t_codes[syncs].tolist()) if c < 0]
-    lists = dict(zip(no_tensor, cols.pylist("args.tensors", syncs[no_tensor]))) if no_tensor else {}
-    for j, c in enumerate(t_codes[syncs].tolist()):
-        names = [t_vals[c]] if c >= 0 else list(lists.get(j) or [])
-        for name in names:
-            q_aid.append(code_of.get(name, -1))
-            q_step.append(s_step[j])
-            q_ts.append(s_ts[j])
-            q_dur.append(s_dur[j])
+    t_codes, t_vals = r.cols.codes("args.tensor")
+    no_tensor = np.flatnonzero(t_codes[syncs] < 0)
+    lists = dict(zip(no_tensor.tolist(), r.cols.pylist("args.tensors", syncs[no_tensor]))) if len(no_tensor) else {}
+    q = [(j, code_of.get(name, -1)) for j, c in enumerate(t_codes[syncs].tolist())   # (wait, tensor waited on)
+         for name in ([t_vals[c]] if c >= 0 else lists.get(j) or [])]
+    qj, q_aid = np.array([j for j, _ in q], dtype="int64"), np.array([a for _, a in q], dtype="int64")
+    q_step, q_ts, q_dur = r.step[syncs][qj], ns(r.ts[syncs])[qj], ns(r.dur[syncs])[qj]
     aid = ops["aid"].astype("int64")
     n = len(aid)
-    q_aid, q_step = np.asarray(q_aid, dtype="int64"), np.asarray(q_step, dtype="int64")
     keys = dense(np.concatenate([step, q_step]))  # small step ids, so (tensor, step) fits one int64
     width = int(keys.max(initial=0)) + 1
     hit = lookup(aid * width + keys[:n], np.where(q_step >= 0, q_aid * width + keys[n:], -1))
@@ -352,21 +199,17 @@ def _waits(r, ops, step, syncs):
     if miss:  # the latest op of that tensor submitted at or before the wait
         submit = ns(r.ts[ops["b"]]).tolist()
         by_aid: dict = {}
-        for i, a in enumerate(aid.tolist()):
-            by_aid.setdefault(a, []).append((submit[i], i))
-        for lst in by_aid.values():
-            lst.sort()
+        for i in sorted(range(n), key=lambda i: (submit[i], i)):
+            by_aid.setdefault(int(aid[i]), []).append((submit[i], i))
         for j in miss:
             lst = by_aid.get(int(q_aid[j]), [])
-            k = bisect.bisect_right(lst, (q_ts[j], n)) - 1
+            k = bisect.bisect_right(lst, (int(q_ts[j]), n)) - 1
             if k >= 0:
                 hit[j] = lst[k][1]
     ok = hit >= 0
     waits = np.zeros(n, dtype="int64")
-    np.add.at(waits, hit[ok], np.asarray(q_dur, dtype="int64")[ok])
-    has = np.zeros(n, dtype=bool)
-    has[hit[ok]] = True
-    return int_na(waits, has)
+    np.add.at(waits, hit[ok], q_dur[ok])
+    return int_na(waits, np.bincount(hit[ok], minlength=n) > 0)
 
 
 def _readiness(r):
@@ -414,10 +257,7 @@ def _cpu_set(v) -> str | None:
 
 
 def parse_file(path, warn: bool = True) -> dict:
-    """Per-rank tables of one ringscope trace: ``{table: DataFrame, "rank_info": dict, "meta": dict}``.
-
-    Times are local (ns since this rank's ts == 0); ``meta`` is the file's ``otherData.ringscope``.
-    """
+    """One ringscope trace's tables (local times), ``rank_info`` and ``meta`` (its ``otherData.ringscope``)."""
     reader, cols = read(path)
     meta = known(reader.other(V.VERSION_KEY))
     rank = meta.get("rank")
