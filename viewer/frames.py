@@ -37,6 +37,11 @@ def build(table: str, columns: dict):
     return pd.DataFrame(out)
 
 
+def records(table: str, rows: list[dict]):
+    """A DataFrame from ``[{column: value}]`` rows, as :func:`build` makes it."""
+    return build(table, {c: [r[c] for r in rows] for c in (rows[0] if rows else ())})
+
+
 def _series(vals, dtype):
     import numpy as np
     import pandas as pd

@@ -189,36 +189,23 @@ def _backend(s):
 
 def _tables(s, t0) -> dict:
     ns = lambda us: int(round((us - t0) * 1000))  # noqa: E731
-    ev = {k: [] for k in ("thread", "name", "cat", "ph", "t_ns", "dur_ns", "tensor", "depth", "value")}
-    for pid, name, ts, dur, depth, _args, _closed in s.spans:
-        cat = V.CAT_NEGOTIATION if name.startswith(V.NEGOTIATE_PREFIX) else (
-            V.CAT_COMM if _COMM.match(name) else V.CAT_TENSOR)
-        for k, v in (("thread", "tensor"), ("name", name), ("cat", cat), ("ph", "X"), ("t_ns", ns(ts)),
-                     ("dur_ns", int(round(dur * 1000))), ("tensor", s.names.get(pid, str(pid))),
-                     ("depth", depth), ("value", None)):
-            ev[k].append(v)
-    for pid, rank, ts, _occ in s.ticks:
-        for k, v in (("thread", "negotiation"), ("name", V.READY), ("cat", V.CAT_NEGOTIATION), ("ph", "i"),
-                     ("t_ns", ns(ts)), ("dur_ns", 0), ("tensor", s.names.get(pid, str(pid))),
-                     ("depth", 1), ("value", float(rank))):
-            ev[k].append(v)
-    for ts in s.cycle_starts:
-        for k, v in (("thread", "cycles"), ("name", "CYCLE_START"), ("cat", V.CAT_CYCLE), ("ph", "i"),
-                     ("t_ns", ns(ts)), ("dur_ns", 0), ("tensor", None), ("depth", 0), ("value", None)):
-            ev[k].append(v)
-    ev["rank"] = [0] * len(ev["name"])
-    events = frames.build("events", ev).sort_values("t_ns", kind="stable", ignore_index=True)
+    tensor = lambda pid: s.names.get(pid, str(pid))  # noqa: E731
+    ev = [{"thread": "tensor", "name": name, "cat": V.CAT_NEGOTIATION if name.startswith(V.NEGOTIATE_PREFIX)
+           else V.CAT_COMM if _COMM.match(name) else V.CAT_TENSOR, "ph": "X", "t_ns": ns(ts),
+           "dur_ns": int(round(dur * 1000)), "tensor": tensor(pid), "depth": depth, "value": None}
+          for pid, name, ts, dur, depth, *_ in s.spans]
+    ev += [{"thread": "negotiation", "name": V.READY, "cat": V.CAT_NEGOTIATION, "ph": "i", "t_ns": ns(ts),
+            "dur_ns": 0, "tensor": tensor(pid), "depth": 1, "value": float(rank)} for pid, rank, ts, _ in s.ticks]
+    ev += [{"thread": "cycles", "name": "CYCLE_START", "cat": V.CAT_CYCLE, "ph": "i", "t_ns": ns(ts), "dur_ns": 0,
+            "tensor": None, "depth": 0, "value": None} for ts in s.cycle_starts]
     starts = sorted(s.cycle_starts)
-    cycles = frames.build("cycles", {
-        "rank": [0] * max(len(starts) - 1, 0), "cycle": list(range(max(len(starts) - 1, 0))),
-        "start_ns": [ns(t) for t in starts[:-1]], "end_ns": [ns(t) for t in starts[1:]]})
-    readiness = frames.build("readiness", {
-        "tensor": [s.names.get(p, str(p)) for p, _, _, _ in s.ticks], "step": [-1] * len(s.ticks),
-        "occurrence": [o for _, _, _, o in s.ticks], "rank": [r for _, r, _, _ in s.ticks],
-        "ready_ns": [ns(t) for _, _, t, _ in s.ticks], "source": ["horovod"] * len(s.ticks)})
+    cycles = [{"cycle": i, "start_ns": ns(a), "end_ns": ns(b)} for i, (a, b) in enumerate(zip(starts, starts[1:]))]
+    readiness = [{"tensor": tensor(p), "occurrence": o, "rank": r, "ready_ns": ns(t), "source": "horovod"}
+                 for p, r, t, o in s.ticks]
     tensor_ops, fused_ops = _ops(s, ns)
-    return {"events": events, "tensor_ops": tensor_ops, "fused_ops": fused_ops,
-            "readiness": readiness, "cycles": cycles}
+    return {"events": frames.records("events", ev).sort_values("t_ns", kind="stable", ignore_index=True),
+            "tensor_ops": tensor_ops, "fused_ops": fused_ops, "readiness": frames.records("readiness", readiness),
+            "cycles": frames.records("cycles", cycles)}
 
 
 def _ops(s, ns):
@@ -259,17 +246,13 @@ def _nbytes(op):
 
 
 def _tensor_ops_df(ops, ns):
-    return frames.build("tensor_ops", {
-        "rank": [0] * len(ops), "tensor": [o["tensor"] for o in ops], "step": [-1] * len(ops),
-        "occurrence": [o["occ"] for o in ops], "op": [o["op"] for o in ops],
-        "dtype": [(o.get("args") or {}).get("dtype") for o in ops], "bytes": [_nbytes(o) for o in ops],
-        "process_set": [0] * len(ops), "response": [o.get("response", -1) for o in ops],
-        "submit_ns": [ns(o["submit"]) for o in ops],
-        "negotiated_ns": [None if o["negotiated"] is None else ns(o["negotiated"]) for o in ops],
-        "start_ns": [None if o.get("op_ts") is None else ns(o["op_ts"]) for o in ops],
-        "done_ns": [None if o.get("done") is None else ns(o["done"]) for o in ops],
-        "end_ns": [None if o.get("done") is None else ns(o["done"]) for o in ops],
-        "wait_ns": [None] * len(ops)})
+    return frames.records("tensor_ops", [{
+        "tensor": o["tensor"], "occurrence": o["occ"], "op": o["op"], "dtype": (o.get("args") or {}).get("dtype"),
+        "bytes": _nbytes(o), "response": o.get("response", -1), "submit_ns": ns(o["submit"]),
+        "negotiated_ns": None if o["negotiated"] is None else ns(o["negotiated"]),
+        "start_ns": None if o.get("op_ts") is None else ns(o["op_ts"]),
+        "done_ns": None if o.get("done") is None else ns(o["done"]),
+        "end_ns": None if o.get("done") is None else ns(o["done"])} for o in ops])
 
 
 def _activity_ns(group, name) -> int:
@@ -291,28 +274,17 @@ def _fused_df(ops, ns):
             g.append(o)
         else:
             groups.append([o])
-    rows = {k: [] for k in ("response", "op", "backend", "activity", "dtype", "count", "bytes", "start_ns",
-                            "end_ns", "memcpy_in_ns", "memcpy_out_ns", "comm_ns", "size", "tensors")}
+    rows = []
     for rid, g in enumerate(groups):
         for o in g:
             o["response"] = rid
         act = g[0]["comm"]
         m = _COMM.match(act[0])
-        rows["response"].append(rid)
-        rows["op"].append(g[0]["op"])
-        rows["backend"].append(m.group(1).lower() if m else None)
-        rows["activity"].append(act[0])
-        rows["dtype"].append((g[0].get("args") or {}).get("dtype"))
-        rows["count"].append(len(g))
-        rows["bytes"].append(sum(_nbytes(o) or 0 for o in g))
-        rows["start_ns"].append(ns(min(o["op_ts"] for o in g)))
-        rows["end_ns"].append(ns(max((o.get("done") or o["op_ts"]) for o in g)))
-        rows["memcpy_in_ns"].append(_activity_ns(g, V.MEMCPY_IN_FUSION_BUFFER))
-        rows["memcpy_out_ns"].append(_activity_ns(g, V.MEMCPY_OUT_FUSION_BUFFER))
-        rows["comm_ns"].append(max(int(round(o["comm"][2] * 1000)) for o in g))
-        rows["size"].append(0)
-        rows["tensors"].append([o["tensor"] for o in g])
-    n = len(rows["response"])
-    rows["rank"] = [0] * n
-    rows["step"] = [-1] * n
-    return frames.build("fused_ops", rows)
+        rows.append({
+            "response": rid, "op": g[0]["op"], "backend": m.group(1).lower() if m else None, "activity": act[0],
+            "dtype": (g[0].get("args") or {}).get("dtype"), "count": len(g), "bytes": sum(_nbytes(o) or 0 for o in g),
+            "start_ns": ns(min(o["op_ts"] for o in g)), "end_ns": ns(max((o.get("done") or o["op_ts"]) for o in g)),
+            "memcpy_in_ns": _activity_ns(g, V.MEMCPY_IN_FUSION_BUFFER),
+            "memcpy_out_ns": _activity_ns(g, V.MEMCPY_OUT_FUSION_BUFFER),
+            "comm_ns": max(int(round(o["comm"][2] * 1000)) for o in g), "tensors": [o["tensor"] for o in g]})
+    return frames.records("fused_ops", rows)
