@@ -1,15 +1,7 @@
 """Merge per-rank traces into one Chrome trace on a common clock (one process per rank, sorted by rank).
-
-Hook for extra lanes (e.g. Nsight GPU kernels)::
-
-    plan = plan_merge(paths)                       # origin + each rank's shift, no events read yet
-    extra = my_gpu_events(plan)                    # Chrome events, ts in µs since plan.origin_epoch_ns,
-                                                   # pid = rank, own tids + thread_name metadata
-    write_merged(plan, "merged.json", extra_events=extra)
-
-Slices that would overlap without nesting on one thread are moved to an extra "(overlap)" lane of that
-thread, so Perfetto never needs overflow tracks.
-"""
+Extra lanes (e.g. Nsight GPU kernels) come as ``write_merged(plan_merge(paths), out, extra_events=...)``.
+Slices that overlap without nesting on one thread move to an "(overlap)" lane of that thread, so Perfetto
+never needs overflow tracks."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -175,28 +167,20 @@ def _metadata(plan: MergePlan, lanes: set, tids: set) -> list:
         meta.append({"ph": "M", "name": "process_sort_index", "pid": src.rank, "args": {"sort_index": src.rank}})
     for pid, tid in sorted(tids, key=lambda x: (str(x[0]), str(x[1]))):
         if isinstance(tid, int) and tid in V.THREAD_NAMES:
-            meta.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
-                         "args": {"name": V.THREAD_NAMES[tid]}})
-            meta.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
-                         "args": {"sort_index": tid}})
+            meta += _thread(pid, tid, V.THREAD_NAMES[tid])
     for pid, tid, k in sorted(lanes, key=lambda x: (str(x[0]), str(x[1]), x[2])):
-        name = V.THREAD_NAMES.get(tid, str(tid))
-        meta.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid + k * _LANE_TID,
-                     "args": {"name": f"{name} (overlap {k})"}})
-        meta.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid + k * _LANE_TID,
-                     "args": {"sort_index": tid + k * _LANE_TID}})
+        meta += _thread(pid, tid + k * _LANE_TID, f"{V.THREAD_NAMES.get(tid, str(tid))} (overlap {k})")
     return meta
 
 
-def write_merged(plan: MergePlan, out, extra_events=None) -> dict:
-    """Write the merged trace (object form, one event per line); returns counts for the caller.
+def _thread(pid, tid: int, name: str) -> list:
+    return [{"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}},
+            {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}}]
 
-    Args:
-        plan: from :func:`plan_merge`.
-        out: output path.
-        extra_events: optional iterable of Chrome events already on the merged clock (µs since
-            ``plan.origin_epoch_ns``), e.g. GPU lanes; their own metadata events are kept.
-    """
+
+def write_merged(plan: MergePlan, out, extra_events=None) -> dict:
+    """Write the merged trace (one event per line) and return counts; ``extra_events`` (e.g. GPU lanes) are
+    on the merged clock already (µs since ``plan.origin_epoch_ns``), their metadata events kept."""
     extra = list(extra_events or [])
     extra_meta = [e for e in extra if e.get("ph") == "M"]
     extra_by_pid: dict = {}
@@ -265,34 +249,30 @@ def _driver_lane(plan: MergePlan) -> list:
     def us(ns):
         return round((ns - origin) / 1000.0, 3)
 
+    def span(name, tid, a, b, **args):
+        return {"ph": "X", "name": name, "cat": V.CAT_ELASTIC, "pid": _DRIVER_PID, "tid": tid, "ts": us(a),
+                "dur": round((b - a) / 1000.0, 3), **args}
+
     out = [{"ph": "M", "name": "process_name", "pid": _DRIVER_PID, "args": {"name": "elastic driver"}},
-           {"ph": "M", "name": "process_sort_index", "pid": _DRIVER_PID, "args": {"sort_index": -1}},
-           {"ph": "M", "name": "thread_name", "pid": _DRIVER_PID, "tid": 1, "args": {"name": "generations"}},
-           {"ph": "M", "name": "thread_name", "pid": _DRIVER_PID, "tid": 2, "args": {"name": "resets"}},
-           {"ph": "M", "name": "thread_name", "pid": _DRIVER_PID, "tid": 3, "args": {"name": "work redone"}}]
+           {"ph": "M", "name": "process_sort_index", "pid": _DRIVER_PID, "args": {"sort_index": -1}}]
+    out += [{"ph": "M", "name": "thread_name", "pid": _DRIVER_PID, "tid": tid, "args": {"name": name}}
+            for tid, name in enumerate(("generations", "resets", "work redone"), 1)]
     for g in plan.elastic["generations"]:
         if g.get("end_epoch_ns") is not None:
-            out.append({"ph": "X", "name": f"generation {g['generation']} ({g['size']} ranks)", "cat": V.CAT_ELASTIC,
-                        "pid": _DRIVER_PID, "tid": 1, "ts": us(g["start_epoch_ns"]),
-                        "dur": round((g["end_epoch_ns"] - g["start_epoch_ns"]) / 1000.0, 3),
-                        "args": {k: g.get(k) for k in ("generation", "size", "hosts", "end", "step_base")}})
+            out.append(span(f"generation {g['generation']} ({g['size']} ranks)", 1, g["start_epoch_ns"],
+                            g["end_epoch_ns"], args={k: g.get(k) for k in ("generation", "size", "hosts", "end",
+                                                                           "step_base")}))
     names = dict(PARTS)
     for r in plan.elastic["resets"]:
         t = [r.get(k) for k in ("failed_epoch_ns", "detected_epoch_ns", "reformed_epoch_ns", "restored_epoch_ns",
                                 "first_step_end_epoch_ns")]
         end = next((x for x in reversed(t) if x is not None), t[0])
-        args = {k: v for k, v in r.items() if not k.endswith("_epoch_ns")}
-        out.append({"ph": "X", "name": f"{V.ELASTIC_RESET} {r['kind']}: {r.get('cause', '')}", "cat": V.CAT_ELASTIC,
-                    "pid": _DRIVER_PID, "tid": 2, "ts": us(t[0]), "dur": round((end - t[0]) / 1000.0, 3),
-                    "args": args})
-        for (col, _), a, b in zip(PARTS[1:], t, t[1:]):
-            if a is not None and b is not None:
-                out.append({"ph": "X", "name": names[col], "cat": V.CAT_ELASTIC, "pid": _DRIVER_PID, "tid": 2,
-                            "ts": us(a), "dur": round((b - a) / 1000.0, 3)})
+        out.append(span(f"{V.ELASTIC_RESET} {r['kind']}: {r.get('cause', '')}", 2, t[0], end,
+                        args={k: v for k, v in r.items() if not k.endswith("_epoch_ns")}))
+        out += [span(names[col], 2, a, b) for (col, _), a, b in zip(PARTS[1:], t, t[1:])
+                if a is not None and b is not None]
         if r.get("last_commit_epoch_ns") is not None and r["kind"] == "lost":
-            out.append({"ph": "X", "name": "work redone (since the last commit)", "cat": V.CAT_ELASTIC,
-                        "pid": _DRIVER_PID, "tid": 3, "ts": us(r["last_commit_epoch_ns"]),
-                        "dur": round((r["failed_epoch_ns"] - r["last_commit_epoch_ns"]) / 1000.0, 3)})
+            out.append(span("work redone (since the last commit)", 3, r["last_commit_epoch_ns"], r["failed_epoch_ns"]))
     return out
 
 
