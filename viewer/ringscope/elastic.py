@@ -17,6 +17,7 @@ KINDS = ("lost", "added")
 ENDS = ("failure", "hosts_updated", "done", "below_min_np", None)
 RESET_TIMES = ("last_commit_epoch_ns", "failed_epoch_ns", "detected_epoch_ns", "relaunched_epoch_ns",
                "reformed_epoch_ns", "restored_epoch_ns", "first_step_end_epoch_ns")
+STOPPED = ("failure", "below_min_np")   # the ends of a generation whose world the driver stopped
 _GEN_DIR = re.compile(r"gen-(\d+)$")
 
 
@@ -52,6 +53,11 @@ def read_manifest(run_dir) -> dict:
     def bad(problem: str):
         return TraceError(f, problem)
 
+    def ints_or_null(obj: dict, where: str, keys, what: str = "an integer") -> None:
+        for k in keys:
+            if obj.get(k) is not None and not _int(obj[k]):
+                raise bad(f"{where}: \"{k}\" must be {what} or null")
+
     if not isinstance(data, dict) or data.get("elastic_format") != 1:
         raise bad("not an elastic run manifest: expected an object with \"elastic_format\": 1")
     gens = data.get("generations")
@@ -67,9 +73,7 @@ def read_manifest(run_dir) -> dict:
         seen.add(g["generation"])
         if not _int(g.get("size")) or g["size"] < 1:
             raise bad(f"{where}: \"size\" must be a positive integer")
-        for k in ("start_epoch_ns", "end_epoch_ns", "step_base"):
-            if g.get(k) is not None and not _int(g[k]):
-                raise bad(f"{where}: \"{k}\" must be an integer or null")
+        ints_or_null(g, where, ("start_epoch_ns", "end_epoch_ns", "step_base"))
         if not _int(g.get("start_epoch_ns")):
             raise bad(f"{where}: \"start_epoch_ns\" is missing")
         if g.get("end") not in ENDS:
@@ -87,14 +91,10 @@ def read_manifest(run_dir) -> dict:
                 raise bad(f"{where}: \"{k}\" ({r.get(k)!r}) is not a generation listed in \"generations\"")
         if r.get("kind") not in KINDS:
             raise bad(f"{where}: \"kind\" is {r.get('kind')!r}, expected \"lost\" or \"added\"")
-        for k in RESET_TIMES:
-            if r.get(k) is not None and not _int(r[k]):
-                raise bad(f"{where}: \"{k}\" must be an integer (ns since the epoch) or null")
+        ints_or_null(r, where, RESET_TIMES, "an integer (ns since the epoch)")
         if not _int(r.get("failed_epoch_ns")):
             raise bad(f"{where}: \"failed_epoch_ns\" is missing")
-        for k in ("size_before", "size_after", "last_commit_step"):
-            if r.get(k) is not None and not _int(r[k]):
-                raise bad(f"{where}: \"{k}\" must be an integer or null")
+        ints_or_null(r, where, ("size_before", "size_after", "last_commit_step"))
         for k in ("lost", "added"):
             if not isinstance(r.get(k, []), list):
                 raise bad(f"{where}: \"{k}\" must be a list")
@@ -104,9 +104,8 @@ def read_manifest(run_dir) -> dict:
 
 
 def generation_files(run_dir, manifest: dict) -> list[tuple[int, list[Path]]]:
-    """``[(generation, its trace files)]`` in generation order; a listed generation without a directory or
-    without traces raises :class:`TraceError` naming it; a ``gen-*`` directory elastic.json does not list
-    is reported (ElasticWarning) and left out."""
+    """``[(generation, its trace files)]`` in generation order; a ``gen-*`` directory elastic.json does not
+    list is reported (ElasticWarning) and left out."""
     listed = {g["generation"] for g in manifest["generations"]}
     out = []
     for g in manifest["generations"]:
@@ -127,9 +126,9 @@ def generation_files(run_dir, manifest: dict) -> list[tuple[int, list[Path]]]:
 
 @contextmanager
 def stopped_world(gen: dict, cut: list):
-    """While parsing a trace of a generation the driver stopped (it ended by a failure), its "unfinished
-    trace" warning is expected: collect the file into ``cut`` (see :func:`report_cut`); other warnings pass."""
-    if gen.get("end") not in ("failure", "below_min_np"):
+    """In a generation the driver stopped, its traces' "unfinished trace" warnings are expected: their files
+    go into ``cut`` instead; other warnings pass."""
+    if gen.get("end") not in STOPPED:
         yield
         return
 
@@ -143,28 +142,6 @@ def stopped_world(gen: dict, cut: list):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
-def parse_stopped(parse, f: Path, gen: dict, *args):
-    """``parse(f, *args)``; in a generation the driver stopped, a trace killed before it wrote any event is
-    reported (ElasticWarning) and left out (None) instead of failing the whole run."""
-    try:
-        return parse(f, *args)
-    except TraceError as exc:
-        if gen.get("end") not in ("failure", "below_min_np") or not exc.problem.startswith("no trace events"):
-            raise
-    warnings.warn(ElasticWarning(f"{f}: no trace events: the driver stopped generation {gen['generation']} "
-                                 "before this rank wrote any; left out"), stacklevel=4)
-    return None
-
-
-def report_cut(run_dir, gen: dict, cut: list) -> None:
-    """One line for the traces of a stopped generation that were never closed (all their events read)."""
-    if cut:
-        warnings.warn(ElasticWarning(
-            f"{generation_dir(run_dir, gen['generation'])}: {len(cut)} trace(s) unclosed, as expected: the driver "
-            f"stopped generation {gen['generation']} after its {gen['end']}; every recorded event was read"),
-            stacklevel=4)
-
-
 class Members:
     """The trace files of an elastic run's generations, parsed as members of their generation."""
 
@@ -172,42 +149,41 @@ class Members:
         self.run_dir = run_dir
         self.gens = {g["generation"]: g for g in manifest["generations"]}
         self.generation = {f: g for g, fs in generation_files(run_dir, manifest) for f in fs}
-        self.redone = redone_from(manifest)
+        gens = manifest["generations"]   # the first step a later generation ran again: redone here
+        self.redone = {g["generation"]: int(n["step_base"]) for g, n in zip(gens, gens[1:])
+                       if n.get("step_base") is not None}
         self.cut: dict = {g: [] for g in self.gens}
 
     def parse(self, parse, f: Path, *args):
-        """``parse(f, *args)`` with the file's generation in its rank_info and the steps a later generation
-        ran again marked (:func:`mark_redone`); in a world the driver stopped, the expected "unfinished trace"
-        warnings are gathered (:meth:`report`) and a trace with no events is reported and left out (None)."""
+        """``parse(f, *args)`` with its generation and redone steps marked; in a stopped world, a trace with
+        no events is reported and left out (None)."""
         g = self.generation[f]
         with stopped_world(self.gens[g], self.cut[g]):
-            p = parse_stopped(parse, f, self.gens[g], *args)
-        if p is not None:
-            p["rank_info"]["generation"] = g
-            mark_redone(p, self.redone.get(g))
+            try:
+                p = parse(f, *args)
+            except TraceError as exc:
+                if self.gens[g].get("end") not in STOPPED or not exc.problem.startswith("no trace events"):
+                    raise
+                warnings.warn(ElasticWarning(f"{f}: no trace events: the driver stopped generation {g} before "
+                                             "this rank wrote any; left out"), stacklevel=3)
+                return None
+        p["rank_info"]["generation"] = g
+        mark_redone(p, self.redone.get(g))
         return p
 
     def report(self) -> None:
-        """One line per stopped generation whose traces were never closed."""
-        for g, files in self.cut.items():
-            report_cut(self.run_dir, self.gens[g], files)
-
-
-def redone_from(manifest: dict) -> dict[int, int]:
-    """``{generation: first step number a later generation ran again}`` (that generation's copies of those
-    steps are work redone; the later copy counts)."""
-    gens = manifest["generations"]
-    out = {}
-    for g, nxt in zip(gens, gens[1:]):
-        if nxt.get("step_base") is not None:
-            out[g["generation"]] = int(nxt["step_base"])
-    return out
+        """One line per stopped generation whose traces were never closed (all their events read)."""
+        for g, cut in self.cut.items():
+            if cut:
+                warnings.warn(ElasticWarning(
+                    f"{generation_dir(self.run_dir, g)}: {len(cut)} trace(s) unclosed, as expected: the driver "
+                    f"stopped generation {g} after its {self.gens[g]['end']}; every recorded event was read"),
+                    stacklevel=3)
 
 
 def mark_redone(parsed: dict, first_redone: int | None) -> None:
-    """In one file's tables (before assembly): the ops of steps a later generation ran again leave the
-    step tables (so each step is counted once, its later copy); their events stay on the timeline, with
-    step -1 (not a step of the run's analyses)."""
+    """Ops of steps a later generation ran again leave one file's step tables (each step counts once, its
+    later copy); their events stay on the timeline with step -1."""
     if first_redone is None:
         return
     for t in ("tensor_ops", "fused_ops", "readiness"):
@@ -236,10 +212,8 @@ def continue_occurrences(parsed: list[dict]) -> None:
 
 
 def run_meta(meta: dict, manifest: dict, ranks) -> None:
-    """An elastic run's meta: ``meta["elastic"]`` (the manifest, each generation with its loaded ranks,
-    the ranks whose traces were cut, and its span on the run's time axis), ``size`` = the smallest world
-    (a step's collective is complete with that many ranks), ``truncated_ranks`` of the last generation
-    only (an earlier generation's traces are cut by its failure, which the recoveries report)."""
+    """``meta["elastic"]`` (each generation with its ranks, cut ranks and span on the run's axis); ``size``: the
+    smallest world; ``truncated_ranks``: the last generation's (the recoveries report the earlier cuts)."""
     origin = meta.get("origin_epoch_ns") or 0
     gens = []
     for g in manifest["generations"]:
