@@ -1,11 +1,6 @@
-"""Read one ringscope trace (format 3, one event per line) into columns.
-
-The event lines are walked once by the C scanner (:mod:`viewer.io._eventscan`), which keeps the
-fields the tables use. A line that is not valid JSON is skipped and recorded with its line; so is an
-event with a value of the wrong type or outside what its field can mean (:mod:`viewer.io.ranges`; why:
-from that event alone, parsed again), or without ph, name or ts, or with a time out of range.
-Metadata rows stay (the builder selects rows by phase).
-"""
+"""Read one ringscope trace (format 3, one event per line) into columns with the C scanner
+(:mod:`viewer.io._eventscan`). A damaged line, or an event with a value its field cannot hold
+(:mod:`viewer.io.ranges`), is skipped and recorded; metadata rows stay."""
 from __future__ import annotations
 
 import math
@@ -40,8 +35,7 @@ META_INTS = {"rank": _RANK, "size": _RANK, "local_rank": _RANK, "local_size": _R
 
 
 def read(path):
-    """``(reader, columns)``: the :class:`TraceReader` (header, closed, stop_offset, skipped) and the
-    file's events as :class:`viewer.io.columns.Columns` (metadata rows included)."""
+    """``(reader, columns)``: the :class:`TraceReader` and the file's events as :class:`Columns`."""
     reader = TraceReader(path)
     meta = reader.other(V.VERSION_KEY)
     version = meta.get("format_version")
@@ -65,8 +59,7 @@ def read(path):
 
 
 def known(values: dict) -> dict:
-    """Header (or SHUTDOWN) ``values`` with each damaged integer (of another type, or outside what it
-    can mean) as None: unknown, not a crash later."""
+    """Header (or SHUTDOWN) ``values``, each damaged integer as None: unknown, not a crash later."""
     out = dict(values)
     for k, (lo, hi) in META_INTS.items():
         v = out.get(k)
@@ -98,8 +91,7 @@ def _line_start(data, start: int, at: int) -> int:
 
 
 def _damaged_lines(reader, scanned: dict, start: int, end: int) -> None:
-    """Record the lines the scanner could not read, the elements that were no objects, and the
-    lines where events were glued together (read apart)."""
+    """Record the lines the scanner could not read, non-objects, and events glued together (read apart)."""
     data = reader.data
     for at, _, why, nxt in scanned["errors"]:
         line = _line_start(data, start, at)
@@ -112,10 +104,8 @@ def _damaged_lines(reader, scanned: dict, start: int, end: int) -> None:
 
 
 def _checked(reader, scanned: dict):
-    """``(keep, events)``: the rows the tables can use (None: all) and how many are not metadata.
-    Left out and recorded: an event with a value of the wrong type, or outside what its field can
-    mean (why: from the event itself), or without ph, name or ts, or with a time out of range;
-    metadata rows of the wrong shape are left out unrecorded (no event is lost)."""
+    """``(keep, events)``: the rows the tables can use (None: all) and how many are not metadata; the rest
+    recorded as skipped (metadata rows of the wrong shape left out unrecorded: no event is lost)."""
     c = scanned["columns"]
     n = scanned["rows"]
 
