@@ -1,13 +1,7 @@
-"""Cache of a loaded run's tables, keyed by every trace file's path, size and mtime.
-
-One entry holds a run as :func:`viewer.loader.load_run` assembled it (ranks merged onto one time axis),
-so a hit only reads the tables back: Arrow IPC files (lz4), whose columns are already Arrow's layout
-(Parquet's decoding made a hit ~1.8x dearer on 196 MB of trace). The warnings the first load gave
-(damaged lines, cut traces, an elastic run's stopped worlds) are kept with it and given again on each hit.
-
-Location: ``cache_dir`` argument, else ``$RINGSCOPE_CACHE_DIR``, else ``.ringscope-cache/`` next to the
-first trace when that directory is writable, else ``~/.cache/ringscope``.
-"""
+"""Cache of a loaded run's assembled tables, keyed by every trace file's path, size and mtime: Arrow IPC
+files (lz4; Parquet's decoding made a hit ~1.8x dearer), with the warnings the first load gave, given again
+on each hit. Location: ``cache_dir``, else ``$RINGSCOPE_CACHE_DIR``, else ``.ringscope-cache/`` next to the
+first trace when writable, else ``~/.cache/ringscope``."""
 from __future__ import annotations
 
 import contextlib
@@ -32,9 +26,8 @@ _TABLES = ("events", "tensor_ops", "fused_ops", "readiness", "cycles", "ranks")
 
 @functools.cache
 def cache_version() -> str:
-    """A digest of the code that makes the cached tables: the readers, the table builders and the schema
-    (every module of ``viewer`` and the compiled scanner, with ``tracer.vocab``), so an entry written by other
-    code is never read back; nothing to bump by hand."""
+    """A digest of the code that makes the tables (``viewer``, its scanner, ``tracer.vocab``): an entry that
+    other code wrote is never read back, with nothing to bump by hand."""
     import tracer.vocab
 
     root = Path(__file__).parent
@@ -64,23 +57,19 @@ def _prefix(files: list[Path]) -> str:
 
 
 def _key(files: list[Path], manifest: Path | None) -> str:
-    sigs = [f"{f.resolve()}|{size}|{mtime}" for f in files for size, mtime in [file_signature(f)]]
-    if manifest is not None:
-        size, mtime = file_signature(manifest)
-        sigs.append(f"{manifest.resolve()}|{size}|{mtime}")
+    sigs = [f"{f.resolve()}|{size}|{mtime}" for f in [*files, *([manifest] if manifest else [])]
+            for size, mtime in [file_signature(f)]]
     raw = f"{cache_version()}|" + "\n".join(sigs)
     return _prefix(files) + hashlib.sha1(raw.encode()).hexdigest()[:16]
 
 
 def load(files: list[Path], manifest: Path | None = None, cache_dir=None):
-    """The cached :class:`viewer.schema.RunTables` of these files, its warnings given again; None when
-    stale, absent or unreadable."""
+    """The cached :class:`RunTables` of these files, its warnings given again; None when stale or absent."""
     entry = cache_root(files[0], cache_dir) / _key(files, manifest)
     info_file = entry / "info.json"
     if not info_file.exists():
         return None
     try:
-
         info = json.loads(info_file.read_text())
         tables = {}
         for t in _TABLES:
@@ -101,8 +90,7 @@ def load(files: list[Path], manifest: Path | None = None, cache_dir=None):
 
 @contextlib.contextmanager
 def recording():
-    """Record the warnings given inside (a list of :class:`warnings.WarningMessage`) and give them on,
-    also when the load fails."""
+    """Record the warnings given inside and give them on, also when the load fails."""
     caught: list = []
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -114,8 +102,8 @@ def recording():
 
 
 def store(files: list[Path], tables, caught: list, manifest: Path | None = None, cache_dir=None) -> None:
-    """Write ``tables`` (RunTables) and the warnings their load gave; failures (read-only disk, a meta
-    that JSON does not give back as it was, ...) leave no entry."""
+    """Write ``tables`` and the warnings their load gave; a failure (read-only disk, a meta JSON does not give
+    back as it was) leaves no entry."""
     root = cache_root(files[0], cache_dir)
     entry = root / _key(files, manifest)
     tmp = root / (entry.name + f".tmp{os.getpid()}")

@@ -25,8 +25,7 @@ _PER_RANK_KEYS = {"rank", "pid", "host", "local_rank", "cross_rank", "base_epoch
 
 
 def find_traces(path) -> list[Path]:
-    """The trace files of a run: ``path`` itself, every generation's of an elastic run, or the trace
-    files directly inside a directory (and its ``kineto/``)."""
+    """A run's trace files: ``path``, an elastic run's every generation's, or a directory's (and its ``kineto/``)."""
     p = Path(path)
     if not p.exists():
         raise TraceError(p, "no such file or directory")
@@ -55,11 +54,8 @@ def parse_one(path: Path) -> dict:
 
 
 def load_run(paths, use_cache: bool = True, cache_dir=None, progress=None) -> RunTables:
-    """Load a run (a directory, one file or several files) into :class:`RunTables`, from the cache
-    (:mod:`viewer.cache`) when none of its files changed.
-
-    ``progress(done_bytes, total_bytes, path)`` is called after each file when given.
-    """
+    """A run (a directory, one file or several) as :class:`RunTables`, from the cache when no file changed;
+    ``progress(done_bytes, total_bytes, path)`` after each file."""
     manifest = elastic.read_manifest(paths) if isinstance(paths, (str, Path)) and elastic.is_elastic(paths) else None
     member = elastic.Members(paths, manifest) if manifest else None   # each file's generation
     if member is not None:
@@ -105,15 +101,14 @@ def _load_files(files: list[Path], member, manifest: dict | None, progress) -> R
         parsed = attach(parsed)   # beside our trace of the same rank: joins it
         apply(parsed)   # Kineto traces hold no clock offsets: estimate them from their collectives
     if manifest:
-            elastic.continue_occurrences(parsed)
+        elastic.continue_occurrences(parsed)
     tables = assemble(parsed, manifest)
     memory.release()
     return tables
 
 
 def check_ranks(entries) -> None:
-    """Refuse two files of one rank (its rotation parts aside): ``entries`` = (rank, part, file), or
-    (rank, part, file, generation) in an elastic run, where each generation holds each rank once."""
+    """Refuse two files of one rank (rotation parts aside): ``entries`` = (rank, part, file[, generation])."""
     seen: dict = {}
     for r, part, f, *gen in entries:
         key = (r, *gen)
@@ -125,8 +120,7 @@ def check_ranks(entries) -> None:
 
 
 def assemble(parsed: list[dict], elastic_manifest: dict | None = None) -> RunTables:
-    """Shift each file's local times onto the common axis and concatenate the tables (an elastic run's
-    generations too: ``elastic_manifest`` is its elastic.json, each file's rank_info has its generation)."""
+    """Each file's tables shifted onto the common axis and concatenated (``elastic_manifest``: an elastic run's)."""
     check_ranks((p["rank_info"]["rank"], p["meta"].get("part"), p["rank_info"]["file"],
                  p["rank_info"].get("generation")) for p in parsed)
     bases = []
@@ -138,11 +132,11 @@ def assemble(parsed: list[dict], elastic_manifest: dict | None = None) -> RunTab
     if known and elastic_manifest is not None:   # time 0: the job's start (the driver's first launch)
         known += [g["start_epoch_ns"] for g in elastic_manifest["generations"]]
     origin = min(known) if known else None
+    shifts = [0 if base is None or origin is None else base - origin for base in bases]
     out = {}
     for t, cols in _TIME_COLUMNS.items():
         dfs = []
-        for p, base in zip(parsed, bases):
-            shift = 0 if base is None or origin is None else base - origin
+        for p, shift in zip(parsed, shifts):
             df = p.pop(t)  # the per-file frame is ours: shift in place, then let it go
             if shift and len(df):
                 for c in cols:
@@ -151,13 +145,12 @@ def assemble(parsed: list[dict], elastic_manifest: dict | None = None) -> RunTab
             dfs.append(df)
         out[t] = _concat_events(dfs) if t == "events" else frames.concat(t, dfs)
         del dfs
-    for p, base in zip(parsed, bases):
-        ri = p["rank_info"]
-        if ri.get("last_ts_ns") is not None and base is not None and origin is not None:
-            ri["last_ts_ns"] += base - origin
+    for p, shift in zip(parsed, shifts):
+        if p["rank_info"].get("last_ts_ns") is not None:
+            p["rank_info"]["last_ts_ns"] += shift
     ranks = frames.build("ranks", {k: [p["rank_info"].get(k) for p in parsed]
                                    for k in frames.TABLES["ranks"]})
-    meta = _run_meta(parsed, origin, bases)
+    meta = _run_meta(parsed, origin, shifts)
     if elastic_manifest is None:
         ranks = ranks.sort_values("rank", ignore_index=True)
     else:
@@ -167,8 +160,8 @@ def assemble(parsed: list[dict], elastic_manifest: dict | None = None) -> RunTab
 
 
 def _concat_events(dfs: list):
-    """All ranks' events in (t_ns, rank) order, built column by column: each per-rank column is let go
-    once gathered, so the peak holds one extra column, not a second copy of the table."""
+    """All ranks' events in (t_ns, rank) order, column by column: each rank's column is let go once gathered,
+    so the peak holds one extra column, not a second copy of the table."""
     import numpy as np
     import pandas as pd
 
@@ -193,8 +186,7 @@ def _concat_events(dfs: list):
 
 
 def _take(arr, order):
-    """``arr`` (a pandas array) reordered by ``order`` (valid positions: no checks); Arrow strings as one
-    chunk first, which Arrow takes from at less than half the cost of the per-rank chunks."""
+    """``arr`` reordered by ``order``; Arrow strings as one chunk first (half the cost of taking from many)."""
     import numpy as np
     import pandas as pd
     import pyarrow as pa
@@ -206,15 +198,12 @@ def _take(arr, order):
     return arr.take(order)
 
 
-def _run_meta(parsed, origin, bases) -> dict:
+def _run_meta(parsed, origin, shifts) -> dict:
     by_rank = sorted(parsed, key=lambda p: p["rank_info"]["rank"])
     first = by_rank[0]["meta"] if by_rank else {}
     sizes = [p["rank_info"].get("size") for p in parsed if p["rank_info"].get("size")]
     meta = {k: v for k, v in first.items() if not k.startswith("_") and k not in _PER_RANK_KEYS}
-    last = []
-    for p, b in zip(parsed, bases):
-        shift = 0 if b is None or origin is None else b - origin
-        last.append(p["meta"].get("_last_local_ns", 0) + shift)
+    last = [p["meta"].get("_last_local_ns", 0) + shift for p, shift in zip(parsed, shifts)]
     meta.update({
         "origin_epoch_ns": origin,
         "size": max(sizes) if sizes else len(parsed),
