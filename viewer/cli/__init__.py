@@ -1,10 +1,5 @@
-"""The ``ringscope`` command: a thin dispatcher to each subcommand's own module (``viewer/cli/``:
-``summarize`` with its rich ``tables`` and ``kineto_tables``, ``merge``, ``whatif``, ``tune``, ``demo``), each
-imported only when its command runs, so that ``ringscope --help`` stays light.
-
-Runtime subcommands (``run``, ``cluster``) execute in a fresh interpreter (``python -m
-collectives...``), so the viewer never imports the runtime, torch or MPI.
-"""
+"""The ``ringscope`` command: a dispatcher to each subcommand's module, imported only when it runs (``ringscope
+--help`` stays light); ``run`` and ``cluster`` run in a fresh interpreter, so the viewer never imports the runtime."""
 from __future__ import annotations
 
 import importlib

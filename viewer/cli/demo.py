@@ -1,8 +1,5 @@
-"""``ringscope demo``: train a small model on N ranks with the timeline on, summarize, and view.
-
-The training runs in a subprocess (``python -m collectives.launcher ... demo_train.py``), so this
-module never imports the runtime, torch or MPI.
-"""
+"""``ringscope demo``: train a small model on N ranks with the timeline on, summarize, and view. The
+training runs in a subprocess (``python -m collectives.launcher``): no runtime, torch or MPI here."""
 from __future__ import annotations
 
 import argparse
@@ -17,20 +14,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN_SCRIPT = ROOT / "collectives" / "torch" / "demo_train.py"
-SCENARIOS = ("healthy", "straggler", "tiny-tensors", "large-tensors", "hang", "slow-data",
-             "cpu-contention")
+# slow-data: rank 2's loader sleeps 40 ms per batch; cpu-contention: rank 2 shares its core with 5 busy processes
 DEFAULT_STEPS = {"healthy": 20, "straggler": 20, "tiny-tensors": 20, "large-tensors": 10,
                  "hang": 8, "slow-data": 20, "cpu-contention": 20}
-# scenario -> (extra launcher options, extra environment)
+SCENARIOS = tuple(DEFAULT_STEPS)
+# scenario -> (extra launcher options, extra environment), where it has any
 SETTINGS = {
-    "healthy": ([], {}),
-    "straggler": ([], {}),
     "tiny-tensors": (["--fusion-threshold-mb", "0.0625"], {}),      # 64 KiB
-    "large-tensors": ([], {}),
-    "hang": ([], {"RINGSCOPE_STALL_CHECK_TIME_SECONDS": "1",
-                  "RINGSCOPE_STALL_SHUTDOWN_TIME_SECONDS": "4"}),
-    "slow-data": ([], {}),        # rank 2's loader sleeps 40 ms per batch
-    "cpu-contention": ([], {}),   # rank 2 shares its core with 5 busy processes
+    "hang": ([], {"RINGSCOPE_STALL_CHECK_TIME_SECONDS": "1", "RINGSCOPE_STALL_SHUTDOWN_TIME_SECONDS": "4"}),
 }
 TRAIN_TIMEOUT_S = 600
 
@@ -77,16 +68,13 @@ def prepare_run_dir(run_dir: Path) -> str | None:
 
 def train_command(ns, run_dir: Path) -> tuple[list[str], dict]:
     """The launcher command line and environment for this demo."""
-    opts, extra_env = SETTINGS[ns.scenario]
+    opts, extra_env = SETTINGS.get(ns.scenario, ([], {}))
     steps = ns.steps or DEFAULT_STEPS[ns.scenario]
     cmd = [sys.executable, "-m", "collectives.launcher", "-np", str(ns.ranks),
            "--timeline", str(run_dir.resolve()) + os.sep, *opts, str(TRAIN_SCRIPT),
            "--scenario", ns.scenario, "--steps", str(steps)]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH")
-                                     else "")
-    env.update(extra_env)
-    return cmd, env
+    path = os.environ.get("PYTHONPATH")
+    return cmd, {**os.environ, "PYTHONPATH": str(ROOT) + (os.pathsep + path if path else ""), **extra_env}
 
 
 def run_training(cmd, env) -> int:
@@ -104,18 +92,6 @@ def run_training(cmd, env) -> int:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait()
         raise
-
-
-def _summarize(run_dir: Path) -> int:
-    from viewer.cli import summarize
-
-    return int(summarize.main([str(run_dir)]) or 0)
-
-
-def _view(run_dir: Path, port: int) -> int:
-    from viewer.dashboard import serve
-
-    return int(serve.main([str(run_dir), "--port", str(port)]) or 0)
 
 
 def main(argv=None) -> int:
@@ -144,13 +120,17 @@ def main(argv=None) -> int:
         print(f"ringscope demo: {run_dir}: no traces were written", file=sys.stderr)
         return 1
     print(f"ringscope demo: {len(traces)} trace file(s) in {run_dir}/\n", flush=True)
-    src = _summarize(run_dir)
+    from viewer.cli import summarize
+
+    src = int(summarize.main([str(run_dir)]) or 0)
     if src != 0:
         return src
     if ns.no_view:
         return 0 if rc == 0 or ns.scenario == "hang" else 1
+    from viewer.dashboard import serve
+
     try:
-        return _view(run_dir, ns.port)
+        return int(serve.main([str(run_dir), "--port", str(ns.port)]) or 0)
     except KeyboardInterrupt:
         return 0
 

@@ -27,10 +27,9 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(res, indent=2))
         return 0
-    from viewer.units import duration, pct, size
+    from viewer.units import UNITS, pct, size
 
-    def ms(v):
-        return duration(None if v is None else v * 1e6)
+    ms = UNITS["ms"]
 
     def setting(r):
         return f"fusion threshold {size(r['fusion_threshold'])}, cycle {ms(r['cycle_time_ms'])}"

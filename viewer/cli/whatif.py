@@ -1,5 +1,4 @@
-"""``ringscope whatif RUN [--fusion-threshold-mb X] [--cycle-time-ms Y] [--no-straggler]
-[--bandwidth-scale K] [--latency-scale K] [--ranks N] [--json]``."""
+"""``ringscope whatif RUN [options] [--json]``: predict a run's step time under other settings."""
 from __future__ import annotations
 
 import argparse
@@ -92,10 +91,9 @@ def main(argv=None) -> int:
 
 
 def _print(res) -> None:
-    from viewer.units import duration, pct, rate, size
+    from viewer.units import UNITS, duration, pct, rate, size
 
-    def ms(v):
-        return duration(None if v is None else v * 1e6)
+    ms = UNITS["ms"]
 
     s, own = res["settings"], res["run_settings"]
     print(f"run:        fusion threshold {size(own['fusion_threshold'])}, cycle "
@@ -127,6 +125,7 @@ def _print(res) -> None:
     ab = (f"α {duration(res['alpha_us'] * 1e3)}, β {rate(res['beta_gbps'])}" if res["alpha_us"] is not None
           else "no credible allreduce fit")
     print(f"the run's α-β fit (the wire alone, fastest op per size; summarize's headline): {ab}")
+
 
 if __name__ == "__main__":
     sys.exit(main())
