@@ -1,8 +1,4 @@
-"""ringscope's viewer: loaders, merge, analyses, the summarizer CLI and the dashboard.
-
-``from viewer import Run`` is the notebook entry point (imported lazily so that light commands stay
-light).
-"""
+"""ringscope's viewer: loaders, merge, analyses, the CLI and the dashboard; ``from viewer import Run`` (lazily)."""
 
 
 def __getattr__(name):

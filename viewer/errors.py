@@ -19,8 +19,7 @@ class TruncatedTraceWarning(UserWarning):
 
 
 def warn_truncated(path, offset: int, size: int, n_events: int) -> None:
-    """Warn once per file that it stopped at byte ``offset`` (or, when the whole file was read, that
-    the job never closed it)."""
+    """Warn that the file stopped at byte ``offset``, or, all of it read, that the job never closed it."""
     if offset < size:
         msg = (f"{path}: truncated trace, stopped at byte {offset} of {size}; "
                f"recovered {n_events} complete events")
@@ -40,9 +39,8 @@ def describe_skipped(skipped: list, limit: int = 3) -> str:
 
 
 def warn_damage(path, meta: dict, closed: bool) -> None:
-    """The warnings for one loaded file: cut or unfinished (:func:`warn_truncated`), and the damaged
-    lines skipped in the middle (``meta``: the file's ``_stop_offset``, ``_size``, ``_n_events``,
-    ``_skipped``, ``_damage``, as the loader and its cache keep them)."""
+    """One loaded file's warnings: cut or unfinished, and its damaged lines (from ``meta``'s ``_stop_offset``,
+    ``_size``, ``_n_events``, ``_skipped``, ``_damage``)."""
     skipped, damage = meta.get("_skipped") or [], meta.get("_damage")
     if damage:
         warnings.warn(TruncatedTraceWarning(f"{path}: {damage}; the rest of the file is lost"), stacklevel=3)

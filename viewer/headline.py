@@ -1,6 +1,5 @@
-"""The headline of a run: its step time, steps, ranks, exposed communication, late rank, duration,
-α/β, memcpy share, busbw and a one-sentence verdict. The summary, the dashboard's overview, the
-what-if and the CLI read these values; none computes its own."""
+"""The headline of a run: its figures and a one-sentence verdict, which the summary, the dashboard, the what-if
+and the CLI read (none computes its own)."""
 from __future__ import annotations
 
 import pandas as pd
@@ -14,17 +13,14 @@ STEP_COLUMNS = ["rank", "step", "start_ns", "end_ns", "dur_ns"]
 
 
 def step_times(tables) -> pd.DataFrame:
-    """Per rank and numbered step: its span. From STEP spans (a step marked twice under one number
-    counts both spans), else torch.profiler's ProfilerStep#N, else the step's ops (first submission
-    to last completion)."""
+    """Per rank and numbered step: its span, from STEP spans (a step marked twice counts both), else
+    torch.profiler's ProfilerStep#N, else the step's ops (first submission to last completion)."""
     ev = tables.events
     sel = ((ev["name"] == V.STEP) & (ev["ph"] == "X")).to_numpy(dtype=bool, na_value=False)
     if sel.any():
         x = ev.loc[sel, ["rank", "step", "t_ns", "dur_ns"]]
-        df = pd.DataFrame({"rank": x["rank"].to_numpy(), "step": x["step"].to_numpy(), "start_ns": x["t_ns"].to_numpy(),
-                           "end_ns": (x["t_ns"] + x["dur_ns"]).to_numpy(), "dur_ns": x["dur_ns"].to_numpy()})
-        df = df.groupby(["rank", "step"], as_index=False).agg(
-            start_ns=("start_ns", "min"), end_ns=("end_ns", "max"), dur_ns=("dur_ns", "sum"))
+        df = x.assign(end_ns=x["t_ns"] + x["dur_ns"]).groupby(["rank", "step"], as_index=False).agg(
+            start_ns=("t_ns", "min"), end_ns=("end_ns", "max"), dur_ns=("dur_ns", "sum"))
     elif "launch_ns" in ev.columns and len(ps := profiler_steps(ev)):
         df = ps.assign(dur_ns=ps["end_ns"] - ps["start_ns"])
     else:
@@ -44,22 +40,20 @@ def median_step_ns(st: pd.DataFrame) -> float | None:
 
 
 def _exposed_pct(run) -> float | None:
-    """The share of the step the framework waited on communication: our runtime's SYNCHRONIZE (the
-    breakdown's bucket), else, on a torch.profiler trace, its NCCL kernels not overlapped by compute."""
-    for name, cols in (("breakdown_steps", ("exposed_comm_ns", "step_ns")), ("kineto_steps", ("exposed_comm_ns",
-                                                                                              "step_ns"))):
+    """The share of the step the framework waited on communication: our runtime's SYNCHRONIZE, else, on a
+    torch.profiler trace, its NCCL kernels not overlapped by compute."""
+    for name in ("breakdown_steps", "kineto_steps"):
         if run.why_not(name) is None:
             d = run.get(name)
-            d = d[(d["step"] >= 0) & d[cols[0]].notna()]
-            total = float(d[cols[1]].sum())
+            d = d[(d["step"] >= 0) & d["exposed_comm_ns"].notna()]
+            total = float(d["step_ns"].sum())
             if total > 0:
-                return 100.0 * float(d[cols[0]].astype("float64").sum()) / total
+                return 100.0 * float(d["exposed_comm_ns"].astype("float64").sum()) / total
     return None
 
 
 def _alpha_beta(run) -> tuple[float | None, float | None]:
-    """α (µs) and β (GB/s) of the allreduce with the most ops, when its fit means something
-    (:func:`viewer.analyses.communication.credible`)."""
+    """α (µs) and β (GB/s) of the allreduce with the most ops, when its fit is credible."""
     if run.why_not("alpha_beta"):
         return None, None
     ab = credible(run.alpha_beta())
@@ -111,8 +105,7 @@ def headline(run, peak_busbw_gbps=None) -> dict:
 
 
 def verdict(h: dict, found: pd.DataFrame) -> str:
-    """One sentence: the most important severe finding, else that the run looks healthy and what is
-    worth a look."""
+    """One sentence: the most important severe finding, else that the run looks healthy and what to look at."""
     high = found[found["severity"] == "high"]
     if len(high):
         return _sentence(high["title"].iloc[0])

@@ -1,11 +1,6 @@
-"""Keeping the loader's resident memory close to what its tables hold.
-
-Parsing a trace allocates and frees large buffers. Arrow's default pool (mimalloc) and glibc's
-malloc both keep freed pages, so the process's peak grows with every file. The CLI entry points
-switch Arrow to the system allocator, and the loader hands freed pages back after each file and
-while it merges the ranks' events column by column (measured on 149 MB of trace: peak RSS 497 MB
-with neither, 403 MB with the per-file release; see docs/PERFORMANCE.md for the current figure).
-"""
+"""Keeping the loader's resident memory close to what its tables hold: Arrow's pool (mimalloc) and glibc keep
+freed pages, so the CLI switches Arrow to malloc and the loader hands pages back after each file (149 MB of
+trace: peak RSS 497 MB -> 403 MB; docs/PERFORMANCE.md)."""
 from __future__ import annotations
 
 import ctypes

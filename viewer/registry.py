@@ -1,6 +1,5 @@
-"""The registry: every analysis of a run declared once (``viewer/catalog.py``), with what the run must
-have for it, how it goes into ``summarize --json`` and ``--csv``, and how it prints and shows.
-``viewer.Run`` computes them; the CLI, the dashboard and the what-if read those computed values."""
+"""Every analysis of a run declared once (``viewer/catalog.py``): what the run must have for it, how it goes
+into ``summarize --json`` and ``--csv``, how it prints and shows; ``viewer.Run`` computes them."""
 from __future__ import annotations
 
 import inspect
@@ -27,8 +26,7 @@ NEEDS = {
 
 @dataclass(frozen=True)
 class Column:
-    """A column as people see it: its key in the rows, its header and its unit (``viewer.units``);
-    ``varies``: shown only when its values differ (a host column on one host says nothing);
+    """A column as people see it (unit: ``viewer.units``); ``varies``: shown only when its values differ;
     ``unknown``: what a missing value means, when it means more than nothing measured."""
     key: str
     label: str
@@ -39,9 +37,8 @@ class Column:
 
 @dataclass(frozen=True)
 class Table:
-    """How an analysis prints (CLI) and shows (dashboard): a title and its columns; columns whose every
-    value is missing are left out. ``last``: abridged to its last rows, not its first. ``derive``: the
-    shown columns computed from the rows; ``note``: a line of text per row, under the table."""
+    """How an analysis prints and shows (all-missing columns left out); ``last``: abridged to its last rows;
+    ``derive``: the shown columns from the rows; ``note``: a line of text per row, under the table."""
     title: str
     columns: tuple[Column, ...]
     last: bool = False

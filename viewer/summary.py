@@ -61,9 +61,8 @@ def _put(out: dict, key: str, value) -> None:
 
 
 def build_summary(run, top: int = 10, steps: bool = False, peak_busbw_gbps=None) -> dict:
-    """The JSON summary: ``schema``, ``run`` (facts), then every declared analysis under its key; one the
-    run cannot have is empty (``[]`` or null) and its reason is in ``unavailable``; a nested group
-    (``kineto``) appears only when the run has one of its analyses. ``steps`` adds ``breakdown_steps``."""
+    """The JSON summary: ``schema``, ``run``, every analysis under its key (empty, its reason in
+    ``unavailable``, where the run lacks it; a nested group only when it has one); ``steps``: breakdown_steps."""
     out: dict = {"schema": SUMMARY_SCHEMA, "run": clean(run_facts(run))}
     unavailable = {}
     for a in registry.ANALYSES.values():
@@ -116,8 +115,7 @@ def run_facts(run) -> dict:
 
 
 def generations(meta: dict) -> list[dict]:
-    """An elastic run's worlds (docs/ELASTIC.md): number, size, ranks, hosts, how it ended, its first step
-    number and its span on the run's axis; [] for another run."""
+    """An elastic run's worlds (docs/ELASTIC.md); [] for another run."""
     keys = ("generation", "size", "ranks", "hosts", "end", "step_base", "start_ns", "end_ns", "truncated_ranks")
     return [{k: g.get(k) for k in keys} for g in (meta.get("elastic") or {}).get("generations", [])]
 
