@@ -196,48 +196,44 @@ def write_merged(plan: MergePlan, out, extra_events=None) -> dict:
         header[MERGED_KEY]["elastic"] = {k: v for k, v in plan.elastic.items() if k != "file"}
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     try:
-        return _write(plan, out, header, extra_meta, extra_by_pid, ours)
+        n_events, lanes_all, skipped = 0, set(), 0
+        with open(out, "wb") as fh:
+            fh.write(b'{"displayTimeUnit": "ms", "otherData": ' + orjson.dumps(header) + b',\n"traceEvents": [\n')
+            first = True
+
+            def put(evs):
+                nonlocal first
+                for e in evs:
+                    fh.write((b"" if first else b",\n") + orjson.dumps(e))
+                    first = False
+
+            # one rank at a time, so memory holds one rank's events, not the whole run's
+            if plan.elastic:
+                put(_driver_lane(plan))
+            seen_pids: set = set()
+            for src in plan.ranks:
+                events, reader = _rank_events(src)
+                events += extra_by_pid.pop(src.rank, [])
+                _report(src.file, reader, src.legacy)
+                skipped += sum(x["events"] for x in reader.skipped)
+                lanes = _relane(events)
+                tids = {(e.get("pid"), e.get("tid")) for e in events
+                        if "tid" in e and e.get("pid") in ours and isinstance(e.get("pid"), int)}
+                put(_metadata(MergePlan(plan.origin_epoch_ns, [src] if src.rank not in seen_pids else []), lanes, tids))
+                seen_pids.add(src.rank)
+                put(events)
+                n_events += len(events)
+                lanes_all |= lanes
+                del events
+            rest = [e for evs in extra_by_pid.values() for e in evs]
+            lanes_all |= _relane(rest)
+            put(extra_meta)
+            put(rest)
+            n_events += len(rest)
+            fh.write(b"\n]}\n")
     except BaseException:
         Path(out).unlink(missing_ok=True)   # no half-written merge left behind a refused input
         raise
-
-
-def _write(plan: MergePlan, out, header: dict, extra_meta: list, extra_by_pid: dict, ours: set) -> dict:
-    n_events, lanes_all, skipped = 0, set(), 0
-    with open(out, "wb") as fh:
-        fh.write(b'{"displayTimeUnit": "ms", "otherData": ' + orjson.dumps(header) + b',\n"traceEvents": [\n')
-        first = True
-
-        def put(evs):
-            nonlocal first
-            for e in evs:
-                fh.write((b"" if first else b",\n") + orjson.dumps(e))
-                first = False
-
-        # one rank at a time, so memory holds one rank's events, not the whole run's
-        if plan.elastic:
-            put(_driver_lane(plan))
-        seen_pids: set = set()
-        for src in plan.ranks:
-            events, reader = _rank_events(src)
-            events += extra_by_pid.pop(src.rank, [])
-            _report(src.file, reader, src.legacy)
-            skipped += sum(x["events"] for x in reader.skipped)
-            lanes = _relane(events)
-            tids = {(e.get("pid"), e.get("tid")) for e in events
-                    if "tid" in e and e.get("pid") in ours and isinstance(e.get("pid"), int)}
-            put(_metadata(MergePlan(plan.origin_epoch_ns, [src] if src.rank not in seen_pids else []), lanes, tids))
-            seen_pids.add(src.rank)
-            put(events)
-            n_events += len(events)
-            lanes_all |= lanes
-            del events
-        rest = [e for evs in extra_by_pid.values() for e in evs]
-        lanes_all |= _relane(rest)
-        put(extra_meta)
-        put(rest)
-        n_events += len(rest)
-        fh.write(b"\n]}\n")
     return {"events": n_events, "ranks": len(plan.ranks), "overlap_lanes": len(lanes_all), "skipped": skipped}
 
 

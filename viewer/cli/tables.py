@@ -1,6 +1,5 @@
-"""``ringscope summarize``'s terminal output: the verdict and headline figures, the run's facts, the
-findings, then every analysis the run has as its declared table (``viewer.registry.Table``), each
-figure in the unit its size calls for (``viewer.units``)."""
+"""``ringscope summarize``'s terminal output: the verdict, the headline, the run's facts, the findings, then
+every analysis the run has as its declared table (``viewer.registry.Table``)."""
 from __future__ import annotations
 
 from rich.console import Console
@@ -98,8 +97,7 @@ def facts_table(run: dict) -> Table:
 
 
 def fact_rows(run: dict) -> list[tuple[str, str, bool]]:
-    """The run's facts (the summary's ``run`` object) as (label, value, a warning) for people: the CLI's
-    Run table and the dashboard's Run facts."""
+    """The run's facts (the summary's ``run``) as (label, value, a warning): the CLI's and the dashboard's."""
     files = run["files"]
     loaded = len(run["ranks_loaded"])
     rows = [("source", f"{files[0]}" + (f" (+{len(files) - 1} more)" if len(files) > 1 else "")),
