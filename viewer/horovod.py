@@ -1,10 +1,6 @@
-"""Parse a Horovod timeline (rank 0's view; pid = one tensor) into the schema's tables.
-
-Legacy files (before 0.20.1) have no epoch metadata and are never closed; modern files start with a
-pid-0 ``process_name`` event carrying ``start_time_since_epoch_in_micros``. Per tensor: B/E
-``NEGOTIATE_<OP>`` holding rank-named X ticks (the coordinator's readiness), then B/E ``<OP>`` with
-nested activities; the outer E carries dtype and shape. Times stay local (ns since ts == 0).
-"""
+"""Parse a Horovod timeline (rank 0's view; pid = one tensor) into the schema's tables, in local times. Per
+tensor: B/E ``NEGOTIATE_<OP>`` holding rank-named X ticks (readiness), then B/E ``<OP>`` with nested activities,
+its E with dtype and shape. Legacy files (before 0.20.1) have no epoch metadata and are never closed."""
 from __future__ import annotations
 
 import math
@@ -54,11 +50,8 @@ class _State:
             if why:
                 bad[why] = bad.get(why, 0) + 1
                 continue
-            ph = ev.get("ph")
-            pid = ev.get("pid")
-            ts = ev.get("ts", 0)
-            if ts > self.last_ts:
-                self.last_ts = ts
+            ph, pid, ts = ev.get("ph"), ev.get("pid"), ev.get("ts", 0)
+            self.last_ts = max(self.last_ts, ts)
             if ph == "M":
                 args = ev.get("args") or {}
                 if ev.get("name") == "process_name":

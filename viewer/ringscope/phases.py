@@ -1,10 +1,6 @@
-"""Per-tensor phases taken from the responses, for :mod:`viewer.ringscope.tables`.
-
-A trace writes a tensor op as one slice; its negotiation and QUEUE phases are rebuilt from the
-FUSED_RESPONSE the op ran in (its start, minus its ``queue_ns``). The op's response
-is the first FUSED_RESPONSE listing its tensor that starts within [submit, done] (no upper bound
-while the op never ended), found for all ops at once by a sorted search over (tensor, start).
-"""
+"""Each tensor op's negotiation and QUEUE phases, rebuilt from the FUSED_RESPONSE it ran in (its start, minus
+its ``queue_ns``): the first one listing its tensor that starts within [submit, done] (no upper bound while
+the op never ended), found for all ops at once by a sorted search over (tensor, start)."""
 from __future__ import annotations
 
 import numpy as np
@@ -71,9 +67,8 @@ def _match(r, ops, fused) -> np.ndarray:
 
 
 def rebuilt_rows(r, ops, op):
-    """The NEGOTIATE_<OP> and QUEUE slices of each op, rebuilt (the negotiation where its end is
-    known, the QUEUE where its start is known too): ``(idx, (name codes, names), t_ns, dur_ns)``,
-    ``idx`` indexing ``ops``; ``op`` is the ops' op as ``(codes, values)`` (no NEGOTIATE row where null)."""
+    """The NEGOTIATE_<OP> and QUEUE slices of the ops whose bounds are known: ``(idx into ops, (name codes,
+    names), t_ns, dur_ns)``; ``op``: the ops' ``(codes, values)`` (no NEGOTIATE row where null)."""
     sel = np.flatnonzero(ops["neg_ok"] & ops["start_ok"])
     op_codes, op_values = op
     negs = np.flatnonzero(ops["neg_ok"])
