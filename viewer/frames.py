@@ -9,10 +9,7 @@ from viewer.schema import TABLES
 
 def empty(table: str):
     """An empty DataFrame with the table's columns and dtypes."""
-    import pandas as pd
-
-    cols = TABLES[table]
-    return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in cols.items()})
+    return build(table, {})
 
 
 def build(table: str, columns: dict):

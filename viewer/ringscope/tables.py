@@ -242,9 +242,7 @@ def _cycles(r, cyc, rank):
 
 def _shutdown(r) -> dict:
     """Clock offsets and drop count from the last SHUTDOWN record ({} when the run did not close)."""
-    if not len(r.named(r.plain, V.SHUTDOWN)) or r.cols.shutdown is None:
-        return {}
-    return dict(r.cols.shutdown)
+    return dict(r.cols.shutdown) if len(r.named(r.plain, V.SHUTDOWN)) and r.cols.shutdown is not None else {}
 
 
 _READ_PHASES = ("X", "B/E", "i", "C")
@@ -273,20 +271,12 @@ def parse_file(path, warn: bool = True) -> dict:
     sd = out.pop("_shutdown")
     closed = reader.closed and not reader.dropped and (bool(sd) or not meta)
     last_us = out.pop("_last_ts_us")
-    info = {
-        "rank": rank, "host": meta.get("host") if isinstance(meta.get("host"), str) else None,
-        "pid": meta.get("pid"), "local_rank": meta.get("local_rank"),
-        "size": meta.get("size"), "backend": meta.get("backend")
-        if isinstance(meta.get("backend"), str) else None,
-        "base_epoch_ns": meta.get("base_epoch_ns"),
-        "clock_offset_ns": meta.get("clock_offset_ns", sd.get("clock_offset_ns")),
-        "clock_offset_uncertainty_ns": meta.get("clock_offset_uncertainty_ns", sd.get("clock_offset_uncertainty_ns")),
-        "file": str(path), "format": "ringscope", "truncated": not closed,
-        "events_dropped": sd.get("events_dropped"),
-        "closed": closed, "events_skipped": sum(s["events"] for s in reader.skipped),
-        "last_ts_ns": int(round(last_us * 1000)),
-        "cpu_set": _cpu_set(meta.get("cpu_set")),
-    }
+    info = {"rank": rank, **{k: meta.get(k) if isinstance(meta.get(k), str) else None for k in ("host", "backend")},
+            **{k: meta.get(k) for k in ("pid", "local_rank", "size", "base_epoch_ns")},
+            **{k: meta.get(k, sd.get(k)) for k in ("clock_offset_ns", "clock_offset_uncertainty_ns")},
+            "file": str(path), "format": "ringscope", "truncated": not closed, "closed": closed,
+            "events_dropped": sd.get("events_dropped"), "events_skipped": sum(s["events"] for s in reader.skipped),
+            "last_ts_ns": int(round(last_us * 1000)), "cpu_set": _cpu_set(meta.get("cpu_set"))}
     meta.update(_stop_offset=reader.stop_offset, _size=reader.size, _n_events=len(out["events"]),
                 _last_local_ns=info["last_ts_ns"], _skipped=reader.skipped, _damage=reader.damage)
     if warn:
