@@ -1,11 +1,6 @@
-"""Column contracts of the viewer's pandas tables.
-
-Every loader (ringscope traces, Horovod timelines, Nsight exports) produces these tables; every
-analysis, the CLI and the dashboard consume them. Times are int64 nanoseconds on the run's common
-time axis: ``t_ns`` = ns since ``RunTables.meta["origin_epoch_ns"]`` after applying each rank's clock
-offset (so equal ``t_ns`` on two ranks means the same instant). Missing values are NA, never sentinel
-numbers, except ``step`` (-1 = unknown) and ``response`` (-1 = none).
-"""
+"""Column contracts of the tables every loader makes. Times are int64 ns since ``meta["origin_epoch_ns"]``,
+each rank's clock offset applied (equal ``t_ns`` on two ranks: the same instant). Missing values are NA,
+except ``step`` (-1 = unknown) and ``response`` (-1 = none)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -14,9 +9,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
-# One row per recorded event (X spans, async b/e pairs joined into spans, instants, counters).
-# Its few-valued strings are categoricals (categories sorted, so they sort as strings do): a string
-# column costs this table ~15 bytes a row, a code 1-2, and the events are most of a run's memory.
+# One row per recorded event (X spans, async b/e pairs joined, instants, counters). Its few-valued strings are
+# sorted categoricals: a string costs ~15 bytes a row, a code 1-2, and events are most of a run's memory.
 EVENTS = {
     "rank": "int32",
     "thread": "category",    # framework | negotiation | fusion | backend | cycles | tensor | user:<k> | gpu:<stream>
@@ -128,8 +122,7 @@ TABLES = {
 
 @dataclass
 class RunTables:
-    """All tables of one run plus its metadata (``meta``: dict with at least origin_epoch_ns, size,
-    fusion_threshold, cycle_time_ms, backend, source files)."""
+    """All tables of one run plus its metadata (origin_epoch_ns, size, fusion_threshold, backend, files...)."""
 
     events: pd.DataFrame
     tensor_ops: pd.DataFrame

@@ -161,7 +161,7 @@ def _tensor_ops(r, ops, fused, syncs, rank):
     ps, _ = cols.ints("args.process_set", 0)
     dtype, op = cols.codes("args.dtype"), cols.codes("args.op")
     end = ns(ops["end_ts"])
-    df = frames.build("tensor_ops", {
+    return frames.build("tensor_ops", {
         "rank": np.full(n, rank, dtype="int32"), "tensor": strings([(ops["aid"], r.aid_values)]),
         "step": step, "occurrence": ops["k"], "op": strings([(op[0][ob], op[1])]),
         "dtype": strings([(dtype[0][ob], dtype[1])]),
@@ -171,11 +171,7 @@ def _tensor_ops(r, ops, fused, syncs, rank):
         "start_ns": int_na(ops["start_ns"], ops["start_ok"]),
         "done_ns": int_na(end, ops["closed"] & (err[0] < 0)),
         "end_ns": int_na(end, ops["closed"]),
-        "wait_ns": int_na(np.zeros(n, dtype="int64"), np.zeros(n, dtype=bool)), "error": strings([err]),
-        "priority": _priority(cols, ob)})
-    if len(syncs):
-        df["wait_ns"] = _waits(r, ops, step, syncs)
-    return df
+        "wait_ns": _waits(r, ops, step, syncs), "error": strings([err]), "priority": _priority(cols, ob)})
 
 
 def _waits(r, ops, step, syncs):
