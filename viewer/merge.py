@@ -92,9 +92,8 @@ def _int(v):
 
 
 def _rank_events(src: RankSource):
-    """The rank's events on the merged clock (events without a phase, or whose time is not one, are
-    left out and counted, as the reader counts damaged lines: ``reader.skipped``); a file none of whose
-    events can be placed is refused (:class:`TraceError`; an elastic world's rank may have written none)."""
+    """The rank's events on the merged clock, unplaceable ones counted in ``reader.skipped``; a file with none
+    placeable is refused (:class:`TraceError`), but in an elastic world, whose rank may have written none."""
     shift_us = src.shift_ns / 1000.0
     reader = TraceReader(src.file)
     out = []
