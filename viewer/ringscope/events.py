@@ -2,6 +2,8 @@
 tensor op as one X on the "tensor" thread with its rebuilt NEGOTIATE_<OP>/QUEUE rows nested in it."""
 from __future__ import annotations
 
+from collections import defaultdict
+
 import numpy as np
 import pandas as pd
 
@@ -83,12 +85,10 @@ def _steps_at(r, ts):
 
 def _phase_steps(r, rows):
     """``args.step``; a phase or region: that of the STEP span holding its start (docs/TRACE_FORMAT.md)."""
-    step = r.step[rows]
+    step = r.step[rows]   # a copy
     cat, cats = r.cols.codes("cat")
     framed = lut(cats, lambda v: v in (V.CAT_PHASE, V.CAT_REGION))[cat[rows]]
-    if framed.any():
-        step = step.copy()
-        step[framed] = _steps_at(r, r.ts[rows[framed]])
+    step[framed] = _steps_at(r, r.ts[rows[framed]])
     return step
 
 
@@ -97,12 +97,10 @@ def _depths(thread, ts, dur, inst):
     order = np.lexsort((inst, -dur, ts))  # equal start: longer first, instants inside
     ends = (ts + dur).tolist()
     tsl, instl, thr = ts.tolist(), inst.tolist(), thread.tolist()
-    stacks: dict = {}
+    stacks: defaultdict = defaultdict(list)
     depth = [0] * len(ts)
     for i in order.tolist():
-        st = stacks.get(thr[i])
-        if st is None:
-            st = stacks[thr[i]] = []
+        st = stacks[thr[i]]
         t = tsl[i]
         while st and st[-1] <= t:
             st.pop()
