@@ -27,7 +27,13 @@ from pathlib import Path
 
 from tracer import vocab
 from viewer.nsys import constants as C
-from viewer.nsys.names import ringscope_nvtx_message
+from viewer.nsys.mapping import ringscope_nvtx_message
+
+
+def global_tid(pid: int, tid: int) -> int:
+    """(pid, tid) serialized as nsys's globalTid/globalPid (vm 0)."""
+    return ((int(pid) & 0xFFFFFF) << 24) | (int(tid) & 0xFFFFFF)
+
 
 SCHEMA_VERSION = "3.28.1"
 NCCL_STREAM = 13
@@ -202,8 +208,8 @@ def _emit_rank(w: _Writer, meta, events, S: int, err: int, pid: int, jitter_ns: 
     def n(ts_us, jitter=True):      # trace µs -> nsys session ns
         return base + round(ts_us * 1000) - S + err + (rng.randint(0, jitter_ns) if jitter else 0)
 
-    gt = {tid: C.global_tid(pid, pid + tid) for tid in vocab.THREAD_NAMES}
-    gpid = C.global_tid(pid, 0)
+    gt = {tid: global_tid(pid, pid + tid) for tid in vocab.THREAD_NAMES}
+    gpid = global_tid(pid, 0)
     w.con.execute("insert into PROCESSES values (?,?,?)", (gpid, pid, "python3"))
     for tid, tname in vocab.THREAD_NAMES.items():
         w.con.execute("insert into ThreadNames values (?,?,?)", (w.sid(f"ringscope-{tname}"), 0, gt[tid]))

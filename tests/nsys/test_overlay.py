@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from viewer.nsys.attach import with_gpu_rows
-from viewer.nsys.names import is_nccl_kernel
+from viewer.nsys.overlay import is_nccl_kernel
 from viewer.schema import EVENTS
 
 

@@ -1,9 +1,7 @@
 """Chrome-trace JSON files (object or array form, plain or gzip): bytes, header and event lines.
 
-The bytes are read whole (gzip streamed, every member, up to :func:`max_trace_bytes`). Events are
-parsed a few MiB at a time, cut at line ends. A line that is not valid JSON, or holds something other
-than event objects, is skipped and recorded in ``skipped`` (line, byte, why, events lost), and reading
-goes on; only an incomplete last line counts as the file being cut (``stop_offset``).
+A bad line is skipped and recorded in ``skipped``, and reading goes on; only an incomplete last line
+means the file was cut (``stop_offset``).
 """
 from __future__ import annotations
 
@@ -37,8 +35,8 @@ def _too_big(p, cap):
 
 
 def read_bytes(path, cap: int | None = None) -> tuple[bytearray, str | None]:
-    """``(data, damage)``: the file's bytes (gunzipped, every member, streamed so that a bomb stops at
-    ``cap``) and, when the gzip stream is cut or corrupt, why the decompressed data ends early."""
+    """``(data, damage)``: the file's bytes (gunzipped, streamed so that a bomb stops at ``cap``) and why
+    they end early when the gzip stream is cut or corrupt."""
     p = Path(path)
     cap = max_trace_bytes() if cap is None else cap
     if not p.exists():
@@ -98,8 +96,7 @@ def _gunzip(p, fh, cap):
 
 
 def find_events_start(data, damage, header: dict, fail) -> tuple[str, int]:
-    """Where the events begin: ``("array", i)`` for a bare array, ``("object", i)`` after
-    ``"traceEvents": [``, the keys before it added to ``header``; ``fail(problem)`` raises."""
+    """``(form, offset)`` where the events begin, the keys before them added to ``header``."""
     m = _NON_SPACE.search(data)
     if m is None:
         fail("empty file" if not damage else f"no data ({damage})")
@@ -137,9 +134,8 @@ def find_events_start(data, damage, header: dict, fail) -> tuple[str, int]:
 
 
 class JsonTrace:
-    """One JSON trace file's bytes, read whole: ``header`` (top-level keys other than traceEvents),
-    ``form`` ("object"|"array"), where the events begin, ``closed``, ``stop_offset`` (``size`` unless
-    reading stopped early), ``skipped`` (``[{"line", "byte", "reason", "events"}]``), ``n_events``."""
+    """One JSON trace file's bytes, read whole: ``header`` (top-level keys but traceEvents), ``form``,
+    ``closed``, ``stop_offset``, ``skipped`` (``[{"line", "byte", "reason", "events"}]``), ``n_events``."""
 
     def __init__(self, path):
         self.path = str(path)
@@ -155,43 +151,43 @@ class JsonTrace:
     def _fail(self, problem: str):
         raise TraceError(self.path, problem)
 
-    def line_of(self, offset: int) -> int:
-        """1-based line number of a byte offset."""
-        return self.data.count(b"\n", 0, offset) + 1
-
     def skip(self, offset: int | None, reason: str, events: int = 1) -> None:
         """Record a skipped piece of the file (at most 1000 kept; ``events`` counted for all)."""
         if len(self.skipped) < 1000:
-            self.skipped.append({"line": None if offset is None else self.line_of(offset), "byte": offset,
-                                 "reason": reason, "events": events})
+            line = None if offset is None else self.data.count(b"\n", 0, offset) + 1
+            self.skipped.append({"line": line, "byte": offset, "reason": reason, "events": events})
         else:
             self.skipped[-1]["events"] += events
 
+    def _trailing_header(self, rest: bytes) -> bool:
+        """Header keys after the event array (``, "k": v ...}``): merged, and the file is closed."""
+        try:
+            tail = loads(b"{" + rest[1:]) if rest.startswith(b",") and rest.endswith(b"}") else None
+        except _BAD_JSON:
+            return False
+        if isinstance(tail, dict):
+            self.header.update(tail)
+            self.closed = True
+            return True
+        return False
+
 
 class TraceReader(JsonTrace):
-    """The header and event lines of one Chrome-trace file.
-
-    Attributes: ``form`` ("object"|"array"), ``header`` (top-level keys other than traceEvents),
-    ``closed`` (the JSON was complete), ``stop_offset`` (where reading stopped, ``size`` unless the
-    last line was cut), ``skipped`` (``[{"line", "byte", "reason", "events"}]``), ``n_events``.
-    """
+    """The header and event lines of one Chrome-trace file, parsed a few MiB at a time."""
 
     @property
     def dropped(self) -> bool:
         """The file stopped in the middle of an event (or its gzip stream broke off)."""
         return self.stop_offset < self.size or self.damage is not None
 
-    # ---- header ---------------------------------------------------------------------------
     def other(self, key: str) -> dict:
         """``otherData[key]`` when it is an object, else {}."""
         other = self.header.get("otherData")
         got = other.get(key) if isinstance(other, dict) else None
         return got if isinstance(got, dict) else {}
 
-    # ---- event region ---------------------------------------------------------------------
     def events_end(self) -> int:
-        """Byte offset where the event lines end (before the closing bracket when the JSON is
-        complete; then ``closed`` is set and a trailing header merged)."""
+        """Where the event lines end (at the closing bracket when the JSON is complete: ``closed``)."""
         data, start = self.data, self._start
         tail_from = max(start, self.size - 4096)
         s = bytes(data[tail_from:]).rstrip()
@@ -209,18 +205,10 @@ class TraceReader(JsonTrace):
             if rem == b"}":
                 self.closed = True
                 return tail_from + idx
-            if rem.startswith(b",") and rem.endswith(b"}"):
-                try:
-                    tail = loads(b"{" + rem[1:])
-                except _BAD_JSON:
-                    continue
-                if isinstance(tail, dict):
-                    self.header.update(tail)
-                    self.closed = True
-                    return tail_from + idx
+            if self._trailing_header(rem):
+                return tail_from + idx
         return self.size
 
-    # ---- events as dicts ------------------------------------------------------------------
     def chunks(self):
         """Yield lists of event dicts, in file order (bad lines skipped and recorded)."""
         data, pos, n = self.data, self._start, self.events_end()
@@ -236,8 +224,7 @@ class TraceReader(JsonTrace):
             pos = end
 
     def parse_lines(self, pos: int, end: int, last: bool) -> list:
-        """The event objects in ``data[pos:end]``: the piece at once when it is clean, else line by
-        line (see :meth:`parse_line`)."""
+        """The event objects in ``data[pos:end]``: at once when it is clean, else line by line."""
         s = bytes(self.data[pos:end]).strip(_SEP)
         if not s:
             return []
@@ -257,15 +244,17 @@ class TraceReader(JsonTrace):
         return out
 
     def parse_line(self, line: bytes, at: int, last: bool = False) -> list:
-        """The event objects of one line. A line that does not parse is skipped (a cut last line
-        ends the file instead: ``stop_offset``); two events glued together are split."""
+        """The event objects of one line: a bad line is skipped, unless it is the cut last one."""
         s = line.strip(_SEP)
         if not s:
             return []
         try:
             got = loads(b"[" + s + b"]")
         except _BAD_JSON as exc:
-            got = _glued(s)
+            try:   # events written without a separator (``}{``)
+                got = loads(b"[" + s.replace(b"}{", b"},{") + b"]") if b"}{" in s else None
+            except _BAD_JSON:
+                got = None
             if got is not None:
                 self.skip(at, "events glued together without a separator (read apart)", 0)
             else:
@@ -278,16 +267,6 @@ class TraceReader(JsonTrace):
         if len(out) < len(got):
             self.skip(at, "not an event object", len(got) - len(out))
         return out
-
-
-def _glued(s: bytes):
-    """Events written without a separator (``}{``), or None."""
-    if b"}{" not in s:
-        return None
-    try:
-        return loads(b"[" + s.replace(b"}{", b"},{") + b"]")
-    except _BAD_JSON:
-        return None
 
 
 def file_signature(path) -> tuple[int, int]:

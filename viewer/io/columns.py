@@ -1,8 +1,7 @@
-"""numpy access to one trace's event columns (the C scanner's), and pandas columns built from them.
+"""numpy access to the C scanner's event columns, and pandas columns built from them.
 
-String columns are read as dictionary codes (int32 per row, -1 = null) plus the distinct strings they
-index, so selecting, comparing and grouping rows works on small integers, and strings are materialised
-once, for the output tables only.
+Strings are dictionary codes (int32, -1 = null) into their distinct values: rows are compared and
+grouped as small integers, and strings are materialised once, for the output tables.
 """
 from __future__ import annotations
 
@@ -14,9 +13,8 @@ _READ = 1   # the scanner's status of a value that was there with the asked type
 
 
 class Columns:
-    """One trace's event columns as :func:`viewer.io._eventscan.scan` returns them (``args.step``,
-    ``args.tensors``, ...; ``kinds``: the scanner's kind of each), keeping the rows of ``keep`` (a
-    boolean mask; None: all)."""
+    """The columns :func:`viewer.io._eventscan.scan` returned (``kinds``: the scanner's kind of each),
+    keeping the rows of the boolean mask ``keep`` (None: all)."""
 
     def __init__(self, scanned: dict, kinds: dict, keep=None):
         self._c = scanned["columns"]
@@ -28,7 +26,6 @@ class Columns:
         self.shutdown = None   # the SHUTDOWN event's args, read apart (see viewer.ringscope.reader)
 
     def has(self, name: str) -> bool:
-        """The column was read."""
         return name in self._c
 
     def _rows(self, a):
@@ -64,11 +61,11 @@ class Columns:
         ok = self._status(name) == _READ
         return np.where(ok, self._rows(np.frombuffer(self._c[name][1], dtype=np.int64)), fill), ok
 
-    def _flattened(self, name: str, rows):
-        """The item codes of a list column at ``rows`` (into its distinct values) and the position in
-        ``rows`` each came from (None when the column is missing or ``rows`` is empty)."""
+    def list_items(self, name: str, rows):
+        """A list column at ``rows``, flattened: ``(codes, values, parent)``, each item's code into
+        ``values`` and the position in ``rows`` it came from."""
         if not self.has(name) or not len(rows):
-            return None
+            return np.zeros(0, dtype=np.int32), [], np.zeros(0, dtype="int64")
         st, ends, items, values = self._c[name]
         ends = np.frombuffer(ends, dtype=np.int64)
         begins = np.r_[0, ends[:-1]]
@@ -84,24 +81,11 @@ class Columns:
         return codes, uniq, parent
 
     def listed(self, name: str, rows, values: list):
-        """The strings of a list column at ``rows``, flattened: ``(codes, parent)``, each item's index
-        into ``values`` (-1 when not there) and the position in ``rows`` it came from."""
-        flat = self._flattened(name, rows)
-        if flat is None:
-            empty = np.zeros(0, dtype="int64")
-            return empty, empty
-        codes, uniq, parent = flat
+        """:meth:`list_items` as ``(codes, parent)``, the codes into ``values`` (-1 when not there)."""
+        codes, uniq, parent = self.list_items(name, rows)
         where = {v: i for i, v in enumerate(values)}
         remap = np.array([where.get(v, -1) for v in uniq] + [-1], dtype="int64")
         return remap[codes], parent
-
-    def list_items(self, name: str, rows):
-        """The strings of a list column at ``rows``, flattened: ``(codes, values, parent)``, each
-        item's code into ``values`` and the position in ``rows`` it came from."""
-        flat = self._flattened(name, rows)
-        if flat is None:
-            return np.zeros(0, dtype=np.int32), [], np.zeros(0, dtype="int64")
-        return flat
 
     def pylist(self, name: str, rows) -> list:
         """Python values of a few rows (lists, rare columns)."""
@@ -111,14 +95,10 @@ class Columns:
         ok = self._status(name)[rows] == _READ
         kind = self._kinds[name]
         if kind == "l":
-            flat = self._flattened(name, rows)
-            if flat is None:
-                out: list = [[] for _ in range(len(rows))]
-            else:
-                codes, uniq, parent = flat
-                items = np.array(uniq, dtype=object)[codes].tolist() if len(codes) else []
-                bounds = np.r_[0, np.cumsum(np.bincount(parent, minlength=len(rows)))].tolist()
-                out = [items[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+            codes, uniq, parent = self.list_items(name, rows)
+            items = np.array(uniq, dtype=object)[codes].tolist() if len(codes) else []
+            bounds = np.r_[0, np.cumsum(np.bincount(parent, minlength=len(rows)))].tolist()
+            out: list = [items[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
         elif kind in "sk":
             codes, values = self.codes(name)
             out = [values[c] if c >= 0 else None for c in codes[rows].tolist()]
@@ -129,13 +109,11 @@ class Columns:
 
 
 def distinct(codes, values: list):
-    """``(codes, values)`` with repeated values (equal strings written differently, aliases) folded
-    into one, numbered in the order of ``values``."""
+    """``(codes, values)`` with repeated values (aliases, escapes) folded into one."""
     if len(set(values)) == len(values):
         return codes, list(values)
-    index: dict = {}
-    remap = np.array([index.setdefault(v, len(index)) for v in values] + [-1], dtype=np.int32)
-    return remap[codes], list(index)
+    (codes,), values = unify((codes, values))
+    return codes, values
 
 
 def lut(values: list, pred) -> np.ndarray:
@@ -161,8 +139,7 @@ def constant(n: int, value):
 
 
 def unify(*parts):
-    """``(codes, values)`` columns recoded into one list of distinct values: ``([codes, ...], values)``
-    (equal strings, equal codes, whichever column held them)."""
+    """``(codes, values)`` columns recoded into one list of distinct values: ``([codes, ...], values)``."""
     index: dict = {}
     out = []
     for codes, values in parts:
@@ -172,15 +149,13 @@ def unify(*parts):
 
 
 def _joined(parts, order):
-    """``(codes, values)`` parts as one code array into one list of values (reordered by ``order``)."""
     out, values = unify(*parts)
     codes = np.concatenate(out) if out else np.zeros(0, dtype=np.int32)
     return (codes if order is None else codes[order]), values
 
 
 def strings(parts, order=None):
-    """A pandas ``string`` array from ``(codes, values)`` parts, concatenated (then reordered by
-    ``order`` when given)."""
+    """A pandas ``string`` array of ``(codes, values)`` parts, concatenated (then taken at ``order``)."""
     codes, values = _joined(parts, order)
     dictionary = pa.array(values, type=pa.large_string())
     arr = pa.DictionaryArray.from_arrays(pa.array(codes, mask=codes < 0), dictionary)
@@ -188,9 +163,8 @@ def strings(parts, order=None):
 
 
 def categories(parts, order=None):
-    """A pandas ``Categorical`` from ``(codes, values)`` parts, concatenated (then reordered by
-    ``order`` when given); its categories are the values used, sorted, so that it sorts, counts and
-    groups as the strings do."""
+    """A pandas ``Categorical`` of ``(codes, values)`` parts, like :func:`strings`; its categories are the
+    values used, sorted, so that it sorts, counts and groups as the strings do."""
     codes, values = _joined(parts, order)
     used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(values)))
     kept = [values[i] for i in used.tolist()]

@@ -7,6 +7,8 @@ from pathlib import Path
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".trace", ".trace.gz")
 _SNIFF = 65536
+_KINETO_MARKS = (b'"schemaVersion"', b'"distributedInfo"', b'"deviceProperties"', b'"baseTimeNanoseconds"',
+                 b'"cpu_op"', b'"cuda_runtime"', b'"ProfilerStep#', b'"PyTorch Profiler')   # torch.profiler's
 
 
 def first_bytes(f: Path) -> bytes:
@@ -36,8 +38,7 @@ def _looks_like_trace(f: Path) -> bool:
 
 
 def trace_files(d: Path) -> list[Path]:
-    """The trace files directly inside directory ``d``, then those of its ``kineto/`` (torch.profiler's
-    traces beside ours: hvd.timeline.profile), each sorted."""
+    """The trace files directly inside directory ``d``, then those of its ``kineto/`` (hvd.timeline.profile)."""
     files = []
     for where in (d, d / "kineto"):
         if where.is_dir():
@@ -57,11 +58,4 @@ def detect_format(path) -> str:
         return "horovod"
     if b'"NEGOTIATE_' in head and b'"tid"' not in head:
         return "horovod"
-    return "kineto" if _looks_like_kineto(head) else "ringscope"
-
-
-def _looks_like_kineto(head: bytes) -> bool:
-    """The first bytes of a file look like a torch.profiler trace."""
-    return any(k in head for k in (b'"schemaVersion"', b'"distributedInfo"', b'"deviceProperties"',
-                                   b'"baseTimeNanoseconds"', b'"cpu_op"', b'"cuda_runtime"',
-                                   b'"ProfilerStep#', b'"PyTorch Profiler'))
+    return "kineto" if any(k in head for k in _KINETO_MARKS) else "ringscope"

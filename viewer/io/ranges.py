@@ -1,9 +1,7 @@
-"""What a trace's numbers can mean: the ranges the readers hold a field to before it becomes a column.
+"""The ranges a trace's numbers must lie in to become a column; a value outside them is damage.
 
-A value outside them is damage, never a figure: the event holding it is skipped and counted as a
-damaged line is. The bounds keep the tables' arithmetic inside its types: ranks, sizes, counts and
-steps fit int32 (so a (rank, step) key fits int64), byte counts leave room for sums of many, and a
-time in ns, plus a duration and a rank's clock shift, stays inside int64.
+They keep the tables' arithmetic inside its types: a (rank, step) key fits int64, byte counts leave room
+for sums, and a time in ns plus a duration and a clock shift stays inside int64.
 """
 from __future__ import annotations
 
@@ -19,3 +17,8 @@ CHROME_PHASES = frozenset("BEXiICbneSTpFstfPNODMVvRc()")   # the Trace Event For
 def outside(values, ok, lo: int, hi: int):
     """Where a read value (``ok``) is not in ``[lo, hi)``."""
     return ok & ((values < lo) | (values >= hi))
+
+
+def int_below(v, hi: int):
+    """``v`` when it is an int in ``[0, hi)``, else None."""
+    return v if v.__class__ is int and 0 <= v < hi else None

@@ -1,14 +1,8 @@
 """Put one nsys process's times on the run's time axis.
 
-Step 1 (coarse): nsys session time ``n`` happened at UTC ``session_start_epoch_ns + n``; the run's
-axis is ``t_ns = rank wall clock - rank clock offset - origin_epoch_ns``. Assuming nsys's UTC and the
-rank's wall clock agree gives ``t = n + coarse_ns``.
-
-Step 2 (refine): the NVTX ranges that ringscope emitted are also in the trace, under the same names
-and in the same order. For every name, the k-th nsys range pairs with the (k+s)-th trace event of
-that name (the shift ``s`` covers a capture that started late); the median of the pairs' start
-differences is the residual, their median absolute deviation the spread. With fewer than
-``min_matches`` pairs the coarse offset stands and a warning says so.
+Coarse: nsys's UTC and the rank's wall clock are taken to agree. Refined: per NVTX range name, the k-th
+nsys range pairs with the (k+s)-th trace event of that name (``s``: a capture that started late); the
+median of the pairs' start differences is the residual, their median absolute deviation the spread.
 """
 from __future__ import annotations
 
@@ -38,9 +32,6 @@ class Alignment:
     method: str             # "nvtx" | "session-start"
     warning: str | None = None
 
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
-
 
 def _pairs(a: np.ndarray, b: np.ndarray, s: int, limit: int | None = None) -> np.ndarray:
     """Differences b[i+s] - a[i] over every i where both exist (the first ``limit`` of them)."""
@@ -57,13 +48,9 @@ def _pair_count(a, b, s: int) -> int:
 
 
 def _best_shift(a: np.ndarray, b: np.ndarray, max_err: int, probe: int = 64):
-    """Pair sorted nsys starts ``a`` (already coarse-shifted) with sorted trace starts ``b``.
-
-    A shift ``s`` pairs a[i] with b[i+s]; candidates are those that put a[0] or b[0] within
-    ``max_err`` of a partner and that pair at least half of the shorter side. Each is scored on its first
-    ``probe`` pairs by (spread, |median|).
-    Returns the deltas of the best shift, or None.
-    """
+    """The deltas of the best shift pairing sorted nsys starts ``a`` (coarse-shifted) with sorted trace
+    starts ``b`` (a[i] with b[i+s]), or None: of the shifts that put a[0] or b[0] within ``max_err`` of a
+    partner and pair half the shorter side, the best spread and |median| on the first ``probe`` pairs."""
     if len(a) == 0 or len(b) == 0:
         return None
     lo, hi = np.searchsorted(b, [a[0] - max_err, a[0] + max_err])
@@ -85,7 +72,8 @@ def _best_shift(a: np.ndarray, b: np.ndarray, max_err: int, probe: int = 64):
 
 def refine(nsys_ranges, trace_ranges, coarse_ns: int, *, min_matches: int = 8,
            max_coarse_error_ns: int = _MAX_COARSE_ERROR_NS) -> Alignment:
-    """Align by matching NVTX ranges (DataFrames with ``name`` and ``start``/``t_ns``)."""
+    """Align by matching NVTX ranges (``name`` and ``start``/``t_ns``); with fewer than ``min_matches``
+    pairs the coarse offset stands, with a warning."""
     deltas = []
     per_name = []
     t_by_name = {n: np.sort(g["t_ns"].to_numpy(dtype="int64")) for n, g in trace_ranges.groupby("name")}

@@ -6,7 +6,7 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +15,6 @@ from viewer import frames
 from viewer.nsys import align, mapping, overlay
 from viewer.nsys.constants import NVTX_RANGE_TYPES
 from viewer.nsys.errors import NsysError
-from viewer.nsys.names import ringscope_nvtx_message
 from viewer.nsys.reader import read_report
 
 
@@ -23,9 +22,9 @@ from viewer.nsys.reader import read_report
 class NsysOverlay:
     """Aligned kernels of every mapped rank, how each rank was mapped and aligned, and warnings."""
 
-    aligned: object                  # DataFrame[overlay.ALIGNED_COLUMNS], attributed to responses
+    aligned: object                  # overlay.align_kernels' DataFrame, attributed to responses
     event_rows: object               # DataFrame[viewer.schema.EVENTS]
-    ranks: dict = field(default_factory=dict)   # rank -> {"file", "pid", "how", **Alignment.to_dict()}
+    ranks: dict = field(default_factory=dict)   # rank -> {"file", "pid", "how", **asdict(Alignment)}
     warnings: list = field(default_factory=list)
 
     def chrome_events(self, ts_origin_ns: int = 0) -> list[dict]:
@@ -34,20 +33,16 @@ class NsysOverlay:
 
     def report_lines(self) -> list[str]:
         """One line per rank: file, mapping, alignment method, residual and spread."""
-        lines = []
-        for r, info in sorted(self.ranks.items()):
-            lines.append(
-                f"rank {r}: {info['file']} pid {info['pid']} (mapped by {info['how']}), aligned by "
-                f"{info['method']} on {info['matched']} NVTX ranges: residual "
-                f"{info['residual_ns'] / 1000:+.1f} us, spread {info['spread_ns'] / 1000:.1f} us, "
-                f"{info['kernels']} kernels ({info['nccl_kernels']} NCCL)")
-        return lines
+        return [f"rank {r}: {i['file']} pid {i['pid']} (mapped by {i['how']}), aligned by {i['method']} on "
+                f"{i['matched']} NVTX ranges: residual {i['residual_ns'] / 1000:+.1f} us, spread "
+                f"{i['spread_ns'] / 1000:.1f} us, {i['kernels']} kernels ({i['nccl_kernels']} NCCL)"
+                for r, i in sorted(self.ranks.items())]
 
 
 def _trace_ranges(events, rank: int):
     """The rank's spans keyed by the NVTX message the tracer gave them (those it gave one)."""
     e = events[(events["rank"] == rank) & (events["ph"] == "X")]
-    keys = [ringscope_nvtx_message(n, th, None if pd.isna(t) else t, s)
+    keys = [mapping.ringscope_nvtx_message(n, th, None if pd.isna(t) else t, s)
             for n, th, t, s in zip(e["name"], e["thread"], e["tensor"], e["step"])]
     out = pd.DataFrame({"name": keys, "t_ns": e["t_ns"].to_numpy()})
     return out[out["name"].notna()]
@@ -67,10 +62,8 @@ def attach_nsys(tables, specs, *, min_matches: int = 8) -> NsysOverlay:
         if f not in files:
             files.append(f)
         if rank is not None:
-            explicit[str(read_key(f))] = rank
-    reports = [read_report(f) for f in files]
-    for rep in reports:
-        rep.file = str(read_key(rep.file))
+            explicit[str(Path(f))] = rank
+    reports = [read_report(f) for f in files]   # each named str(Path(f)), as the explicit keys
     ranks_df = tables.ranks
     trace_pids = {int(r.rank): (None if pd.isna(r.pid) else int(r.pid)) for r in ranks_df.itertuples()}
     offsets = {int(r.rank): (0 if pd.isna(r.clock_offset_ns) else int(r.clock_offset_ns))
@@ -95,7 +88,7 @@ def attach_nsys(tables, specs, *, min_matches: int = 8) -> NsysOverlay:
             warnings.append(f"{pr.file}: rank {pr.rank}: {al.warning}")
         k = overlay.align_kernels(rep.kernels, pr.pid, pr.rank, al.offset_ns)
         parts.append(k)
-        infos[pr.rank] = {"file": pr.file, "pid": pr.pid, "how": pr.how, **al.to_dict(),
+        infos[pr.rank] = {"file": pr.file, "pid": pr.pid, "how": pr.how, **asdict(al),
                           "kernels": len(k), "nccl_kernels": int(k["nccl"].sum())}
     for rep in reports:
         if rep.kernels.empty:
@@ -109,11 +102,6 @@ def attach_nsys(tables, specs, *, min_matches: int = 8) -> NsysOverlay:
         reports[0].kernels.iloc[:0], -1, -1, 0)
     aligned = overlay.attribute(aligned, tables.events)
     return NsysOverlay(aligned, overlay.gpu_event_rows(aligned), infos, warnings)
-
-
-def read_key(f) -> str:
-    """The name a file goes by in mappings and messages (as given, normalised)."""
-    return str(Path(f))
 
 
 def with_gpu_rows(tables, ov: NsysOverlay):

@@ -1,4 +1,4 @@
-"""Facts of the Nsight Systems SQLite export (schema 3.x) that the reader and the fixture share."""
+"""Facts of the Nsight Systems SQLite export (schema 3.x) that the reader and the test fixture share."""
 
 # NVTX_EVENTS.eventType values
 NVTX_CATEGORY = 33      # nvtxDomainNameCategory: text = category name, category = its id
@@ -31,8 +31,3 @@ def pid_of(global_tid: int) -> int:
 def tid_of(global_tid: int) -> int:
     """OS thread id inside a serialized globalTid."""
     return int(global_tid) & 0xFFFFFF
-
-
-def global_tid(pid: int, tid: int, vm: int = 0) -> int:
-    """Serialize (vm, pid, tid) the way nsys does (the fixture writes these)."""
-    return (int(vm) << 48) | ((int(pid) & 0xFFFFFF) << 24) | (int(tid) & 0xFFFFFF)

@@ -1,17 +1,13 @@
-"""Which nsys process is which rank.
-
-In order of precedence:
-1. explicit ``RANK=FILE`` (the file's one ringscope process, or its one process with kernels);
-2. the rank that ringscope's own NVTX events carry: in the ``ringscope`` domain, a mark, a range
-   named ``ringscope...``, a category or the domain name reading ``rank=N`` / ``rank N`` / ``rank:N``;
-3. the process id, against the ``pid`` each rank's trace recorded (one host, or unique pids).
-Processes with neither ringscope NVTX events nor kernels (launchers, mpiexec) are skipped.
+"""Which nsys process is which rank: an explicit ``RANK=FILE``, else the rank ringscope's own NVTX
+events carry (``rank=N``), else the pid each rank's trace recorded. Processes with neither ringscope NVTX
+events nor kernels (launchers, mpiexec) are skipped.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
+from tracer import vocab
 from viewer.nsys.constants import NVTX_MARK, RINGSCOPE_DOMAIN
 from viewer.nsys.errors import NsysError
 
@@ -33,33 +29,32 @@ def ringscope_nvtx(nvtx):
                 | dom.str.startswith(RINGSCOPE_DOMAIN + "/")]
 
 
+def ringscope_nvtx_message(name: str, thread: str | None = None, tensor: str | None = None,
+                           step: int | None = None) -> str | None:
+    """The NVTX range message ``tracer.timeline.NvtxRecorder`` emits for one trace event (None: none;
+    spans recorded after the fact and tensor lifecycle slices have no range)."""
+    if name in (vocab.CYCLE, vocab.MEMCPY_IN_FUSION_BUFFER, vocab.MEMCPY_OUT_FUSION_BUFFER):
+        return None
+    if name == vocab.STEP:
+        return None if step is None or step < 0 else f"{vocab.STEP} {step}"
+    if thread == "tensor":
+        return None
+    return name
+
+
 def rank_from_nvtx(events) -> int | None:
     """The rank that a process's ringscope NVTX events carry, or None. Conflicting ranks: None."""
     names = events["name"].fillna("")
     # marks, ranges named "ringscope...", categories and domain names; never tensor-named ranges
     texts = list(names[(events["event_type"] == NVTX_MARK) | names.str.startswith(RINGSCOPE_DOMAIN)])
     texts += list(events["category"].dropna()) + list(events["domain"].dropna())
-    found = set()
-    for text in set(texts):
-        m = _RANK_RE.search(str(text))
-        if m:
-            found.add(int(m.group(1)))
+    found = {int(m.group(1)) for text in set(texts) if (m := _RANK_RE.search(str(text)))}
     return found.pop() if len(found) == 1 else None
 
 
-def _interesting(report) -> list[int]:
-    """Processes that either emitted ringscope NVTX events or launched kernels."""
-    rs = ringscope_nvtx(report.nvtx)
-    pids = set(rs["pid"].dropna().astype(int)) | set(report.kernels["pid"].dropna().astype(int))
-    return sorted(pids)
-
-
 def map_processes(reports, explicit: dict | None = None, trace_pids: dict | None = None) -> list[ProcessRank]:
-    """Map every interesting process of ``reports`` to a rank.
-
-    ``explicit``: {file path: rank} from ``RANK=FILE``; ``trace_pids``: {rank: pid} from the traces.
-    Raises NsysError when two processes claim one rank or an explicit file is ambiguous.
-    """
+    """Map each process with ringscope NVTX events or kernels to a rank. ``explicit``: {file: rank};
+    ``trace_pids``: {rank: pid}. NsysError when two processes claim one rank or an explicit file is ambiguous."""
     explicit = {str(k): v for k, v in (explicit or {}).items()}
     by_pid = {}
     for rank, pid in (trace_pids or {}).items():
@@ -67,11 +62,11 @@ def map_processes(reports, explicit: dict | None = None, trace_pids: dict | None
             by_pid.setdefault(int(pid), []).append(int(rank))
     out: list[ProcessRank] = []
     for rep in reports:
-        pids = _interesting(rep)
         rs = ringscope_nvtx(rep.nvtx)
+        with_rs = set(rs["pid"].dropna().astype(int))
+        pids = sorted(with_rs | set(rep.kernels["pid"].dropna().astype(int)))
         if rep.file in explicit:
-            with_rs = sorted(set(rs["pid"].dropna().astype(int)))
-            cands = with_rs or pids
+            cands = sorted(with_rs) or pids
             if len(cands) != 1:
                 raise NsysError(rep.file, f"{len(cands)} candidate processes ({cands}) for the explicit "
                                 "rank mapping; export one process per file")

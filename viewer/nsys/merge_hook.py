@@ -3,9 +3,6 @@ from __future__ import annotations
 
 import sys
 
-# `ringscope merge` imports this module for its --nsys option; the run and the overlay (pandas) load only
-# when --nsys is given.
-
 
 def add_arguments(parser) -> None:
     """The ``--nsys`` option: ``--nsys REPORT.sqlite [...]`` and/or ``--nsys RANK=FILE [...]``."""
@@ -15,20 +12,17 @@ def add_arguments(parser) -> None:
              "processes map to ranks by ringscope's NVTX marks or pids, or explicitly as RANK=FILE")
 
 
-def gpu_extra_events(paths, specs, plan, out=None, err=None) -> list[dict]:
-    """Load the run, overlay the exports, report each rank's alignment; the merged trace's extra
-    events (GPU lanes on the plan's clock). Raises NsysError/TraceError on bad input."""
-    from viewer import Run
+def gpu_extra_events(paths, specs, plan) -> list[dict]:
+    """The merged trace's GPU lanes (on the plan's clock), each rank's alignment reported."""
+    from viewer import Run  # pandas loads only when --nsys is given
     from viewer.nsys.attach import attach_nsys
 
-    out = out or sys.stdout
-    err = err or sys.stderr
     run = Run.load(paths)
     ov = attach_nsys(run.tables, specs)
     for w in ov.warnings:
-        print(f"ringscope: warning: {w}", file=err)
+        print(f"ringscope: warning: {w}", file=sys.stderr)
     for line in ov.report_lines():
-        print(f"nsys {line}", file=out)
+        print(f"nsys {line}", file=sys.stdout)
     origin = run.meta.get("origin_epoch_ns")
     shift = 0 if origin is None or plan.origin_epoch_ns is None else plan.origin_epoch_ns - origin
     return ov.chrome_events(ts_origin_ns=shift)

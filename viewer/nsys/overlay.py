@@ -1,28 +1,32 @@
 """GPU lanes: aligned kernels as events-table rows and as Chrome-trace events.
 
-Each kernel is attributed to the fused op (``response``) whose backend activity on that rank contains
-its *launch* (the CUDA runtime call on the CPU; kernels run asynchronously, so their own start may be
-later), falling back to the kernel's start when the launch is unknown.
+A kernel belongs to the fused op (``response``) whose backend span contains its *launch* (it runs
+asynchronously, so its own start may be later), or its start when the launch is unknown.
 """
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pandas as pd
 
-from viewer.nsys.names import is_nccl_kernel
 from viewer.schema import EVENTS
 
 GPU_THREAD_PREFIX = "gpu:"
 GPU_TID_BASE = 100_000      # Chrome tid of stream s (clear of the merge's overlap lanes, tid + k*1e6)
 CAT_NCCL = "nccl"
 CAT_KERNEL = "kernel"
+# NCCL's kernels, current (ncclDevKernel_AllReduce_Sum_f32_RING_LL) and older (ncclKernel_AllReduce_RING_LL_Sum_float)
+_NCCL = re.compile(r"(?:^|[\s:*&])(nccl(?:Dev)?Kernel)_(\w+)")
 
-ALIGNED_COLUMNS = ["rank", "t_ns", "dur_ns", "name", "short_name", "device", "stream", "nccl",
-                   "launch_t_ns", "response", "step"]
+
+def is_nccl_kernel(name) -> bool:
+    """True for ``ncclKernel_*`` and ``ncclDevKernel_*`` (also inside a demangled signature)."""
+    return isinstance(name, str) and _NCCL.search(name) is not None
 
 
 def align_kernels(kernels, pid: int, rank: int, offset_ns: int):
-    """The kernels of process ``pid`` on the run axis (DataFrame[ALIGNED_COLUMNS], no attribution)."""
+    """The kernels of process ``pid`` on the run axis (not yet attributed: response and step -1)."""
     k = kernels[kernels["pid"] == pid]
     out = pd.DataFrame({
         "rank": np.full(len(k), rank, dtype="int32"),
@@ -41,20 +45,14 @@ def align_kernels(kernels, pid: int, rank: int, offset_ns: int):
                        "stream": "Int64", "launch_t_ns": "Int64"})
 
 
-def backend_windows(events, rank: int):
-    """Outermost backend-thread spans of one rank that belong to a response, sorted by start."""
-    e = events[(events["rank"] == rank) & (events["thread"] == "backend") & (events["ph"] == "X")
-               & (events["response"] >= 0)]
-    if "depth" in e:
-        e = e[e["depth"] == 0]
-    return e.sort_values("t_ns")[["t_ns", "dur_ns", "response", "step", "name"]]
-
-
 def attribute(aligned, events):
-    """Set ``response``/``step`` of each aligned kernel from the backend span containing its launch."""
+    """Set ``response``/``step`` of each aligned kernel from the outermost backend span containing its launch."""
     aligned = aligned.copy()
+    spans = events[(events["thread"] == "backend") & (events["ph"] == "X") & (events["response"] >= 0)]
+    if "depth" in spans:
+        spans = spans[spans["depth"] == 0]
     for rank, idx in aligned.groupby("rank").groups.items():
-        win = backend_windows(events, rank)
+        win = spans[spans["rank"] == rank].sort_values("t_ns")
         if win.empty:
             continue
         ws = win["t_ns"].to_numpy(dtype="int64")
@@ -70,7 +68,7 @@ def attribute(aligned, events):
 
 
 def gpu_event_rows(aligned):
-    """Events-table rows (``viewer.schema.EVENTS``) for aligned kernels, thread ``gpu:<stream>``."""
+    """Events-table rows for aligned kernels, thread ``gpu:<stream>``."""
     n = len(aligned)
     rows = pd.DataFrame({
         "rank": aligned["rank"].to_numpy(),
@@ -91,8 +89,7 @@ def gpu_event_rows(aligned):
 
 
 def chrome_events(aligned, ts_origin_ns: int = 0) -> list[dict]:
-    """Chrome-trace events for the merged trace: one thread per (rank, stream), ``ts`` in µs
-    relative to ``ts_origin_ns`` on the run axis, plus thread_name/thread_sort_index metadata."""
+    """Chrome-trace events: a named thread per (rank, stream), ``ts`` µs from ``ts_origin_ns`` on the run axis."""
     out = []
     for (rank, stream), g in aligned.groupby(["rank", "stream"], sort=True):
         tid = GPU_TID_BASE + int(stream)

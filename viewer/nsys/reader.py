@@ -1,8 +1,7 @@
 """Read what the overlay needs from one ``nsys export --type sqlite`` file.
 
-Times stay as nsys wrote them (integer ns on the session timeline); ``NsysReport.session_start_epoch_ns``
-is the UTC epoch of session time 0. Bad input raises :class:`~viewer.nsys.errors.NsysError` with one
-line naming the file and the problem.
+Times stay as nsys wrote them (ns on the session timeline); ``session_start_epoch_ns`` is the UTC epoch
+of session time 0.
 """
 from __future__ import annotations
 
@@ -27,8 +26,8 @@ KERNEL_COLUMNS = {"start": "int64", "end": "int64", "name": "string", "short_nam
 
 @dataclass
 class NsysReport:
-    """One export: ``nvtx`` (ranges and marks) and ``kernels`` DataFrames, per-process info, and how
-    many rows were left out for times no session can hold (``skipped``)."""
+    """One export: ``nvtx`` (ranges and marks) and ``kernels`` DataFrames; ``skipped``: rows left out for
+    times no session can hold."""
 
     file: str
     schema_version: str | None
@@ -87,8 +86,8 @@ def _session_start(con, path) -> int:
 
 
 def _timed(df, launch: bool = False):
-    """``(rows, left out)``: the rows whose session times can be times (0 <= start <= end <= MAX_NS; a
-    mark has no end); a kernel whose launch call has other times loses the launch (NA), counted too."""
+    """``(rows, left out)``: rows with 0 <= start <= end <= MAX_NS (a mark has no end); a kernel whose
+    launch call has other times loses the launch (NA), counted too."""
     ok = (df["start"] >= 0) & (df["start"] <= MAX_NS) & (df["end"].isna() | (df["end"] >= df["start"])
                                                          & (df["end"] <= MAX_NS))
     ok = ok.fillna(False).astype(bool)
@@ -101,21 +100,20 @@ def _timed(df, launch: bool = False):
     return df[ok].reset_index(drop=True), lost
 
 
-def _read_nvtx(con, path, pd):
+def _read_nvtx(con, path):
     cols = _columns(con, C.T_NVTX)
     need = {"start", "end", "eventType", "text", "globalTid"}
     if need - cols:
         raise NsysError(path, f"table {C.T_NVTX} lacks column(s) {', '.join(sorted(need - cols))}")
-    opt = {c: (c if c in cols else "NULL") for c in
+    opt = {c: (f"e.{c}" if c in cols else "NULL") for c in
            ("textId", "domainId", "category", "endGlobalTid", "int64Value", "uint64Value",
             "int32Value", "uint32Value")}
-    text_id = ('e.' + opt['textId']) if opt['textId'] != 'NULL' else 'NULL'
     sql = f"""
         select e.start, e."end", e.eventType, coalesce(e.text, s.value), {opt['domainId']},
                {opt['category']}, e.globalTid, {opt['endGlobalTid']},
                coalesce({opt['int64Value']}, {opt['uint64Value']}, {opt['int32Value']},
                         {opt['uint32Value']})
-        from {C.T_NVTX} e left join {C.T_STRINGS} s on s.id = {text_id}
+        from {C.T_NVTX} e left join {C.T_STRINGS} s on s.id = {opt['textId']}
         where e.eventType in ({C.NVTX_PUSHPOP}, {C.NVTX_STARTEND}, {C.NVTX_MARK},
                               {C.NVTX_DOMAIN_CREATE}, {C.NVTX_CATEGORY})
     """
@@ -147,22 +145,20 @@ def _read_nvtx(con, path, pd):
 
 def _frame(rows: list, types: dict):
     """A DataFrame of ``rows`` (tuples in the order of ``types``), each column made in its type at once
-    (not through float64, which would round integers past 2^53 and mistake them for NA)."""
+    (through float64, integers past 2^53 would round)."""
     cols = list(zip(*rows)) if rows else [()] * len(types)
     return pd.DataFrame({c: pd.array(list(v), dtype=t) for (c, t), v in zip(types.items(), cols)})
 
 
-def _read_kernels(con, path, pd, tables):
+def _read_kernels(con, path, tables):
     if C.T_KERNEL not in tables:
         return _frame([], KERNEL_COLUMNS)
     kcols = _columns(con, C.T_KERNEL)
     need = {"start", "end", "deviceId", "streamId", "demangledName"}
     if need - kcols:
         raise NsysError(path, f"table {C.T_KERNEL} lacks column(s) {', '.join(sorted(need - kcols))}")
-    short = "k.shortName" if "shortName" in kcols else "NULL"
-    gpid = "k.globalPid" if "globalPid" in kcols else "NULL"
-    corr = "k.correlationId" if "correlationId" in kcols else "NULL"
-    ctx = "k.contextId" if "contextId" in kcols else "NULL"
+    short, gpid, corr, ctx = (f"k.{c}" if c in kcols else "NULL"
+                              for c in ("shortName", "globalPid", "correlationId", "contextId"))
     runtime = C.T_RUNTIME in tables and corr != "NULL"
     # correlation ids repeat across processes: join within the kernel's own process
     join = (f"""left join {C.T_RUNTIME} r on r.correlationId = k.correlationId
@@ -200,8 +196,8 @@ def read_report(path) -> NsysReport:
                             + (f": {what}" if what else " (not an nsys SQLite export?)"))
         version = _schema_version(con, tables)
         start = _session_start(con, path)
-        nvtx, bad_nvtx = _timed(_read_nvtx(con, path, pd))
-        kernels, bad_kernels = _timed(_read_kernels(con, path, pd, tables), launch=True)
+        nvtx, bad_nvtx = _timed(_read_nvtx(con, path))
+        kernels, bad_kernels = _timed(_read_kernels(con, path, tables), launch=True)
     except sqlite3.DatabaseError as exc:
         raise NsysError(path, f"unreadable nsys export: {exc}") from None
     except NsysError:
