@@ -45,7 +45,7 @@ def test_loads_with_ranks_steps_and_allreduces(ddp_run):
 
 
 def test_clock_offset_and_stragglers(ddp_run):
-    from viewer.kineto import stragglers
+    from viewer.kineto import collectives
     from viewer.run import Run
 
     run = Run.load(ddp_run)
@@ -53,9 +53,9 @@ def test_clock_offset_and_stragglers(ddp_run):
     assert r.loc[0, "clock_offset_ns"] == 0
     # one host, one clock: the estimate must contain 0 within its uncertainty
     assert abs(r.loc[1, "clock_offset_ns"]) <= r.loc[1, "clock_offset_uncertainty_ns"] + 1000
-    st = stragglers.collective_stragglers(run.tables)
+    st = collectives.collective_stragglers(run.tables)
     assert len(st) == 6 and set(st["n_ranks"]) == {2} and st["last_rank"].isin([0, 1]).all()
-    per_rank = stragglers.rank_summary(run.tables)
+    per_rank = collectives.rank_summary(run.tables)
     assert per_rank["times_last"].sum() == 6
 
 

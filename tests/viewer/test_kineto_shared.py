@@ -36,11 +36,11 @@ def _run(name):
 
 @pytest.mark.parametrize("name", sorted(HTA))
 def test_agrees_with_hta(name):
-    from viewer.kineto import overlap, temporal
+    from viewer.kineto import gpu_time
 
     run = _run(name)
-    tb = temporal.temporal_breakdown(run.tables).set_index("rank")
-    ov = overlap.comm_comp_overlap(run.tables).set_index("rank")
+    tb = gpu_time.temporal_breakdown(run.tables).set_index("rank")
+    ov = gpu_time.comm_comp_overlap(run.tables).set_index("rank")
     assert sorted(tb.index) == sorted(HTA[name])
     for rank, (overlap_pct, compute, non_compute, idle) in HTA[name].items():
         got = tb.loc[rank]
@@ -56,17 +56,17 @@ def test_agrees_with_hta(name):
 
 def test_exact_times_differ_from_hta_rounding_only_by_short_kernels():
     """Without HTA's µs rounding, idle shrinks (kernels keep their sub-µs parts), never grows."""
-    from viewer.kineto import temporal
+    from viewer.kineto import gpu_time
 
     run = _run("nccl_2rank")
-    hta = temporal.temporal_breakdown(run.tables).iloc[0]
-    exact = temporal.temporal_breakdown(run.tables, hta_rounding=False).iloc[0]
+    hta = gpu_time.temporal_breakdown(run.tables).iloc[0]
+    exact = gpu_time.temporal_breakdown(run.tables, hta_rounding=False).iloc[0]
     assert exact["idle_pct"] < hta["idle_pct"] and exact["compute_pct"] > hta["compute_pct"]
     assert abs(exact["idle_pct"] - hta["idle_pct"]) < 1.0
 
 
 def test_nccl_2rank_collectives_steps_and_streams():
-    from viewer.kineto import collectives, steps, streams
+    from viewer.kineto import collectives, gpu_time
 
     run = _run("nccl_2rank")
     assert run.ranks["rank"].tolist() == [0] and run.size == 2 and run.ranks["closed"].all()
@@ -76,10 +76,10 @@ def test_nccl_2rank_collectives_steps_and_streams():
     first = t[t["op"] == "ALLREDUCE"].iloc[0]
     assert first["bytes"] == 2049000 * 4 and first["n"] == 2 and first["factor"] == 1.0   # 2(n-1)/n, n = 2
     assert first["algbw_gbps"] == pytest.approx(first["bytes"] / (first["time_us"] * 1e3), rel=1e-9)
-    per_step = steps.step_breakdown(run.tables)
+    per_step = gpu_time.step_breakdown(run.tables)
     assert per_step["step"].tolist() == [4, 5, 6] and (per_step["collectives"] == 7).all()
     assert (per_step["exposed_comm_ns"] <= per_step["communication_ns"]).all() and (per_step["gpu_idle_ns"] >= 0).all()
-    st = streams.stream_table(run.tables).set_index("stream")
+    st = gpu_time.stream_table(run.tables).set_index("stream")
     assert set(st.index) == {"gpu:7", "gpu:40"}
     assert st.loc["gpu:40", "communication_ns"] > 0 and st.loc["gpu:40", "compute_ns"] == 0
 
@@ -87,7 +87,7 @@ def test_nccl_2rank_collectives_steps_and_streams():
 def test_pair_128rank_two_of_many_ranks():
     """Two ranks of a 128-rank job: ranks from distributedInfo, ops named from the NCCL annotations
     (its old NCCL runs every collective as SendRecv kernels), one stream per communicator."""
-    from viewer.kineto import stragglers
+    from viewer.kineto import collectives
 
     run = _run("pair_128rank_job")
     assert run.ranks["rank"].tolist() == [0, 1] and run.size == 128
@@ -96,7 +96,7 @@ def test_pair_128rank_two_of_many_ranks():
     assert set(ops["activity"]) == {"ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"}
     assert set(run.tensor_ops["tensor"].str.split("#").str[0]) >= {"allgather/pgs203", "alltoall/pgs84"}
     assert (ops["bytes"] == 0).all()   # this torch recorded no sizes
-    launches = stragglers.collective_launches(run.tables)
+    launches = collectives.collective_launches(run.tables)
     assert len(launches) and set(launches["n_ranks"]) == {2}
     assert run.ranks["clock_offset_uncertainty_ns"].notna().all()
 

@@ -1,18 +1,8 @@
 """A Kineto trace beside our own trace of the same rank: its events join that rank's, on one axis.
 
-Both are the rank's wall clock: ours is ``base_epoch_ns`` + local ns, Kineto's
-``baseTimeNanoseconds`` + ts (``base_epoch_ns`` of its file). So the Kineto events move first by the
-difference of the two bases into our file's local time. Two reads of a wall clock still differ (each
-tracer reads it once, then counts on its own clock), so the alignment is then refined on the spans
-both recorded: ``DistributedOptimizer.step()`` is our OPTIMIZER_STEP span and, inside torch's
-optimizer hook, Kineto's ``Optimizer.step#<class>.step`` annotation around it, with the wrapped
-optimizer's own ``Optimizer.step#...`` inside it. Nested spans bound the residual offset (the outer
-one starts before and ends after the inner one), the bounds of every pair are intersected, and the
-midpoint is applied; the window's half-width is its uncertainty. When no pair exists or the bounds
-contradict each other, the wall clock stands. ``meta["kineto_alignment"]``: one entry per Kineto file
-joined (rank, file, wall_clock_shift_ns, refined_ns, uncertainty_ns, spans, or why not refined).
-Its collectives are not added (ours describe them); its CPU threads and GPU streams become lanes of
-that rank beside ours.
+The Kineto events move by the difference of the two files' wall clocks, then by the midpoint of the
+window in which our OPTIMIZER_STEP spans and Kineto's ``Optimizer.step#`` spans nest (each tracer reads
+the wall clock once; docs/KINETO.md). Its collectives are not added: ours describe them.
 """
 from __future__ import annotations
 
@@ -30,8 +20,8 @@ _MAX_PAIRS, _NEAR_NS = 4_000_000, 10_000_000_000
 
 
 def attach(parsed: list[dict]) -> list[dict]:
-    """``parsed`` without the Kineto files that have our trace of the same rank, their events moved
-    into that trace's ``events`` (``meta["kineto_files"]`` lists them)."""
+    """``parsed`` without the Kineto files that have our trace of their rank, their events moved into it
+    (``meta["kineto_files"]``, ``meta["kineto_alignment"]``)."""
     ours = {p["rank_info"]["rank"]: p for p in parsed
             if p["rank_info"].get("format") != "kineto" and p["meta"].get("part") in (None, 0)}
     out, alignment = [], []
@@ -66,20 +56,17 @@ def attach(parsed: list[dict]) -> list[dict]:
 
 def refine(ours, theirs, wall_ns: int) -> dict:
     """``{refined_ns, uncertainty_ns, spans}``: what to add to ``wall_ns`` (Kineto local ns to ours)
-    so that the optimizer steps both recorded nest; ``refined_ns`` None (and ``why``) when it cannot
-    be told."""
+    so that the optimizer steps both recorded nest; else ``refined_ns`` None and ``why``."""
     o = ours[ours["name"] == V.OPTIMIZER_STEP]
     k = theirs[theirs["name"].str.startswith(THEIRS) & theirs["thread"].str.startswith("cpu:")]
     if not len(o) or not len(k):
-        return {"refined_ns": None, "uncertainty_ns": None, "spans": 0,
-                "why": f"no {V.OPTIMIZER_STEP} span in our trace and {THEIRS}* span in Kineto's to match"}
+        return _unrefined(0, f"no {V.OPTIMIZER_STEP} span in our trace and {THEIRS}* span in Kineto's to match")
     os_, od = o["t_ns"].to_numpy("int64"), o["dur_ns"].to_numpy("int64")
     order = np.argsort(k["t_ns"].to_numpy("int64"), kind="stable")
     ks, kd = k["t_ns"].to_numpy("int64")[order] + wall_ns, k["dur_ns"].to_numpy("int64")[order]
     coarse = _coarse(os_, od, ks, kd)
     if coarse is None:
-        return {"refined_ns": None, "uncertainty_ns": None, "spans": 0,
-                "why": "no optimizer step of ours lasts as long as one of Kineto's"}
+        return _unrefined(0, "no optimizer step of ours lasts as long as one of Kineto's")
     ks = ks + coarse
     ke = ks + kd
     longest = int(kd.max())
@@ -93,16 +80,19 @@ def refine(ours, theirs, wall_ns: int) -> dict:
             hi.append(a - ks[j] if outer else b - ke[j])
     low, high = int(max(lo)), int(min(hi))
     if low > high:
-        return {"refined_ns": None, "uncertainty_ns": None, "spans": len(lo),
-                "why": f"the matched spans contradict each other by {low - high} ns (the wall clock stands)"}
+        why = f"the matched spans contradict each other by {low - high} ns (the wall clock stands)"
+        return _unrefined(len(lo), why)
     return {"refined_ns": coarse + (low + high) // 2, "uncertainty_ns": (high - low + 1) // 2, "spans": len(lo)}
 
 
+def _unrefined(spans: int, why: str) -> dict:
+    return {"refined_ns": None, "uncertainty_ns": None, "spans": spans, "why": why}
+
+
 def _coarse(os_, od, ks, kd) -> int | None:
-    """The shift (ns) that lines most of our optimizer steps up with Kineto's hook spans around them:
-    a hook span starts just before ours and lasts a little longer (up to ``_SLACK_NS`` + 1 %), so the
-    start differences of such pairs gather in one place; of equal gatherings, the one nearest the wall
-    clock wins. None when no pair qualifies."""
+    """The shift (ns) that lines most of our optimizer steps up with Kineto's hook spans around them (a
+    little longer: up to ``_SLACK_NS`` + 1 %), where their start differences gather; of equal gatherings,
+    the one nearest the wall clock. None when no pair qualifies."""
     if len(os_) * len(ks) > _MAX_PAIRS:   # keep our steps near the Kineto window
         near = (os_ > ks.min() - _NEAR_NS) & (os_ < ks.max() + _NEAR_NS)
         os_, od = os_[near], od[near]

@@ -2,7 +2,7 @@
 ``kineto`` in the summary (docs/KINETO.md has their definitions)."""
 from __future__ import annotations
 
-from viewer.kineto import collectives, launches, overlap, steps, stragglers, streams, temporal
+from viewer.kineto import collectives, gpu_time, launches
 from viewer.registry import Column as C
 from viewer.registry import Table, analysis
 
@@ -16,7 +16,7 @@ RANK = C("rank", "rank", "count")
         C("communication_ns", "communication", "ns"))))
 def kineto_temporal(run):
     """Per rank: GPU time in compute, non-compute and idle (HTA's temporal breakdown)."""
-    return temporal.temporal_breakdown(run.tables)
+    return gpu_time.temporal_breakdown(run.tables)
 
 
 @analysis(needs=("kineto",), json="rows", key="kineto.overlap", table=Table(
@@ -25,7 +25,7 @@ def kineto_temporal(run):
         C("exposed_ns", "exposed", "ns"), C("overlap_pct", "overlap", "pct"))))
 def kineto_overlap(run):
     """Per rank: the share of NCCL kernel time during which a compute kernel also ran."""
-    return overlap.comm_comp_overlap(run.tables)
+    return gpu_time.comm_comp_overlap(run.tables)
 
 
 @analysis(needs=("kineto",))
@@ -50,25 +50,25 @@ def kineto_collectives_summary(run):
     C("gpu_idle_ns", "GPU idle", "ns"), C("collectives", "collectives", "count"))))
 def kineto_steps(run):
     """Per rank and ProfilerStep: GPU busy, compute, communication, exposed communication, idle."""
-    return steps.step_breakdown(run.tables)
+    return gpu_time.step_breakdown(run.tables)
 
 
 @analysis(needs=("kineto",), json="rows", key="kineto.streams")
 def kineto_streams(run):
     """Per rank and GPU stream: its kernels and how busy it was."""
-    return streams.stream_table(run.tables)
+    return gpu_time.stream_table(run.tables)
 
 
 @analysis(needs=("kineto",))
 def kineto_launches(run):
     """One row per collective and rank: when the CPU launched it (the loaded ranks compared)."""
-    return stragglers.collective_launches(run.tables)
+    return collectives.collective_launches(run.tables)
 
 
 @analysis(needs=("kineto",), json="top", key="kineto.stragglers")
 def kineto_stragglers(run):
     """Per collective seen on every loaded rank: the last launcher, the spread and the wait it imposed."""
-    return stragglers.collective_stragglers(run.tables, run.kineto_launches())
+    return collectives.collective_stragglers(run.tables, run.kineto_launches())
 
 
 @analysis(needs=("kineto",), json="rows", key="kineto.rank_stragglers", table=Table(
@@ -79,7 +79,7 @@ def kineto_stragglers(run):
         C("clock_offset_uncertainty_ns", "±", "ns"))))
 def kineto_rank_stragglers(run):
     """Per rank: how often it launched a collective last, the wait it imposed, its clock offset."""
-    return stragglers.rank_summary(run.tables, run.kineto_launches())
+    return collectives.rank_summary(run.tables, run.kineto_launches())
 
 
 @analysis(needs=("kineto",))

@@ -1,14 +1,8 @@
 """Clock offsets between the ranks of a Kineto run, from the collectives they share.
 
-The estimate is the one our own traces use (``collectives.clock_sync``): a two-way exchange bounds
-the offset, and the tightest exchange wins. A synchronising collective (allreduce, allgather,
-reduce-scatter, all-to-all, barrier) is such an exchange: no rank finishes it before every rank has
-started it. So for rank r against the reference rank 0, with each rank's own clock,
-``start_r − end_0 <= offset <= end_r − start_0`` for every collective both ran; the intersection
-over all of them is the window, its midpoint the offset and its half-width the uncertainty. When the
-windows do not intersect (collectives matched wrongly, or clocks that drift), the offset is the
-median difference of the collectives' ends and the uncertainty half the contradiction.
-Offsets are whole µs, so each rank stays on its own µs grid; the reference is the lowest rank.
+No rank finishes a synchronising collective before every rank started it, so each bounds the offset
+to the lowest rank: ``start_r − end_0 <= offset <= end_r − start_0``; the offset is the midpoint of the
+bounds' intersection (else the median difference of the ends), in whole µs to keep each rank's µs grid.
 """
 from __future__ import annotations
 

@@ -1,22 +1,24 @@
-"""Collectives table of a Kineto run: op, bytes, time, algbw and busbw (nccl-tests' factors).
+"""The collectives of a Kineto run: op, bytes, time and bandwidths (nccl-tests' conventions), and who
+launched each last (the stragglers).
 
-Time is the NCCL kernel's duration (or, without GPU kernels, the backend's annotation, e.g. gloo's
-``gloo:all_reduce``); bytes are S of nccl-tests (allreduce and broadcast: the buffer once; allgather,
-reduce-scatter, all-to-all: the whole gathered buffer); busbw = algbw × 2(n−1)/n for allreduce, (n−1)/n
-for allgather, reduce-scatter and all-to-all, 1 for broadcast and reduce. A collective whose size the
-trace does not tell (older torch) keeps its time and has NaN bandwidths.
+Time is the NCCL kernel's (else the backend annotation's); a collective whose size the trace does not
+tell (older torch) has NaN bandwidths. A collective is the same on every rank when its ``tensor_ops``
+name is; launches are compared on the common axis (after :mod:`viewer.kineto.clock`), among the loaded
+ranks only.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from viewer.analyses import communication
+from viewer.analyses import communication, stragglers
 
 COLUMNS = ["rank", "step", "collective", "op", "backend", "activity", "dtype", "n", "bytes", "time_us",
            "algbw_gbps", "busbw_gbps", "factor"]
 SUMMARY_COLUMNS = ["op", "dtype", "bytes", "n", "count", "time_us", "algbw_gbps", "busbw_gbps",
                    "busbw_max_gbps"]
+STRAGGLER_COLUMNS = ["tensor", "step", "op", "n_ranks", "last_rank", "spread_ns", "wait_imposed_ns",
+                     "within_clock_uncertainty"]
 
 
 def collectives_table(tables):
@@ -34,8 +36,7 @@ def collectives_table(tables):
 
 
 def collectives_summary(table):
-    """nccl-tests-style rows: per op, dtype, size and group size, the count and median time and
-    bandwidths (``busbw_max_gbps``: the best seen)."""
+    """Per op, dtype, size and group size: the count, median time and bandwidths, and the best busbw."""
     d = table.assign(op=table["op"].fillna("?"), dtype=table["dtype"].fillna("?"),
                      bytes=table["bytes"].astype("float64"))
     if not len(d):
@@ -44,3 +45,36 @@ def collectives_summary(table):
     out = g.agg(count=("time_us", "size"), time_us=("time_us", "median"), algbw_gbps=("algbw_gbps", "median"),
                 busbw_gbps=("busbw_gbps", "median"), busbw_max_gbps=("busbw_gbps", "max")).reset_index()
     return out.sort_values(["op", "bytes"], ignore_index=True)[SUMMARY_COLUMNS]
+
+
+def _ranks_loaded(tables) -> int:
+    return max(int(tables.ranks["rank"].nunique()), 1)
+
+
+def collective_launches(tables):
+    """One row per collective and rank (stragglers.negotiations over the loaded ranks)."""
+    return stragglers.negotiations(tables, size=_ranks_loaded(tables))
+
+
+def collective_stragglers(tables, launches=None):
+    """One row per collective seen on every loaded rank: the last launcher, the spread, the wait it imposed
+    (last − second last) and whether that wait is within the clock offsets' uncertainty."""
+    neg = collective_launches(tables) if launches is None else launches
+    last = neg[neg["is_last"].astype(bool)]
+    if not len(last):
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in STRAGGLER_COLUMNS})
+    worst = max(tables.ranks["clock_offset_uncertainty_ns"].fillna(0).astype("int64").tolist(), default=0)
+    ops = tables.tensor_ops.drop_duplicates(["tensor", "step"]).set_index(["tensor", "step"])["op"]
+    out = last.assign(op=[ops.get((t, s)) for t, s in zip(last["tensor"], last["step"])])
+    out["within_clock_uncertainty"] = out["wait_imposed_ns"] <= 2 * worst
+    return out.sort_values("wait_imposed_ns", ascending=False, ignore_index=True)[STRAGGLER_COLUMNS]
+
+
+def rank_summary(tables, launches=None):
+    """:func:`viewer.analyses.stragglers.rank_stragglers` per rank, with its clock offset and uncertainty."""
+    neg = collective_launches(tables) if launches is None else launches
+    out = stragglers.rank_stragglers(neg, size=_ranks_loaded(tables))
+    r = tables.ranks.set_index("rank")
+    out["clock_offset_ns"] = out["rank"].map(r["clock_offset_ns"]).astype("Int64")
+    out["clock_offset_uncertainty_ns"] = out["rank"].map(r["clock_offset_uncertainty_ns"]).astype("Int64")
+    return out

@@ -1,20 +1,15 @@
 """The collectives of one Kineto rank: what ran, on how many bytes, in which process group.
 
-Where a collective ran: its NCCL kernel when the trace has GPU kernels (``^nccl.*Kernel``, old
-``ncclKernel_*`` and new ``ncclDevKernel_*`` alike), else its ``<backend>:<op>`` annotation (gloo runs
-these on its worker threads; a CPU-only profile of an NCCL job has ``nccl:<op>`` around the launch).
-What it was: the kernel's own args (``Collective name``, ``In/Out msg nelems``, ``dtype``, ``Group
-size``, process group; torch >= 2.3), else the ``record_param_comms`` event around its launch, else
-the annotation's ``Input Dims``/``Input type``, else the kernel or annotation name.
+Where: its NCCL kernel when the trace has GPU kernels, else its ``<backend>:<op>`` annotation. What: the
+kernel's own args (torch >= 2.3), else the ``record_param_comms`` around its launch, else the
+annotation's ``Input Dims``/``Input type``, else the kernel or annotation name.
 """
 from __future__ import annotations
 
 import bisect
 import re
 
-import numpy as np
-
-from viewer.io.ranges import INT32, MAX_BYTES
+from viewer.io.ranges import INT32, MAX_BYTES, int_below
 
 COMM_KERNEL = re.compile(r"^nccl.*Kernel")
 _ANNOTATION = re.compile(r"^(nccl|gloo|mpi|ucc|xccl):([A-Za-z_]+)")
@@ -52,10 +47,6 @@ def dtype_info(raw):
     return _DTYPES.get(raw.lower(), (None, None))
 
 
-def _int(v, hi: int = MAX_BYTES):
-    return v if v.__class__ is int and 0 <= v < hi else None
-
-
 def _ranks(v):
     """``Process Group Ranks`` ('[0, 1]' or a list) -> its length, or None."""
     if v.__class__ is list:
@@ -67,12 +58,12 @@ def _ranks(v):
 
 
 def describe(args: dict, world: int | None) -> dict:
-    """op, dtype, bytes (S per rank as ``fused_ops`` keeps it), group size and process group from
-    ``record_param_comms``-style args (missing pieces are None)."""
+    """op, dtype, bytes (S per rank, as ``fused_ops`` keeps it), size and pg of ``record_param_comms``-style
+    args (missing pieces are None)."""
     op = op_name(args.get("Collective name"))
     dtype, esize = dtype_info(args.get("dtype"))
-    n_in, n_out = _int(args.get("In msg nelems")), _int(args.get("Out msg nelems"))
-    size = _int(args.get("Group size"), INT32) or _ranks(args.get("Process Group Ranks")) or world
+    n_in, n_out = int_below(args.get("In msg nelems"), MAX_BYTES), int_below(args.get("Out msg nelems"), MAX_BYTES)
+    size = int_below(args.get("Group size"), INT32) or _ranks(args.get("Process Group Ranks")) or world
     pg = args.get("Process Group Name", args.get("Process Group ID"))
     nbytes = None
     if esize and n_in is not None:
@@ -93,7 +84,7 @@ def _from_annotation(args: dict) -> tuple:
         return None, None
     dtype, esize = dtype_info(types[0])
     shape = dims[0]
-    if esize is None or shape.__class__ is not list or not all(_int(x) is not None for x in shape):
+    if esize is None or shape.__class__ is not list or not all(int_below(x, MAX_BYTES) is not None for x in shape):
         return dtype, None
     n = esize
     for x in shape:
@@ -109,24 +100,21 @@ def _kernel_op(name: str) -> str | None:
     return None if raw in ("Generic",) else op_name(raw)
 
 
-def collectives(cols: dict, special: list, thread_of, world: int | None, backend: str | None) -> list[dict]:
+def collectives(cols: dict, special: list, thread_of, launcher, world: int | None,
+                backend: str | None) -> list[dict]:
     """One dict per collective in start order: ``row`` (its event), ``launch_row`` (the CPU event that
-    submitted it, or None), op, dtype, bytes, size, pg, backend, activity.
-
-    ``cols``: the rank's event columns (numpy); ``special``: (row, event) kept whole;
-    ``thread_of(row)``: the (pid, tid) of a row.
-    """
+    submitted it, or None), op, dtype, bytes, size, pg, backend, activity. ``special``: (row, event) kept
+    whole; ``thread_of(row)``: its (pid, tid); ``launcher``: each GPU row's launch call row (-1: none)."""
     rpc_by_thread = _by_thread(cols, special, thread_of, lambda e: e.get("name") == "record_param_comms")
     ann_by_thread = _by_thread(cols, special, thread_of, lambda e: _ANNOTATION.match(e.get("name", ""))
                                and e.get("cat") in ("user_annotation", "cpu_op"))
     kernels = [(r, e) for r, e in special if e.get("cat") in ("kernel", "Kernel") and COMM_KERNEL.match(e["name"])]
     out = []
     if kernels:
-        launchers = _launchers(cols, [r for r, _ in kernels])
         for r, e in kernels:
             a = e.get("args") if e.get("args").__class__ is dict else {}
             info = describe(a, world)
-            lr = launchers.get(r)
+            lr = int(launcher[r]) if launcher[r] >= 0 else None
             rp = None if lr is None else _enclosing(rpc_by_thread.get(thread_of(lr), ()), cols["ts"][lr])
             if rp is not None:
                 ra = rp[3].get("args") if rp[3].get("args").__class__ is dict else {}
@@ -164,23 +152,6 @@ def _by_thread(cols: dict, special: list, thread_of, keep) -> dict:
     out: dict = {}
     for r, e in sorted(((r, e) for r, e in special if keep(e)), key=lambda x: cols["ts"][x[0]]):
         out.setdefault(thread_of(r), []).append((cols["ts"][r], cols["ts"][r] + cols["dur"][r], r, e))
-    return out
-
-
-def _launchers(cols: dict, rows: list) -> dict:
-    """GPU row -> the CPU row with the same correlation id (its runtime launch call)."""
-    corr, stream = cols["corr"], cols["stream"]
-    cpu = np.flatnonzero((stream < 0) & (corr >= 0))
-    order = np.argsort(corr[cpu], kind="stable")
-    keys = corr[cpu][order]
-    out = {}
-    for r in rows:
-        c = corr[r]
-        if c < 0:
-            continue
-        i = int(np.searchsorted(keys, c))
-        if i < len(keys) and keys[i] == c:
-            out[r] = int(cpu[order[i]])
     return out
 
 

@@ -1,9 +1,6 @@
-"""Kineto events as numpy columns, from the scanner's columns of every event object.
+"""Kineto's complete (``X``) events as numpy columns, from the scanner's columns of every event object.
 
-Only complete events (``ph`` X) become rows; process labels are kept from the metadata; flows,
-instants and counters are not used. The few events the collectives need (NCCL kernels,
-``record_param_comms``, ``<backend>:<op>`` annotations, ``ProfilerStep#N``) are also kept whole:
-their text is parsed again, alone.
+The few events the collectives and steps need are also kept whole: their text is parsed again, alone.
 """
 from __future__ import annotations
 
@@ -34,8 +31,8 @@ def _col(scanned: dict, name: str, dtype):
 
 
 class Events:
-    """One rank's X events as columns (``arrays()``), their names, categories and lanes, the events
-    kept whole (``special``: (row, event)), ``process_labels`` and ``bad`` (why -> events left out)."""
+    """One rank's X events as columns (``arrays()``), the events kept whole (``special``: (row, event)),
+    ``process_labels`` and ``bad`` (why -> events left out)."""
 
     def __init__(self, scanned: dict, data):
         self.bad: dict = {}

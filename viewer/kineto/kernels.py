@@ -1,13 +1,8 @@
 """GPU work of Kineto runs: which kernels count, and of what kind (HTA's conventions, docs/KINETO.md).
 
-Kinds, by name: ``communication`` (``^nccl.*Kernel``: ncclKernel_* and ncclDevKernel_*), ``memory``
-(``^Memcpy``, ``^Memset``, ``^dma``), ``other`` (a name holding Memcpy or Sync elsewhere), else
-``compute``. The window: when a rank has two or more ``ProfilerStep#N``, only GPU work launched by a
-CPU call that started before the last step begins (the last step is usually cut by the profiler's
-flush); ``include_last_step`` keeps work launched up to the last step's end. GPU annotations are
-never work. ``hta_rounding`` (default) rounds each piece of work inward to whole µs of its rank's own
-clock, start up and end down, as HTA does to ns-resolution traces (pytorch#122425); without it times
-stay exact to the ns, and many short kernels then show less idle time than HTA reports.
+With two or more ``ProfilerStep#N``, only work launched before the last step begins counts (the
+profiler's flush usually cuts it). ``hta_rounding`` rounds work inward to whole µs of its rank's own
+clock, as HTA does to ns-resolution traces (pytorch#122425).
 """
 from __future__ import annotations
 
@@ -72,8 +67,7 @@ def gpu_work(tables, include_last_step: bool = False, hta_rounding: bool = True,
 
 
 def _phases(tables, ranks):
-    """Per row, ns to add to a common-axis time to land on its rank's own µs grid: the rank's clock
-    reads t + origin + its clock offset."""
+    """Per row, ns to add to a common-axis time to land on its rank's own µs grid (t + origin + offset)."""
     origin = tables.meta.get("origin_epoch_ns") or 0
     r = tables.ranks
     off = dict(zip(r["rank"].tolist(), r["clock_offset_ns"].fillna(0).astype("int64").tolist()))

@@ -1,18 +1,9 @@
 """Kernel launches of a Kineto run: what each piece of GPU work cost the CPU to launch, and where the
-GPU's idle time lies (the figures of HTA's kernel launch statistics and idle time breakdown).
+GPU's idle time lies (HTA's kernel launch statistics and idle time breakdown; docs/KINETO.md).
 
-Each kernel, memcpy and memset has the CPU call that launched it (``cudaLaunchKernel``,
-``cudaMemcpyAsync``, ...: same correlation id; the tables' ``launch_ns`` is when it started). Per
-piece of work: the launch call's duration, its own, the launch delay (its start − the launch call's
-end) and the GPU idle time just before it (since the rank's previous work ended, on any stream). It is
-*short* when it ran for less time than its launch call took, and *waited for* when its launch call
-returned after the GPU had gone idle: the GPU had nothing queued and waited for the CPU. The part of
-a gap before the launch call returned is the GPU waiting for the host (``host_wait_ns``); the rest, the
-GPU had the work queued and waited on something else (another stream's event, a peer's NCCL
-kernel). A gap lies at a step's
-start when the work after it is the first its ``ProfilerStep`` launched, else between the step's
-kernels (or outside steps). The window and µs rounding are :func:`gpu_work`'s, so the gaps add up to
-the temporal breakdown's idle time.
+Work is *short* when it ran for less time than its launch call took, and *waited for* when that call
+returned after the GPU had gone idle (``host_wait_ns``: the part of the gap before it returned). The
+window and rounding are :func:`gpu_work`'s, so the gaps add up to the temporal breakdown's idle time.
 """
 from __future__ import annotations
 
@@ -57,10 +48,8 @@ def kernel_launches(tables) -> pd.DataFrame:
 
 
 def launch_stats(launches: pd.DataFrame) -> pd.DataFrame:
-    """Per rank (``STATS``): its work and how much of it had its launch call in the trace
-    (``launched``), medians of the launch call, the work and the launch delay, the shares (of the
-    launched work) that were short, waited for, and both (``launch_bound_pct``), and the GPU's idle
-    time: in all, waiting for the host, at a step's start, between a step's kernels, outside steps."""
+    """Per rank (``STATS``): medians of launch call, work and delay, the shares of the ``launched`` work that
+    were short, waited for and both, and the GPU's idle time by where it lies."""
     rows = []
     for rank, g in launches.groupby("rank", sort=True):
         known = g[g["launch_dur_ns"].notna()]

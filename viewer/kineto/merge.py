@@ -1,9 +1,6 @@
 """``ringscope merge`` for runs with Kineto traces: one Chrome trace, a process per rank, a thread per
-lane (``cpu:<tid>``, ``gpu:<stream>``, ...), all on the run's common axis (the loader's clock offsets).
-
-Written from the loaded tables, so ranks are aligned the way every analysis sees them; the events keep
-name, category, times, step and bytes (not the profiler's other args). Slices that overlap without
-nesting on one lane move to an overlap lane (:func:`viewer.merge._relane`).
+lane, on the run's common axis. Written from the loaded tables (name, category, times, step and bytes
+only), so ranks are aligned as every analysis sees them.
 """
 from __future__ import annotations
 

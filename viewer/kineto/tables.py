@@ -1,20 +1,11 @@
 """One Kineto (torch.profiler) trace into the schema's tables: one rank, local times in ns.
 
-- ``events``: every complete event. CPU threads are ``cpu:<tid>``, GPU streams ``gpu:<stream>``
-  (``gpu<device>:<stream>`` when a rank drives several devices), their annotations
-  ``gpu:<stream>:annotations``; the profiler's own span is ``profiler``. ``step`` is N of the
-  ``ProfilerStep#N`` around a CPU event, and for a GPU event the step of the CPU call that launched
-  it (correlation id). ``response`` numbers the rank's collectives; ``bytes`` is a memcpy's bytes or
-  a collective's. Extra column ``launch_ns``: for GPU events, when their launching CPU call started.
-- ``fused_ops``: one row per collective (its kernel, or its backend annotation when there are none).
-- ``tensor_ops``: the same collectives as submitted: ``tensor`` is ``<op>/pg<group>#<k>`` with k the
-  collective's place within its process group and step, so the same name on every rank is the same
-  collective; ``submit_ns`` is when the CPU submitted it (``record_param_comms`` or the launch call).
-- ``readiness``, ``cycles``: empty.
-
-The rank comes from ``distributedInfo``, else from a ``rank<N>``/``worker<N>``/``rank-<N>`` file name
-(tensorboard_trace_handler's ``<worker_name>.<ts>.pt.trace.json``), else 0. Absolute time is
-``baseTimeNanoseconds`` + ts (newer Kineto), or ts itself when it is already epoch µs.
+``events``: every complete event, on lanes ``cpu:<tid>``, ``gpu:<stream>`` (``gpu<device>:<stream>``
+with several devices), ``gpu:<stream>:annotations`` and ``profiler``; a GPU event takes the step of the
+CPU call that launched it; extra column ``launch_ns``: when that call started. ``fused_ops`` and
+``tensor_ops``: one row per collective, ``tensor`` being ``<op>/pg<group>#<k>`` (the k-th of its process
+group in its step: the same name on every rank is the same collective). The rank comes from
+``distributedInfo``, else the file name, else 0 (docs/KINETO.md).
 """
 from __future__ import annotations
 
@@ -26,8 +17,8 @@ import pandas as pd
 
 from viewer import frames
 from viewer.errors import TraceError, warn_damage
-from viewer.io.columns import categories, int_na
-from viewer.io.ranges import INT32, MAX_EPOCH_NS, MAX_SPREAD_US
+from viewer.io.columns import categories, int_na, lookup
+from viewer.io.ranges import INT32, MAX_EPOCH_NS, MAX_SPREAD_US, int_below
 from viewer.kineto.comms import collectives
 from viewer.kineto.events import FIELDS, GPU_CATS, Events
 from viewer.kineto.reader import KinetoReader
@@ -56,10 +47,10 @@ def parse_file(path, warn: bool = True) -> dict:
                                                     "event(s) skipped)" if reader.skipped else ""))
     hdr = reader.header
     info = hdr.get("distributedInfo") if isinstance(hdr.get("distributedInfo"), dict) else {}
-    rank = _int(info.get("rank"))
+    rank = int_below(info.get("rank"), INT32)
     if rank is None:
         rank = rank_from_name(path) or 0
-    world, backend = _int(info.get("world_size")), info.get("backend")
+    world, backend = int_below(info.get("world_size"), INT32), info.get("backend")
     backend = backend if isinstance(backend, str) else None
     cols = ev.arrays()
     _drop_far(cols, ev, reader)
@@ -68,7 +59,7 @@ def parse_file(path, warn: bool = True) -> dict:
     base = _base_epoch_ns(hdr.get("baseTimeNanoseconds"), t0)
     closed = not reader.dropped
     last = int((out["events"]["t_ns"] + out["events"]["dur_ns"]).max())
-    cpu_pids = [p for p, lab in ev.process_labels.items() if lab == "CPU" and _int(p, 1 << 62) is not None]
+    cpu_pids = [p for p, lab in ev.process_labels.items() if lab == "CPU" and int_below(p, 1 << 62) is not None]
     host = hdr.get("host_name") if isinstance(hdr.get("host_name"), str) else None
     out["rank_info"] = {
         "rank": rank, "host": host, "pid": cpu_pids[0] if cpu_pids else None, "local_rank": None,
@@ -86,13 +77,8 @@ def parse_file(path, warn: bool = True) -> dict:
     return out
 
 
-def _int(v, hi: int = INT32):
-    return v if v.__class__ is int and 0 <= v < hi else None
-
-
 def _drop_far(cols: dict, ev: Events, reader) -> None:
-    """Leave out (and report) events whose time lies more than ``MAX_SPREAD_US`` from the trace's
-    median, or that last longer: damage, and beyond what int64 ns can hold."""
+    """Leave out (and report) events more than ``MAX_SPREAD_US`` from the trace's median, or longer."""
     far = (np.abs(cols["ts"] - np.median(cols["ts"])) > MAX_SPREAD_US) | (np.abs(cols["dur"]) > MAX_SPREAD_US)
     n = int(far.sum())
     if not n:
@@ -109,7 +95,7 @@ def _drop_far(cols: dict, ev: Events, reader) -> None:
 def _base_epoch_ns(base_ns, t0_us: float) -> int | None:
     whole = int(t0_us // 1)   # integer arithmetic: epoch ns are beyond a double's exact integers
     t0_ns = whole * 1000 + int(round((t0_us - whole) * 1000))
-    if _int(base_ns, MAX_EPOCH_NS) is not None:
+    if int_below(base_ns, MAX_EPOCH_NS) is not None:
         return int(base_ns) + t0_ns
     return t0_ns if t0_us > _EPOCH_US else None
 
@@ -134,19 +120,19 @@ def _tables(cols: dict, ev: Events, rank: int, t0: float, world, backend) -> dic
     dur_ns = np.rint(cols["dur"] * 1000).astype("int64")
     cat_values = list(ev.cats)
     gpu_cat = np.array([c in GPU_CATS for c in cat_values] or [False], dtype=bool)[cols["cat"]]
-    launcher = _launch_rows(cols["corr"], gpu_cat)
+    launcher = launch_rows(cols["corr"], gpu_cat)
     launch_ns = np.where(launcher >= 0, t_ns[np.maximum(launcher, 0)], 0)
     step = _steps(ev, cols, t_ns, dur_ns, gpu_cat, launcher)
     th_codes, th_values = _thread_labels(ev, cols, cat_values)
     depth = _depth(th_codes, t_ns, dur_ns)
     thread_of = list(ev.threads)
-    comms = collectives(cols, ev.special, lambda r: thread_of[cols["thread"][r]], world, backend)
+    comms = collectives(cols, ev.special, lambda r: thread_of[cols["thread"][r]], launcher, world, backend)
     response = np.full(n, -1, dtype="int64")
     nbytes = cols["bytes"].copy()
     for k, c in enumerate(comms):
         response[c["row"]] = k
         nbytes[c["row"]] = -1 if c["bytes"] is None else c["bytes"]
-    events = frames.conform("events", _frame({
+    events = frames.conform("events", pd.DataFrame({
         "rank": np.full(n, rank, dtype="int32"),
         "thread": categories([(th_codes, th_values)]),
         "name": categories([(cols["name"], list(ev.names))]),
@@ -156,28 +142,18 @@ def _tables(cols: dict, ev: Events, rank: int, t0: float, world, backend) -> dic
         "step": step, "response": response, "bytes": int_na(nbytes, nbytes >= 0),
         "value": np.full(n, np.nan), "depth": depth,
         "launch_ns": int_na(launch_ns, gpu_cat & (launcher >= 0)),
-    }))
+    }, copy=False))
     fused, ops = _comm_tables(comms, rank, t_ns, dur_ns, step, world)
     return {"events": events, "fused_ops": fused, "tensor_ops": ops,
             "readiness": frames.empty("readiness"), "cycles": frames.empty("cycles")}
 
 
-def _frame(columns: dict):
-    return pd.DataFrame(columns, copy=False)
-
-
-def _launch_rows(corr, gpu):
+def launch_rows(corr, gpu):
     """For each GPU row, the CPU row with its correlation id (-1 when none)."""
     out = np.full(len(corr), -1, dtype="int64")
-    cpu = np.flatnonzero(~gpu & (corr >= 0))
-    g = np.flatnonzero(gpu & (corr >= 0))
-    if not len(cpu) or not len(g):
-        return out
-    order = np.argsort(corr[cpu], kind="stable")
-    keys = corr[cpu][order]
-    i = np.minimum(np.searchsorted(keys, corr[g]), len(keys) - 1)
-    hit = keys[i] == corr[g]
-    out[g[hit]] = cpu[order[i[hit]]]
+    cpu, g = np.flatnonzero(~gpu & (corr >= 0)), np.flatnonzero(gpu & (corr >= 0))
+    at = lookup(corr[cpu], corr[g])
+    out[g[at >= 0]] = cpu[at[at >= 0]]
     return out
 
 
@@ -189,9 +165,7 @@ def _steps(ev: Events, cols, t_ns, dur_ns, gpu, launcher):
                    if (m := _STEP.match(e.get("name", ""))) and not gpu[r] and int(m.group(1)) < INT32)
     if not spans:
         return step
-    starts = np.array([s for s, _, _ in spans], dtype="int64")
-    ends = np.array([e for _, e, _ in spans], dtype="int64")
-    nums = np.array([k for _, _, k in spans], dtype="int64")
+    starts, ends, nums = (np.array(x, dtype="int64") for x in zip(*spans))
     i = np.searchsorted(starts, t_ns, side="right") - 1
     inside = (i >= 0) & (t_ns < ends[np.maximum(i, 0)])
     step = np.where(inside, nums[np.maximum(i, 0)], -1)
@@ -209,8 +183,7 @@ def _thread_labels(ev: Events, cols, cat_values):
     # a thread key is GPU when its rows are GPU events: look at the first row of each
     first = np.full(len(keys), -1, dtype="int64")
     th = cols["thread"]
-    rows = np.arange(len(th))[::-1]
-    first[th[::-1]] = rows
+    first[th[::-1]] = np.arange(len(th))[::-1]
     gpu_pids = {keys[k][0] for k in range(len(keys)) if first[k] >= 0 and gpu_cat[cols["cat"][first[k]]]}
     for k, (pid, tid, *_) in enumerate(keys):
         r = first[k]
@@ -246,36 +219,28 @@ def _depth(threads, t_ns, dur_ns):
 
 
 def _comm_tables(comms: list, rank: int, t_ns, dur_ns, step, world):
-    """fused_ops and tensor_ops rows of the rank's collectives."""
+    """fused_ops and tensor_ops rows of the rank's collectives (columns left out: the schema's default)."""
     seen: dict = {}
-    keys, submit = [], []
+    keys = []
     for c in comms:
-        pg = c["pg"] or "0"
-        s = int(step[c["row"]])
-        k = seen.get((pg, s), 0)
-        seen[(pg, s)] = k + 1
-        keys.append(f"{(c['op'] or 'collective').lower()}/pg{pg}#{k}")
-        lr = c["launch_row"]
-        submit.append(int(t_ns[lr]) if lr is not None else int(t_ns[c["row"]]))
-    rows = [c["row"] for c in comms]
-    start = [int(t_ns[r]) for r in rows]
-    end = [int(t_ns[r] + dur_ns[r]) for r in rows]
-    steps = [int(step[r]) for r in rows]
+        key = (c["pg"] or "0", int(step[c["row"]]))
+        seen[key] = seen.get(key, -1) + 1
+        keys.append(f"{(c['op'] or 'collective').lower()}/pg{key[0]}#{seen[key]}")
+    rows = np.array([c["row"] for c in comms], dtype="int64")
+    submit = t_ns[[c["row"] if c["launch_row"] is None else c["launch_row"] for c in comms]].tolist()
+    start, end, steps = t_ns[rows].tolist(), (t_ns + dur_ns)[rows].tolist(), step[rows].tolist()
+    same = {k: [c[k] for c in comms] for k in ("op", "dtype")}
     m = len(comms)
     fused = frames.build("fused_ops", {
-        "rank": [rank] * m, "response": list(range(m)), "step": steps,
-        "op": [c["op"] for c in comms], "backend": [c["backend"] for c in comms],
-        "activity": [c["activity"] for c in comms], "dtype": [c["dtype"] for c in comms],
-        "count": [1] * m, "bytes": [c["bytes"] or 0 for c in comms], "threshold": [None] * m,
-        "start_ns": start, "end_ns": end, "memcpy_in_ns": [0] * m, "memcpy_out_ns": [0] * m,
+        "rank": [rank] * m, "response": list(range(m)), "step": steps, **same,
+        "backend": [c["backend"] for c in comms], "activity": [c["activity"] for c in comms],
+        "count": [1] * m, "bytes": [c["bytes"] or 0 for c in comms], "start_ns": start, "end_ns": end,
         "comm_ns": [e - s for s, e in zip(start, end)], "size": [c["size"] or world or 1 for c in comms],
         "tensors": [[k] for k in keys]})
     ops = frames.build("tensor_ops", {
-        "rank": [rank] * m, "tensor": keys, "step": steps, "occurrence": [0] * m,
-        "op": [c["op"] for c in comms], "dtype": [c["dtype"] for c in comms],
-        "bytes": [c["bytes"] for c in comms], "process_set": [_pg_int(c["pg"]) for c in comms],
-        "response": list(range(m)), "submit_ns": submit, "negotiated_ns": start, "start_ns": start,
-        "done_ns": end, "end_ns": end, "wait_ns": [None] * m})
+        "rank": [rank] * m, "tensor": keys, "step": steps, **same, "bytes": [c["bytes"] for c in comms],
+        "process_set": [_pg_int(c["pg"]) for c in comms], "response": list(range(m)), "submit_ns": submit,
+        "negotiated_ns": start, "start_ns": start, "done_ns": end, "end_ns": end})
     return fused, ops
 
 

@@ -1,0 +1,91 @@
+"""Where a Kineto run's GPU time went, per rank, stream and step (HTA's definitions, docs/KINETO.md).
+
+Kernel time is the first work's start to the last work's end; idle is kernel time − the union of all
+work; overlap is the NCCL time during which a compute kernel also ran. Which work counts:
+:func:`viewer.kineto.kernels.gpu_work`.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from viewer.kineto.kernels import gpu_work, overlap_ns, step_spans, union_ns
+
+TEMPORAL = ["rank", "kernel_time_ns", "idle_ns", "compute_ns", "non_compute_ns", "communication_ns",
+            "memory_ns", "idle_pct", "compute_pct", "non_compute_pct"]
+OVERLAP = ["rank", "communication_ns", "compute_ns", "overlap_ns", "exposed_ns", "overlap_pct"]
+STREAMS = ["rank", "stream", "kernels", "busy_ns", "busy_pct", "compute_ns", "communication_ns", "memory_ns",
+           "top_kernel"]
+STEPS = ["rank", "step", "step_ns", "gpu_span_ns", "gpu_busy_ns", "compute_ns", "communication_ns",
+         "overlapped_ns", "exposed_comm_ns", "gpu_idle_ns", "kernels", "collectives"]
+NAN = float("nan")
+
+
+def unions(g) -> dict:
+    """ns covered by the work ``g``: per kind, in all (``busy``) and by communication during compute."""
+    out = {k: union_ns(x["t_ns"], x["end_ns"]) for k, x in g.groupby("kind")}
+    comm, comp = g[g["kind"] == "communication"], g[g["kind"] == "compute"]
+    out["overlap"] = overlap_ns(comm["t_ns"], comm["end_ns"], comp["t_ns"], comp["end_ns"])
+    out["busy"] = union_ns(g["t_ns"], g["end_ns"])
+    return out
+
+
+def _span(g) -> int:
+    return int(g["end_ns"].max() - g["t_ns"].min())
+
+
+def temporal_breakdown(tables, hta_rounding: bool = True):
+    """One row per rank with GPU work: compute, non-compute (kernel time − compute − idle) and idle."""
+    rows = []
+    for rank, g in gpu_work(tables, hta_rounding=hta_rounding).groupby("rank", sort=True):
+        span, u = _span(g), unions(g)
+        compute, idle = u.get("compute", 0), span - u["busy"]
+        non_compute = span - compute - idle
+        pct = [100.0 * v / span if span > 0 else NAN for v in (idle, compute, non_compute)]
+        rows.append([int(rank), span, idle, compute, non_compute, u.get("communication", 0), u.get("memory", 0),
+                     *pct])
+    return pd.DataFrame(rows, columns=TEMPORAL)
+
+
+def comm_comp_overlap(tables):
+    """One row per rank with GPU work (``overlap_pct`` NaN when it ran no NCCL kernel)."""
+    rows = []
+    for rank, g in gpu_work(tables).groupby("rank", sort=True):
+        u = unions(g)
+        comm, both = u.get("communication", 0), u["overlap"]
+        rows.append([int(rank), comm, u.get("compute", 0), both, comm - both, 100.0 * both / comm if comm else NAN])
+    return pd.DataFrame(rows, columns=OVERLAP)
+
+
+def stream_table(tables):
+    """One row per rank and GPU stream: its work, busy time (of the rank's kernel time) and top kernel."""
+    rows = []
+    for rank, r in gpu_work(tables).groupby("rank", sort=True):
+        span = _span(r)
+        for stream, g in r.groupby("thread", sort=True):
+            u = unions(g)
+            by_name = (g["end_ns"] - g["t_ns"]).groupby(g["name"]).sum()
+            top = str(by_name.idxmax()).split("(")[0][:80] if len(by_name) else None
+            rows.append([int(rank), stream, len(g), u["busy"], 100.0 * u["busy"] / span if span else NAN,
+                         u.get("compute", 0), u.get("communication", 0), u.get("memory", 0), top])
+    return pd.DataFrame(rows, columns=STREAMS)
+
+
+def step_breakdown(tables):
+    """One row per rank and ProfilerStep (the last included) and the GPU work it launched; without GPU
+    work, communication is the union of the step's collectives and the GPU columns are NaN."""
+    work = {k: g for k, g in gpu_work(tables, include_last_step=True).groupby(["rank", "step"])}
+    comms = {k: g for k, g in tables.fused_ops.groupby(["rank", "step"])}
+    spans = step_spans(tables.events)[["rank", "step", "start_ns", "end_ns"]]
+    rows = []
+    for rank, step, start, end in spans.itertuples(index=False):
+        g, c = work.get((rank, step)), comms.get((rank, step))
+        n_coll = 0 if c is None else len(c)
+        if g is None or not len(g):
+            comm = NAN if c is None else union_ns(c["start_ns"], c["end_ns"])
+            rows.append([rank, step, end - start, NAN, NAN, NAN, comm, NAN, NAN, NAN, 0, n_coll])
+            continue
+        span, u = _span(g), unions(g)
+        comm = u.get("communication", 0)
+        rows.append([rank, step, end - start, span, u["busy"], u.get("compute", 0), comm, u["overlap"],
+                     comm - u["overlap"], span - u["busy"], len(g), n_coll])
+    return pd.DataFrame(rows, columns=STEPS)
