@@ -44,8 +44,7 @@ def _values(got, name, dtype=None):
 @pytest.mark.parametrize("rel", ["nccl_2rank/rank-0.json.gz", "single_rank/rank-0.pt.trace.json.gz",
                                  "pair_128rank_job/rank-0.json.gz"])
 def test_real_kineto_traces_read_as_a_json_parser_reads_them(rel):
-    from viewer.kineto.events import FIELDS
-    from viewer.kineto.reader import KinetoReader
+    from viewer.kineto.events import FIELDS, KinetoReader
 
     src = SHARED / rel
     events = orjson.loads(gzip.decompress(src.read_bytes()))["traceEvents"]

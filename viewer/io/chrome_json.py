@@ -18,6 +18,7 @@ CHUNK_BYTES = 4 << 20
 DEFAULT_MAX_TRACE_BYTES = 8 << 30
 _SEP = b" \t\r\n,"
 _NON_SPACE = re.compile(rb"\S")
+_ARRAY_OPENS = re.compile(rb"[ \t\r\n:]*\[")
 _BAD_JSON = (orjson.JSONDecodeError, RecursionError, ValueError)
 loads = orjson.loads
 
@@ -117,10 +118,8 @@ def find_events_start(data, damage, header: dict, fail) -> tuple[str, int]:
             fail("not valid JSON (object without a traceEvents array)")
         fail("no trace events (empty JSON object)" if obj == {} else
              "wrong shape: JSON object without a 'traceEvents' array")
-    j = key + len(b'"traceEvents"')
-    while j < len(data) and data[j] in b" \t\r\n:":
-        j += 1
-    if data[j:j + 1] != b"[":
+    opened = _ARRAY_OPENS.match(data, key + len(b'"traceEvents"'))
+    if opened is None:
         fail("wrong shape: 'traceEvents' is not an array")
     prefix = bytes(data[i:key]).rstrip().rstrip(b",")
     if prefix.strip() != b"{":
@@ -130,7 +129,7 @@ def find_events_start(data, damage, header: dict, fail) -> tuple[str, int]:
             fail("not valid JSON before 'traceEvents'")
         if isinstance(hdr, dict):
             header.update(hdr)
-    return "object", j + 1
+    return "object", opened.end()
 
 
 class JsonTrace:

@@ -186,18 +186,9 @@ def ns(us):
 
 
 def cumcount(keys) -> np.ndarray:
-    """For each row, how many earlier rows share its key (groupby(...).cumcount())."""
+    """For each row, how many earlier rows share its key."""
     keys = np.asarray(keys)
-    n = len(keys)
-    if not n:
-        return np.zeros(0, dtype="int64")
-    order = np.argsort(keys, kind="stable")
-    sk = keys[order]
-    idx = np.arange(n)
-    first = np.maximum.accumulate(np.where(np.r_[True, sk[1:] != sk[:-1]], idx, 0))
-    out = np.empty(n, dtype="int64")
-    out[order] = idx - first
-    return out
+    return pd.Series(keys).groupby(keys).cumcount().to_numpy("int64")
 
 
 def dense(keys) -> np.ndarray:

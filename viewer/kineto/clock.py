@@ -36,10 +36,7 @@ def estimate(parsed: list[dict]) -> dict:
         keys = [k for k in mine if k in spans[ref]]
         if not keys:
             continue
-        s_r = np.array([mine[k][0] for k in keys], dtype="int64")
-        e_r = np.array([mine[k][1] for k in keys], dtype="int64")
-        s_0 = np.array([spans[ref][k][0] for k in keys], dtype="int64")
-        e_0 = np.array([spans[ref][k][1] for k in keys], dtype="int64")
+        (s_r, e_r), (s_0, e_0) = (np.array([d[k] for k in keys], dtype="int64").T for d in (mine, spans[ref]))
         lo, hi = int((s_r - e_0).max()), int((e_r - s_0).min())
         if lo <= hi:
             offset, unc = (lo + hi) // 2, (hi - lo + 1) // 2

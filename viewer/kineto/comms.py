@@ -7,6 +7,7 @@ annotation's ``Input Dims``/``Input type``, else the kernel or annotation name.
 from __future__ import annotations
 
 import bisect
+import math
 import re
 
 from viewer.io.ranges import INT32, MAX_BYTES, int_below
@@ -86,9 +87,7 @@ def _from_annotation(args: dict) -> tuple:
     shape = dims[0]
     if esize is None or shape.__class__ is not list or not all(int_below(x, MAX_BYTES) is not None for x in shape):
         return dtype, None
-    n = esize
-    for x in shape:
-        n *= x
+    n = esize * math.prod(shape)
     return dtype, n if n < MAX_BYTES else None
 
 
@@ -110,27 +109,26 @@ def collectives(cols: dict, special: list, thread_of, launcher, world: int | Non
                                and e.get("cat") in ("user_annotation", "cpu_op"))
     kernels = [(r, e) for r, e in special if e.get("cat") in ("kernel", "Kernel") and COMM_KERNEL.match(e["name"])]
     out = []
-    if kernels:
-        for r, e in kernels:
-            a = e.get("args") if e.get("args").__class__ is dict else {}
-            info = describe(a, world)
-            lr = int(launcher[r]) if launcher[r] >= 0 else None
-            rp = None if lr is None else _enclosing(rpc_by_thread.get(thread_of(lr), ()), cols["ts"][lr])
-            if rp is not None:
-                ra = rp[3].get("args") if rp[3].get("args").__class__ is dict else {}
-                more = describe(ra, world)
-                info = {k: info[k] if info[k] is not None else more[k] for k in info}
-            ann = None if lr is None else _enclosing(ann_by_thread.get(thread_of(lr), ()), cols["ts"][lr])
-            if info["op"] is None and ann is not None:
-                info["op"] = op_name(_ANNOTATION.match(ann[3]["name"]).group(2))
-            if info["op"] is None:
-                info["op"] = _kernel_op(e["name"])
-            if info["pg"] is None:   # NCCL runs each communicator on its own stream
-                info["pg"] = f"s{cols['stream'][r]}"
-            first = rp or ann
-            out.append(dict(info, row=r, launch_row=lr if first is None else first[2], backend=backend or "nccl",
-                            activity=e["name"].split("(")[0]))
-    else:
+    for r, e in kernels:
+        a = e.get("args") if e.get("args").__class__ is dict else {}
+        info = describe(a, world)
+        lr = int(launcher[r]) if launcher[r] >= 0 else None
+        rp = None if lr is None else _enclosing(rpc_by_thread.get(thread_of(lr), ()), cols["ts"][lr])
+        if rp is not None:
+            ra = rp[3].get("args") if rp[3].get("args").__class__ is dict else {}
+            more = describe(ra, world)
+            info = {k: info[k] if info[k] is not None else more[k] for k in info}
+        ann = None if lr is None else _enclosing(ann_by_thread.get(thread_of(lr), ()), cols["ts"][lr])
+        if info["op"] is None and ann is not None:
+            info["op"] = op_name(_ANNOTATION.match(ann[3]["name"]).group(2))
+        if info["op"] is None:
+            info["op"] = _kernel_op(e["name"])
+        if info["pg"] is None:   # NCCL runs each communicator on its own stream
+            info["pg"] = f"s{cols['stream'][r]}"
+        first = rp or ann
+        out.append(dict(info, row=r, launch_row=lr if first is None else first[2], backend=backend or "nccl",
+                        activity=e["name"].split("(")[0]))
+    if not kernels:
         for r, e in special:
             m = _ANNOTATION.match(e.get("name", ""))
             if not m or e.get("cat") not in ("user_annotation", "cpu_op", "gpu_user_annotation"):

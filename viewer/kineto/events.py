@@ -1,12 +1,15 @@
-"""Kineto's complete (``X``) events as numpy columns, from the scanner's columns of every event object.
+"""One Kineto (torch.profiler) trace: its header, and its complete (``X``) events as numpy columns.
 
-The few events the collectives and steps need are also kept whole: their text is parsed again, alone.
+Kineto spreads each event over several lines and writes header keys after the array too (lists whose
+strings hold ``]``), so the array's end is found from the back: a ``]`` whose tail parses. The C scanner
+then walks the array once; the few events the collectives and steps need are also kept whole.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from viewer.io.chrome_json import _BAD_JSON, loads
+from viewer.io import _eventscan
+from viewer.io.chrome_json import _BAD_JSON, JsonTrace, loads
 from viewer.io.columns import distinct, lut
 from viewer.io.ranges import CHROME_PHASES, MAX_BYTES, outside
 
@@ -23,6 +26,58 @@ ARG_RANGES = {"args.correlation": (0, _ID_MAX), "args.stream": (0, _ID_MAX), "ar
 FIELDS = (("ph", "s"), ("name", "s"), ("cat", "s"), ("pid", "k"), ("tid", "k"), ("ts", "f"), ("dur", "f"),
           ("args", "o"), *((k, "i") for k in ARG_RANGES))
 _READ, _ABSENT = 1, 0
+_SPACE = b" \t\r\n"
+
+
+class KinetoReader(JsonTrace):
+    """One Kineto trace file (see :class:`JsonTrace`); ``damage``: a broken gzip stream."""
+
+    @property
+    def dropped(self) -> bool:
+        """The file stopped inside the event array (or its gzip stream broke off)."""
+        return not self.closed or self.damage is not None
+
+    def _find_end(self) -> int:
+        """Where the event array closes (its ``]`` after an event, with a tail that parses), else the end."""
+        data, hi = self.data, self.size
+        for _ in range(256):
+            k = data.rfind(b"]", self._start, hi)
+            if k < 0:
+                break
+            j = k - 1
+            while j >= self._start and data[j] in _SPACE:
+                j -= 1
+            if j < self._start or data[j] in b"},[":   # after an event, or an empty array
+                if self._tail(k + 1):
+                    return k
+            hi = k
+        return self.size
+
+    def _tail(self, pos: int) -> bool:
+        """The rest after a candidate ``]`` can end the file (it sets ``closed``)."""
+        rest = bytes(self.data[pos:]).strip()
+        if not rest or rest == b"}":
+            # an object that stops at a bracket was cut (maybe inside an event, at a list of its args)
+            self.closed = rest == (b"}" if self.form == "object" else b"")
+            return True
+        return self._trailing_header(rest)
+
+    def scan(self, fields) -> dict:
+        """The event array as columns (:func:`viewer.io._eventscan.scan`), its damage recorded; a bad
+        event with no complete one after it in an unclosed file is where the file was cut."""
+        end = self._find_end()
+        got = _eventscan.scan(self.data, self._start, end, fields, False)
+        for at, err_at, why, nxt in got["errors"]:
+            if nxt < 0 and not self.closed:
+                self.stop_offset = at
+                break
+            self.skip(err_at, f"not valid JSON ({why})", max(1, self.data.count(b'"ph"', at, end if nxt < 0 else nxt)))
+        for at, _ in got["other"]:
+            self.skip(at, "not an event object")
+        for at in got["glued"]:
+            self.skip(at, "events glued together without a separator (read apart)", 0)
+        self.n_events = got["rows"]
+        return got
 
 
 def _col(scanned: dict, name: str, dtype):
@@ -45,14 +100,13 @@ class Events:
         tid_st, tid, tid_v = _col(scanned, "tid", np.int32)
         starts = np.frombuffer(scanned["start"], dtype=np.int64)
         ends = np.frombuffer(scanned["end"], dtype=np.int64)
-        x = ph == (ph_v.index("X") if "X" in ph_v else -2)
         self._meta(data, starts, ends, np.flatnonzero(ph == (ph_v.index("M") if "M" in ph_v else -2)))
         self._count(ph_st != _READ, "event without a string 'ph'")
         self._count(np.isin(ph, [k for k, v in enumerate(ph_v) if v not in CHROME_PHASES]) & (ph_st == _READ),
                     "'ph' is not a trace event phase")
         # the checks in order: an event counts once, for the first it fails
-        ok = x.copy()
-        ok = self._check(ok, name_st != _READ, "event without a string 'name'")
+        ok = self._check(ph == (ph_v.index("X") if "X" in ph_v else -2), name_st != _READ,
+                         "event without a string 'name'")
         bad_t = (ts_st != _READ) | ~(np.abs(ts) < MAX_US) | (dur_st != _READ) & (dur_st != _ABSENT) \
             | ~((dur >= 0) & (dur < MAX_US))
         ok = self._check(ok, bad_t, "'ts' or 'dur' is not a time in µs")
@@ -64,8 +118,7 @@ class Events:
             st, v, _ = _col(scanned, k, np.int64)
             ok = self._check(ok, (st > _READ) | outside(v, st == _READ, lo, hi),
                              f"'{k}' is not an integer it can mean")
-        rows = np.flatnonzero(ok)
-        self._rows = rows
+        self._rows = rows = np.flatnonzero(ok)
 
         cats = [_CAT_ALIASES.get(c, c) for c in cat_v] + [""]
         cat_code, cats = distinct(np.where(cat_st[rows] == _READ, cat[rows], len(cat_v)), cats)
@@ -76,8 +129,7 @@ class Events:
         thread_key = (pid[rows].astype(np.int64) * (len(tid_v) + 1) + tid[rows]) * 2 + (cat_code == annotation)
         uniq, first, thread_code = np.unique(thread_key, return_index=True, return_inverse=True)
         order = np.argsort(first, kind="stable")   # lanes numbered in order of first appearance
-        rank_of = np.empty(len(order), dtype=np.int32)
-        rank_of[order] = np.arange(len(order), dtype=np.int32)
+        rank_of = np.argsort(order).astype(np.int32)
         self.threads = {}
         for k in order:
             r = rows[first[k]]
@@ -87,9 +139,8 @@ class Events:
         tid_int = np.array([v if v.__class__ is int and 0 <= v < _ID_MAX else -1 for v in tid_v] + [-1],
                            dtype=np.int64)
         corr = self._arg(scanned, "args.correlation", rows, -1)
-        stream_st, stream, _ = _col(scanned, "args.stream", np.int64)
-        s = self._arg(scanned, "args.stream", rows, -1)
-        s = np.where(stream_st[rows] == _ABSENT, tid_int[tid[rows]], s)   # no stream: the tid
+        stream_st = _col(scanned, "args.stream", np.int64)[0][rows]
+        s = np.where(stream_st == _ABSENT, tid_int[tid[rows]], self._arg(scanned, "args.stream", rows, -1))   # or tid
         nbytes = self._arg(scanned, "args.bytes", rows, -1)
         self._cols = {
             "ts": ts[rows].copy(), "dur": np.where(dur_st[rows] == _READ, dur[rows], 0.0),

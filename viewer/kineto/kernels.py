@@ -34,9 +34,8 @@ def step_spans(events):
     return out.sort_values(["rank", "start_ns"], ignore_index=True)
 
 
-def gpu_work(tables, include_last_step: bool = False, hta_rounding: bool = True, launches: bool = False):
-    """The GPU work each rank's analyses count: ``rank, thread, name, t_ns, end_ns, step, kind`` (and
-    ``launch_ns``, when its launching CPU call started, with ``launches``)."""
+def gpu_work(tables, include_last_step: bool = False, hta_rounding: bool = True):
+    """The GPU work each rank's analyses count: ``rank, thread, name, t_ns, end_ns, step, launch_ns, kind``."""
     events = tables.events
     g = events[events["cat"].isin(WORK_CATS)]
     out = pd.DataFrame({"rank": g["rank"].to_numpy(), "thread": g["thread"].to_numpy(),
@@ -44,17 +43,12 @@ def gpu_work(tables, include_last_step: bool = False, hta_rounding: bool = True,
                         "end_ns": (g["t_ns"] + g["dur_ns"]).to_numpy(), "step": g["step"].to_numpy()})
     launch = g["launch_ns"] if "launch_ns" in g else pd.Series(pd.NA, index=g.index, dtype="Int64")
     out["launch_ns"] = launch.to_numpy(dtype="float64", na_value=np.nan)
-    steps = step_spans(events)
-    keep = np.ones(len(out), dtype=bool)
-    for rank, s in steps.groupby("rank"):
-        if len(s) < 2:
-            continue
-        limit = s["end_ns"].max() if include_last_step else s["start_ns"].max()
-        mine = (out["rank"] == rank).to_numpy()
-        launched = out["launch_ns"].to_numpy()
-        ok = ~np.isnan(launched) & ((launched <= limit) if include_last_step else (launched < limit))
-        keep &= ~mine | ok
-    out = out[keep].reset_index(drop=True)
+    s = step_spans(events).groupby("rank").agg(n=("step", "size"), start=("start_ns", "max"), end=("end_ns", "max"))
+    s = s[s["n"] >= 2]
+    limit = out["rank"].map(s["end" if include_last_step else "start"]).to_numpy(dtype="float64")
+    launched = out["launch_ns"].to_numpy()
+    out = out[np.isnan(limit) | ((launched <= limit) if include_last_step else (launched < limit))]
+    out = out.reset_index(drop=True)
     if hta_rounding and len(out):
         phase = _phases(tables, out["rank"].to_numpy())
         t = out["t_ns"].to_numpy() + phase
@@ -63,7 +57,7 @@ def gpu_work(tables, include_last_step: bool = False, hta_rounding: bool = True,
         out["end_ns"] = (e // 1000) * 1000 - phase
     kinds = {n: kernel_kind(n) for n in pd.unique(out["name"])}
     out["kind"] = out["name"].map(kinds).astype("string")
-    return out if launches else out.drop(columns="launch_ns")
+    return out
 
 
 def _phases(tables, ranks):

@@ -24,7 +24,7 @@ WHERE = ("step start", "in step", "outside steps")
 def kernel_launches(tables) -> pd.DataFrame:
     """One row per piece of GPU work (``COLUMNS``), in start order per rank; ``launch_dur_ns`` and
     ``delay_ns`` are NaN where the trace lacks the launch call."""
-    work = gpu_work(tables, launches=True)
+    work = gpu_work(tables)
     if not len(work):
         return pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS})
     ev = tables.events

@@ -17,11 +17,10 @@ import pandas as pd
 
 from viewer import frames
 from viewer.errors import TraceError, warn_damage
-from viewer.io.columns import categories, int_na, lookup
+from viewer.io.columns import categories, int_na, lookup, lut
 from viewer.io.ranges import INT32, MAX_EPOCH_NS, MAX_SPREAD_US, int_below
 from viewer.kineto.comms import collectives
-from viewer.kineto.events import FIELDS, GPU_CATS, Events
-from viewer.kineto.reader import KinetoReader
+from viewer.kineto.events import FIELDS, GPU_CATS, Events, KinetoReader
 
 FORMAT = "kineto"
 _STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
@@ -101,10 +100,8 @@ def _base_epoch_ns(base_ns, t0_us: float) -> int | None:
 
 
 def _kineto_meta(hdr: dict) -> dict:
-    keep = {}
-    for k in ("schemaVersion", "traceName", "displayTimeUnit", "baseTimeNanoseconds"):
-        if isinstance(hdr.get(k), (int, str)):
-            keep[k] = hdr[k]
+    keep = {k: hdr[k] for k in ("schemaVersion", "traceName", "displayTimeUnit", "baseTimeNanoseconds")
+            if isinstance(hdr.get(k), (int, str))}
     info = hdr.get("distributedInfo")
     if isinstance(info, dict):
         keep["distributedInfo"] = {k: v for k, v in info.items() if isinstance(v, (int, str))}
@@ -119,11 +116,12 @@ def _tables(cols: dict, ev: Events, rank: int, t0: float, world, backend) -> dic
     t_ns = np.rint((cols["ts"] - t0) * 1000).astype("int64")
     dur_ns = np.rint(cols["dur"] * 1000).astype("int64")
     cat_values = list(ev.cats)
-    gpu_cat = np.array([c in GPU_CATS for c in cat_values] or [False], dtype=bool)[cols["cat"]]
+    gpu_lut = lut(cat_values, lambda c: c in GPU_CATS)
+    gpu_cat = gpu_lut[cols["cat"]]
     launcher = launch_rows(cols["corr"], gpu_cat)
     launch_ns = np.where(launcher >= 0, t_ns[np.maximum(launcher, 0)], 0)
     step = _steps(ev, cols, t_ns, dur_ns, gpu_cat, launcher)
-    th_codes, th_values = _thread_labels(ev, cols, cat_values)
+    th_codes, th_values = _thread_labels(ev, cols, cat_values, gpu_lut)
     depth = _depth(th_codes, t_ns, dur_ns)
     thread_of = list(ev.threads)
     comms = collectives(cols, ev.special, lambda r: thread_of[cols["thread"][r]], launcher, world, backend)
@@ -159,12 +157,10 @@ def launch_rows(corr, gpu):
 
 def _steps(ev: Events, cols, t_ns, dur_ns, gpu, launcher):
     """ProfilerStep#N around each CPU event (start within it); GPU events take their launcher's."""
-    n = len(t_ns)
-    step = np.full(n, -1, dtype="int64")
     spans = sorted((int(t_ns[r]), int(t_ns[r] + dur_ns[r]), int(m.group(1))) for r, e in ev.special
                    if (m := _STEP.match(e.get("name", ""))) and not gpu[r] and int(m.group(1)) < INT32)
     if not spans:
-        return step
+        return np.full(len(t_ns), -1, dtype="int64")
     starts, ends, nums = (np.array(x, dtype="int64") for x in zip(*spans))
     i = np.searchsorted(starts, t_ns, side="right") - 1
     inside = (i >= 0) & (t_ns < ends[np.maximum(i, 0)])
@@ -174,10 +170,9 @@ def _steps(ev: Events, cols, t_ns, dur_ns, gpu, launcher):
     return step
 
 
-def _thread_labels(ev: Events, cols, cat_values):
+def _thread_labels(ev: Events, cols, cat_values, gpu_cat):
     """(codes per row, labels) for the lanes: cpu:<tid>, gpu:<stream>, gpu:<stream>:annotations."""
     keys = list(ev.threads)
-    gpu_cat = np.array([c in GPU_CATS for c in cat_values] or [False], dtype=bool)
     labels: dict = {}
     codes = np.empty(len(keys), dtype="int32")
     # a thread key is GPU when its rows are GPU events: look at the first row of each

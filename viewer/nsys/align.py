@@ -36,10 +36,8 @@ class Alignment:
 def _pairs(a: np.ndarray, b: np.ndarray, s: int, limit: int | None = None) -> np.ndarray:
     """Differences b[i+s] - a[i] over every i where both exist (the first ``limit`` of them)."""
     i0 = max(0, -s)
-    n = min(len(a) - i0, len(b) - (i0 + s))
-    if limit is not None:
-        n = min(n, limit)
-    return b[i0 + s:i0 + s + n] - a[i0:i0 + n] if n > 0 else np.array([], dtype="int64")
+    n = max(0, min(len(a) - i0, len(b) - (i0 + s), len(a) if limit is None else limit))
+    return b[i0 + s:i0 + s + n] - a[i0:i0 + n]
 
 
 def _pair_count(a, b, s: int) -> int:

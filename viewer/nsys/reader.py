@@ -36,12 +36,6 @@ class NsysReport:
     kernels: object       # DataFrame[KERNEL_COLUMNS]
     skipped: int = 0
 
-    @property
-    def pids(self) -> list[int]:
-        """Every process that recorded NVTX events or launched kernels, sorted."""
-        got = set(self.nvtx["pid"].dropna().astype(int)) | set(self.kernels["pid"].dropna().astype(int))
-        return sorted(got)
-
 
 def _connect(path: Path) -> sqlite3.Connection:
     if not path.exists():
@@ -65,8 +59,11 @@ def _tables(con) -> set[str]:
     return {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
 
 
-def _columns(con, table: str) -> set[str]:
-    return {r[1] for r in con.execute(f"pragma table_info({table})")}
+def _columns(con, path, table: str, need: set) -> set[str]:
+    cols = {r[1] for r in con.execute(f"pragma table_info({table})")}
+    if need - cols:
+        raise NsysError(path, f"table {table} lacks column(s) {', '.join(sorted(need - cols))}")
+    return cols
 
 
 def _schema_version(con, tables) -> str | None:
@@ -101,10 +98,7 @@ def _timed(df, launch: bool = False):
 
 
 def _read_nvtx(con, path):
-    cols = _columns(con, C.T_NVTX)
-    need = {"start", "end", "eventType", "text", "globalTid"}
-    if need - cols:
-        raise NsysError(path, f"table {C.T_NVTX} lacks column(s) {', '.join(sorted(need - cols))}")
+    cols = _columns(con, path, C.T_NVTX, {"start", "end", "eventType", "text", "globalTid"})
     opt = {c: (f"e.{c}" if c in cols else "NULL") for c in
            ("textId", "domainId", "category", "endGlobalTid", "int64Value", "uint64Value",
             "int32Value", "uint32Value")}
@@ -153,10 +147,7 @@ def _frame(rows: list, types: dict):
 def _read_kernels(con, path, tables):
     if C.T_KERNEL not in tables:
         return _frame([], KERNEL_COLUMNS)
-    kcols = _columns(con, C.T_KERNEL)
-    need = {"start", "end", "deviceId", "streamId", "demangledName"}
-    if need - kcols:
-        raise NsysError(path, f"table {C.T_KERNEL} lacks column(s) {', '.join(sorted(need - kcols))}")
+    kcols = _columns(con, path, C.T_KERNEL, {"start", "end", "deviceId", "streamId", "demangledName"})
     short, gpid, corr, ctx = (f"k.{c}" if c in kcols else "NULL"
                               for c in ("shortName", "globalPid", "correlationId", "contextId"))
     runtime = C.T_RUNTIME in tables and corr != "NULL"
