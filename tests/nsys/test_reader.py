@@ -9,13 +9,17 @@ from viewer.nsys.mapping import ringscope_nvtx
 from viewer.nsys.reader import read_report
 
 
+def _pids(rep) -> list[int]:
+    """Every process that recorded NVTX events or launched kernels, sorted."""
+    return sorted(set(rep.nvtx["pid"].dropna().astype(int)) | set(rep.kernels["pid"].dropna().astype(int)))
+
+
 def test_session_and_schema(per_rank):
     truth, _ = per_rank
     rep = read_report(truth.files[0])
     assert rep.schema_version == SCHEMA_VERSION
     assert rep.session_start_epoch_ns > 1_600_000_000 * 10**9
-    pids = set(rep.nvtx["pid"].dropna().astype(int)) | set(rep.kernels["pid"].dropna().astype(int))
-    assert sorted(pids) == [truth.pids[0]]
+    assert _pids(rep) == [truth.pids[0]]
 
 
 def test_nvtx_names_domains_categories_payloads(per_rank, run):
@@ -56,7 +60,7 @@ def test_kernels_join_their_launching_thread(per_rank):
 def test_correlation_ids_join_within_their_process(combined):
     truth, path = combined
     rep = read_report(path)
-    assert sorted(rep.pids) == sorted(truth.pids.values())
+    assert _pids(rep) == sorted(truth.pids.values())
     k = rep.kernels
     # CUPTI correlation ids restart per process, so both processes use the same ids
     assert k.groupby("pid")["correlation"].min().nunique() == 1

@@ -56,13 +56,9 @@ def _nsys_ranges(report, pid: int):
 
 def attach_nsys(tables, specs, *, min_matches: int = 8) -> NsysOverlay:
     """Read, map, align and attribute the nsys exports named by ``specs`` (``FILE`` or ``RANK=FILE``)."""
-    explicit, files = {}, []
-    for spec in specs:
-        rank, f = mapping.parse_spec(str(spec))
-        if f not in files:
-            files.append(f)
-        if rank is not None:
-            explicit[str(Path(f))] = rank
+    parsed = [mapping.parse_spec(str(spec)) for spec in specs]
+    files = list(dict.fromkeys(f for _, f in parsed))
+    explicit = {str(Path(f)): rank for rank, f in parsed if rank is not None}
     reports = [read_report(f) for f in files]   # each named str(Path(f)), as the explicit keys
     ranks_df = tables.ranks
     trace_pids = {int(r.rank): (None if pd.isna(r.pid) else int(r.pid)) for r in ranks_df.itertuples()}
