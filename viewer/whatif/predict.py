@@ -92,7 +92,7 @@ def timeline(model: Model, settings: Settings, step, result: dict):
 
 
 def _measured(step) -> dict:
-    chains, _ = replay._framework(step, replay.measured_done(step), False)
+    chains, _ = replay.measured_chains(step)
     runs: list = [(float(st), float(st + cost), []) for _, _, _, _, st, cost in step.responses]
     return {"chains": chains, "runs": runs}
 

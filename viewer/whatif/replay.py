@@ -1,16 +1,8 @@
-"""Replay a run's steps under changed settings (:class:`Settings`) and predict each step's time.
+"""Replay a run's steps under changed settings (:class:`Settings`): a fixed point per step.
 
-Each step is solved as a fixed point: the ranks' framework chains (compute offsets kept, waits
-recomputed) give the tensors' submission times; the policy (:mod:`.policy`: the coordinator's, and
-the response cache's bit rounds as the engine runs them) plans them into fused responses; the
-responses run one after another on the backend at their fitted cost (fixed + per byte), slowed by the share
-of ranks doing CPU work meanwhile; their ends (plus, for a cached op, the framework's wake-up) are
-the tensors' completions, which end the waits; each rank's CPU work stretches by the collective
-time that runs during it beyond what ran during it in the run, and by how much more the ranks
-crowd the host's cores than they did. Repeated until the completions and the stretches stop
-moving. The latencies per path are the free parameters: calibrated so that the run's own settings
-give the run's mean step time, so the baseline's error per step shows the spread the model leaves,
-and only a rerun shows its real accuracy.
+Chains give submissions, the policy plans responses, their ends end the waits, CPU work stretches by
+the collectives and crowding it meets; repeated until nothing moves (docs/WHATIF.md, "The model").
+The latencies per path are calibrated so that the run's own settings give its mean step time.
 """
 from __future__ import annotations
 
@@ -70,10 +62,8 @@ def _busy_share(spans: list, a: float, e: float) -> float:
     """The share of ranks doing CPU work during [a, e] (``spans``: per rank, an array of spans)."""
     if not spans or e <= a:
         return 0.0
-    tot = 0.0
-    for sp in spans:
-        if len(sp):
-            tot += float(np.clip(np.minimum(sp[:, 1], e) - np.maximum(sp[:, 0], a), 0.0, None).sum())
+    tot = sum(float(np.clip(np.minimum(sp[:, 1], e) - np.maximum(sp[:, 0], a), 0.0, None).sum())
+              for sp in spans if len(sp))
     return tot / (len(spans) * (e - a))
 
 
@@ -83,16 +73,13 @@ def _span_arrays(chains: dict) -> list:
 
 def _median_rank(step: Step) -> int:
     work = {r: sum(c.gaps) + c.tail_ns for r, c in step.chains.items()}
-    ranked = sorted(work, key=lambda r: work[r])
+    ranked = sorted(work, key=work.get)
     return ranked[(len(ranked) - 1) // 2]
 
 
 def _framework(step: Step, done: list, no_straggler: bool, extra_ns: dict | None = None):
-    """Per rank: (segment starts, wait spans, step end, start, CPU spans) and each tensor's
-    submission per rank. ``extra_ns``: per rank, how much longer the engine works during its CPU
-    work than in the run; on a CPU backend the engine shares the cores and the interpreter with the
-    training thread, so that work stretches by it (only the CPU work: a loader's wait or a sleep
-    outside the phases does not)."""
+    """Per rank (segment starts, wait spans, step end, start, CPU spans), and each tensor's submission
+    per rank. ``extra_ns``: per rank, how much longer its CPU work takes than in the run."""
     m = _median_rank(step) if no_straggler else None
     t0 = step.t0[m] if m is not None else None
     chains: dict = {}
@@ -108,10 +95,8 @@ def _framework(step: Step, done: list, no_straggler: bool, extra_ns: dict | None
         for k, gap in enumerate(c.gaps):
             _spans(c, k, seg[-1], g, cpu)
             a = seg[-1] + gap + g * c.cpu_ns(k)
-            need = [done[i] for i in c.waits_for[k]]
-            b = max([a, *need])
-            waits.append((a, b))
-            seg.append(b)
+            waits.append((a, max([a, *(done[i] for i in c.waits_for[k])])))
+            seg.append(waits[-1][1])
         _spans(c, len(c.gaps), seg[-1], g, cpu)
         end = seg[-1] + c.tail_ns + g * c.cpu_ns(len(c.gaps))
         late = [done[i] for i, t in enumerate(step.tensors) if t.wait.get(src, -1) < 0]
@@ -134,8 +119,7 @@ def _spans(c, k: int, at: float, g: float, out: list) -> None:
 
 
 def _overlap(spans: list, runs: list) -> float:
-    """Total time the ``runs`` [(start, end)] overlap the ``spans`` [(start, end)]; a run given as
-    (start, end, weight) counts ``weight`` per ns of overlap."""
+    """Total time the ``runs`` [(start, end[, weight per ns])] overlap the ``spans`` [(start, end)]."""
     if not spans or not runs:
         return 0.0
     a, r = np.asarray(spans, dtype=float), np.asarray(runs, dtype=float)
@@ -150,24 +134,23 @@ def measured_done(step: Step) -> list:
     return [float(max(t.done_ns[r] + step.t0[r] for r in t.done_ns)) for t in step.tensors]
 
 
+def measured_chains(step: Step):
+    """The step's chains and submissions with each tensor done when the run measured it."""
+    return _framework(step, measured_done(step), False)
+
+
 def _idle_from(step: Step, chains: dict) -> dict:
-    """Per rank: where its engine's idle spell before the step's first submission began (its
-    last collective of the step before: the step's start less the compute after its last wait,
-    taken from this step's own)."""
+    """Per rank: where its engine's idle spell before the step began (the step's start less this
+    step's compute after its last wait)."""
     return {r: ch[3] - step.chains[r].tail_ns for r, ch in chains.items()}
 
 
 def _execute(model, s, step, submit, spans=None, idle_from=None):
-    """Plan and run the step's collectives: (done per tensor, [(start, end, batch)], the ones that
-    take the training thread's cores (not on a GPU backend) as [(start, end, share)]); ``spans``:
-    the ranks' CPU work (per rank, an array of spans), which slows the collectives (contention);
-    ``idle_from``: per rank, where its rounds' idle schedule starts (default: its first submission).
-    ``share``: the part of a collective's time that is its own work, the rest being the contention
-    (the CPU the training thread had meanwhile): only that part takes time from the training."""
+    """Plan and run the step's collectives: (done per tensor, [(start, end, batch)], the CPU-backend
+    ones as [(start, end, share of their time that is their own work, not contention)]).
+    ``spans``: the ranks' CPU work, which slows them; ``idle_from``: where each rank's rounds start."""
     thr = model.fusion_threshold if s.fusion_threshold is None else s.fusion_threshold
     cyc = (model.cycle_time_ms if s.cycle_time_ms is None else s.cycle_time_ms) * 1e6
-    cached = [i for i, t in enumerate(step.tensors) if t.cached]
-    plain = [i for i, t in enumerate(step.tensors) if not t.cached]
     lat_c = model.latency_ns.get("coordinator", 0.0) * s.latency_scale
     lat_r = model.latency_ns.get("rounds", 0.0) * s.latency_scale
     tick = model.tick_ns * s.latency_scale
@@ -190,6 +173,8 @@ def _execute(model, s, step, submit, spans=None, idle_from=None):
             done[i] = free + seen
         return free
 
+    cached = [i for i, t in enumerate(step.tensors) if t.cached]
+    plain = [i for i, t in enumerate(step.tensors) if not t.cached]
     for d, b in policy.coordinator(plain, step.tensors, submit, thr, cyc, tick):
         run(d + lat_c, b)
     # the rounds' latency is the engine's; the framework sees a cached op's end lat_r later
@@ -199,18 +184,15 @@ def _execute(model, s, step, submit, spans=None, idle_from=None):
 
 
 def _reference_overlap(model: Model, step: Step) -> tuple[dict, dict]:
-    """Per rank: the collective time during its CPU work when the run is replayed with its own
-    settings and its measured compute (which already carries the run's own contention), and how
-    crowded its CPU work was (:func:`_crowding`)."""
-    done = measured_done(step)
-    chains, submit = _framework(step, done, False)
+    """Per rank: the collective time during its CPU work replayed with the run's own settings and
+    measured compute (which carries the run's contention), and how crowded its CPU work was."""
+    chains, submit = measured_chains(step)
     runs = _execute(model, Settings(), step, submit, _span_arrays(chains), _idle_from(step, chains))[2]
     return {r: _overlap(ch[4], runs) for r, ch in chains.items()}, _crowding(model, chains)
 
 
 def _crowding(model: Model, chains: dict) -> dict:
-    """Per rank: how many ranks that share its CPUs (itself included) do CPU work, on average,
-    while it does."""
+    """Per rank: how many ranks sharing its CPUs (itself included) compute, on average, while it does."""
     out = {}
     for r, ch in chains.items():
         own = sum(b - a for a, b in ch[4])
@@ -222,8 +204,7 @@ def _crowding(model: Model, chains: dict) -> dict:
 
 
 def _slowdown(model: Model, r: int, crowd: float) -> float:
-    """How much slower rank ``r``'s CPU work runs with ``crowd`` ranks computing at once on the CPUs
-    it shares with them (1 while they fit; unknown CPUs: 1)."""
+    """How much slower rank ``r``'s CPU work runs with ``crowd`` ranks computing on its CPUs (1: they fit)."""
     n = model.cores.get(r, (None, 0))[1]
     return max(1.0, crowd / n) if n else 1.0
 
@@ -280,9 +261,8 @@ def fit_model(tables, steps: list) -> Model:
 
 
 def _cores(tables) -> dict:
-    """Per rank: (its group: the ranks of its host that may run on the same CPUs, their number).
-    From each rank's ``cpu_set`` where every rank recorded one (ranks bound to cores crowd only
-    the ranks on theirs); else the run's ``cpus`` shared by each host's ranks; else {}."""
+    """Per rank: (its group of ranks that may share its CPUs, how many CPUs), from every rank's ``cpu_set``,
+    else the run's ``cpus`` per host; {} when unknown."""
     ranks = tables.ranks
     if not len(ranks):
         return {}
@@ -299,22 +279,17 @@ def _measured_busy(steps: list) -> dict:
     """Per measured response: the share of ranks doing CPU work while it ran."""
     out = {}
     for step in steps:
-        done = measured_done(step)
-        spans = _span_arrays(_framework(step, done, False)[0])
+        spans = _span_arrays(measured_chains(step)[0])
         for resp, _, _, _, start, cost in step.responses:
             out[resp] = _busy_share(spans, start, start + cost)
     return out
 
 
 def _fit_tick(model: Model, steps: list) -> float:
-    """The coordinator's tick that makes the replay plan as many of its responses as the run did, with
-    the measured submissions (a loaded engine thread plans less often than its cycle, so it
-    fuses more than an idle one would), by bisection on a log scale; 0 when none is needed."""
+    """The coordinator's tick (bisected on a log scale; 0 if none is needed) that plans as many responses
+    as the run did: a loaded engine thread plans less often than its cycle, so it fuses more."""
     measured = sum(1 for s in steps for r in s.responses if r[0] < CACHED_ID_BASE)
-    inputs = []
-    for step in steps:
-        done = measured_done(step)
-        inputs.append((step, _framework(step, done, False)[1]))
+    inputs = [(step, measured_chains(step)[1]) for step in steps]
 
     def count(tick: float) -> int:
         m = replace(model, tick_ns=tick)
@@ -333,14 +308,11 @@ def _fit_tick(model: Model, steps: list) -> float:
 
 
 def _round_latency(steps: list) -> float:
-    """How long a bit round takes to complete after its last post, from the run: a cached response
-    that did not queue behind another starts after every rank's next post after its last tensor's
-    submission plus the round; the low end of those delays (ROUND_QUANTILE) is a rank that posted at
-    once. 0 when no response qualifies."""
+    """How long a bit round completes after its last post (0: unknown): the low end of the delays of the
+    cached responses that did not queue, from their last tensor's submission (a rank posting at once)."""
     out = []
     for step in steps:
-        done = measured_done(step)
-        sub = _framework(step, done, False)[1]
+        sub = measured_chains(step)[1]
         last: dict = {}
         for i, t in enumerate(step.tensors):
             last[t.response] = max(last.get(t.response, float("-inf")), max(sub[i].values()))
@@ -353,11 +325,8 @@ def _round_latency(steps: list) -> float:
 
 
 def _fit_latency(model: Model, steps: list) -> dict:
-    """Per path, the latency that makes the replay's mean step time the measured one, by bisection
-    (the step time only grows with it; 0 when the replay is already slower without it): the
-    coordinator's dispatch (negotiation, response delivery) on the steps most of whose tensors
-    went through it, then the framework's wake-up after a cached op on the others (a path with no
-    steps of its own takes the other's figure)."""
+    """Per path (the coordinator's dispatch, the framework's wake-up after a cached op), the latency that
+    makes the replay's mean step time the measured one on the steps mostly on that path, by bisection."""
     groups = {"coordinator": [s for s in steps if 2 * sum(t.cached for t in s.tensors) < len(s.tensors)]}
     groups["rounds"] = [s for s in steps if s not in groups["coordinator"]]
     lat = {"coordinator": 0.0, "rounds": 0.0}
