@@ -1,16 +1,12 @@
-"""Rebuild, per step and rank, what the replay needs from a loaded run's tables.
+"""Rebuild, per step and rank, the framework chain the replay needs from a loaded run's tables.
 
-A rank's step is a chain on its framework thread: compute, a SYNCHRONIZE wait, compute, another
-wait, ..., compute to the step's end. Everything the framework does (each tensor's submission, each
-wait's start, each phase span, the step's end) is placed as (segment, offset): the segment is the
-number of waits that ended before it, the offset is the time since the last of them ended (or the
-step began). The replay keeps those offsets, which are compute, and recomputes the waits.
-
-Steps are the STEP spans every rank has. A trace without them (a Horovod timeline) gets one step
-per occurrence of its tensors, from the first submission to the last completion, with no waits.
+A chain is compute, a SYNCHRONIZE wait, compute, ...; everything on it is placed as (segment: the waits
+ended before it, offset since the last one ended), so the replay keeps the compute and redoes the waits.
+Steps are the STEP spans every rank has, else (a Horovod timeline) one per occurrence of the tensors.
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -35,7 +31,6 @@ class Tensor:
     response: int = -1           # the measured response it ran in
     backend: str = ""
     wait: dict = field(default_factory=dict)   # rank -> index of the wait that consumed it (-1: none)
-    start_ns: int = 0            # measured: when its response started on the last rank (common axis)
 
 
 @dataclass
@@ -81,8 +76,7 @@ def rebuild(tables) -> list[Step]:
     ranks = sorted(int(r) for r in ops["rank"].unique()) if len(ops) else []
     if not ranks:
         return []
-    steps = _step_windows(ev, ops, ranks)
-    has_steps = bool(((ev["name"] == V.STEP) & (ev["ph"] == "X")).any())
+    st = ev[(ev["name"] == V.STEP) & (ev["ph"] == "X")]
     by_rank = {r: _Sorted(ops[ops["rank"] == r], "submit_ns") for r in ranks}
     sy = ev[(ev["name"] == V.SYNCHRONIZE) & (ev["ph"] == "X")]
     ph = ev[(ev["cat"] == "phase") & (ev["ph"] == "X")]
@@ -90,12 +84,9 @@ def rebuild(tables) -> list[Step]:
     phases = {r: _Sorted(ph[ph["rank"] == r], "t_ns") for r in ranks}
     fo = tables.fused_ops
     backends = {int(r): str(b) for r, b in zip(fo["response"], fo["backend"]) if isinstance(b, str)}
-    out = []
-    for s, windows in steps:
-        built = _build_step(s, windows, by_rank, syncs, phases, fo, backends, has_steps)
-        if built is not None:
-            out.append(built)
-    return out
+    built = (_build_step(s, w, by_rank, syncs, phases, fo, backends, bool(len(st)))
+             for s, w in _step_windows(st, ops, ranks))
+    return [b for b in built if b is not None]
 
 
 class _Sorted:
@@ -110,9 +101,8 @@ class _Sorted:
         return self.df.iloc[int(self.t.searchsorted(a, "left")):int(self.t.searchsorted(b, "left"))]
 
 
-def _step_windows(ev, ops, ranks):
-    """[(step, {rank: (t0, t1)})] for the STEP spans every rank has, else one per occurrence."""
-    st = ev[(ev["name"] == V.STEP) & (ev["ph"] == "X")]
+def _step_windows(st, ops, ranks):
+    """[(step, {rank: (t0, t1)})] for the STEP spans ``st`` every rank has, else one per occurrence."""
     out = []
     if len(st):
         for s, g in st.groupby("step"):
@@ -120,11 +110,9 @@ def _step_windows(ev, ops, ranks):
             if set(win) >= set(ranks):
                 out.append((int(s), win))
         return out
-    done = ops.dropna(subset=["done_ns"])
-    for occ, g in done.groupby("occurrence"):
-        win = {}
-        for r, rg in g.groupby("rank"):
-            win[int(r)] = (int(rg["submit_ns"].min()), int(rg["done_ns"].max()))
+    for occ, g in ops.dropna(subset=["done_ns"]).groupby("occurrence"):
+        w = g.groupby("rank").agg(a=("submit_ns", "min"), b=("done_ns", "max"))
+        win = {int(r): (int(a), int(b)) for r, a, b in zip(w.index, w["a"], w["b"])}
         if set(win) >= set(ranks):
             out.append((int(occ), win))
     return out
@@ -159,16 +147,13 @@ def _build_step(s, windows, by_rank, syncs, phases, fused, backends, has_steps):
                                           resp >= CACHED_ID_BASE, {}, {}, resp)
             t.submit[r] = _place(sub, ends)
             t.done_ns[r] = done
-            if pd.notna(row.start_ns):
-                t.start_ns = max(t.start_ns, int(row.start_ns))
             t.wait[r] = _wait_index(str(row.tensor), sub, done, starts, ends, sync_names)
-        gaps = [starts[i] - (ends[i - 1] if i else 0) for i in range(len(starts))]
+        gaps = [st - prev for st, prev in zip(starts, [0, *ends])]
         ph = phases[r].between(a, b)
         placed = [(str(n), *_place(int(t) - a, ends), int(d)) for n, t, d in zip(ph["name"], ph["t_ns"], ph["dur_ns"])]
-        # without STEP spans the step is its collectives: it ends when the last one does
-        tail = (b - a) - (ends[-1] if ends else 0) if has_steps else 0
-        chains[r] = Chain(gaps, waits_for, tail, placed,
-                          _cpu_work(ph, a, starts, ends, tail + (ends[-1] if ends else 0)))
+        last = ends[-1] if ends else 0
+        tail = (b - a) - last if has_steps else 0   # without STEP spans the step ends with its last collective
+        chains[r] = Chain(gaps, waits_for, tail, placed, _cpu_work(ph, a, starts, ends, tail + last))
     for t in tensors.values():   # (constant over the replay's iterations)
         t.submit = {r: (k, off, chains[r].cpu_before(k, off)) for r, (k, off) in t.submit.items()}
     full = [t for t in tensors.values() if set(t.submit) == set(windows)]
@@ -184,9 +169,8 @@ def _build_step(s, windows, by_rank, syncs, phases, fused, backends, has_steps):
 
 
 def _cpu_work(ph, a: int, starts: list, ends: list, end: int) -> list | None:
-    """Per segment, the offsets of the rank's CPU work: from its first FORWARD/BACKWARD to the
-    last one's end, and OPTIMIZER_STEP, less DATA_WAIT (a loader) and anything outside them (the
-    straggler's sleep, a framework idle between steps). None when the rank recorded no phases."""
+    """Per segment, the offsets of the rank's CPU work: first FORWARD/BACKWARD to the last one's end, and
+    OPTIMIZER_STEP, less DATA_WAIT (a straggler's sleep is outside them). None: no phases recorded."""
     spans = {n: [(int(t) - a, int(t) + int(d) - a) for t, d in zip(g["t_ns"], g["dur_ns"])]
              for n, g in ph.groupby("name")} if len(ph) else {}
     fb = spans.get(V.FORWARD, []) + spans.get(V.BACKWARD, [])
@@ -194,13 +178,8 @@ def _cpu_work(ph, a: int, starts: list, ends: list, end: int) -> list | None:
         return None
     busy = [(min(x for x, _ in fb), max(y for _, y in fb)), *spans.get(V.OPTIMIZER_STEP, [])]
     idle = spans.get(V.DATA_WAIT, [])
-    bounds = [(ends[k - 1] if k else 0, starts[k]) for k in range(len(starts))]
-    bounds.append((ends[-1] if ends else 0, end))
-    out = []
-    for lo, hi in bounds:
-        cut = _subtract(_clip(busy, lo, hi), _clip(idle, lo, hi))
-        out.append([(x - lo, y - lo) for x, y in cut])
-    return out
+    return [[(x - lo, y - lo) for x, y in _subtract(_clip(busy, lo, hi), _clip(idle, lo, hi))]
+            for lo, hi in zip([0, *ends], [*starts, end])]
 
 
 def _clip(spans, lo, hi):
@@ -232,15 +211,13 @@ def _subtract(spans, holes):
 
 def _place(t: int, ends: list) -> tuple[int, int]:
     """(segment, offset) of a time on a rank's chain (``ends``: the waits' ends, ascending)."""
-    k = 0
-    while k < len(ends) and ends[k] <= t:
-        k += 1
+    k = bisect.bisect_right(ends, t)
     return k, t - (ends[k - 1] if k else 0)
 
 
 def _wait_index(name, sub, done, starts, ends, names) -> int:
-    """The wait that consumed this op: its own SYNCHRONIZE span, else the first wait that ended
-    at or after the op finished (the framework checked it there), else -1 (the step's end)."""
+    """The wait that consumed this op: its own SYNCHRONIZE span, else the first wait that ended after it
+    finished (the framework checked it there), else -1 (the step's end)."""
     for i, (s, n) in enumerate(zip(starts, names)):
         if n == name and s >= sub:
             return i
@@ -251,8 +228,8 @@ def _wait_index(name, sub, done, starts, ends, names) -> int:
 
 
 def _responses(fused, windows):
-    """Measured responses of the step: cost = the shortest rank's FUSED_RESPONSE (the rank that
-    started last did not wait for the others), start = the last rank's start."""
+    """Measured responses of the step: cost = the shortest rank's FUSED_RESPONSE (the last to start
+    waited for no one), start = the last rank's start."""
     out = []
     lo = min(a for a, _ in windows.values())
     hi = max(b for _, b in windows.values())
