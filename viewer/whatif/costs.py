@@ -1,21 +1,9 @@
-"""A fused response's cost from the run's own collectives: time = fixed + per_byte * bytes, per backend and op.
+"""A fused response's cost, per backend and op: (fixed + per_byte * bytes) * (1 + kappa * busy).
 
-A collective's cost is the median of its FUSED_RESPONSE spans over the ranks (memcpy into and out
-of the fusion buffer included, as the runtime does it). This is not the run's α-β fit
-(``run.alpha_beta()``: the wire alone, on the fastest op of each size), and is never shown under
-its names: fitting the replay on that fit instead, with only the memcpy per byte and the
-contention on top, made the baseline's error per step grow (docs/WHATIF.md).
-
-The fit minimises the absolute relative error (reweighted least squares), so the many small
-collectives weigh as much as the few large ones and one collective slowed by a busy core does not
-drag the line; its error is reported as the median and the worst relative error over the
-collectives it was fitted to.
-
-Contention: on a CPU backend the collectives share the cores with the ranks' compute, so a
-collective that ran while the ranks computed took longer than one that ran while they waited. Given
-the share of ranks doing CPU work during each collective (``busy``, from the replay's rebuild), the
-fit also finds kappa in time = (fixed + per_byte * bytes) * (1 + kappa * busy), the value of a small grid
-with the least median error (0 where contention does not explain the spread, as on a GPU backend).
+Fitted on the median FUSED_RESPONSE span of each collective (memcpy included), not on the run's α-β
+(the wire alone: fitting on it made the baseline worse, docs/WHATIF.md). Least absolute relative error,
+so small collectives weigh as much as large ones; kappa (contention with the ranks' CPU work, ``busy``
+the share of ranks computing meanwhile) is the value of a small grid with the least median error.
 """
 from __future__ import annotations
 
@@ -63,8 +51,7 @@ def collectives(fused) -> list[tuple[int, str, str, int, int]]:
 
 
 def fit(fused, busy: dict | None = None) -> dict[tuple[str, str], Fit]:
-    """One fit per (backend, op) seen; ``busy``: response -> share of ranks computing during it
-    (absent: 0), which lets the fit find the contention."""
+    """One fit per (backend, op) seen; ``busy``: response -> share of ranks computing during it."""
     rows: dict = {}
     for resp, b, o, n, c in collectives(fused):
         rows.setdefault((b, o), []).append((n, c, (busy or {}).get(resp, 0.0)))
@@ -72,22 +59,19 @@ def fit(fused, busy: dict | None = None) -> dict[tuple[str, str], Fit]:
 
 
 def _fit_contended(key, pts) -> Fit:
-    u = np.array([p[2] for p in pts], dtype=float)
+    x, y, u = (np.array(col, dtype=float) for col in zip(*pts))
     best = None
     for kappa in KAPPAS if u.any() else (0.0,):
         scale = 1.0 + kappa * u
-        f = _fit_one(key, [(n, c / k) for (n, c, _), k in zip(pts, scale)])
-        err = np.abs((f.fixed_ns + f.ns_per_byte * np.array([p[0] for p in pts])) * scale
-                     - np.array([p[1] for p in pts])) / np.array([p[1] for p in pts])
+        f = _fit_one(key, x, y / scale)
+        err = np.abs((f.fixed_ns + f.ns_per_byte * x) * scale - y) / y
         f.contention, f.median_err, f.worst_err = kappa, float(np.median(err)), float(err.max())
         if best is None or f.median_err < best.median_err - 1e-9:
             best = f
     return best
 
 
-def _fit_one(key, pts) -> Fit:
-    x = np.array([p[0] for p in pts], dtype=float)
-    y = np.array([p[1] for p in pts], dtype=float)
+def _fit_one(key, x, y) -> Fit:
     fixed, per_byte = float(np.median(y)), 0.0
     if len(np.unique(x)) > 1:
         w = 1.0 / y   # relative error; reweighted towards its least absolute value (robust)
@@ -99,12 +83,11 @@ def _fit_one(key, pts) -> Fit:
         if per_byte < 0 or fixed < 0:   # noise on a latency-bound run: no credible per-byte term
             fixed, per_byte = (float(np.median(y)), 0.0) if per_byte < 0 else (0.0, float(np.median(y / x)))
     err = np.abs(fixed + per_byte * x - y) / y
-    return Fit(key[0], key[1], float(fixed), float(per_byte), len(pts), float(np.median(err)), float(err.max()))
+    return Fit(key[0], key[1], float(fixed), float(per_byte), len(x), float(np.median(err)), float(err.max()))
 
 
 def ring_extrapolate(f: Fit, size: int, ranks: int) -> Fit:
-    """The fit for ``ranks`` ranks from one at ``size``, by the ring allreduce's cost model:
-    2(p-1) steps of latency and 2(p-1)/p of the bytes over each link."""
+    """The fit at ``ranks`` ranks from one at ``size``, by the ring's 2(p-1) latencies and 2(p-1)/p bytes a link."""
     if size < 2 or ranks == size:
         return f
     a_step = f.fixed_ns / (2 * (size - 1))
