@@ -1,15 +1,5 @@
-"""The coordinator's policy, replayed: when ready tensors are planned and how they are fused.
-
-Two paths, as in the runtime:
-- the coordinator's (a tensor not in the response cache): it gathers what every rank has submitted
-  and sends it once :func:`tracer.fusion_rules.flush_due` says so;
-- the response cache's bit rounds (:func:`rounds`): every rank posts a round each cycle, or at
-  once when new work arrives, or right after a round that left its own tensors waiting; a round
-  decides the cached tensors every rank had submitted when it posted, so a tensor waits for every
-  rank's next post after its submission.
-Both plan with :func:`tracer.fusion_rules.by_priority` and :func:`tracer.fusion_rules.fuse`, the
-runtime's own rules. Times are ns on the run's common axis.
-"""
+"""The runtime's two planning paths, replayed: the coordinator's (:func:`coordinator`) and the response
+cache's bit rounds (:func:`rounds`), both with :mod:`tracer.fusion_rules`. Times: ns, the common axis."""
 from __future__ import annotations
 
 import heapq
@@ -41,9 +31,8 @@ def _up(t: float, origin: float, tick: float) -> float:
 
 
 def coordinator(idx, tensors, submit, threshold, cycle_ns, tick_ns=0.0) -> list[tuple[float, list]]:
-    """[(decision time, batch)] for the tensors ``idx`` (``submit[i]``: {rank: time}). The
-    coordinator looks at its requests once per engine tick (``tick_ns``: how often the loaded
-    engine thread gets to run, fitted on the run)."""
+    """[(decision time, batch)] for the tensors ``idx`` (``submit[i]``: {rank: time}), which the coordinator
+    sends once ``flush_due``, looking once per engine tick (``tick_ns``, fitted on the run)."""
     if not idx:
         return []
     ready = {i: max(submit[i].values()) for i in idx}
@@ -74,17 +63,11 @@ def coordinator(idx, tensors, submit, threshold, cycle_ns, tick_ns=0.0) -> list[
 
 
 def rounds(idx, tensors, submit, starts, threshold, cycle_ns, round_ns, run) -> None:
-    """Replay the response cache's bit rounds for the cached tensors ``idx`` as the engine runs
-    them (collectives.bit_rounds, collectives.engine). Each rank posts a round on its own
-    schedule: the first at ``starts[r]`` (the end of its idle spell), the next ``gap`` after its
-    last post, or at once when new work arrives after it (``BitRounds.wake``: the gap is a cycle
-    again), never before the round in flight has completed and the collectives it decided have run
-    (the engine thread runs them); right after a round that left some of its own tensors waiting
-    for another rank's (``BitRounds.retry``), unless its last post was such a one. While every
-    rank was idle at a round the gap doubles, up to
-    IDLE_CYCLES cycles. A round completes ``round_ns`` after its last post and decides the tensors
-    every rank had submitted when it posted; they are planned with the runtime's rules and run at
-    once, one after another, through ``run(time, batch)`` (-> the engine's free time after it)."""
+    """Replay the bit rounds (collectives.bit_rounds) for the cached tensors ``idx``: each rank posts at
+    ``starts[r]``, then a gap after its last post (doubled after all-idle rounds up to IDLE_CYCLES), at once
+    on new work (``wake``) or once after a round that left its own tensors waiting (``retry``), never
+    before the last round's collectives ran. A round completes ``round_ns`` after its last post, deciding
+    what every rank had submitted by its post: run through ``run(time, batch)`` -> the engine's free time."""
     if not idx:
         return
     ranks = sorted(submit[idx[0]])
