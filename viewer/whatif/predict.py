@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import statistics
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -21,8 +22,7 @@ class ModelError(ValueError):
 
 
 def fit(run: Run) -> Model:
-    """Rebuild the run's steps from its tables and fit the model; :class:`ModelError` when there are
-    none. The run's measured step time and α/β are its headline's, not the replay's own."""
+    """The model fitted on the run's rebuilt steps (:class:`ModelError`: none); its headline beside it."""
     tables = run.tables
     steps = rebuild.rebuild(tables)
     if not steps:
@@ -38,11 +38,8 @@ def fit(run: Run) -> Model:
 
 
 def predict(run_or_model: Run | Model, settings: Settings, steps: list[int] | None = None) -> dict:
-    """Measured, baseline (the run's own settings) and predicted step time per step and overall
-    (ms), the model's fit, and the predicted and measured timelines (``timeline``: DataFrame).
-    Overall: the measured step is the run's headline (per step the mean over ranks, the median
-    over steps, every step the run measured); the baseline and the prediction are the median over
-    the replayed steps of theirs, each step's the mean over ranks."""
+    """Measured (the run's headline), baseline (the run's own settings) and predicted step times (ms) per
+    step and overall (the median over the replayed steps), the fits, and the ``timeline`` DataFrame."""
     model = run_or_model if isinstance(run_or_model, Model) else fit(run_or_model)
     chosen = [s for s in model.steps if steps is None or s.step in steps]
     base = [replay.replay_step(model, Settings(), s) for s in chosen]
@@ -54,7 +51,7 @@ def predict(run_or_model: Run | Model, settings: Settings, steps: list[int] | No
         "baseline_step_ms": statistics.median(r["baseline_ms"] for r in rows),
         "predicted_step_ms": statistics.median(r["predicted_ms"] for r in rows),
         "baseline_error_pct": 100 * max(abs(r["baseline_ms"] - r["measured_ms"]) / r["measured_ms"] for r in rows),
-        "steps": rows, "settings": effective(model, settings),
+        "steps": rows, "settings": asdict(model.effective(settings)),
         "run_settings": {"fusion_threshold": model.fusion_threshold, "cycle_time_ms": model.cycle_time_ms,
                          "ranks": model.size, "assumed": list(model.assumed)},
         "fits": [f.row() for f in model.fits.values()],
@@ -68,33 +65,18 @@ def predict(run_or_model: Run | Model, settings: Settings, steps: list[int] | No
 
 
 def step_ms(model: Model, settings: Settings) -> float:
-    """The predicted step time (ms) alone, as :func:`predict` gives it (the median over the replayed
-    steps), without the baseline and timelines: what a search needs."""
+    """The predicted step time (ms) alone, as :func:`predict` gives it: what a search needs."""
     return statistics.median(replay.replay_step(model, settings, s)["predicted_ns"] / 1e6 for s in model.steps)
 
 
-def effective(model: Model, s: Settings) -> dict:
-    return {"fusion_threshold": model.fusion_threshold if s.fusion_threshold is None else s.fusion_threshold,
-            "cycle_time_ms": model.cycle_time_ms if s.cycle_time_ms is None else s.cycle_time_ms,
-            "no_straggler": s.no_straggler, "bandwidth_scale": s.bandwidth_scale,
-            "latency_scale": s.latency_scale, "ranks": s.ranks or model.size}
-
-
 def timeline(model: Model, settings: Settings, step, result: dict):
-    """One step, predicted and measured, as rows ``source, rank, lane, name, start_ms, end_ms``
-    (ms since the step's earliest start): compute, waits and phases on the rank's lane,
-    collectives on a "comm" lane per rank (they run on every rank at once)."""
+    """One step, predicted and measured, as rows ``source, rank, lane, name, start_ms, end_ms`` (ms since
+    the step's earliest start); collectives on a "comm" lane per rank (they run on every rank at once)."""
     origin = min(step.t0.values())
-    rows = _rows("predicted", step, result, origin)
-    measured = _measured(step)
-    rows += _rows("measured", step, measured, origin)
+    measured = {"chains": replay.measured_chains(step)[0],
+                "runs": [(float(st), float(st + cost), []) for _, _, _, _, st, cost in step.responses]}
+    rows = _rows("predicted", step, result, origin) + _rows("measured", step, measured, origin)
     return pd.DataFrame(rows, columns=["source", "rank", "lane", "name", "start_ms", "end_ms"])
-
-
-def _measured(step) -> dict:
-    chains, _ = replay.measured_chains(step)
-    runs: list = [(float(st), float(st + cost), []) for _, _, _, _, st, cost in step.responses]
-    return {"chains": chains, "runs": runs}
 
 
 def _rows(source, step, result, origin):

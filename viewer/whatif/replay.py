@@ -48,6 +48,12 @@ class Model:
     assumed: tuple = ()         # settings the trace does not record (defaults assumed)
     headline: dict = field(default_factory=dict)   # the run's headline figures shown beside the replay's
 
+    def effective(self, s: Settings) -> Settings:
+        """``s`` with the run's own settings where it keeps them."""
+        return replace(s, fusion_threshold=self.fusion_threshold if s.fusion_threshold is None else s.fusion_threshold,
+                       cycle_time_ms=self.cycle_time_ms if s.cycle_time_ms is None else s.cycle_time_ms,
+                       ranks=s.ranks or self.size)
+
 
 def cost_of(model: Model, s: Settings, backend: str, op: str, nbytes: int, busy: float = 0.0) -> float:
     f = model.fits.get((backend, op)) or next((v for k, v in model.fits.items() if k[1] == op), None)
@@ -149,8 +155,8 @@ def _execute(model, s, step, submit, spans=None, idle_from=None):
     """Plan and run the step's collectives: (done per tensor, [(start, end, batch)], the CPU-backend
     ones as [(start, end, share of their time that is their own work, not contention)]).
     ``spans``: the ranks' CPU work, which slows them; ``idle_from``: where each rank's rounds start."""
-    thr = model.fusion_threshold if s.fusion_threshold is None else s.fusion_threshold
-    cyc = (model.cycle_time_ms if s.cycle_time_ms is None else s.cycle_time_ms) * 1e6
+    eff = model.effective(s)
+    thr, cyc = eff.fusion_threshold, eff.cycle_time_ms * 1e6
     lat_c = model.latency_ns.get("coordinator", 0.0) * s.latency_scale
     lat_r = model.latency_ns.get("rounds", 0.0) * s.latency_scale
     tick = model.tick_ns * s.latency_scale

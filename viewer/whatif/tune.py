@@ -15,24 +15,15 @@ KEEP_PCT = 1.0   # a setting must beat the run's own by more than this (or the m
 
 def grid(model: Model, thresholds=THRESHOLDS, cycles=CYCLES_MS) -> list[dict]:
     """Predicted mean step time (ms) of each (threshold, cycle), the run's own settings included."""
-    thr = sorted(set(thresholds) | {model.fusion_threshold})
-    cyc = sorted(set(cycles) | {model.cycle_time_ms})
-    out = []
-    for t in thr:
-        for c in cyc:
-            out.append({"fusion_threshold": t, "cycle_time_ms": c,
-                        "predicted_step_ms": step_ms(model, Settings(fusion_threshold=t, cycle_time_ms=c))})
-    return out
+    return [{"fusion_threshold": t, "cycle_time_ms": c,
+             "predicted_step_ms": step_ms(model, Settings(fusion_threshold=t, cycle_time_ms=c))}
+            for t in sorted(set(thresholds) | {model.fusion_threshold})
+            for c in sorted(set(cycles) | {model.cycle_time_ms})]
 
 
 def tune(model: Model) -> dict:
-    """The best setting of the grid, and how sure the model is of it.
-
-    The model's error is its median per-step error on the run itself (the baseline against the
-    measured steps). The run's own settings are kept unless another is predicted faster by more
-    than that error (at least KEEP_PCT): a smaller gain is inside what the model cannot resolve.
-    The confidence compares the best's lead over the runner-up (the fastest setting predicted
-    otherwise than the best) with that error: high when the lead is more than twice the error, low when under it."""
+    """The best setting of the grid, and how sure the model is of it (its lead over the runner-up against
+    the model's median per-step error on the run). The run's own is kept unless beaten by that error."""
     rows = grid(model)
     own = next(r for r in rows if r["fusion_threshold"] == model.fusion_threshold
                and r["cycle_time_ms"] == model.cycle_time_ms)
@@ -59,9 +50,7 @@ def tune(model: Model) -> dict:
 
 def apply_lines(best: dict) -> dict:
     """The command-line flags and environment variables that apply a setting."""
-    mb = best["fusion_threshold"] / MIB
-    mb_s = f"{mb:g}"
-    c = f"{best['cycle_time_ms']:g}"
-    return {"ringscope_run": f"ringscope run --fusion-threshold-mb {mb_s} --cycle-time-ms {c}",
+    mb, c = f"{best['fusion_threshold'] / MIB:g}", f"{best['cycle_time_ms']:g}"
+    return {"ringscope_run": f"ringscope run --fusion-threshold-mb {mb} --cycle-time-ms {c}",
             "env": f"RINGSCOPE_FUSION_THRESHOLD={best['fusion_threshold']} RINGSCOPE_CYCLE_TIME={c}",
             "horovod_env": f"HOROVOD_FUSION_THRESHOLD={best['fusion_threshold']} HOROVOD_CYCLE_TIME={c}"}
