@@ -37,11 +37,11 @@ def fit(run: Run) -> Model:
     return model
 
 
-def predict(run_or_model: Run | Model, settings: Settings, steps: list[int] | None = None) -> dict:
+def predict(run_or_model: Run | Model, settings: Settings) -> dict:
     """Measured (the run's headline), baseline (the run's own settings) and predicted step times (ms) per
     step and overall (the median over the replayed steps), the fits, and the ``timeline`` DataFrame."""
     model = run_or_model if isinstance(run_or_model, Model) else fit(run_or_model)
-    chosen = [s for s in model.steps if steps is None or s.step in steps]
+    chosen = model.steps
     base = [replay.replay_step(model, Settings(), s) for s in chosen]
     pred = [replay.replay_step(model, settings, s) for s in chosen]
     rows = [{"step": b["step"], "measured_ms": b["measured_ns"] / 1e6, "baseline_ms": b["predicted_ns"] / 1e6,

@@ -43,8 +43,7 @@ class Model:
     latency_ns: dict            # "coordinator" | "rounds" -> dispatch latency (ns)
     tick_ns: float = 0.0        # how often the coordinator got to plan (fitted): at least the cycle
     round_ns: float = 0.0       # a bit round's completion after its last post (measured)
-    cores: dict = field(default_factory=dict)   # rank -> (the ranks' group sharing its CPUs, how many);
-                                                # {}: unknown (no crowding modelled)
+    cores: dict = field(default_factory=dict)   # rank -> (its group sharing CPUs, how many CPUs); {}: unknown
     assumed: tuple = ()         # settings the trace does not record (defaults assumed)
     headline: dict = field(default_factory=dict)   # the run's headline figures shown beside the replay's
 
@@ -87,16 +86,15 @@ def _framework(step: Step, done: list, no_straggler: bool, extra_ns: dict | None
     """Per rank (segment starts, wait spans, step end, start, CPU spans), and each tensor's submission
     per rank. ``extra_ns``: per rank, how much longer its CPU work takes than in the run."""
     m = _median_rank(step) if no_straggler else None
-    t0 = step.t0[m] if m is not None else None
     chains: dict = {}
     submit: list[dict] = [{} for _ in step.tensors]
     for r in step.chains:
-        src = m if m is not None else r
+        src = r if m is None else m
         c = step.chains[src]
         work = sum(c.cpu_ns(k) for k in range(len(c.gaps) + 1))
         extra = (extra_ns or {}).get(r, 0.0)
         g = max(-1.0, extra / work) if work > 0 else 0.0   # stretch of each ns of CPU work
-        start = t0 if t0 is not None else step.t0[r]
+        start = step.t0[src]
         seg, waits, cpu = [start], [], []
         for k, gap in enumerate(c.gaps):
             _spans(c, k, seg[-1], g, cpu)
@@ -104,9 +102,8 @@ def _framework(step: Step, done: list, no_straggler: bool, extra_ns: dict | None
             waits.append((a, max([a, *(done[i] for i in c.waits_for[k])])))
             seg.append(waits[-1][1])
         _spans(c, len(c.gaps), seg[-1], g, cpu)
-        end = seg[-1] + c.tail_ns + g * c.cpu_ns(len(c.gaps))
-        late = [done[i] for i, t in enumerate(step.tensors) if t.wait.get(src, -1) < 0]
-        end = max([end, *late])
+        late = (done[i] for i, t in enumerate(step.tensors) if t.wait.get(src, -1) < 0)
+        end = max([seg[-1] + c.tail_ns + g * c.cpu_ns(len(c.gaps)), *late])
         chains[r] = (seg, waits, end, start, cpu)
         for i, t in enumerate(step.tensors):
             k, off, before = t.submit[src]
@@ -129,9 +126,7 @@ def _overlap(spans: list, runs: list) -> float:
     if not spans or not runs:
         return 0.0
     a, r = np.asarray(spans, dtype=float), np.asarray(runs, dtype=float)
-    lo = np.maximum(a[:, :1], r[:, 0])
-    hi = np.minimum(a[:, 1:], r[:, 1])
-    ov = np.clip(hi - lo, 0.0, None)
+    ov = np.clip(np.minimum(a[:, 1:], r[:, 1]) - np.maximum(a[:, :1], r[:, 0]), 0.0, None)
     return float((ov * r[:, 2]).sum() if r.shape[1] > 2 else ov.sum())
 
 
@@ -167,13 +162,12 @@ def _execute(model, s, step, submit, spans=None, idle_from=None):
         t0 = step.tensors[batch[0]]
         nbytes = sum(step.tensors[i].nbytes for i in batch)
         a = max(d, free)
-        busy = 0.0
+        on_cpu = t0.backend not in GPU_BACKENDS
         own = cost_of(model, s, t0.backend, t0.op, nbytes)
-        if spans is not None and t0.backend not in GPU_BACKENDS:
-            busy = _busy_share(spans, a, a + own)
+        busy = _busy_share(spans, a, a + own) if spans is not None and on_cpu else 0.0
         free = a + (cost_of(model, s, t0.backend, t0.op, nbytes, busy) if busy else own)
         runs.append((a, free, batch))
-        if t0.backend not in GPU_BACKENDS:
+        if on_cpu:
             cpu.append((a, free, own / (free - a) if free > a else 1.0))
         for i in batch:
             done[i] = free + seen
@@ -252,12 +246,10 @@ def fit_model(tables, steps: list) -> Model:
         t = tables.fused_ops["threshold"].dropna()
         thr = int(t.iloc[0]) if len(t) else None
     size = int(meta.get("size") or (len(steps[0].chains) if steps else 1))
+    cyc = meta.get("cycle_time_ms")
     model = Model(steps, costs.fit(tables.fused_ops, _measured_busy(steps)), size,
-                  int(thr) if thr is not None else 128 << 20,
-                  float(meta.get("cycle_time_ms") or 1.0), {},
-                  assumed=tuple(k for k, v in (("fusion_threshold", thr),
-                                               ("cycle_time_ms", meta.get("cycle_time_ms"))) if v is None))
-    model.cores = _cores(tables)
+                  128 << 20 if thr is None else int(thr), float(cyc or 1.0), {}, cores=_cores(tables),
+                  assumed=tuple(k for k, v in (("fusion_threshold", thr), ("cycle_time_ms", cyc)) if v is None))
     if steps:
         cal = steps[::-(-len(steps) // CALIBRATION_STEPS)]   # run-wide figures: a spread sample will do
         model.tick_ns = _fit_tick(model, cal)
