@@ -7,6 +7,7 @@ Steps are the STEP spans every rank has, else (a Horovod timeline) one per occur
 from __future__ import annotations
 
 import bisect
+import itertools
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -76,12 +77,11 @@ def rebuild(tables) -> list[Step]:
     ranks = sorted(int(r) for r in ops["rank"].unique()) if len(ops) else []
     if not ranks:
         return []
-    st = ev[(ev["name"] == V.STEP) & (ev["ph"] == "X")]
-    by_rank = {r: _Sorted(ops[ops["rank"] == r], "submit_ns") for r in ranks}
-    sy = ev[(ev["name"] == V.SYNCHRONIZE) & (ev["ph"] == "X")]
-    ph = ev[(ev["cat"] == "phase") & (ev["ph"] == "X")]
-    syncs = {r: _Sorted(sy[sy["rank"] == r], "t_ns") for r in ranks}
-    phases = {r: _Sorted(ph[ph["rank"] == r], "t_ns") for r in ranks}
+    spans = ev[ev["ph"] == "X"]
+    st, sy, ph = (spans[m] for m in (spans["name"] == V.STEP, spans["name"] == V.SYNCHRONIZE, spans["cat"] == "phase"))
+    by_rank = {r: _windowed(ops[ops["rank"] == r], "submit_ns") for r in ranks}
+    syncs = {r: _windowed(sy[sy["rank"] == r], "t_ns") for r in ranks}
+    phases = {r: _windowed(ph[ph["rank"] == r], "t_ns") for r in ranks}
     fo = tables.fused_ops
     backends = {int(r): str(b) for r, b in zip(fo["response"], fo["backend"]) if isinstance(b, str)}
     built = (_build_step(s, w, by_rank, syncs, phases, fo, backends, bool(len(st)))
@@ -89,16 +89,11 @@ def rebuild(tables) -> list[Step]:
     return [b for b in built if b is not None]
 
 
-class _Sorted:
-    """One rank's rows sorted by a time column, sliced by time windows."""
-
-    def __init__(self, df, col: str):
-        self.df = df.sort_values(col, kind="stable")
-        self.t = self.df[col].to_numpy()
-
-    def between(self, a: int, b: int):
-        """The rows with ``a <= time < b``."""
-        return self.df.iloc[int(self.t.searchsorted(a, "left")):int(self.t.searchsorted(b, "left"))]
+def _windowed(df, col: str):
+    """A function of (a, b): the rows of ``df`` with ``a <= df[col] < b``."""
+    df = df.sort_values(col, kind="stable")
+    t = df[col].to_numpy()
+    return lambda a, b: df.iloc[int(t.searchsorted(a, "left")):int(t.searchsorted(b, "left"))]
 
 
 def _step_windows(st, ops, ranks):
@@ -123,13 +118,12 @@ def _build_step(s, windows, by_rank, syncs, phases, fused, backends, has_steps):
     tensors: dict = {}
     chains = {}
     for r, (a, b) in windows.items():
-        ops = by_rank.get(r)
-        if ops is None:
+        if r not in by_rank:
             return None
-        mine = ops.between(a, b)
+        mine = by_rank[r](a, b)
         if mine["done_ns"].isna().any():
             return None   # an op that never finished: nothing to replay
-        sy = syncs[r].between(a, b)
+        sy = syncs[r](a, b)
         ends = [int(t + d) - a for t, d in zip(sy["t_ns"], sy["dur_ns"])]
         starts = [int(t) - a for t in sy["t_ns"]]
         waits_for: list = [[] for _ in starts]
@@ -149,7 +143,7 @@ def _build_step(s, windows, by_rank, syncs, phases, fused, backends, has_steps):
             t.done_ns[r] = done
             t.wait[r] = _wait_index(str(row.tensor), sub, done, starts, ends, sync_names)
         gaps = [st - prev for st, prev in zip(starts, [0, *ends])]
-        ph = phases[r].between(a, b)
+        ph = phases[r](a, b)
         placed = [(str(n), *_place(int(t) - a, ends), int(d)) for n, t, d in zip(ph["name"], ph["t_ns"], ph["dur_ns"])]
         last = ends[-1] if ends else 0
         tail = (b - a) - last if has_steps else 0   # without STEP spans the step ends with its last collective
@@ -218,13 +212,9 @@ def _place(t: int, ends: list) -> tuple[int, int]:
 def _wait_index(name, sub, done, starts, ends, names) -> int:
     """The wait that consumed this op: its own SYNCHRONIZE span, else the first wait that ended after it
     finished (the framework checked it there), else -1 (the step's end)."""
-    for i, (s, n) in enumerate(zip(starts, names)):
-        if n == name and s >= sub:
-            return i
-    for i, (s, e) in enumerate(zip(starts, ends)):
-        if e >= done and s >= sub:
-            return i
-    return -1
+    own = (i for i, (s, n) in enumerate(zip(starts, names)) if n == name and s >= sub)
+    later = (i for i, (s, e) in enumerate(zip(starts, ends)) if e >= done and s >= sub)
+    return next(itertools.chain(own, later), -1)
 
 
 def _responses(fused, windows):
