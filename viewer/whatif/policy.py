@@ -80,15 +80,12 @@ def rounds(idx, tensors, submit, starts, threshold, cycle_ns, round_ns, run) -> 
     left = np.ones(len(idx), dtype=bool)
     while left.any():
         done = float(post.max()) + round_ns   # the round completes; every rank decodes it
-        # a rank whose rounds are slow (all idle) naps gap/4 between checks: it notices the
-        # result, and joins the collectives it decided, up to that much later (half, expected)
-        nap = np.where(gap > cycle_ns, gap / 8, 0.0)
-        end = done + float(nap.max())
+        # a rank on slow (idle) rounds naps gap/4 between checks: it joins the result gap/8 late, expected
+        end = done + float(np.where(gap > cycle_ns, gap / 8, 0.0).max())
         seen = (sub <= post).all(axis=1) & left
         idle = not ((sub <= post) & left[:, None]).any()
         if seen.any():
-            picked = [idx[j] for j in np.flatnonzero(seen)]
-            picked.sort(key=lambda i: max(submit[i].values()))
+            picked = sorted((idx[j] for j in np.flatnonzero(seen)), key=lambda i: max(submit[i].values()))
             for b in _plan(picked, tensors, threshold, True):
                 end = run(end, b)
             left &= ~seen
@@ -98,14 +95,10 @@ def rounds(idx, tensors, submit, starts, threshold, cycle_ns, round_ns, run) -> 
             woken = j < len(arrivals[k]) and arrivals[k][j] < nxt
             if woken:
                 nxt = arrivals[k][j]
-            # its own tensors still wait for another rank's: the next round goes at once
-            # (BitRounds.retry), but not twice running
             retry = not eager[k] and bool(((sub[:, k] <= end) & left).any())
             if retry:
                 nxt = min(nxt, done)
             eager[k] = retry
             post[k] = max(end, nxt)
-            # the decoded result sets the gap (doubled after an all-idle round); new work arriving
-            # after that (a wake) sets it back to a cycle
             decided = min(gap[k] * 2, cycle_ns * IDLE_CYCLES) if idle else cycle_ns
             gap[k] = cycle_ns if woken and nxt > done else decided
