@@ -39,22 +39,16 @@ MIB = 1 << 20
 KAPPAS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 
 
-def collectives(fused) -> list[tuple[int, str, str, int, int]]:
-    """(response, backend, op, bytes, cost ns) per collective that every taking-part rank recorded."""
-    if not len(fused):
-        return []
-    f = fused.assign(cost=fused["end_ns"] - fused["start_ns"])
-    g = f.groupby("response").agg(backend=("backend", "first"), op=("op", "first"),
-                                  nbytes=("bytes", "max"), cost=("cost", "median"))
-    return [(int(r), str(b), str(o), int(n), int(c)) for r, b, o, n, c in
-            zip(g.index, g["backend"], g["op"], g["nbytes"], g["cost"]) if c > 0]
-
-
 def fit(fused, busy: dict | None = None) -> dict[tuple[str, str], Fit]:
     """One fit per (backend, op) seen; ``busy``: response -> share of ranks computing during it."""
+    if not len(fused):
+        return {}
+    g = fused.assign(cost=fused["end_ns"] - fused["start_ns"]).groupby("response").agg(
+        backend=("backend", "first"), op=("op", "first"), nbytes=("bytes", "max"), cost=("cost", "median"))
     rows: dict = {}
-    for resp, b, o, n, c in collectives(fused):
-        rows.setdefault((b, o), []).append((n, c, (busy or {}).get(resp, 0.0)))
+    for r, b, o, n, c in zip(g.index, g["backend"], g["op"], g["nbytes"], g["cost"]):
+        if c > 0:
+            rows.setdefault((str(b), str(o)), []).append((int(n), int(c), (busy or {}).get(int(r), 0.0)))
     return {k: _fit_contended(k, v) for k, v in rows.items()}
 
 
