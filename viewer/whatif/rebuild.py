@@ -66,11 +66,6 @@ class Step:
     responses: list              # measured: [(response, backend, op, nbytes, start_ns, cost_ns)]
 
 
-def _priority(row) -> int:
-    p = getattr(row, "priority", None)
-    return int(p) if p is not None and pd.notna(p) else 0
-
-
 def rebuild(tables) -> list[Step]:
     """The steps of a run that every rank completed (a step with an unfinished op is left out)."""
     ev, ops = tables.events, tables.tensor_ops
@@ -135,10 +130,10 @@ def _build_step(s, windows, by_rank, syncs, phases, fused, backends, has_steps):
             t = tensors.get(key)
             if t is None:
                 resp = int(row.response)
-                t = tensors[key] = Tensor(str(row.tensor), str(row.op), str(row.dtype),
-                                          int(row.bytes) if pd.notna(row.bytes) else 0,
-                                          int(row.process_set), _priority(row),
-                                          resp >= CACHED_ID_BASE, {}, {}, resp)
+                t = tensors[key] = Tensor(
+                    str(row.tensor), str(row.op), str(row.dtype), int(row.bytes) if pd.notna(row.bytes) else 0,
+                    int(row.process_set), int(row.priority) if pd.notna(getattr(row, "priority", None)) else 0,
+                    resp >= CACHED_ID_BASE, {}, {}, resp)
             t.submit[r] = _place(sub, ends)
             t.done_ns[r] = done
             t.wait[r] = _wait_index(str(row.tensor), sub, done, starts, ends, sync_names)

@@ -275,12 +275,9 @@ def _cores(tables) -> dict:
 
 def _measured_busy(steps: list) -> dict:
     """Per measured response: the share of ranks doing CPU work while it ran."""
-    out = {}
-    for step in steps:
-        spans = _span_arrays(measured_chains(step)[0])
-        for resp, _, _, _, start, cost in step.responses:
-            out[resp] = _busy_share(spans, start, start + cost)
-    return out
+    return {resp: _busy_share(spans, start, start + cost)
+            for step, spans in ((s, _span_arrays(measured_chains(s)[0])) for s in steps)
+            for resp, _, _, _, start, cost in step.responses}
 
 
 def _fit_tick(model: Model, steps: list) -> float:
