@@ -41,9 +41,8 @@ def predict(run_or_model: Run | Model, settings: Settings) -> dict:
     """Measured (the run's headline), baseline (the run's own settings) and predicted step times (ms) per
     step and overall (the median over the replayed steps), the fits, and the ``timeline`` DataFrame."""
     model = run_or_model if isinstance(run_or_model, Model) else fit(run_or_model)
-    chosen = model.steps
-    base = [replay.replay_step(model, Settings(), s) for s in chosen]
-    pred = [replay.replay_step(model, settings, s) for s in chosen]
+    base = [replay.replay_step(model, Settings(), s) for s in model.steps]
+    pred = [replay.replay_step(model, settings, s) for s in model.steps]
     rows = [{"step": b["step"], "measured_ms": b["measured_ns"] / 1e6, "baseline_ms": b["predicted_ns"] / 1e6,
              "predicted_ms": p["predicted_ns"] / 1e6} for b, p in zip(base, pred)]
     out = {
@@ -59,8 +58,8 @@ def predict(run_or_model: Run | Model, settings: Settings) -> dict:
         "dispatch_latency_ms": model.latency_ns.get("coordinator", 0.0) / 1e6,
         "extrapolated": bool(settings.ranks and settings.ranks != model.size),
     }
-    if chosen:
-        out["timeline"] = timeline(model, settings, chosen[0], pred[0])
+    if model.steps:
+        out["timeline"] = timeline(model, settings, model.steps[0], pred[0])
     return out
 
 
@@ -83,16 +82,12 @@ def _rows(source, step, result, origin):
     ms = 1e6
     rows = []
     for r, (seg, waits, end, start, _) in sorted(result["chains"].items()):
-        prev = start
-        for a, b in waits:
-            rows.append((source, r, "framework", "compute", (prev - origin) / ms, (a - origin) / ms))
-            rows.append((source, r, "framework", "wait", (a - origin) / ms, (b - origin) / ms))
-            prev = b
-        rows.append((source, r, "framework", "compute", (prev - origin) / ms, (end - origin) / ms))
+        cuts = [start, *(t for wait in waits for t in wait), end]   # compute, wait, compute, ..., compute
+        spans = [("framework", "wait" if i % 2 else "compute", a, b) for i, (a, b) in enumerate(zip(cuts, cuts[1:]))]
         for name, k, off, dur in step.chains[r].phases:
             t = seg[min(k, len(seg) - 1)] + off
-            rows.append((source, r, "phase", name, (t - origin) / ms, (t + dur - origin) / ms))
-        for a, b, batch in result["runs"]:
-            label = f"{len(batch)} tensor(s)" if batch else "collective"
-            rows.append((source, r, "comm", label, (a - origin) / ms, (b - origin) / ms))
+            spans.append(("phase", name, t, t + dur))
+        spans += [("comm", f"{len(batch)} tensor(s)" if batch else "collective", a, b)
+                  for a, b, batch in result["runs"]]
+        rows += [(source, r, lane, name, (a - origin) / ms, (b - origin) / ms) for lane, name, a, b in spans]
     return rows
