@@ -93,19 +93,14 @@ def _windowed(df, col: str):
 
 def _step_windows(st, ops, ranks):
     """[(step, {rank: (t0, t1)})] for the STEP spans ``st`` every rank has, else one per occurrence."""
-    out = []
     if len(st):
-        for s, g in st.groupby("step"):
-            win = {int(r): (int(t), int(t) + int(d)) for r, t, d in zip(g["rank"], g["t_ns"], g["dur_ns"])}
-            if set(win) >= set(ranks):
-                out.append((int(s), win))
-        return out
-    for occ, g in ops.dropna(subset=["done_ns"]).groupby("occurrence"):
-        w = g.groupby("rank").agg(a=("submit_ns", "min"), b=("done_ns", "max"))
-        win = {int(r): (int(a), int(b)) for r, a, b in zip(w.index, w["a"], w["b"])}
-        if set(win) >= set(ranks):
-            out.append((int(occ), win))
-    return out
+        found = [(s, {int(r): (int(t), int(t) + int(d)) for r, t, d in zip(g["rank"], g["t_ns"], g["dur_ns"])})
+                 for s, g in st.groupby("step")]
+    else:
+        spans = [(occ, g.groupby("rank").agg(a=("submit_ns", "min"), b=("done_ns", "max")))
+                 for occ, g in ops.dropna(subset=["done_ns"]).groupby("occurrence")]
+        found = [(occ, {int(r): (int(a), int(b)) for r, a, b in zip(w.index, w["a"], w["b"])}) for occ, w in spans]
+    return [(int(s), win) for s, win in found if set(win) >= set(ranks)]
 
 
 def _build_step(s, windows, by_rank, syncs, phases, fused, backends, has_steps):
