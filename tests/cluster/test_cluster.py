@@ -179,5 +179,5 @@ def test_two_hosts_two_ranks_each_allreduce(two_hosts, tmp_path, backend):
     summary = _ringscope("summarize", "--json", "--no-cache", trace)
     assert summary.returncode == 0, summary.stderr[-2000:]
     assert json.loads(summary.stdout)["run"]["hosts"] == {"h0": [0, 1], "h1": [2, 3]}
-    text = _ringscope("summarize", "--no-cache", trace)
+    text = _ringscope("summarize", "--full", "--no-cache", trace)
     assert "h0: ranks 0, 1; h1: ranks 2, 3" in text.stdout, text.stdout[:2000]

@@ -151,8 +151,8 @@ def test_a_checkpoint_phase_is_its_own_bucket_and_cause(tmp_path):
     assert run.root_cause().set_index("rank").loc[1, "cause"] == "checkpoint_ns"
     (f,) = run.findings()[lambda d: d["kind"] == "straggler"].to_dict("records")
     assert "checkpoint is 15" in f["message"] and "async_save" in f["message"]
-    p = subprocess.run([sys.executable, "-m", "viewer.cli", "summarize", str(d)], capture_output=True, text=True,
-                       env={"COLUMNS": "200", "PATH": ""}, timeout=120)
+    p = subprocess.run([sys.executable, "-m", "viewer.cli", "summarize", str(d), "--full"], capture_output=True,
+                       text=True, env={"COLUMNS": "200", "PATH": ""}, timeout=120)
     assert p.returncode == 0 and " checkpoint " in p.stdout, p.stderr
     data = json.loads(subprocess.run([sys.executable, "-m", "viewer.cli", "summarize", str(d), "--json"],
                                      capture_output=True, text=True, timeout=120).stdout)

@@ -114,6 +114,6 @@ def test_summarize_json_and_csv(run_dir, tmp_path):
     assert data["stragglers"][0]["rank"] == SLOW and len(data["stragglers"]) == 3
     assert data["findings"][0]["kind"] == "straggler"
     assert (tmp_path / "csv" / "stragglers.csv").exists() and (tmp_path / "csv" / "op_bandwidth.csv").exists()
-    p = subprocess.run([sys.executable, "-m", "viewer.cli", "summarize", str(run_dir)], cwd=ROOT,
+    p = subprocess.run([sys.executable, "-m", "viewer.cli", "summarize", str(run_dir), "--full"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and "Stragglers" in p.stdout and f"rank {SLOW} was last" in p.stdout

@@ -2,6 +2,11 @@
 scenario planted."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
 from tests.viewer.conftest import SAMPLES
@@ -77,3 +82,33 @@ def test_hang_missing_rank():
     assert run.ranks["truncated"].all() and "truncated" in _kinds(run)
     msgs = run.findings()["message"].tolist()
     assert any(m.startswith(f"rank {culprit} never submitted {first['tensor']}") for m in msgs), msgs
+
+
+@pytest.mark.parametrize("scenario, table", [("straggler", "Stragglers"), ("tiny-tensors", "Fusion (allreduce)"),
+                                             ("two-hosts-slow-link", "Links"), ("elastic", "Recoveries")])
+def test_summarize_leads_with_the_verdict_and_one_table(scenario, table):
+    """The default: the verdict first, then the headline, the findings' titles, the table that shows the top
+    finding and the pointer to --full; --full adds the facts, each finding's detail and every table."""
+    short = _summarize(scenario)
+    full = _summarize(scenario, "--full")
+    data = _summarize_json(scenario)
+    lines = short.splitlines()
+    assert lines[0].startswith(data["headline"]["verdict"].split(":")[0])
+    for i, f in enumerate(data["findings"], 1):
+        assert f"{i}. {f['severity']} {f['title']}".split(" (")[0][:60] in " ".join(short.split())
+    assert short.count("┏") + short.count("┌") == 1 and table in short
+    assert "summarize --full" in lines[-1] or "summarize --full" in " ".join(lines[-2:])
+    assert "Findings" in full and "Run" in full and full.count("┏") + full.count("┌") >= 4
+    assert len(full.splitlines()) > 2 * len(lines)
+
+
+def _summarize(scenario, *args) -> str:
+    env = {**os.environ, "COLUMNS": "100"}
+    p = subprocess.run([sys.executable, "-m", "viewer.cli", "summarize", str(SAMPLES / scenario), *args],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout
+
+
+def _summarize_json(scenario) -> dict:
+    return json.loads(_summarize(scenario, "--json"))

@@ -1,4 +1,4 @@
-"""``ringscope summarize RUN_DIR|FILES [--json] [--csv DIR] [--breakdown] [--top N] [--peak-busbw GBPS]``."""
+"""``ringscope summarize RUN_DIR|FILES [--full] [--json] [--csv DIR] [--breakdown] [--top N] [--peak-busbw GBPS]``."""
 from __future__ import annotations
 
 import argparse
@@ -17,6 +17,8 @@ def _parser() -> argparse.ArgumentParser:
                                 description="Summarize a run: findings, stragglers, fusion, bandwidth.")
     p.add_argument("paths", nargs="+", help="a run directory, or trace files (ringscope or Horovod)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON (docs/SUMMARY_JSON.md)")
+    p.add_argument("--full", action="store_true",
+                   help="print the run's facts, every finding's detail and fix, and every table")
     p.add_argument("--csv", metavar="DIR", help="also write every analysis table as DIR/<name>.csv")
     p.add_argument("--breakdown", action="store_true",
                    help="also show where each rank's every step went (JSON: breakdown_steps)")
@@ -72,7 +74,7 @@ def main(argv=None) -> int:
         return 0
     from viewer.cli import tables
 
-    tables.print_summary(run, data, top=args.top)
+    tables.print_summary(run, data, top=args.top, full=args.full or args.breakdown)
     if args.breakdown:
         tables.print_analyses(run, ["breakdown_steps"], top=None)
     return 0

@@ -1,5 +1,6 @@
-"""``ringscope summarize``'s terminal output: the verdict, the headline, the run's facts, the findings, then
-every analysis the run has as its declared table (``viewer.registry.Table``)."""
+"""``ringscope summarize``'s terminal output: by default the verdict, the headline, the findings' titles and
+the one table that shows the top finding; ``--full``: the run's facts, the findings in full and every
+analysis the run has as its declared table (``viewer.registry.Table``)."""
 from __future__ import annotations
 
 from rich.console import Console
@@ -10,14 +11,29 @@ from viewer.errors import describe_skipped
 from viewer.summary import rows_of
 
 SEVERITY_STYLE = {"high": "red", "medium": "yellow"}
+# the analysis whose table holds a finding's evidence; a run with no finding shows where its steps went
+EVIDENCE = {"straggler": "stragglers", "late_host": "late_hosts", "phase_imbalance": "root_cause",
+            "rank_died": "hangs_by_rank", "hang": "hangs", "truncated": "hangs_by_rank",
+            "fusion_threshold": "fusion", "fusion_starved": "fusion", "memcpy": "fusion", "exposed": "breakdown",
+            "priority": "priority_waits", "alpha_beta": "alpha_beta", "bandwidth": "bandwidth",
+            "slow_link": "links", "recoveries": "recoveries", "gpu_idle": "kineto_launch_stats",
+            "launch_overhead": "kineto_launch_stats", "low_overlap": "kineto_overlap"}
+AT_REST = ("breakdown", "kineto_temporal")
 
 
-def print_summary(run, data: dict, top: int = 10, console=None) -> None:
-    """The verdict, the headline, the facts, the findings and every table the run has."""
+def print_summary(run, data: dict, top: int = 10, console=None, full: bool = False) -> None:
+    """The verdict and the headline, then the findings' titles and their evidence table, or with ``full``
+    the facts, the findings in full and every table the run has."""
     con = console or Console()
     h = data["headline"]
     con.print(f"[bold]{h['verdict']}[/bold]", highlight=False)
     con.print(headline_line(h), highlight=False)
+    if not full:
+        findings_list(con, data["findings"])
+        print_analyses(run, [evidence_of(run, data["findings"])], top, con)
+        con.print("[dim]ringscope summarize --full: the run's facts, each finding's detail and fix, every table"
+                  "[/dim]", highlight=False)
+        return
     con.print(facts_table(data["run"]))
     findings_table(con, data["findings"])
     print_analyses(run, [a.name for a in registry.ANALYSES.values() if a.json], top, con)
@@ -25,6 +41,23 @@ def print_summary(run, data: dict, top: int = 10, console=None) -> None:
     if missing:
         con.print("[dim]not shown: " + "; ".join(f"{k} ({v})" for k, v in missing.items()) + "[/dim]",
                   highlight=False)
+
+
+def evidence_of(run, findings: list[dict]) -> str:
+    """The analysis that shows the top finding (the straggler's table for a straggler), or where the
+    steps went when nothing stands out."""
+    names = [EVIDENCE.get(f["kind"]) for f in findings if f["severity"] != "info"] + list(AT_REST)
+    if findings and findings[0]["kind"] == "straggler" and run.why_not("stragglers") is not None:
+        names.insert(0, "kineto_rank_stragglers")
+    return next((n for n in names if n and run.why_not(n) is None and registry.ANALYSES[n].tables),
+                AT_REST[0])
+
+
+def findings_list(con, rows: list[dict]) -> None:
+    """One line a finding: its severity and its title (the detail is ``--full``'s)."""
+    for i, f in enumerate(rows, 1):
+        style = SEVERITY_STYLE.get(f["severity"], "dim")
+        con.print(f"{i}. [{style}]{f['severity']}[/{style}] {f['title']}", highlight=False)
 
 
 def print_analyses(run, names, top: int | None = 10, console=None) -> None:
