@@ -84,7 +84,7 @@ def test_summarize_and_merge(ddp_run, tmp_path):
     assert [(r["rank"], r["step"]) for r in k["steps"]] == [(0, 2), (0, 3), (0, 4), (1, 2), (1, 3), (1, 4)]
     assert all(r["collectives"] == 2 and r["communication_ns"] > 0 for r in k["steps"])
     assert k["temporal_breakdown"] == [] and k["overlap"] == []   # CPU only: no GPU time to break down
-    rc, out, err = _cli(summarize.main, [str(ddp_run)])
+    rc, out, err = _cli(summarize.main, [str(ddp_run), "--full"])
     assert rc == 0 and "Collectives" in out and "ALLREDUCE" in out
     merged = tmp_path / "m.json"
     rc, out, err = _cli(merge.main, [str(ddp_run), "-o", str(merged)])

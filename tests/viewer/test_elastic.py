@@ -169,7 +169,7 @@ def test_summarize_json_csv_and_table(lost_run, tmp_path, capsys):
 
     csv = pd.read_csv(tmp_path / "csv" / "recoveries.csv")
     assert len(csv) == 1 and csv.loc[0, "redone_ms"] == pytest.approx(90.0)
-    assert main([str(path)]) == 0
+    assert main([str(path), "--full"]) == 0
     out = capsys.readouterr().out
     assert "Recoveries" in out and "4→3" in out and "killed by signal 9" in out and "generation 1" in out
 
@@ -400,4 +400,4 @@ def test_driver_record_without_end_or_first_step_falls_back_on_the_traces(tmp_pa
     end = int((ev["t_ns"] + ev["dur_ns"]).max())
     assert row["share_pct"] == pytest.approx(100 * row["cost_ms"] * 1e6 / end)
     monkeypatch.setenv("COLUMNS", "120")   # a line rich does not wrap
-    assert main([str(d)]) == 0 and "ended: ?" in capsys.readouterr().out
+    assert main([str(d), "--full"]) == 0 and "ended: ?" in capsys.readouterr().out

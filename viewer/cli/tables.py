@@ -18,7 +18,7 @@ EVIDENCE = {"straggler": "stragglers", "late_host": "late_hosts", "phase_imbalan
             "priority": "priority_waits", "alpha_beta": "alpha_beta", "bandwidth": "bandwidth",
             "slow_link": "links", "recoveries": "recoveries", "gpu_idle": "kineto_launch_stats",
             "launch_overhead": "kineto_launch_stats", "low_overlap": "kineto_overlap"}
-AT_REST = ("breakdown", "kineto_temporal")
+AT_REST = ("breakdown", "kineto_temporal", "kineto_collectives_summary", "bandwidth")
 
 
 def print_summary(run, data: dict, top: int = 10, console=None, full: bool = False) -> None:
@@ -30,7 +30,7 @@ def print_summary(run, data: dict, top: int = 10, console=None, full: bool = Fal
     con.print(headline_line(h), highlight=False)
     if not full:
         findings_list(con, data["findings"])
-        print_analyses(run, [evidence_of(run, data["findings"])], top, con)
+        print_analyses(run, [n for n in [evidence_of(run, data["findings"])] if n], top, con)
         con.print("[dim]ringscope summarize --full: the run's facts, each finding's detail and fix, every table"
                   "[/dim]", highlight=False)
         return
@@ -43,14 +43,19 @@ def print_summary(run, data: dict, top: int = 10, console=None, full: bool = Fal
                   highlight=False)
 
 
-def evidence_of(run, findings: list[dict]) -> str:
+def evidence_of(run, findings: list[dict]) -> str | None:
     """The analysis that shows the top finding (the straggler's table for a straggler), or where the
-    steps went when nothing stands out."""
+    steps went when nothing stands out: the first of them with rows."""
     names = [EVIDENCE.get(f["kind"]) for f in findings if f["severity"] != "info"] + list(AT_REST)
     if findings and findings[0]["kind"] == "straggler" and run.why_not("stragglers") is not None:
         names.insert(0, "kineto_rank_stragglers")
-    return next((n for n in names if n and run.why_not(n) is None and registry.ANALYSES[n].tables),
-                AT_REST[0])
+    for n in names:
+        a = registry.ANALYSES.get(n) if n else None
+        if a and a.tables and run.why_not(n) is None:
+            rows = rows_of(run, a)
+            if rows is not None and len(rows):
+                return n
+    return None
 
 
 def findings_list(con, rows: list[dict]) -> None:
