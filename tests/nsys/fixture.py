@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracer import vocab
-from viewer.nsys import constants as C
+from viewer.nsys import reader as C
 from viewer.nsys.mapping import ringscope_nvtx_message
 
 

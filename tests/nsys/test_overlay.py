@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from viewer.nsys.attach import with_gpu_rows
-from viewer.nsys.overlay import is_nccl_kernel
+from viewer.nsys.overlay import chrome_events, gpu_event_rows, is_nccl_kernel
 from viewer.schema import EVENTS
 
 
@@ -47,7 +47,7 @@ def test_both_nccl_name_styles_recognised(overlay):
 
 
 def test_event_rows_follow_the_events_schema(run, overlay):
-    rows = overlay.event_rows
+    rows = gpu_event_rows(overlay.aligned)
     assert list(rows.columns) == list(EVENTS)
     assert {c: str(t) for c, t in rows.dtypes.items()} == EVENTS
     assert set(rows["thread"]) == {"gpu:13", "gpu:7"}
@@ -61,7 +61,7 @@ def test_event_rows_follow_the_events_schema(run, overlay):
 
 
 def test_chrome_events(overlay):
-    ev = overlay.chrome_events(ts_origin_ns=0)
+    ev = chrome_events(overlay.aligned, ts_origin_ns=0)
     meta = [e for e in ev if e["ph"] == "M" and e["name"] == "thread_name"]
     assert {(e["pid"], e["args"]["name"]) for e in meta} == {
         (0, "gpu:13"), (0, "gpu:7"), (1, "gpu:13"), (1, "gpu:7")}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.nsys.fixture import SCHEMA_VERSION
 from tracer import vocab
-from viewer.nsys import constants as C
+from viewer.nsys import reader as C
 from viewer.nsys.mapping import ringscope_nvtx
 from viewer.nsys.reader import read_report
 

@@ -40,11 +40,6 @@ def _pairs(a: np.ndarray, b: np.ndarray, s: int, limit: int | None = None) -> np
     return b[i0 + s:i0 + s + n] - a[i0:i0 + n]
 
 
-def _pair_count(a, b, s: int) -> int:
-    i0 = max(0, -s)
-    return max(0, min(len(a) - i0, len(b) - (i0 + s)))
-
-
 def _best_shift(a: np.ndarray, b: np.ndarray, max_err: int, probe: int = 64):
     """The deltas of the best shift pairing sorted nsys starts ``a`` (coarse-shifted) with sorted trace
     starts ``b`` (a[i] with b[i+s]), or None: of the shifts that put a[0] or b[0] within ``max_err`` of a
@@ -58,7 +53,7 @@ def _best_shift(a: np.ndarray, b: np.ndarray, max_err: int, probe: int = 64):
     need = max(1, min(len(a), len(b)) // 2)   # a shift must pair at least half the shorter side
     best = None
     for s in cands:
-        if _pair_count(a, b, s) < need:
+        if min(len(a) - max(0, -s), len(b) - max(0, s)) < need:
             continue
         d = _pairs(a, b, s, probe)
         med = np.median(d)
@@ -68,8 +63,7 @@ def _best_shift(a: np.ndarray, b: np.ndarray, max_err: int, probe: int = 64):
     return None if best is None else _pairs(a, b, best[1])
 
 
-def refine(nsys_ranges, trace_ranges, coarse_ns: int, *, min_matches: int = 8,
-           max_coarse_error_ns: int = _MAX_COARSE_ERROR_NS) -> Alignment:
+def refine(nsys_ranges, trace_ranges, coarse_ns: int, min_matches: int = 8) -> Alignment:
     """Align by matching NVTX ranges (``name`` and ``start``/``t_ns``); with fewer than ``min_matches``
     pairs the coarse offset stands, with a warning."""
     deltas = []
@@ -80,7 +74,7 @@ def refine(nsys_ranges, trace_ranges, coarse_ns: int, *, min_matches: int = 8,
         if b is None:
             continue
         a = np.sort(g["start"].to_numpy(dtype="int64")) + coarse_ns
-        d = _best_shift(a, b, max_coarse_error_ns)
+        d = _best_shift(a, b, _MAX_COARSE_ERROR_NS)
         if d is not None and len(d):
             per_name.append((float(np.median(d)), len(d)))
             deltas.append(d)
@@ -105,7 +99,3 @@ def refine(nsys_ranges, trace_ranges, coarse_ns: int, *, min_matches: int = 8,
     return Alignment(coarse_ns + residual, coarse_ns, residual, int(round(float(np.median(dev)))),
                      int(dev.max()), int(len(kept)), "nvtx")
 
-
-def coarse_offset(session_start_epoch_ns: int, origin_epoch_ns: int, clock_offset_ns: int = 0) -> int:
-    """Offset from nsys session time to the run axis assuming nsys UTC equals the rank's clock."""
-    return int(session_start_epoch_ns) - int(origin_epoch_ns) - int(clock_offset_ns or 0)

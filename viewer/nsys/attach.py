@@ -2,7 +2,7 @@
 
     overlay = attach_nsys(run.tables, ["report.sqlite"])        # or ["0=r0.sqlite", "1=r1.sqlite"]
     tables = with_gpu_rows(run.tables, overlay)                 # events gain gpu:<stream> rows
-    extra = overlay.chrome_events(ts_origin_ns=0)               # for the merged Chrome trace
+    extra = chrome_events(overlay.aligned, ts_origin_ns=0)      # for the merged Chrome trace
 """
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ import pandas as pd
 
 from viewer import frames
 from viewer.nsys import align, mapping, overlay
-from viewer.nsys.constants import NVTX_RANGE_TYPES
 from viewer.nsys.errors import NsysError
-from viewer.nsys.reader import read_report
+from viewer.nsys.reader import NVTX_RANGE_TYPES, read_report
 
 
 @dataclass
@@ -23,13 +22,8 @@ class NsysOverlay:
     """Aligned kernels of every mapped rank, how each rank was mapped and aligned, and warnings."""
 
     aligned: object                  # overlay.align_kernels' DataFrame, attributed to responses
-    event_rows: object               # DataFrame[viewer.schema.EVENTS]
     ranks: dict = field(default_factory=dict)   # rank -> {"file", "pid", "how", **asdict(Alignment)}
     warnings: list = field(default_factory=list)
-
-    def chrome_events(self, ts_origin_ns: int = 0) -> list[dict]:
-        """GPU lanes as Chrome-trace events (``ts`` µs relative to ``ts_origin_ns`` on the run axis)."""
-        return overlay.chrome_events(self.aligned, ts_origin_ns)
 
     def report_lines(self) -> list[str]:
         """One line per rank: file, mapping, alignment method, residual and spread."""
@@ -46,12 +40,6 @@ def _trace_ranges(events, rank: int):
             for n, th, t, s in zip(e["name"], e["thread"], e["tensor"], e["step"])]
     out = pd.DataFrame({"name": keys, "t_ns": e["t_ns"].to_numpy()})
     return out[out["name"].notna()]
-
-
-def _nsys_ranges(report, pid: int):
-    nv = mapping.ringscope_nvtx(report.nvtx)
-    nv = nv[(nv["pid"] == pid) & nv["event_type"].isin(NVTX_RANGE_TYPES) & nv["end"].notna()]
-    return nv[["name", "start"]]
 
 
 def attach_nsys(tables, specs, *, min_matches: int = 8) -> NsysOverlay:
@@ -77,8 +65,10 @@ def attach_nsys(tables, specs, *, min_matches: int = 8) -> NsysOverlay:
         if pr.rank not in offsets:
             warnings.append(f"{pr.file}: process {pr.pid} is rank {pr.rank}, which the run does not have")
             continue
-        coarse = align.coarse_offset(rep.session_start_epoch_ns, origin, offsets[pr.rank])
-        al = align.refine(_nsys_ranges(rep, pr.pid), _trace_ranges(tables.events, pr.rank), coarse,
+        coarse = rep.session_start_epoch_ns - origin - offsets[pr.rank]   # nsys's UTC taken as the rank's clock
+        nv = mapping.ringscope_nvtx(rep.nvtx)
+        nv = nv[(nv["pid"] == pr.pid) & nv["event_type"].isin(NVTX_RANGE_TYPES) & nv["end"].notna()]
+        al = align.refine(nv, _trace_ranges(tables.events, pr.rank), coarse,
                           min_matches=min_matches)
         if al.warning:
             warnings.append(f"{pr.file}: rank {pr.rank}: {al.warning}")
@@ -97,13 +87,13 @@ def attach_nsys(tables, specs, *, min_matches: int = 8) -> NsysOverlay:
     aligned = pd.concat(parts, ignore_index=True) if parts else overlay.align_kernels(
         reports[0].kernels.iloc[:0], -1, -1, 0)
     aligned = overlay.attribute(aligned, tables.events)
-    return NsysOverlay(aligned, overlay.gpu_event_rows(aligned), infos, warnings)
+    return NsysOverlay(aligned, infos, warnings)
 
 
 def with_gpu_rows(tables, ov: NsysOverlay):
     """A copy of ``tables`` whose events include the overlay's GPU rows (sorted by time) and whose
     ``meta["nsys"]`` holds the per-rank mapping and alignment."""
-    events = frames.concat("events", [tables.events, ov.event_rows])
+    events = frames.concat("events", [tables.events, overlay.gpu_event_rows(ov.aligned)])
     events = events.sort_values(["t_ns", "rank"], kind="stable", ignore_index=True)
     meta = dict(tables.meta)
     meta["nsys"] = {int(r): dict(v) for r, v in ov.ranks.items()}

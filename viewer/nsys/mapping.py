@@ -8,8 +8,8 @@ import re
 from dataclasses import dataclass
 
 from tracer import vocab
-from viewer.nsys.constants import NVTX_MARK, RINGSCOPE_DOMAIN
 from viewer.nsys.errors import NsysError
+from viewer.nsys.reader import NVTX_MARK, RINGSCOPE_DOMAIN
 
 _RANK_RE = re.compile(r"\brank[\s=:#]*(\d+)\b", re.IGNORECASE)
 

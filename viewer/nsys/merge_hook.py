@@ -16,6 +16,7 @@ def gpu_extra_events(paths, specs, plan) -> list[dict]:
     """The merged trace's GPU lanes (on the plan's clock), each rank's alignment reported."""
     from viewer import Run  # pandas loads only when --nsys is given
     from viewer.nsys.attach import attach_nsys
+    from viewer.nsys.overlay import chrome_events
 
     run = Run.load(paths)
     ov = attach_nsys(run.tables, specs)
@@ -25,4 +26,4 @@ def gpu_extra_events(paths, specs, plan) -> list[dict]:
         print(f"nsys {line}", file=sys.stdout)
     origin = run.meta.get("origin_epoch_ns")
     shift = 0 if origin is None or plan.origin_epoch_ns is None else plan.origin_epoch_ns - origin
-    return ov.chrome_events(ts_origin_ns=shift)
+    return chrome_events(ov.aligned, ts_origin_ns=shift)

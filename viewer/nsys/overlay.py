@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from viewer.schema import EVENTS
+from viewer import frames
 
 GPU_THREAD_PREFIX = "gpu:"
 GPU_TID_BASE = 100_000      # Chrome tid of stream s (clear of the merge's overlap lanes, tid + k*1e6)
@@ -70,22 +70,15 @@ def attribute(aligned, events):
 def gpu_event_rows(aligned):
     """Events-table rows for aligned kernels, thread ``gpu:<stream>``."""
     n = len(aligned)
-    rows = pd.DataFrame({
+    return frames.conform("events", pd.DataFrame({
         "rank": aligned["rank"].to_numpy(),
         "thread": [f"{GPU_THREAD_PREFIX}{s}" for s in aligned["stream"].astype("object")],
         "name": aligned["name"].to_numpy(),
         "cat": np.where(aligned["nccl"].to_numpy(dtype=bool), CAT_NCCL, CAT_KERNEL),
-        "ph": ["X"] * n,
-        "t_ns": aligned["t_ns"].to_numpy(dtype="int64"),
-        "dur_ns": aligned["dur_ns"].to_numpy(dtype="int64"),
-        "tensor": pd.array([pd.NA] * n, dtype="string"),
-        "step": aligned["step"].to_numpy(dtype="int64"),
-        "response": aligned["response"].to_numpy(dtype="int64"),
-        "bytes": pd.array([pd.NA] * n, dtype="Int64"),
-        "value": np.full(n, np.nan),
-        "depth": np.zeros(n, dtype="int32"),
-    })
-    return rows.astype(EVENTS)[list(EVENTS)]
+        "ph": ["X"] * n, "t_ns": aligned["t_ns"].to_numpy(dtype="int64"),
+        "dur_ns": aligned["dur_ns"].to_numpy(dtype="int64"), "step": aligned["step"].to_numpy(dtype="int64"),
+        "response": aligned["response"].to_numpy(dtype="int64"), "value": np.full(n, np.nan),
+        "depth": np.zeros(n, dtype="int32")}))
 
 
 def chrome_events(aligned, ts_origin_ns: int = 0) -> list[dict]:

@@ -13,8 +13,17 @@ from pathlib import Path
 import pandas as pd
 
 from viewer.io.ranges import MAX_EPOCH_NS, MAX_NS
-from viewer.nsys import constants as C
 from viewer.nsys.errors import NsysError
+
+# NVTX_EVENTS.eventType values (export schema 3.x)
+NVTX_CATEGORY = 33       # nvtxDomainNameCategory: text = category name, category = its id
+NVTX_MARK = 34
+NVTX_PUSHPOP = 59        # push/pop range (same thread)
+NVTX_STARTEND = 60       # start/end range (may end on another thread)
+NVTX_DOMAIN_CREATE = 75  # text = domain name, domainId = its id
+NVTX_RANGE_TYPES = (NVTX_PUSHPOP, NVTX_STARTEND)
+RINGSCOPE_DOMAIN = "ringscope"
+_REQUIRED = ("StringIds", "NVTX_EVENTS", "TARGET_INFO_SESSION_START_TIME")   # the rest is optional
 
 NVTX_COLUMNS = {"start": "int64", "end": "Int64", "event_type": "int32", "name": "string", "domain": "string",
                 "category": "string", "pid": "Int64", "tid": "Int64", "end_tid": "Int64", "payload": "Int64",
@@ -44,7 +53,7 @@ def _connect(path: Path) -> sqlite3.Connection:
         raise NsysError(path, "is a directory, not an nsys SQLite export")
     with open(path, "rb") as fh:
         head = fh.read(16)
-    if head != C.SQLITE_MAGIC:
+    if head != b"SQLite format 3\x00":
         hint = " (export it with: nsys export --type sqlite)" if path.suffix == ".nsys-rep" else ""
         raise NsysError(path, f"not an SQLite file{hint}")
     try:
@@ -55,31 +64,11 @@ def _connect(path: Path) -> sqlite3.Connection:
     return con
 
 
-def _tables(con) -> set[str]:
-    return {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
-
-
 def _columns(con, path, table: str, need: set) -> set[str]:
     cols = {r[1] for r in con.execute(f"pragma table_info({table})")}
     if need - cols:
         raise NsysError(path, f"table {table} lacks column(s) {', '.join(sorted(need - cols))}")
     return cols
-
-
-def _schema_version(con, tables) -> str | None:
-    if C.T_META_EXPORT not in tables:
-        return None
-    row = con.execute(f"select value from {C.T_META_EXPORT} where name='EXPORT_SCHEMA_VERSION'").fetchone()
-    return row[0] if row else None
-
-
-def _session_start(con, path) -> int:
-    row = con.execute(f"select utcEpochNs from {C.T_SESSION}").fetchone()
-    if row is None or row[0] is None:
-        raise NsysError(path, f"table {C.T_SESSION} has no utcEpochNs row")
-    if not 0 <= int(row[0]) < MAX_EPOCH_NS:
-        raise NsysError(path, f"table {C.T_SESSION}'s utcEpochNs {int(row[0])} is no wall clock")
-    return int(row[0])
 
 
 def _timed(df, launch: bool = False):
@@ -97,8 +86,13 @@ def _timed(df, launch: bool = False):
     return df[ok].reset_index(drop=True), lost
 
 
+def _pid(global_tid) -> int:
+    """The OS process id inside a serialized globalTid/globalPid."""
+    return (int(global_tid) >> 24) & 0xFFFFFF
+
+
 def _read_nvtx(con, path):
-    cols = _columns(con, path, C.T_NVTX, {"start", "end", "eventType", "text", "globalTid"})
+    cols = _columns(con, path, "NVTX_EVENTS", {"start", "end", "eventType", "text", "globalTid"})
     opt = {c: (f"e.{c}" if c in cols else "NULL") for c in
            ("textId", "domainId", "category", "endGlobalTid", "int64Value", "uint64Value",
             "int32Value", "uint32Value")}
@@ -107,33 +101,33 @@ def _read_nvtx(con, path):
                {opt['category']}, e.globalTid, {opt['endGlobalTid']},
                coalesce({opt['int64Value']}, {opt['uint64Value']}, {opt['int32Value']},
                         {opt['uint32Value']})
-        from {C.T_NVTX} e left join {C.T_STRINGS} s on s.id = {opt['textId']}
-        where e.eventType in ({C.NVTX_PUSHPOP}, {C.NVTX_STARTEND}, {C.NVTX_MARK},
-                              {C.NVTX_DOMAIN_CREATE}, {C.NVTX_CATEGORY})
+        from NVTX_EVENTS e left join StringIds s on s.id = {opt['textId']}
+        where e.eventType in ({NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTX_MARK},
+                              {NVTX_DOMAIN_CREATE}, {NVTX_CATEGORY})
     """
     rows = con.execute(sql).fetchall()
     # domain and category ids are per process; key them by (pid, id), falling back to the id alone
     domains, categories = {}, {}
     for r in rows:
-        pid = None if r[6] is None else C.pid_of(r[6])
-        if r[2] == C.NVTX_DOMAIN_CREATE and r[4] is not None:
+        pid = None if r[6] is None else _pid(r[6])
+        if r[2] == NVTX_DOMAIN_CREATE and r[4] is not None:
             domains[(pid, r[4])] = domains[(None, r[4])] = r[3]
-        elif r[2] == C.NVTX_CATEGORY and r[5] is not None:
+        elif r[2] == NVTX_CATEGORY and r[5] is not None:
             categories[(pid, r[4], r[5])] = categories[(None, r[4], r[5])] = r[3]
     out = []
     for start, end, etype, text, dom, cat, gtid, egtid, payload in rows:
-        if etype not in C.NVTX_RANGE_TYPES and etype != C.NVTX_MARK:
+        if etype not in NVTX_RANGE_TYPES and etype != NVTX_MARK:
             continue
         gtid = int(gtid) if gtid is not None else None
-        pid = None if gtid is None else C.pid_of(gtid)
+        pid = None if gtid is None else _pid(gtid)
         dname = domains.get((pid, dom), domains.get((None, dom)))
         cname = categories.get((pid, dom, cat), categories.get((None, dom, cat)))
         out.append((
             int(start), None if end is None else int(end), int(etype), text,
             dname if dname is not None else (None if dom in (None, 0) else f"domain{dom}"),
             cname if cname is not None else (None if cat in (None, 0) else str(cat)),
-            pid, None if gtid is None else C.tid_of(gtid),
-            None if egtid is None else C.tid_of(egtid), payload, gtid))
+            pid, None if gtid is None else int(gtid) & 0xFFFFFF,
+            None if egtid is None else int(egtid) & 0xFFFFFF, payload, gtid))
     return _frame(out, NVTX_COLUMNS)
 
 
@@ -145,32 +139,32 @@ def _frame(rows: list, types: dict):
 
 
 def _read_kernels(con, path, tables):
-    if C.T_KERNEL not in tables:
+    if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
         return _frame([], KERNEL_COLUMNS)
-    kcols = _columns(con, path, C.T_KERNEL, {"start", "end", "deviceId", "streamId", "demangledName"})
+    kcols = _columns(con, path, "CUPTI_ACTIVITY_KIND_KERNEL", {"start", "end", "deviceId", "streamId", "demangledName"})
     short, gpid, corr, ctx = (f"k.{c}" if c in kcols else "NULL"
                               for c in ("shortName", "globalPid", "correlationId", "contextId"))
-    runtime = C.T_RUNTIME in tables and corr != "NULL"
+    runtime = "CUPTI_ACTIVITY_KIND_RUNTIME" in tables and corr != "NULL"
     # correlation ids repeat across processes: join within the kernel's own process
-    join = (f"""left join {C.T_RUNTIME} r on r.correlationId = k.correlationId
+    join = (f"""left join CUPTI_ACTIVITY_KIND_RUNTIME r on r.correlationId = k.correlationId
                 and ({gpid} is null or (r.globalTid >> 24) = ({gpid} >> 24))
-                left join {C.T_STRINGS} an on an.id = r.nameId""" if runtime else "")
+                left join StringIds an on an.id = r.nameId""" if runtime else "")
     rsel = "r.globalTid, r.start, r.\"end\", an.value" if runtime else "NULL, NULL, NULL, NULL"
     sql = f"""
         select k.start, k."end", dn.value, sn.value, k.deviceId, {ctx}, k.streamId, {corr}, {gpid},
                {rsel}
-        from {C.T_KERNEL} k
-        left join {C.T_STRINGS} dn on dn.id = k.demangledName
-        left join {C.T_STRINGS} sn on sn.id = {short}
+        from CUPTI_ACTIVITY_KIND_KERNEL k
+        left join StringIds dn on dn.id = k.demangledName
+        left join StringIds sn on sn.id = {short}
         {join}
         order by k.start
     """
     out = []
     for (start, end, dname, sname, dev, ctx_, stream, corr_, gpid_, rtid, rstart, rend,
          api) in con.execute(sql):
-        pid = C.pid_of(gpid_) if gpid_ is not None else (C.pid_of(rtid) if rtid is not None else None)
+        pid = _pid(gpid_) if gpid_ is not None else (_pid(rtid) if rtid is not None else None)
         out.append((int(start), int(end), dname or sname, sname, dev, ctx_, stream, corr_, pid,
-                    None if rtid is None else C.tid_of(rtid), rstart, rend, api))
+                    None if rtid is None else int(rtid) & 0xFFFFFF, rstart, rend, api))
     return _frame(out, KERNEL_COLUMNS)
 
 
@@ -179,14 +173,19 @@ def read_report(path) -> NsysReport:
     path = Path(path)
     con = _connect(path)
     try:
-        tables = _tables(con)
-        missing = [t for t in C.REQUIRED_TABLES if t not in tables]
+        tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
+        missing = [t for t in _REQUIRED if t not in tables]
         if missing:
-            what = "no NVTX events (was the run traced with -t nvtx?)" if missing == [C.T_NVTX] else ""
+            what = "no NVTX events (was the run traced with -t nvtx?)" if missing == ["NVTX_EVENTS"] else ""
             raise NsysError(path, f"missing table {', '.join(missing)}"
                             + (f": {what}" if what else " (not an nsys SQLite export?)"))
-        version = _schema_version(con, tables)
-        start = _session_start(con, path)
+        version = con.execute("select value from META_DATA_EXPORT where name='EXPORT_SCHEMA_VERSION'").fetchone() \
+            if "META_DATA_EXPORT" in tables else None
+        start = con.execute("select utcEpochNs from TARGET_INFO_SESSION_START_TIME").fetchone()
+        if start is None or start[0] is None:
+            raise NsysError(path, "table TARGET_INFO_SESSION_START_TIME has no utcEpochNs row")
+        if not 0 <= int(start[0]) < MAX_EPOCH_NS:
+            raise NsysError(path, f"table TARGET_INFO_SESSION_START_TIME's utcEpochNs {int(start[0])} is no wall clock")
         nvtx, bad_nvtx = _timed(_read_nvtx(con, path))
         kernels, bad_kernels = _timed(_read_kernels(con, path, tables), launch=True)
     except sqlite3.DatabaseError as exc:
@@ -198,6 +197,7 @@ def read_report(path) -> NsysReport:
                               f"{' '.join(str(exc).split())[:120]})") from None
     finally:
         con.close()
+    version = version[0] if version else None
     if version is not None and not str(version).startswith("3."):
         warnings.warn(f"{path}: nsys export schema {version}; ringscope reads schema 3.x", stacklevel=2)
-    return NsysReport(str(path), version, start, nvtx, kernels, bad_nvtx + bad_kernels)
+    return NsysReport(str(path), version, int(start[0]), nvtx, kernels, bad_nvtx + bad_kernels)
