@@ -1,9 +1,4 @@
-"""A Kineto trace beside our own trace of the same rank: its events join that rank's, on one axis.
-
-The Kineto events move by the difference of the two files' wall clocks, then by the midpoint of the
-window in which our OPTIMIZER_STEP spans and Kineto's ``Optimizer.step#`` spans nest (each tracer reads
-the wall clock once; docs/KINETO.md). Its collectives are not added: ours describe them.
-"""
+"""A Kineto trace beside our own trace of the same rank: its events join that rank's, on one axis (docs/KINETO.md)."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,9 +1,4 @@
-"""Clock offsets between the ranks of a Kineto run, from the collectives they share.
-
-No rank finishes a synchronising collective before every rank started it, so each bounds the offset
-to the lowest rank: ``start_r − end_0 <= offset <= end_r − start_0``; the offset is the midpoint of the
-bounds' intersection (else the median difference of the ends), in whole µs to keep each rank's µs grid.
-"""
+"""Clock offsets between the ranks of a Kineto run, from the synchronising collectives they share (docs/KINETO.md)."""
 from __future__ import annotations
 
 import numpy as np

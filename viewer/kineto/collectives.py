@@ -1,11 +1,4 @@
-"""The collectives of a Kineto run: op, bytes, time and bandwidths (nccl-tests' conventions), and who
-launched each last (the stragglers).
-
-Time is the NCCL kernel's (else the backend annotation's); a collective whose size the trace does not
-tell (older torch) has NaN bandwidths. A collective is the same on every rank when its ``tensor_ops``
-name is; launches are compared on the common axis (after :mod:`viewer.kineto.clock`), among the loaded
-ranks only.
-"""
+"""The collectives of a Kineto run: bandwidths (nccl-tests' conventions) and who launched each last (docs/KINETO.md)."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,9 +1,4 @@
-"""The collectives of one Kineto rank: what ran, on how many bytes, in which process group.
-
-Where: its NCCL kernel when the trace has GPU kernels, else its ``<backend>:<op>`` annotation. What: the
-kernel's own args (torch >= 2.3), else the ``record_param_comms`` around its launch, else the
-annotation's ``Input Dims``/``Input type``, else the kernel or annotation name.
-"""
+"""The collectives of one Kineto rank: what ran, on how many bytes, in which process group (docs/KINETO.md)."""
 from __future__ import annotations
 
 import bisect

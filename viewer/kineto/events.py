@@ -1,9 +1,4 @@
-"""One Kineto (torch.profiler) trace: its header, and its complete (``X``) events as numpy columns.
-
-Kineto spreads each event over several lines and writes header keys after the array too (lists whose
-strings hold ``]``), so the array's end is found from the back: a ``]`` whose tail parses. The C scanner
-then walks the array once; the few events the collectives and steps need are also kept whole.
-"""
+"""One Kineto trace: its header, and its complete (``X``) events as numpy columns (docs/KINETO.md)."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,9 +1,4 @@
-"""Where a Kineto run's GPU time went, per rank, stream and step (HTA's definitions, docs/KINETO.md).
-
-Kernel time is the first work's start to the last work's end; idle is kernel time − the union of all
-work; overlap is the NCCL time during which a compute kernel also ran. Which work counts:
-:func:`viewer.kineto.kernels.gpu_work`.
-"""
+"""Where a Kineto run's GPU time went, per rank, stream and step (HTA's definitions, docs/KINETO.md)."""
 from __future__ import annotations
 
 import pandas as pd

@@ -1,9 +1,4 @@
-"""GPU work of Kineto runs: which kernels count, and of what kind (HTA's conventions, docs/KINETO.md).
-
-With two or more ``ProfilerStep#N``, only work launched before the last step begins counts (the
-profiler's flush usually cuts it). ``hta_rounding`` rounds work inward to whole µs of its rank's own
-clock, as HTA does to ns-resolution traces (pytorch#122425).
-"""
+"""GPU work of Kineto runs: which kernels count, and of what kind (HTA's conventions, docs/KINETO.md)."""
 from __future__ import annotations
 
 import re

@@ -1,10 +1,4 @@
-"""Kernel launches of a Kineto run: what each piece of GPU work cost the CPU to launch, and where the
-GPU's idle time lies (HTA's kernel launch statistics and idle time breakdown; docs/KINETO.md).
-
-Work is *short* when it ran for less time than its launch call took, and *waited for* when that call
-returned after the GPU had gone idle (``host_wait_ns``: the part of the gap before it returned). The
-window and rounding are :func:`gpu_work`'s, so the gaps add up to the temporal breakdown's idle time.
-"""
+"""Kernel launches of a Kineto run and where the GPU idled (HTA's launch statistics, docs/KINETO.md)."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,7 +1,4 @@
-"""``ringscope merge`` for runs with Kineto traces: one Chrome trace, a process per rank, a thread per
-lane, on the run's common axis. Written from the loaded tables (name, category, times, step and bytes
-only), so ranks are aligned as every analysis sees them.
-"""
+"""``ringscope merge`` for runs with Kineto traces: one Chrome trace from the loaded tables, a process per rank."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,12 +1,4 @@
-"""One Kineto (torch.profiler) trace into the schema's tables: one rank, local times in ns.
-
-``events``: every complete event, on lanes ``cpu:<tid>``, ``gpu:<stream>`` (``gpu<device>:<stream>``
-with several devices), ``gpu:<stream>:annotations`` and ``profiler``; a GPU event takes the step of the
-CPU call that launched it; extra column ``launch_ns``: when that call started. ``fused_ops`` and
-``tensor_ops``: one row per collective, ``tensor`` being ``<op>/pg<group>#<k>`` (the k-th of its process
-group in its step: the same name on every rank is the same collective). The rank comes from
-``distributedInfo``, else the file name, else 0 (docs/KINETO.md).
-"""
+"""One Kineto (torch.profiler) trace into the schema's tables: one rank, local times in ns (docs/KINETO.md)."""
 from __future__ import annotations
 
 import re

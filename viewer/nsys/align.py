@@ -1,9 +1,4 @@
-"""Put one nsys process's times on the run's time axis.
-
-Coarse: nsys's UTC and the rank's wall clock are taken to agree. Refined: per NVTX range name, the k-th
-nsys range pairs with the (k+s)-th trace event of that name (``s``: a capture that started late); the
-median of the pairs' start differences is the residual, their median absolute deviation the spread.
-"""
+"""Put one nsys process's times on the run's axis: its UTC, refined by matching NVTX ranges to trace spans."""
 from __future__ import annotations
 
 from dataclasses import dataclass

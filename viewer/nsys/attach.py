@@ -1,9 +1,4 @@
-"""Overlay Nsight Systems exports on a loaded run: the one call ``ringscope merge --nsys`` makes.
-
-    overlay = attach_nsys(run.tables, ["report.sqlite"])        # or ["0=r0.sqlite", "1=r1.sqlite"]
-    tables = with_gpu_rows(run.tables, overlay)                 # events gain gpu:<stream> rows
-    extra = chrome_events(overlay.aligned, ts_origin_ns=0)      # for the merged Chrome trace
-"""
+"""Overlay Nsight Systems exports on a loaded run: the one call ``ringscope merge --nsys`` and the dashboard make."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace

@@ -1,7 +1,4 @@
-"""Which nsys process is which rank: an explicit ``RANK=FILE``, else the rank ringscope's own NVTX
-events carry (``rank=N``), else the pid each rank's trace recorded. Processes with neither ringscope NVTX
-events nor kernels (launchers, mpiexec) are skipped.
-"""
+"""Which nsys process is which rank: ``RANK=FILE``, else the rank in ringscope's NVTX events, else the pid."""
 from __future__ import annotations
 
 import re

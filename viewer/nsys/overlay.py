@@ -1,8 +1,4 @@
-"""GPU lanes: aligned kernels as events-table rows and as Chrome-trace events.
-
-A kernel belongs to the fused op (``response``) whose backend span contains its *launch* (it runs
-asynchronously, so its own start may be later), or its start when the launch is unknown.
-"""
+"""GPU lanes: aligned kernels as events-table rows and as Chrome-trace events."""
 from __future__ import annotations
 
 import re

@@ -1,8 +1,4 @@
-"""Read what the overlay needs from one ``nsys export --type sqlite`` file.
-
-Times stay as nsys wrote them (ns on the session timeline); ``session_start_epoch_ns`` is the UTC epoch
-of session time 0.
-"""
+"""Read what the overlay needs from one ``nsys export --type sqlite`` file (times as nsys wrote them)."""
 from __future__ import annotations
 
 import sqlite3
