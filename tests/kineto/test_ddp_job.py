@@ -53,9 +53,9 @@ def test_clock_offset_and_stragglers(ddp_run):
     assert r.loc[0, "clock_offset_ns"] == 0
     # one host, one clock: the estimate must contain 0 within its uncertainty
     assert abs(r.loc[1, "clock_offset_ns"]) <= r.loc[1, "clock_offset_uncertainty_ns"] + 1000
-    st = collectives.collective_stragglers(run.tables)
+    st = collectives.collective_stragglers(run.tables, run.kineto_launches())
     assert len(st) == 6 and set(st["n_ranks"]) == {2} and st["last_rank"].isin([0, 1]).all()
-    per_rank = collectives.rank_summary(run.tables)
+    per_rank = collectives.rank_summary(run.tables, run.kineto_launches())
     assert per_rank["times_last"].sum() == 6
 
 

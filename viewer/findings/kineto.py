@@ -6,7 +6,7 @@ import re
 from viewer import units
 from viewer.analyses import stragglers as st
 from viewer.findings.ranks import _cost
-from viewer.findings.rule import finding, rule, step_window
+from viewer.findings.rule import at_worst_step, finding, rule, step_window
 
 IDLE_PCT = 25.0            # GPU idle from this share of its time is a finding; high from twice it
 LAUNCH_BOUND_PCT = 25.0    # launch-bound work from this share of the launched work; high from twice it
@@ -50,7 +50,7 @@ def gpu_idle(run, peak=None):
            + _idle_fix(host, start, inside))
     return [finding("gpu_idle", "high" if pct >= 2 * IDLE_PCT else "medium", 30 + pct / 4,
                     f"the GPU sat idle {units.pct(pct)} of the time on rank {rank}", msg, ranks=[rank],
-                    steps=[step] if step >= 0 else (),
+                    steps=[step],
                     window=(int(gap["t_ns"]) - int(gap["gap_ns"]), int(gap["t_ns"])),
                     metric="idle_pct", value=pct, unit="pct")]
 
@@ -103,7 +103,7 @@ def launch_overhead(run, peak=None):
            "does more work")
     return [finding("launch_overhead", "high" if pct >= 2 * LAUNCH_BOUND_PCT else "medium", 28 + pct / 4,
                     f"kernel launches bound the GPU: {units.pct(pct)} of the work on rank {rank} waited on its launch",
-                    msg, ranks=[rank], steps=[step] if step is not None else (),
+                    msg, ranks=[rank], steps=[step],
                     window=step_window(run, step, [rank]), metric="launch_bound_pct", value=pct, unit="pct")]
 
 
@@ -149,14 +149,7 @@ def stragglers(run, peak=None):
     late = st.late_ranks(run.kineto_rank_stragglers(), loaded, run.step_ns)
     unc = run.ranks["clock_offset_uncertainty_ns"]
     rows = straggler_rows(late, loaded, None if unc.isna().any() else float(unc.max()))
-    launches = run.kineto_launches()
-    for row in rows:
-        r = row["evidence"]["ranks"][0]
-        mine = launches[launches["is_last"].astype(bool) & (launches["rank"] == r) & (launches["step"] >= 0)]
-        if len(mine):
-            step = int(mine.groupby("step")["wait_imposed_ns"].sum().idxmax())
-            row["evidence"].update(steps=[step], window_ns=step_window(run, step, [r]))
-    return rows
+    return at_worst_step(run, rows, run.kineto_launches())
 
 
 def straggler_rows(late, loaded: int, uncertainty_ns: float | None) -> list[dict]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from viewer import units
 from viewer.analyses import hangs
-from viewer.findings.rule import finding, optional, rule, step_window, worst_step
+from viewer.findings.rule import at_worst_step, finding, optional, rule
 
 
 def _ranks_of(late_hosts) -> set:
@@ -46,12 +46,10 @@ def stragglers(run, peak=None):
         else:
             msg += (f"; median lateness {units.duration(r['median_lateness_ns'])}: look at what rank {rank} does "
                     "before it submits (data loading, host load, a slower device or extra work)")
-        step = worst_step(run, [rank])
         out.append(finding("straggler", "high" if share >= 10 or not r["steps"] else "medium", 50 + share,
                            f"rank {rank} is the straggler: it cost the others {cost}", msg, ranks=[rank],
-                           steps=[step] if step is not None else (), window=step_window(run, step, [rank]),
                            metric="wait_imposed_per_step_ns", value=r["per_step_ns"], unit="ns"))
-    return out
+    return at_worst_step(run, out, optional(run, "negotiations"))
 
 
 @rule("negotiation", "hosts")
@@ -59,11 +57,7 @@ def late_hosts(run, peak=None):
     """:func:`late_host_rows` on the run, each with the step where its host held the others up most."""
     rows = late_host_rows(run.late_hosts(), {int(r) for r in run.late_ranks()["rank"]},
                           _why(optional(run, "root_cause"), late_only=False))
-    for row in rows:
-        step = worst_step(run, row["evidence"]["ranks"])
-        row["evidence"].update(steps=[step] if step is not None else [],
-                               window_ns=step_window(run, step, row["evidence"]["ranks"]))
-    return rows
+    return at_worst_step(run, rows, optional(run, "negotiations"))
 
 
 def late_host_rows(lh, flagged=(), why=None) -> list[dict]:
@@ -142,7 +136,7 @@ def hang(run, peak=None):
         t0 = int(first["first_submit_ns"])
         out.append(finding("hang", "high", 95, f"rank {r} never submitted {root['names'][0]}{step}",
                            msg + f": check rank {r}'s control flow (a skipped collective, a different model branch "
-                           "or an exception)", ranks=[r], steps=[root["first_step"]] if root["first_step"] >= 0 else (),
+                           "or an exception)", ranks=[r], steps=[root["first_step"]],
                            window=(t0, t0 + int(first["waited_ns"])), metric="waited_ns", value=first["waited_ns"],
                            unit="ns"))
     together = hangs.cut_together(ends)

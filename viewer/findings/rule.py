@@ -33,7 +33,8 @@ def rule(*needs: str):
 def finding(kind: str, severity: str, score, title: str, message: str, *, ranks=(), steps=(), window=None,
             metric: str | None = None, value=None, unit: str | None = None) -> dict:
     """One finding row; ``window``: (t0_ns, t1_ns) on the run's axis where the timeline shows it."""
-    evidence = {"ranks": sorted({int(r) for r in ranks}), "steps": sorted({int(s) for s in steps}),
+    evidence = {"ranks": sorted({int(r) for r in ranks}),
+                "steps": sorted({int(s) for s in steps if s is not None and s >= 0}),
                 "window_ns": None if window is None else [int(window[0]), int(window[1])],
                 "metric": metric, "value": None if value is None else float(value), "unit": unit}
     return {"kind": kind, "severity": severity, "score": float(score), "title": title, "message": message,
@@ -56,12 +57,11 @@ def optional(run, name: str):
     return getattr(run, name)() if run.why_not(name) is None else None
 
 
-def worst_step(run, ranks) -> int | None:
-    """The step in which ``ranks``, last to submit, held the others up the longest."""
-    if run.why_not("negotiations"):
-        return None
-    neg = run.negotiations()
-    mine = neg[neg["is_last"].astype(bool) & neg["rank"].isin(list(ranks)) & (neg["step"] >= 0)]
-    if not len(mine):
-        return None
-    return int(mine.groupby("step")["wait_imposed_ns"].sum().idxmax())
+def at_worst_step(run, rows: list[dict], neg) -> list[dict]:
+    """``rows`` with the step (and its window) in which their ranks, last in ``neg``, held the others up most."""
+    for row in rows:
+        ranks = row["evidence"]["ranks"]
+        mine = () if neg is None else neg[neg["is_last"].astype(bool) & neg["rank"].isin(ranks) & (neg["step"] >= 0)]
+        step = int(mine.groupby("step")["wait_imposed_ns"].sum().idxmax()) if len(mine) else None
+        row["evidence"].update(steps=[] if step is None else [step], window_ns=step_window(run, step, ranks))
+    return rows

@@ -64,7 +64,7 @@ def exposed(run, peak=None):
         f"communication was exposed for {pct:.0f} % of each step on rank {rank} "
         f"({units.duration(w['exposed_comm_ns'])} of {units.duration(w['step_ns'])} waiting on it), overlapped "
         f"{units.duration(w['overlapped_ns'])}: submit gradients as soon as they are ready (backward hooks) and "
-        "synchronize as late as possible", ranks=[rank], steps=[step] if step is not None else (),
+        "synchronize as late as possible", ranks=[rank], steps=[step],
         window=step_window(run, step, [rank]), metric="exposed_comm_pct", value=pct, unit="pct")]
 
 
@@ -98,7 +98,7 @@ def priority_rows(waits) -> list[dict]:
     return [finding("priority", "medium" if chosen else "info",
                     25 + min(15, waits["ordered_ahead_ns"].sum() / 1e6) if chosen else 10,
                     f"prioritised ops waited {units.duration(total)} behind lower-priority work", msg,
-                    ranks=[w["rank"]], steps=[w["step"]] if w["step"] >= 0 else (),
+                    ranks=[w["rank"]], steps=[w["step"]],
                     window=(int(w["submit_ns"]), int(w["start_ns"])), metric="behind_ns", value=total, unit="ns")]
 
 

@@ -49,11 +49,10 @@ def collective_launches(tables):
     return stragglers.negotiations(tables, size=_ranks_loaded(tables))
 
 
-def collective_stragglers(tables, launches=None):
-    """One row per collective seen on every loaded rank: the last launcher, the spread, the wait it imposed
-    (last − second last) and whether that wait is within the clock offsets' uncertainty."""
-    neg = collective_launches(tables) if launches is None else launches
-    last = neg[neg["is_last"].astype(bool)]
+def collective_stragglers(tables, launches):
+    """Per collective seen on every loaded rank: the last launcher, the spread, the wait it imposed and
+    whether that wait is within the clock offsets' uncertainty."""
+    last = launches[launches["is_last"].astype(bool)]
     if not len(last):
         return pd.DataFrame({c: pd.Series(dtype="object") for c in STRAGGLER_COLUMNS})
     worst = max(tables.ranks["clock_offset_uncertainty_ns"].fillna(0).astype("int64").tolist(), default=0)
@@ -63,10 +62,9 @@ def collective_stragglers(tables, launches=None):
     return out.sort_values("wait_imposed_ns", ascending=False, ignore_index=True)[STRAGGLER_COLUMNS]
 
 
-def rank_summary(tables, launches=None):
+def rank_summary(tables, launches):
     """:func:`viewer.analyses.stragglers.rank_stragglers` per rank, with its clock offset and uncertainty."""
-    neg = collective_launches(tables) if launches is None else launches
-    out = stragglers.rank_stragglers(neg, size=_ranks_loaded(tables))
+    out = stragglers.rank_stragglers(launches, size=_ranks_loaded(tables))
     r = tables.ranks.set_index("rank")
     out["clock_offset_ns"] = out["rank"].map(r["clock_offset_ns"]).astype("Int64")
     out["clock_offset_uncertainty_ns"] = out["rank"].map(r["clock_offset_uncertainty_ns"]).astype("Int64")
