@@ -18,16 +18,6 @@ def _ms(a, b):
     return None if a is None or b is None else (b - a) / 1e6
 
 
-def job_span(meta: dict, events=None) -> tuple[int, int]:
-    """The first generation's start to the last one's end (else the last event's), on the run's axis."""
-    gens = meta["elastic"]["generations"]
-    start = gens[0]["start_ns"]
-    end = gens[-1]["end_ns"]
-    if end is None:
-        end = int((events["t_ns"] + events["dur_ns"]).max()) if events is not None and len(events) else start
-    return int(start), int(end)
-
-
 def recoveries(tables):
     """``COLUMNS`` per reset: ``cost_ms`` = lost (failure -> first step after) + redone (commit -> failure)."""
     import pandas as pd  # here, not above: `ringscope merge` reads PARTS without pandas
@@ -40,8 +30,10 @@ def recoveries(tables):
     ev = tables.events
     el_ev = ev[(ev["cat"] == V.CAT_ELASTIC).to_numpy(dtype=bool, na_value=False)]
     ranks = tables.ranks
-    start, end = job_span(meta, ev)
-    wall = max(end - start, 1)
+    gens = el["generations"]   # the job: the first generation's start to the last one's end (else the last event's)
+    start, end = gens[0]["start_ns"], gens[-1]["end_ns"]
+    end = end if end is not None else int((ev["t_ns"] + ev["dur_ns"]).max()) if len(ev) else start
+    wall = max(int(end) - int(start), 1)
     resets = el["resets"]
     rows = []
     for i, r in enumerate(resets):

@@ -15,8 +15,7 @@ _MAX_PAIRS, _NEAR_NS = 4_000_000, 10_000_000_000
 
 
 def attach(parsed: list[dict]) -> list[dict]:
-    """``parsed`` without the Kineto files that have our trace of their rank, their events moved into it
-    (``meta["kineto_files"]``, ``meta["kineto_alignment"]``)."""
+    """``parsed`` with each Kineto file's events moved into our trace of its rank, when there is one."""
     ours = {p["rank_info"]["rank"]: p for p in parsed
             if p["rank_info"].get("format") != "kineto" and p["meta"].get("part") in (None, 0)}
     out, alignment = [], []
@@ -50,8 +49,7 @@ def attach(parsed: list[dict]) -> list[dict]:
 
 
 def refine(ours, theirs, wall_ns: int) -> dict:
-    """``{refined_ns, uncertainty_ns, spans}``: what to add to ``wall_ns`` (Kineto local ns to ours)
-    so that the optimizer steps both recorded nest; else ``refined_ns`` None and ``why``."""
+    """``{refined_ns, uncertainty_ns, spans}`` that makes both optimizer steps nest (else None and ``why``)."""
     o = ours[ours["name"] == V.OPTIMIZER_STEP]
     k = theirs[theirs["name"].str.startswith(THEIRS) & theirs["thread"].str.startswith("cpu:")]
     if not len(o) or not len(k):

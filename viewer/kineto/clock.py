@@ -18,8 +18,7 @@ def _spans(p: dict):
 
 
 def estimate(parsed: list[dict]) -> dict:
-    """``{rank: (offset_ns, uncertainty_ns, collectives used)}`` for the ranks that share
-    synchronising collectives with the reference rank (which gets (0, 0, n))."""
+    """``{rank: (offset_ns, uncertainty_ns, collectives used)}`` against the lowest rank (0, 0, n)."""
     spans = {p["rank_info"]["rank"]: s for p in parsed if (s := _spans(p))}
     if len(spans) < 2:
         return {}

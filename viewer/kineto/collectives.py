@@ -50,8 +50,7 @@ def collective_launches(tables):
 
 
 def collective_stragglers(tables, launches):
-    """Per collective seen on every loaded rank: the last launcher, the spread, the wait it imposed and
-    whether that wait is within the clock offsets' uncertainty."""
+    """Per collective seen on every loaded rank: its last launcher, spread and imposed wait (vs clock doubt)."""
     last = launches[launches["is_last"].astype(bool)]
     if not len(last):
         return pd.DataFrame({c: pd.Series(dtype="object") for c in STRAGGLER_COLUMNS})

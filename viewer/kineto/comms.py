@@ -6,20 +6,17 @@ import math
 import re
 
 from viewer.io.ranges import INT32, MAX_BYTES, int_below
+from viewer.vocab import DTYPE_BYTES
 
 COMM_KERNEL = re.compile(r"^nccl.*Kernel")
 _ANNOTATION = re.compile(r"^(nccl|gloo|mpi|ucc|xccl):([A-Za-z_]+)")
 _KERNEL_OP = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)|^nccl([A-Z][A-Za-z]+?)(?:Ring|Tree|Kernel)")
-# torch dtype spellings (record_param_comms' ``dtype``, the profiler's ``Input type``) -> numpy name, bytes
-_DTYPES = {
-    "float": ("float32", 4), "float32": ("float32", 4), "double": ("float64", 8), "float64": ("float64", 8),
-    "half": ("float16", 2), "c10::half": ("float16", 2), "float16": ("float16", 2),
-    "bfloat16": ("bfloat16", 2), "c10::bfloat16": ("bfloat16", 2),
-    "int": ("int32", 4), "int32": ("int32", 4), "long": ("int64", 8), "long int": ("int64", 8),
-    "int64": ("int64", 8), "short": ("int16", 2), "short int": ("int16", 2), "byte": ("uint8", 1),
-    "unsigned char": ("uint8", 1), "char": ("int8", 1), "signed char": ("int8", 1), "bool": ("bool", 1),
-    "float8_e4m3fn": ("float8_e4m3fn", 1), "float8_e5m2": ("float8_e5m2", 1),
-}
+# torch's dtype spellings (record_param_comms' ``dtype``, the profiler's ``Input type``) besides numpy's names
+_DTYPE_ALIASES = {"float": "float32", "double": "float64", "half": "float16", "c10::half": "float16",
+                  "c10::bfloat16": "bfloat16", "int": "int32", "long": "int64", "long int": "int64",
+                  "short": "int16", "short int": "int16", "byte": "uint8", "unsigned char": "uint8", "char": "int8",
+                  "signed char": "int8"}
+_DTYPE_BYTES = {**DTYPE_BYTES, "float8_e4m3fn": 1, "float8_e5m2": 1}
 _OPS = (("allreduce", "ALLREDUCE"), ("allgather", "ALLGATHER"), ("reducescatter", "REDUCESCATTER"),
         ("alltoall", "ALLTOALL"), ("broadcast", "BROADCAST"), ("sendrecv", "SENDRECV"), ("barrier", "BARRIER"),
         ("reduce", "REDUCE"), ("gather", "GATHER"), ("scatter", "SCATTER"), ("send", "SEND"), ("recv", "RECV"))
@@ -38,9 +35,8 @@ def op_name(raw) -> str | None:
 
 def dtype_info(raw):
     """(numpy dtype name, element bytes) of a torch dtype spelling, or (None, None)."""
-    if raw.__class__ is not str:
-        return None, None
-    return _DTYPES.get(raw.lower(), (None, None))
+    name = _DTYPE_ALIASES.get(raw.lower(), raw.lower()) if raw.__class__ is str else None
+    return (name, _DTYPE_BYTES[name]) if name in _DTYPE_BYTES else (None, None)
 
 
 def _ranks(v):
@@ -54,8 +50,7 @@ def _ranks(v):
 
 
 def describe(args: dict, world: int | None) -> dict:
-    """op, dtype, bytes (S per rank, as ``fused_ops`` keeps it), size and pg of ``record_param_comms``-style
-    args (missing pieces are None)."""
+    """op, dtype, bytes (per rank), size and pg of ``record_param_comms``-style args (None: missing)."""
     op = op_name(args.get("Collective name"))
     dtype, esize = dtype_info(args.get("dtype"))
     n_in, n_out = int_below(args.get("In msg nelems"), MAX_BYTES), int_below(args.get("Out msg nelems"), MAX_BYTES)

@@ -58,8 +58,7 @@ class KinetoReader(JsonTrace):
         return self._trailing_header(rest)
 
     def scan(self, fields) -> dict:
-        """The event array as columns (:func:`viewer.io._eventscan.scan`), its damage recorded; a bad
-        event with no complete one after it in an unclosed file is where the file was cut."""
+        """The event array as columns, its damage recorded (a bad last event in an unclosed file: the cut)."""
         end = self._find_end()
         got = _eventscan.scan(self.data, self._start, end, fields, False)
         for at, err_at, why, nxt in got["errors"]:
@@ -81,8 +80,7 @@ def _col(scanned: dict, name: str, dtype):
 
 
 class Events:
-    """One rank's X events as columns (``arrays()``), the events kept whole (``special``: (row, event)),
-    ``process_labels`` and ``bad`` (why -> events left out)."""
+    """One rank's X events as columns (``cols``), the events kept whole (``special``) and ``bad`` ones' counts."""
 
     def __init__(self, scanned: dict, data):
         self.bad: dict = {}
@@ -113,7 +111,7 @@ class Events:
             st, v, _ = _col(scanned, k, np.int64)
             ok = self._check(ok, (st > _READ) | outside(v, st == _READ, lo, hi),
                              f"'{k}' is not an integer it can mean")
-        self._rows = rows = np.flatnonzero(ok)
+        rows = np.flatnonzero(ok)
 
         cats = [_CAT_ALIASES.get(c, c) for c in cat_v] + [""]
         cat_code, cats = distinct(np.where(cat_st[rows] == _READ, cat[rows], len(cat_v)), cats)
@@ -137,7 +135,7 @@ class Events:
         stream_st = _col(scanned, "args.stream", np.int64)[0][rows]
         s = np.where(stream_st == _ABSENT, tid_int[tid[rows]], self._arg(scanned, "args.stream", rows, -1))   # or tid
         nbytes = self._arg(scanned, "args.bytes", rows, -1)
-        self._cols = {
+        self.cols = {   # ts, dur (µs), name, cat, thread (codes), corr, stream, bytes
             "ts": ts[rows].copy(), "dur": np.where(dur_st[rows] == _READ, dur[rows], 0.0),
             "name": name_code, "cat": cat_code, "thread": rank_of[thread_code.reshape(-1)].astype(np.int32),
             "corr": corr, "stream": np.where(gpu, s, -1), "bytes": np.where(gpu, nbytes, -1),
@@ -169,13 +167,6 @@ class Events:
             if e.get("name") == "process_labels" and a.__class__ is dict and a.get("labels").__class__ is str \
                     and pid.__class__ in (int, str):
                 self.process_labels[pid] = a["labels"]
-
-    def __len__(self) -> int:
-        return len(self._rows)
-
-    def arrays(self) -> dict:
-        """The columns as numpy arrays: ts, dur (µs), name, cat, thread (codes), corr, stream, bytes."""
-        return self._cols
 
 
 def _whole(data, lo, hi):

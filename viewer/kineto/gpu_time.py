@@ -66,8 +66,7 @@ def stream_table(tables):
 
 
 def step_breakdown(tables):
-    """One row per rank and ProfilerStep (the last included) and the GPU work it launched; without GPU
-    work, communication is the union of the step's collectives and the GPU columns are NaN."""
+    """One row per rank and ProfilerStep (the last included); GPU columns NaN without GPU work."""
     work = {k: g for k, g in gpu_work(tables, include_last_step=True).groupby(["rank", "step"])}
     comms = {k: g for k, g in tables.fused_ops.groupby(["rank", "step"])}
     spans = step_spans(tables.events)[["rank", "step", "start_ns", "end_ns"]]

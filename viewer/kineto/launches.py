@@ -16,8 +16,7 @@ WHERE = ("step start", "in step", "outside steps")
 
 
 def kernel_launches(tables) -> pd.DataFrame:
-    """One row per piece of GPU work (``COLUMNS``), in start order per rank; ``launch_dur_ns`` and
-    ``delay_ns`` are NaN where the trace lacks the launch call."""
+    """One row per piece of GPU work (``COLUMNS``), in start order per rank (NaN: no launch call)."""
     work = gpu_work(tables)
     if not len(work):
         return pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS})
@@ -42,8 +41,7 @@ def kernel_launches(tables) -> pd.DataFrame:
 
 
 def launch_stats(launches: pd.DataFrame) -> pd.DataFrame:
-    """Per rank (``STATS``): medians of launch call, work and delay, the shares of the ``launched`` work that
-    were short, waited for and both, and the GPU's idle time by where it lies."""
+    """Per rank (``STATS``): launch medians, short / waited-for / launch-bound shares, idle time by where."""
     rows = []
     for rank, g in launches.groupby("rank", sort=True):
         known = g[g["launch_dur_ns"].notna()]

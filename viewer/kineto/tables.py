@@ -33,7 +33,8 @@ def parse_file(path, warn: bool = True) -> dict:
     reader.data = bytearray()   # every event is in columns now: let the text go before the tables
     for why, n in ev.bad.items():   # the reader knows no line here: one entry per reason
         reader.skipped.append({"line": None, "byte": None, "reason": why, "events": n})
-    if not len(ev):
+    cols = ev.cols
+    if not len(cols["ts"]):
         raise TraceError(path, "no trace events" + (f" ({sum(x['events'] for x in reader.skipped)} unusable "
                                                     "event(s) skipped)" if reader.skipped else ""))
     hdr = reader.header
@@ -43,7 +44,6 @@ def parse_file(path, warn: bool = True) -> dict:
         rank = rank_from_name(path) or 0
     world, backend = int_below(info.get("world_size"), INT32), info.get("backend")
     backend = backend if isinstance(backend, str) else None
-    cols = ev.arrays()
     _drop_far(cols, ev, reader)
     t0 = float(np.floor(cols["ts"].min()))   # whole µs: local times stay on the rank's own µs grid
     out = _tables(cols, ev, rank, t0, world, backend)
@@ -188,8 +188,7 @@ def _thread_labels(ev: Events, cols, cat_values, gpu_cat):
 
 
 def _depth(threads, t_ns, dur_ns):
-    """Nesting depth of each span on its lane: spans that started before it (ties: the longer one
-    first) and have not ended by its start."""
+    """Nesting depth of each span on its lane (ties: the longer one outside)."""
     n = len(t_ns)
     depth = np.zeros(n, dtype="int32")
     end = t_ns + dur_ns

@@ -59,8 +59,7 @@ def _best_shift(a: np.ndarray, b: np.ndarray, max_err: int, probe: int = 64):
 
 
 def refine(nsys_ranges, trace_ranges, coarse_ns: int, min_matches: int = 8) -> Alignment:
-    """Align by matching NVTX ranges (``name`` and ``start``/``t_ns``); with fewer than ``min_matches``
-    pairs the coarse offset stands, with a warning."""
+    """Align by matching NVTX ranges by name; under ``min_matches`` pairs the coarse offset stands, warned."""
     deltas = []
     per_name = []
     t_by_name = {n: np.sort(g["t_ns"].to_numpy(dtype="int64")) for n, g in trace_ranges.groupby("name")}

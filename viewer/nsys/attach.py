@@ -86,8 +86,7 @@ def attach_nsys(tables, specs, *, min_matches: int = 8) -> NsysOverlay:
 
 
 def with_gpu_rows(tables, ov: NsysOverlay):
-    """A copy of ``tables`` whose events include the overlay's GPU rows (sorted by time) and whose
-    ``meta["nsys"]`` holds the per-rank mapping and alignment."""
+    """A copy of ``tables`` with the overlay's GPU rows in its events and ``meta["nsys"]`` per rank."""
     events = frames.concat("events", [tables.events, overlay.gpu_event_rows(ov.aligned)])
     events = events.sort_values(["t_ns", "rank"], kind="stable", ignore_index=True)
     meta = dict(tables.meta)

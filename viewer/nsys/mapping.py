@@ -50,8 +50,7 @@ def rank_from_nvtx(events) -> int | None:
 
 
 def map_processes(reports, explicit: dict | None = None, trace_pids: dict | None = None) -> list[ProcessRank]:
-    """Map each process with ringscope NVTX events or kernels to a rank. ``explicit``: {file: rank};
-    ``trace_pids``: {rank: pid}. NsysError when two processes claim one rank or an explicit file is ambiguous."""
+    """``ProcessRank`` per process with ringscope NVTX events or kernels (NsysError: a rank claimed twice)."""
     explicit = {str(k): v for k, v in (explicit or {}).items()}
     by_pid = {}
     for rank, pid in (trace_pids or {}).items():

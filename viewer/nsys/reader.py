@@ -31,8 +31,7 @@ KERNEL_COLUMNS = {"start": "int64", "end": "int64", "name": "string", "short_nam
 
 @dataclass
 class NsysReport:
-    """One export: ``nvtx`` (ranges and marks) and ``kernels`` DataFrames; ``skipped``: rows left out for
-    times no session can hold."""
+    """One export's ``nvtx`` and ``kernels``; ``skipped``: rows with times no session can hold."""
 
     file: str
     schema_version: str | None
