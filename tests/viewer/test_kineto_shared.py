@@ -87,8 +87,6 @@ def test_nccl_2rank_collectives_steps_and_streams():
 def test_pair_128rank_two_of_many_ranks():
     """Two ranks of a 128-rank job: ranks from distributedInfo, ops named from the NCCL annotations
     (its old NCCL runs every collective as SendRecv kernels), one stream per communicator."""
-    from viewer.kineto import collectives
-
     run = _run("pair_128rank_job")
     assert run.ranks["rank"].tolist() == [0, 1] and run.size == 128
     ops = run.fused_ops
@@ -96,7 +94,7 @@ def test_pair_128rank_two_of_many_ranks():
     assert set(ops["activity"]) == {"ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"}
     assert set(run.tensor_ops["tensor"].str.split("#").str[0]) >= {"allgather/pgs203", "alltoall/pgs84"}
     assert (ops["bytes"] == 0).all()   # this torch recorded no sizes
-    launches = collectives.collective_launches(run.tables)
+    launches = run.kineto_launches()
     assert len(launches) and set(launches["n_ranks"]) == {2}
     assert run.ranks["clock_offset_uncertainty_ns"].notna().all()
 

@@ -36,8 +36,7 @@ def attach(parsed: list[dict]) -> list[dict]:
         shift = wall + (refined["refined_ns"] or 0)
         alignment.append({"rank": ri["rank"], "file": ri["file"], "wall_clock_shift_ns": wall, **refined})
         ev["t_ns"] += shift
-        if "launch_ns" in ev:
-            ev["launch_ns"] += shift
+        ev["launch_ns"] += shift
         merged = pd.concat([host["events"], ev], ignore_index=True)
         host["events"] = frames.conform("events", merged.sort_values("t_ns", kind="stable", ignore_index=True))
         last = ri.get("last_ts_ns")

@@ -2,6 +2,7 @@
 ``kineto`` in the summary (docs/KINETO.md has their definitions)."""
 from __future__ import annotations
 
+from viewer.analyses import stragglers
 from viewer.kineto import collectives, gpu_time, launches
 from viewer.registry import Column as C
 from viewer.registry import Table, analysis
@@ -62,7 +63,7 @@ def kineto_streams(run):
 @analysis(needs=("kineto",))
 def kineto_launches(run):
     """One row per collective and rank: when the CPU launched it (the loaded ranks compared)."""
-    return collectives.collective_launches(run.tables)
+    return stragglers.negotiations(run.tables, size=collectives.ranks_loaded(run.tables))
 
 
 @analysis(needs=("kineto",), json="top", key="kineto.stragglers")

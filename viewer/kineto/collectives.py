@@ -40,13 +40,9 @@ def collectives_summary(table):
     return out.sort_values(["op", "bytes"], ignore_index=True)[SUMMARY_COLUMNS]
 
 
-def _ranks_loaded(tables) -> int:
+def ranks_loaded(tables) -> int:
+    """How many ranks the run loaded (launches are compared among them only)."""
     return max(int(tables.ranks["rank"].nunique()), 1)
-
-
-def collective_launches(tables):
-    """One row per collective and rank (stragglers.negotiations over the loaded ranks)."""
-    return stragglers.negotiations(tables, size=_ranks_loaded(tables))
 
 
 def collective_stragglers(tables, launches):
@@ -63,7 +59,7 @@ def collective_stragglers(tables, launches):
 
 def rank_summary(tables, launches):
     """:func:`viewer.analyses.stragglers.rank_stragglers` per rank, with its clock offset and uncertainty."""
-    out = stragglers.rank_stragglers(launches, size=_ranks_loaded(tables))
+    out = stragglers.rank_stragglers(launches, size=ranks_loaded(tables))
     r = tables.ranks.set_index("rank")
     out["clock_offset_ns"] = out["rank"].map(r["clock_offset_ns"]).astype("Int64")
     out["clock_offset_uncertainty_ns"] = out["rank"].map(r["clock_offset_uncertainty_ns"]).astype("Int64")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import orjson
 
-from viewer.merge import _LANE_TID, MERGED_KEY, _relane
+from viewer.merge import _LANE_TID, MERGED_KEY, _relane, _thread
 
 
 def _lane_order(label: str):
@@ -48,8 +48,7 @@ def write_merged(tables, out) -> dict:
             lanes = _relane(events)
             lanes_all += len(lanes)
             for lab, k in tid.items():
-                meta.append({"ph": "M", "name": "thread_name", "pid": rank, "tid": k, "args": {"name": lab}})
-                meta.append({"ph": "M", "name": "thread_sort_index", "pid": rank, "tid": k, "args": {"sort_index": k}})
+                meta += _thread(rank, k, lab)
             for _, t, k in sorted(lanes, key=lambda x: (x[1], x[2])):
                 meta.append({"ph": "M", "name": "thread_name", "pid": rank, "tid": t + k * _LANE_TID,
                              "args": {"name": f"{labels[t - 1]} (overlap {k})"}})

@@ -95,6 +95,4 @@ def unmapped(reports, mapped: list[ProcessRank]) -> list[tuple[str, int]]:
 def parse_spec(spec: str):
     """``--nsys`` argument: ``RANK=FILE`` -> (rank, file); ``FILE`` -> (None, file)."""
     m = re.fullmatch(r"(\d+)=(.+)", spec)
-    if m:
-        return int(m.group(1)), m.group(2)
-    return None, spec
+    return (int(m.group(1)), m.group(2)) if m else (None, spec)
