@@ -1,7 +1,7 @@
 """Overlay Nsight Systems exports on a loaded run: the one call ``ringscope merge --nsys`` and the dashboard make."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -17,8 +17,8 @@ class NsysOverlay:
     """Aligned kernels of every mapped rank, how each rank was mapped and aligned, and warnings."""
 
     aligned: object                  # overlay.align_kernels' DataFrame, attributed to responses
-    ranks: dict = field(default_factory=dict)   # rank -> {"file", "pid", "how", **asdict(Alignment)}
-    warnings: list = field(default_factory=list)
+    ranks: dict                      # rank -> {"file", "pid", "how", **asdict(Alignment)}
+    warnings: list
 
     def report_lines(self) -> list[str]:
         """One line per rank: file, mapping, alignment method, residual and spread."""
@@ -63,8 +63,7 @@ def attach_nsys(tables, specs, *, min_matches: int = 8) -> NsysOverlay:
         coarse = rep.session_start_epoch_ns - origin - offsets[pr.rank]   # nsys's UTC taken as the rank's clock
         nv = mapping.ringscope_nvtx(rep.nvtx)
         nv = nv[(nv["pid"] == pr.pid) & nv["event_type"].isin(NVTX_RANGE_TYPES) & nv["end"].notna()]
-        al = align.refine(nv, _trace_ranges(tables.events, pr.rank), coarse,
-                          min_matches=min_matches)
+        al = align.refine(nv, _trace_ranges(tables.events, pr.rank), coarse, min_matches=min_matches)
         if al.warning:
             warnings.append(f"{pr.file}: rank {pr.rank}: {al.warning}")
         k = overlay.align_kernels(rep.kernels, pr.pid, pr.rank, al.offset_ns)
@@ -77,8 +76,9 @@ def attach_nsys(tables, specs, *, min_matches: int = 8) -> NsysOverlay:
         if rep.skipped:
             warnings.append(f"{rep.file}: {rep.skipped} row(s) with times no session can hold (negative, past "
                             "1e18 ns, or an end before the start) left out")
-    for f, pid in mapping.unmapped(reports, mapped):
-        warnings.append(f"{f}: process {pid} launched kernels but maps to no rank; pass RANK=FILE")
+    have = {(m.file, m.pid) for m in mapped}
+    warnings += [f"{r.file}: process {pid} launched kernels but maps to no rank; pass RANK=FILE" for r in reports
+                 for pid in sorted(set(r.kernels["pid"].dropna().astype(int))) if (r.file, pid) not in have]
     aligned = pd.concat(parts, ignore_index=True) if parts else overlay.align_kernels(
         reports[0].kernels.iloc[:0], -1, -1, 0)
     aligned = overlay.attribute(aligned, tables.events)

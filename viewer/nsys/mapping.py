@@ -85,13 +85,6 @@ def map_processes(reports, explicit: dict | None = None, trace_pids: dict | None
     return out
 
 
-def unmapped(reports, mapped: list[ProcessRank]) -> list[tuple[str, int]]:
-    """(file, pid) of processes that launched kernels but got no rank."""
-    have = {(m.file, m.pid) for m in mapped}
-    return [(r.file, p) for r in reports for p in sorted(set(r.kernels["pid"].dropna().astype(int)))
-            if (r.file, p) not in have]
-
-
 def parse_spec(spec: str):
     """``--nsys`` argument: ``RANK=FILE`` -> (rank, file); ``FILE`` -> (None, file)."""
     m = re.fullmatch(r"(\d+)=(.+)", spec)
