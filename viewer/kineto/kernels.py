@@ -6,15 +6,16 @@ import re
 import numpy as np
 import pandas as pd
 
+from viewer.kineto.comms import COMM_KERNEL
+
 WORK_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
-_COMM = re.compile(r"^nccl.*Kernel")
 _MEMORY = re.compile(r"^(Memcpy|Memset|dma)")
 _NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
 
 
 def kernel_kind(name: str) -> str:
     """compute | communication | memory | other."""
-    if _COMM.match(name):
+    if COMM_KERNEL.match(name):
         return "communication"
     if _MEMORY.match(name):
         return "memory"
