@@ -59,7 +59,7 @@ def parse_file(path, warn: bool = True) -> dict:
         "events_dropped": None, "closed": closed, "events_skipped": sum(x["events"] for x in reader.skipped),
         "last_ts_ns": last,
     }
-    out["meta"] = {"size": world or 1, "backend": backend, "format": FORMAT, "kineto": _kineto_meta(hdr),
+    out["meta"] = {"size": world or 1, "backend": backend, "format": FORMAT,
                    "_stop_offset": reader.stop_offset, "_size": reader.size, "_n_events": reader.n_events,
                    "_skipped": reader.skipped, "_damage": reader.damage, "_last_local_ns": last,
                    "time_base": "epoch" if base is not None else "first event (no wall clock in the trace)"}
@@ -89,18 +89,6 @@ def _base_epoch_ns(base_ns, t0_us: float) -> int | None:
     if int_below(base_ns, MAX_EPOCH_NS) is not None:
         return int(base_ns) + t0_ns
     return t0_ns if t0_us > _EPOCH_US else None
-
-
-def _kineto_meta(hdr: dict) -> dict:
-    keep = {k: hdr[k] for k in ("schemaVersion", "traceName", "displayTimeUnit", "baseTimeNanoseconds")
-            if isinstance(hdr.get(k), (int, str))}
-    info = hdr.get("distributedInfo")
-    if isinstance(info, dict):
-        keep["distributedInfo"] = {k: v for k, v in info.items() if isinstance(v, (int, str))}
-    props = hdr.get("deviceProperties")
-    if isinstance(props, list):
-        keep["devices"] = [p.get("name") for p in props if isinstance(p, dict) and isinstance(p.get("name"), str)]
-    return keep
 
 
 def _tables(cols: dict, ev: Events, rank: int, t0: float, world, backend) -> dict:
