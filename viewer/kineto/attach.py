@@ -42,7 +42,6 @@ def attach(parsed: list[dict]) -> list[dict]:
         last = ri.get("last_ts_ns")
         if last is not None and host["rank_info"].get("last_ts_ns") is not None:
             host["rank_info"]["last_ts_ns"] = max(host["rank_info"]["last_ts_ns"], last + shift)
-        host["meta"].setdefault("kineto_files", []).append(ri["file"])
         host["meta"]["kineto_alignment"] = alignment   # every rank's, whichever rank's meta is read
     return out
 

@@ -18,12 +18,12 @@ def _spans(p: dict):
 
 
 def estimate(parsed: list[dict]) -> dict:
-    """``{rank: (offset_ns, uncertainty_ns, collectives used)}`` against the lowest rank (0, 0, n)."""
+    """``{rank: (offset_ns, uncertainty_ns)}`` of the ranks sharing collectives with the lowest one (0, 0)."""
     spans = {p["rank_info"]["rank"]: s for p in parsed if (s := _spans(p))}
     if len(spans) < 2:
         return {}
     ref = min(spans)
-    out = {ref: (0, 0, len(spans[ref]))}
+    out = {ref: (0, 0)}
     for rank, mine in spans.items():
         if rank == ref:
             continue
@@ -36,16 +36,15 @@ def estimate(parsed: list[dict]) -> dict:
             offset, unc = (lo + hi) // 2, (hi - lo + 1) // 2
         else:
             offset, unc = int(np.median(e_r - e_0)), (lo - hi + 1) // 2
-        out[rank] = (int(round(offset / 1000)) * 1000, max(unc, 500), len(keys))
+        out[rank] = (int(round(offset / 1000)) * 1000, max(unc, 500))
     return out
 
 
 def apply(parsed: list[dict]) -> None:
     """Set ``clock_offset_ns`` / ``clock_offset_uncertainty_ns`` of the Kineto files in ``parsed``."""
     kineto = [p for p in parsed if p["rank_info"].get("format") == "kineto"]
-    for rank, (offset, unc, n) in estimate(kineto).items():
+    for rank, (offset, unc) in estimate(kineto).items():
         for p in kineto:
             if p["rank_info"]["rank"] == rank:
                 p["rank_info"]["clock_offset_ns"] = offset
                 p["rank_info"]["clock_offset_uncertainty_ns"] = unc
-                p["meta"]["clock_offset_collectives"] = n

@@ -61,8 +61,7 @@ def parse_file(path, warn: bool = True) -> dict:
     }
     out["meta"] = {"size": world or 1, "backend": backend, "format": FORMAT,
                    "_stop_offset": reader.stop_offset, "_size": reader.size, "_n_events": reader.n_events,
-                   "_skipped": reader.skipped, "_damage": reader.damage, "_last_local_ns": last,
-                   "time_base": "epoch" if base is not None else "first event (no wall clock in the trace)"}
+                   "_skipped": reader.skipped, "_damage": reader.damage, "_last_local_ns": last}
     if warn:
         warn_damage(path, out["meta"], closed)
     return out
