@@ -22,7 +22,6 @@ class Alignment:
     coarse_ns: int
     residual_ns: int
     spread_ns: int          # median absolute deviation of the matched pairs
-    max_dev_ns: int         # largest |pair - residual| among the pairs kept
     matched: int
     method: str             # "nvtx" | "session-start"
     warning: str | None = None
@@ -85,11 +84,10 @@ def refine(nsys_ranges, trace_ranges, coarse_ns: int, min_matches: int = 8) -> A
     else:
         kept = np.array([], dtype="int64")
     if len(kept) < min_matches:
-        return Alignment(coarse_ns, coarse_ns, 0, 0, 0, int(len(kept)), "session-start",
+        return Alignment(coarse_ns, coarse_ns, 0, 0, int(len(kept)), "session-start",
                          f"only {len(kept)} NVTX ranges matched the trace (need {min_matches}); "
                          "aligned by session start time only")
     residual = int(round(float(np.median(kept))))
-    dev = np.abs(kept - residual)
-    return Alignment(coarse_ns + residual, coarse_ns, residual, int(round(float(np.median(dev)))),
-                     int(dev.max()), int(len(kept)), "nvtx")
+    spread = int(round(float(np.median(np.abs(kept - residual)))))
+    return Alignment(coarse_ns + residual, coarse_ns, residual, spread, int(len(kept)), "nvtx")
 
