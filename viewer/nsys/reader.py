@@ -22,10 +22,9 @@ RINGSCOPE_DOMAIN = "ringscope"
 _REQUIRED = ("StringIds", "NVTX_EVENTS", "TARGET_INFO_SESSION_START_TIME")   # the rest is optional
 
 NVTX_COLUMNS = {"start": "int64", "end": "Int64", "event_type": "int32", "name": "string", "domain": "string",
-                "category": "string", "pid": "Int64", "tid": "Int64", "end_tid": "Int64", "payload": "Int64",
-                "global_tid": "Int64"}
+                "category": "string", "pid": "Int64", "payload": "Int64"}
 KERNEL_COLUMNS = {"start": "int64", "end": "int64", "name": "string", "short_name": "string", "device": "Int64",
-                  "context": "Int64", "stream": "Int64", "correlation": "Int64", "pid": "Int64",
+                  "stream": "Int64", "correlation": "Int64", "pid": "Int64",
                   "launch_tid": "Int64", "launch_start": "Int64", "launch_end": "Int64", "api": "string"}
 
 
@@ -89,13 +88,11 @@ def _pid(global_tid) -> int:
 def _read_nvtx(con, path):
     cols = _columns(con, path, "NVTX_EVENTS", {"start", "end", "eventType", "text", "globalTid"})
     opt = {c: (f"e.{c}" if c in cols else "NULL") for c in
-           ("textId", "domainId", "category", "endGlobalTid", "int64Value", "uint64Value",
-            "int32Value", "uint32Value")}
+           ("textId", "domainId", "category", "int64Value", "uint64Value", "int32Value", "uint32Value")}
     sql = f"""
-        select e.start, e."end", e.eventType, coalesce(e.text, s.value), {opt['domainId']},
-               {opt['category']}, e.globalTid, {opt['endGlobalTid']},
-               coalesce({opt['int64Value']}, {opt['uint64Value']}, {opt['int32Value']},
-                        {opt['uint32Value']})
+        select e.start, e."end", e.eventType, coalesce(e.text, s.value), {opt['domainId']}, {opt['category']},
+               e.globalTid, coalesce({opt['int64Value']}, {opt['uint64Value']}, {opt['int32Value']},
+                                     {opt['uint32Value']})
         from NVTX_EVENTS e left join StringIds s on s.id = {opt['textId']}
         where e.eventType in ({NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTX_MARK},
                               {NVTX_DOMAIN_CREATE}, {NVTX_CATEGORY})
@@ -110,19 +107,15 @@ def _read_nvtx(con, path):
         elif r[2] == NVTX_CATEGORY and r[5] is not None:
             categories[(pid, r[4], r[5])] = categories[(None, r[4], r[5])] = r[3]
     out = []
-    for start, end, etype, text, dom, cat, gtid, egtid, payload in rows:
+    for start, end, etype, text, dom, cat, gtid, payload in rows:
         if etype not in NVTX_RANGE_TYPES and etype != NVTX_MARK:
             continue
-        gtid = int(gtid) if gtid is not None else None
         pid = None if gtid is None else _pid(gtid)
         dname = domains.get((pid, dom), domains.get((None, dom)))
         cname = categories.get((pid, dom, cat), categories.get((None, dom, cat)))
-        out.append((
-            int(start), None if end is None else int(end), int(etype), text,
-            dname if dname is not None else (None if dom in (None, 0) else f"domain{dom}"),
-            cname if cname is not None else (None if cat in (None, 0) else str(cat)),
-            pid, None if gtid is None else int(gtid) & 0xFFFFFF,
-            None if egtid is None else int(egtid) & 0xFFFFFF, payload, gtid))
+        out.append((int(start), None if end is None else int(end), int(etype), text,
+                    dname if dname is not None else (None if dom in (None, 0) else f"domain{dom}"),
+                    cname if cname is not None else (None if cat in (None, 0) else str(cat)), pid, payload))
     return _frame(out, NVTX_COLUMNS)
 
 
@@ -137,8 +130,7 @@ def _read_kernels(con, path, tables):
     if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
         return _frame([], KERNEL_COLUMNS)
     kcols = _columns(con, path, "CUPTI_ACTIVITY_KIND_KERNEL", {"start", "end", "deviceId", "streamId", "demangledName"})
-    short, gpid, corr, ctx = (f"k.{c}" if c in kcols else "NULL"
-                              for c in ("shortName", "globalPid", "correlationId", "contextId"))
+    short, gpid, corr = (f"k.{c}" if c in kcols else "NULL" for c in ("shortName", "globalPid", "correlationId"))
     runtime = "CUPTI_ACTIVITY_KIND_RUNTIME" in tables and corr != "NULL"
     # correlation ids repeat across processes: join within the kernel's own process
     join = (f"""left join CUPTI_ACTIVITY_KIND_RUNTIME r on r.correlationId = k.correlationId
@@ -146,7 +138,7 @@ def _read_kernels(con, path, tables):
                 left join StringIds an on an.id = r.nameId""" if runtime else "")
     rsel = "r.globalTid, r.start, r.\"end\", an.value" if runtime else "NULL, NULL, NULL, NULL"
     sql = f"""
-        select k.start, k."end", dn.value, sn.value, k.deviceId, {ctx}, k.streamId, {corr}, {gpid},
+        select k.start, k."end", dn.value, sn.value, k.deviceId, k.streamId, {corr}, {gpid},
                {rsel}
         from CUPTI_ACTIVITY_KIND_KERNEL k
         left join StringIds dn on dn.id = k.demangledName
@@ -155,10 +147,9 @@ def _read_kernels(con, path, tables):
         order by k.start
     """
     out = []
-    for (start, end, dname, sname, dev, ctx_, stream, corr_, gpid_, rtid, rstart, rend,
-         api) in con.execute(sql):
+    for start, end, dname, sname, dev, stream, corr_, gpid_, rtid, rstart, rend, api in con.execute(sql):
         pid = _pid(gpid_) if gpid_ is not None else (_pid(rtid) if rtid is not None else None)
-        out.append((int(start), int(end), dname or sname, sname, dev, ctx_, stream, corr_, pid,
+        out.append((int(start), int(end), dname or sname, sname, dev, stream, corr_, pid,
                     None if rtid is None else int(rtid) & 0xFFFFFF, rstart, rend, api))
     return _frame(out, KERNEL_COLUMNS)
 
