@@ -119,16 +119,11 @@ def _went_past(keyed, cut: set):
 
 def hangs_by_rank(hang_df):
     """Per missing rank: the tensors it never submitted, earliest first (the first row: the root cause)."""
-    rows = {}
-    missing = hang_df[hang_df["kind"] == "missing"].sort_values("first_submit_ns")
-    for r in missing.itertuples(index=False):
-        for m in r.missing_ranks:
-            e = rows.setdefault(m, {"rank": m, "tensors": 0, "first_step": r.step,
-                                    "first_submit_ns": r.first_submit_ns, "waiting_ranks": list(r.submitted_ranks),
-                                    "names": []})
-            e["tensors"] += 1
-            e["first_step"] = min(e["first_step"], r.step)
-            if len(e["names"]) < 10:
-                e["names"].append(r.tensor)
-    cols = ["rank", "tensors", "first_step", "first_submit_ns", "waiting_ranks", "names"]
-    return pd.DataFrame(list(rows.values()), columns=cols).sort_values("first_submit_ns", ignore_index=True)
+    m = hang_df[hang_df["kind"] == "missing"].sort_values("first_submit_ns").explode("missing_ranks")
+    if not len(m):
+        return pd.DataFrame(columns=["rank", "tensors", "first_step", "first_submit_ns", "waiting_ranks", "names"])
+    out = m.groupby("missing_ranks", sort=False).agg(
+        tensors=("tensor", "size"), first_step=("step", "min"), first_submit_ns=("first_submit_ns", "first"),
+        waiting_ranks=("submitted_ranks", "first"), names=("tensor", lambda s: s.iloc[:10].tolist()))
+    out = out.rename_axis("rank").reset_index().astype({"rank": "int64"})
+    return out.sort_values("first_submit_ns", ignore_index=True)
