@@ -37,8 +37,7 @@ def gpu_work(tables, include_last_step: bool = False, hta_rounding: bool = True)
     out = pd.DataFrame({"rank": g["rank"].to_numpy(), "thread": g["thread"].to_numpy(),
                         "name": g["name"].to_numpy(), "t_ns": g["t_ns"].to_numpy(),
                         "end_ns": (g["t_ns"] + g["dur_ns"]).to_numpy(), "step": g["step"].to_numpy()})
-    launch = g["launch_ns"] if "launch_ns" in g else pd.Series(pd.NA, index=g.index, dtype="Int64")
-    out["launch_ns"] = launch.to_numpy(dtype="float64", na_value=np.nan)
+    out["launch_ns"] = g["launch_ns"].to_numpy(dtype="float64", na_value=np.nan)   # a Kineto run's events have it
     s = step_spans(events).groupby("rank").agg(n=("step", "size"), start=("start_ns", "max"), end=("end_ns", "max"))
     s = s[s["n"] >= 2]
     limit = out["rank"].map(s["end" if include_last_step else "start"]).to_numpy(dtype="float64")

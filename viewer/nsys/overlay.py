@@ -44,9 +44,8 @@ def align_kernels(kernels, pid: int, rank: int, offset_ns: int):
 def attribute(aligned, events):
     """Set ``response``/``step`` of each aligned kernel from the outermost backend span containing its launch."""
     aligned = aligned.copy()
-    spans = events[(events["thread"] == "backend") & (events["ph"] == "X") & (events["response"] >= 0)]
-    if "depth" in spans:
-        spans = spans[spans["depth"] == 0]
+    spans = events[(events["thread"] == "backend") & (events["ph"] == "X") & (events["response"] >= 0)
+                   & (events["depth"] == 0)]
     for rank, idx in aligned.groupby("rank").groups.items():
         win = spans[spans["rank"] == rank].sort_values("t_ns")
         if win.empty:
