@@ -43,8 +43,7 @@ def estimate(parsed: list[dict]) -> dict:
 def apply(parsed: list[dict]) -> None:
     """Set ``clock_offset_ns`` / ``clock_offset_uncertainty_ns`` of the Kineto files in ``parsed``."""
     kineto = [p for p in parsed if p["rank_info"].get("format") == "kineto"]
-    for rank, (offset, unc) in estimate(kineto).items():
-        for p in kineto:
-            if p["rank_info"]["rank"] == rank:
-                p["rank_info"]["clock_offset_ns"] = offset
-                p["rank_info"]["clock_offset_uncertainty_ns"] = unc
+    offsets = estimate(kineto)
+    for p in kineto:
+        if (ri := p["rank_info"])["rank"] in offsets:
+            ri["clock_offset_ns"], ri["clock_offset_uncertainty_ns"] = offsets[ri["rank"]]
