@@ -128,3 +128,10 @@ def test_merge_lines_the_ranks_up(job, tmp_path):
     assert main([str(job["dir"]), "-o", str(out)]) == 0
     merged = json.loads(out.read_text())
     assert {e["pid"] for e in merged["traceEvents"] if e.get("name") == V.FUSED_RESPONSE} == set(range(RANKS))
+
+
+def test_optimizer_is_for_a_ddp_module():
+    import collectives.torch as hvd
+    net = torch.nn.Linear(2, 2)
+    with pytest.raises(ValueError, match="DistributedDataParallel"):
+        hvd.timeline.watch(net, optimizer=torch.optim.SGD(net.parameters(), lr=0.1))
