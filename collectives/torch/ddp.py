@@ -8,8 +8,8 @@ job's own process group) and finishes it at exit or at ``destroy_process_group()
 - FORWARD for each call (:class:`collectives.timeline.Watch`);
 - every bucket's reduction (:class:`collectives.torch.ddp_hook.BucketHook`), registered as DDP's
   communication hook around the hook already set, or torch's ``allreduce_hook`` when none is;
-- BACKWARD from the first gradient hook of a backward pass to the end of its reduction, and in it
-  SYNCHRONIZE, the training thread's wait for the buckets at the end of the pass;
+- BACKWARD from the first gradient of a backward pass (the forward output's) to the end of its
+  reduction, and in it SYNCHRONIZE, the training thread's wait for the buckets at the pass's end;
 - OPTIMIZER_STEP around the step of ``optimizer``, or else of the first optimizer seen stepping the
   module's parameters (torch's global step hooks), and the step advanced after it.
 
@@ -55,12 +55,11 @@ class DdpWatch(Watch):
         self._optimizer: Any = None      # weakref to the optimizer whose steps are the phase
         if not start_timeline(ddp):
             return
-        params = [p for p in ddp.module.parameters() if p.requires_grad]
-        self._param_ids = {id(p) for p in params}
+        self._param_ids = {id(p) for p in ddp.module.parameters() if p.requires_grad}
         self.bucket_hook = install_hook(ddp, BucketHook(
             ddp.process_group, {id(p): n for n, p in ddp.module.named_parameters()}, ddp.bucket_bytes_cap,
             self._on_bucket))
-        self._handles += [p.register_post_accumulate_grad_hook(self._on_grad) for p in params]
+        self._handles.append(ddp.register_forward_hook(self._arm_backward))
         if optimizer is not None:
             self._optimizer = weakref.ref(optimizer)
             self._handles += [optimizer.register_step_pre_hook(self._pre_step),
@@ -70,13 +69,23 @@ class DdpWatch(Watch):
                               register_optimizer_step_post_hook(self._post_step)]
 
     # ---- BACKWARD: the first gradient of a pass to the end of its reduction ------------------------
-    def _on_grad(self, p: torch.Tensor) -> None:
+    def _arm_backward(self, module: Any, args: Any, output: Any) -> None:
+        """A hook on the forward's output: its gradient is the backward pass's first (one Python call a
+        pass, where a hook per parameter would cost one per gradient)."""
+        if tracer.get_recorder().enabled and torch.is_grad_enabled():
+            for t in _tensors(output):
+                if t.requires_grad:
+                    t.register_hook(self._on_grad)
+
+    def _on_grad(self, grad: Any = None) -> None:
         if self._backward is None:
             self._backward = open_span(V.BACKWARD, V.CAT_PHASE, V.TID_FRAMEWORK)
             if self._backward is not None:
                 _engine.queue_callback(self._end_of_pass)
 
     def _on_bucket(self) -> None:
+        if self._backward is None:   # an output the forward hook could not see (not a tensor)
+            self._on_grad()
         self._launched = True
 
     def _end_of_pass(self) -> None:
@@ -120,6 +129,14 @@ class DdpWatch(Watch):
 
 def _nothing() -> None:
     pass
+
+
+def _tensors(output: Any) -> list:
+    """The tensors of a forward's output: itself, or those in a tuple, list or dict of it."""
+    if isinstance(output, torch.Tensor):
+        return [output]
+    items = output.values() if isinstance(output, dict) else output if isinstance(output, (tuple, list)) else ()
+    return [t for t in items if isinstance(t, torch.Tensor)]
 
 
 def install_hook(ddp: DistributedDataParallel, hook: BucketHook) -> BucketHook:

@@ -1,5 +1,6 @@
 """DDP's communication hook, recorded: :class:`BucketHook` runs the hook in force (the user's, else
-torch's ``allreduce_hook``, which computes what DDP computes without a hook) and writes each bucket
+torch's ``allreduce_hook``, which computes what DDP computes without a hook: each bucket divided by
+the group's size, then summed) and writes each bucket
 in the runtime's vocabulary, so the viewer reads it as it reads our fused allreduces:
 
 - the bucket as a tensor op named ``bucket.<index>`` (its own tensor thread), from the hook's call
@@ -45,7 +46,8 @@ class BucketHook:
                  on_bucket: Callable[[], None]) -> None:
         self.inner: Callable = default_hooks.allreduce_hook
         self.state: Any = group
-        self.averages = True            # torch's allreduce_hook averages; a user's hook says nothing
+        self.group = group
+        self.averages = True            # DDP's own reduction averages; a user's hook says nothing
         self.names = names              # id(parameter) -> its name in the module
         self.bucket_cap = int(bucket_cap)
         self.size = dist.get_world_size(group)
@@ -69,20 +71,27 @@ class BucketHook:
         t_ready = rec.now()
         step = rec.step
         self.on_bucket()
-        fut = self.inner(self.state, bucket)
-        t_queued = rec.now()
         buf = bucket.buffer()
+        if self.averages:   # allreduce_hook with our callback for its own: one Python callback, as without watch
+            buf.div_(self.size)
+            fut = dist.all_reduce(buf, group=self.group, async_op=True).get_future()
+        else:
+            fut = self.inner(self.state, bucket)
+        t_queued = rec.now()
         index = bucket.index()
         params = [self.names.get(id(p), "?") for p in bucket.parameters()]
         shape = (buf.numel(), buf.element_size())
         dtype = str(buf.dtype).removeprefix("torch.")
-        return fut.then(lambda f: self._done(f, rec, step, response, index, params, shape, dtype, t_ready, t_queued))
+        return fut.then(lambda f: self._done(f, rec, step, response, index, params, shape, dtype, t_ready, t_queued,
+                                             self.averages))
 
     def _done(self, fut: torch.futures.Future, rec: Any, step: int, response: int, index: int,
-              params: list[str], shape: tuple[int, int], dtype: str, t_ready: int, t_queued: int) -> Any:
+              params: list[str], shape: tuple[int, int], dtype: str, t_ready: int, t_queued: int,
+              first: bool) -> Any:
         """On the thread that completed the inner future (gloo's): the bucket's events, then its value
         unchanged. DDP waits for this future, so the end is taken before DDP goes on (a callback added
-        to the inner future may run much later, when the training thread lets go of the GIL)."""
+        to the inner future may run much later, when the training thread lets go of the GIL). ``first``:
+        the value is all_reduce's list, whose first tensor is the bucket (what allreduce_hook returns)."""
         t_done = rec.now()
         try:
             value = fut.value()
@@ -91,7 +100,7 @@ class BucketHook:
                          str(e).split("\n")[0])
             raise
         self._record(rec, step, response, index, params, shape, dtype, (t_ready, t_queued, t_done), None)
-        return value
+        return value[0] if first else value
 
     def _record(self, rec: Any, step: int, response: int, index: int, params: list[str], shape: tuple[int, int],
                 dtype: str, times: tuple[int, int, int], error: str | None) -> None:
