@@ -4,7 +4,9 @@
   each; on ÷ off per adjacent pair (the writer's and the counters' threads included);
 - in job: a watched and a plain copy of the model stepped in turn in one job with the timeline on;
   watched ÷ plain per step pair (the hooks and the recording, on the training path, without the
-  job-to-job noise; the writer's thread is on for both).
+  job-to-job noise; the writer's thread is on for both);
+- python hook: the same in-job pairing with torch's allreduce_hook registered instead of the watch
+  (what any Python communication hook costs: the floor of a hook-based tracer).
 
 ``.venv/bin/python -m bench.ddp_overhead [--pairs 3] [--steps 60]`` (2 ranks, gloo, CPU; ~1 min a job
 on a quiet 2-core machine). Prints figures, asserts nothing.
@@ -38,12 +40,15 @@ def main(argv=None) -> int:
             off.append(median(_job("off", a.steps, None)["a"]))
             on.append(median(_job("on", a.steps, d)["a"]))
         ab = _job("ab", a.steps, d)
+        py = _job("pyhook", a.steps, None)
         trace = next(Path(d, "on").glob("rank-*.json"))
         size = trace.stat().st_size
     print(f"jobs:   median step off {1e3 * median(off):.2f} ms, on {1e3 * median(on):.2f} ms; on / off "
           f"{paired_ratio(on, off):.4f} (pairs {ratio_range(on, off)})")
     print(f"in job: watched {1e3 * median(ab['a']):.2f} ms, plain {1e3 * median(ab['b']):.2f} ms; watched / plain "
           f"{paired_ratio(ab['a'], ab['b']):.4f} (steps {ratio_range(ab['a'], ab['b'])})")
+    print(f"python hook: allreduce_hook {1e3 * median(py['a']):.2f} ms, plain {1e3 * median(py['b']):.2f} ms; "
+          f"hook / plain {paired_ratio(py['a'], py['b']):.4f} (steps {ratio_range(py['a'], py['b'])})")
     print(f"trace:  {size / (a.steps + 10) / 1024:.1f} KiB per step on rank 0")
     return 0
 

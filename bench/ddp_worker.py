@@ -45,8 +45,11 @@ def main(mode: str, steps: int, warmup: int = 10) -> None:
     b = _model() if mode in ("ab", "pyhook") else None
     times: dict[str, list[float]] = {"a": [], "b": []}
     for i in range(warmup + steps):
-        ta = _step(*a, x)
-        tb = _step(*b, x) if b is not None else None
+        if b is not None and i % 2:   # each copy goes first every other step
+            tb, ta = _step(*b, x), _step(*a, x)
+        else:
+            ta = _step(*a, x)
+            tb = _step(*b, x) if b is not None else None
         if i >= warmup:
             times["a"].append(ta)
             if tb is not None:

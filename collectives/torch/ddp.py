@@ -141,7 +141,8 @@ def _tensors(output: Any) -> list:
 
 def install_hook(ddp: DistributedDataParallel, hook: BucketHook) -> BucketHook:
     """Make ``hook`` DDP's communication hook, around the one registered before (a reducer takes one
-    hook once: it is rebuilt as torch's ``__setstate__`` rebuilds it, then given ``hook``)."""
+    hook once: it is rebuilt as torch's ``__setstate__`` rebuilds it, then given ``hook``) or after
+    (the module's ``register_comm_hook`` then hands it to ``hook``)."""
     registered = list(ddp._comm_hooks)
     if registered and isinstance(registered[-1][0], BucketHook):   # watched before
         return registered[-1][0]
@@ -156,6 +157,12 @@ def install_hook(ddp: DistributedDataParallel, hook: BucketHook) -> BucketHook:
         _rebuild_reducer(ddp)
     ddp._comm_hooks = [(hook, None)]
     dist._register_comm_hook(ddp.reducer, None, hook)
+
+    def register_comm_hook(state: object, inner: Any) -> None:   # a hook registered after: inside ours
+        ddp._check_comm_hook(inner)
+        hook.wrap(inner, state)
+
+    ddp.register_comm_hook = register_comm_hook   # type: ignore[method-assign]
     return hook
 
 

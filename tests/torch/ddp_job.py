@@ -1,6 +1,7 @@
 """The DDP job tests/torch/test_ddp.py launches with torchrun (gloo, CPU): the same tiny model trained
-four times from the same seed and data: plain DDP, DDP with fp16_compress_hook, then both again
-watched (the hook registered before the watch), with RINGSCOPE_TIMELINE set by the test. Writes each
+five times from the same seed and data: plain DDP, DDP with fp16_compress_hook, then both again
+watched (the hook registered before the watch), and fp16 registered after the watch, with
+RINGSCOPE_TIMELINE set by the test. Writes each
 run's parameters, the step ranges each watched run had, and whether the trace was complete right
 after destroy_process_group(), to OUT (argv[1])."""
 from __future__ import annotations
@@ -32,13 +33,15 @@ def batches(rank: int) -> list:
     return [(torch.randn(16, 32, generator=g), torch.randn(16, 4, generator=g)) for _ in range(STEPS)]
 
 
-def train(rank: int, fp16: bool, watched: bool) -> tuple[list, list]:
+def train(rank: int, fp16: bool, watched: bool, hook_after: bool = False) -> tuple[list, list]:
     net = model()
     ddp = DistributedDataParallel(net, bucket_cap_mb=BUCKET_CAP_MB)
-    if fp16:
+    if fp16 and not hook_after:
         ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
     handle = hvd.timeline.watch(ddp) if watched else None
+    if hook_after:
+        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
     first = tracer.get_recorder().step
     for x, y in hvd.timeline.wrap_loader(batches(rank)) if watched else batches(rank):
         loss = torch.nn.functional.mse_loss(ddp(x), y)
@@ -57,6 +60,7 @@ def main(out: str) -> None:
     for name, fp16, watched in (("plain", False, False), ("fp16", True, False), ("plain_watched", False, True),
                                 ("fp16_watched", True, True)):
         params[name], steps[name] = train(rank, fp16, watched)
+    params["fp16_after_watch"], steps["fp16_after_watch"] = train(rank, True, True, hook_after=True)
     torch.save(params, os.path.join(out, f"params.{rank}.pt"))
     trace = os.path.join(os.environ["RINGSCOPE_TIMELINE"], f"rank-{rank:05d}.json")
     dist.destroy_process_group()

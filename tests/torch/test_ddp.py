@@ -43,10 +43,11 @@ def _in_steps(events, steps):
     return [e for e in events if lo <= e["args"]["step"] < hi]
 
 
-@pytest.mark.parametrize("run", ["plain", "fp16"])
-def test_watch_leaves_training_bit_identical(job, run):
+@pytest.mark.parametrize("run, watched", [("plain", "plain_watched"), ("fp16", "fp16_watched"),
+                                          ("fp16", "fp16_after_watch")])
+def test_watch_leaves_training_bit_identical(job, run, watched):
     for params in job["params"]:
-        assert all(torch.equal(a, b) for a, b in zip(params[run], params[f"{run}_watched"], strict=True))
+        assert all(torch.equal(a, b) for a, b in zip(params[run], params[watched], strict=True))
     assert not all(torch.equal(a, b) for a, b in zip(job["params"][0]["plain"], job["params"][0]["fp16"]))
 
 
@@ -61,7 +62,7 @@ def test_trace_says_where_it_came_from_and_lines_ranks_up(job):
     assert all(res["closed_at_destroy"] for res in job["results"])
 
 
-@pytest.mark.parametrize("run", ["plain_watched", "fp16_watched"])
+@pytest.mark.parametrize("run", ["plain_watched", "fp16_watched", "fp16_after_watch"])
 def test_every_bucket_of_every_step_with_its_bytes_and_params(job, run):
     steps = job["results"][0]["steps"][run]
     assert steps[1] - steps[0] == ddp_job.STEPS
@@ -90,7 +91,7 @@ def test_every_bucket_of_every_step_with_its_bytes_and_params(job, run):
     assert per_rank[0] == per_rank[1]   # the k-th bucket launched is the same collective on every rank
 
 
-@pytest.mark.parametrize("run", ["plain_watched", "fp16_watched"])
+@pytest.mark.parametrize("run", ["plain_watched", "fp16_watched", "fp16_after_watch"])
 def test_phases_of_each_step(job, run):
     steps = job["results"][0]["steps"][run]
     for trace in job["trace"]:
@@ -135,3 +136,14 @@ def test_optimizer_is_for_a_ddp_module():
     net = torch.nn.Linear(2, 2)
     with pytest.raises(ValueError, match="DistributedDataParallel"):
         hvd.timeline.watch(net, optimizer=torch.optim.SGD(net.parameters(), lr=0.1))
+
+
+def test_dashboard_pages_and_timeline(job):
+    from viewer.dashboard import pages
+    from viewer.dashboard.fig_timeline import timeline_figure
+    from viewer.dashboard.registry import Registry
+    held = Registry().add_path(job["dir"])
+    for page in (pages.breakdown, pages.negotiation, pages.fusion, pages.communication):
+        assert page(held)
+    names = {t.name for t in timeline_figure(held.timeline.window(ranks=[1])).data}
+    assert {"COMM", "SYNCHRONIZE", "BACKWARD", "FORWARD"} <= names, names
