@@ -11,8 +11,9 @@ in the runtime's vocabulary, so the viewer reads it as it reads our fused allred
 - the collective (GLOO_ALLREDUCE, or <BACKEND>_ALLREDUCE) from the hook's return, when the
   collective has been queued, to the future's completion.
 
-The response id counts the hook's calls: DDP launches the buckets in the same order on every rank,
-so the k-th call is the same collective everywhere. The future DDP gets is the inner hook's,
+The response id counts the hook's calls in the process (all watched modules): DDP launches the
+buckets in the same order on every rank, so the k-th call is the same collective everywhere (as
+long as every rank trains the same modules in the same order). The future DDP gets is the inner hook's,
 followed by a callback that records the bucket and hands the inner value on unchanged: the values
 DDP writes into the gradients are the inner hook's.
 """
@@ -39,6 +40,9 @@ class _BucketOp:
         self.trace_key, self.submit_ns, self.stamp = trace_key, submit_ns, stamp
 
 
+_CALLS = itertools.count()   # response ids: unique in the process's trace, whichever module's bucket
+
+
 class BucketHook:
     """Registered with the reducer as ``(state=None, hook=self)``; runs ``inner(state, bucket)``."""
 
@@ -55,7 +59,6 @@ class BucketHook:
         self.activity = f"{self.backend.upper()}_ALLREDUCE"
         self.on_bucket = on_bucket      # the backward phase's: a bucket was launched in this pass
         self.recording = True           # False once the watch is removed
-        self._calls = itertools.count()
         self.__qualname__ = type(self).__qualname__   # DDP's logger names a hook by it
 
     def wrap(self, hook: Callable, state: Any) -> None:
@@ -63,7 +66,7 @@ class BucketHook:
         self.inner, self.state, self.averages = hook, state, False
 
     def __call__(self, state: Any, bucket: Any) -> torch.futures.Future:
-        response = next(self._calls)
+        response = next(_CALLS)
         rec = get_recorder()
         # not a GradBucket: (grad, param) from compiled DDP's per-parameter hooks
         if not (rec.enabled and self.recording) or not isinstance(bucket, dist.GradBucket):

@@ -9,16 +9,22 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
-import collectives.torch as hvd
-import tracer
+SKEW_US = 250_000   # rank 1's wall clock runs ahead by this (read when tracer.clock is imported)
+if os.environ.get("RANK") == "1":
+    os.environ["RINGSCOPE_TEST_CLOCK_SKEW_US"] = str(SKEW_US)
+
+import collectives.torch as hvd  # noqa: E402  (after the skew is set)
+import tracer  # noqa: E402
 
 STEPS = 4
+WATCH_S: list[float] = []   # each watch's seconds (the first starts the timeline and measures the clocks)
 BUCKET_CAP_MB = 0.01   # 10 KiB: the model's 26 KiB of gradients in several buckets
 
 
@@ -39,7 +45,9 @@ def train(rank: int, fp16: bool, watched: bool, hook_after: bool = False) -> tup
     if fp16 and not hook_after:
         ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+    t0 = time.perf_counter()
     handle = hvd.timeline.watch(ddp) if watched else None
+    WATCH_S.append(time.perf_counter() - t0)
     if hook_after:
         ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
     first = tracer.get_recorder().step
@@ -67,7 +75,7 @@ def main(out: str) -> None:
     with open(trace) as f:
         closed = "ringscope.shutdown" in f.read()
     with open(os.path.join(out, f"result.{rank}.json"), "w") as f:
-        json.dump({"steps": steps, "closed_at_destroy": closed}, f)
+        json.dump({"steps": steps, "closed_at_destroy": closed, "watch_s": WATCH_S}, f)
 
 
 if __name__ == "__main__":
