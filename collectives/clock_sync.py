@@ -8,6 +8,7 @@ communicator (the torch DDP tracer runs it over the job's process group:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +21,7 @@ TAG = 31
 Transfer = Callable[[np.ndarray, int], None]   # (int64 buffer, peer rank): blocks until done
 
 
-def _spin_wait(req):
+def _spin_wait(req: Any) -> None:   # an MPI request
     # ping-pong wants low latency: spin on Test longer than the general wait, then yield
     for _ in range(2000):
         if req.Test():
@@ -34,7 +35,7 @@ def ping_pong(rank: int, size: int, send: Transfer, recv: Transfer) -> tuple[int
     result = np.zeros(2, dtype=np.int64)
     if rank == 0:
         for peer in range(1, size):
-            best = None
+            best: tuple[int, int] | None = None
             for _ in range(ROUNDS):
                 t0 = clock.wall_ns()
                 send(buf, peer)
@@ -43,6 +44,7 @@ def ping_pong(rank: int, size: int, send: Transfer, recv: Transfer) -> tuple[int
                 rtt = t1 - t0
                 if best is None or rtt < best[0]:
                     best = (rtt, int(buf[0]) - (t0 + t1) // 2)
+            assert best is not None   # ROUNDS >= 1
             result[:] = (best[1], best[0] // 2)
             send(result, peer)
         return 0, 0
@@ -54,7 +56,7 @@ def ping_pong(rank: int, size: int, send: Transfer, recv: Transfer) -> tuple[int
     return int(result[0]), int(result[1])
 
 
-def measure(comm) -> tuple[int, int]:
+def measure(comm: Any) -> tuple[int, int]:
     """:func:`ping_pong` over an MPI communicator."""
     mpi_wait.wait(comm.Ibarrier())
     return ping_pong(comm.Get_rank(), comm.Get_size(),

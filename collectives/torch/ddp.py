@@ -162,7 +162,7 @@ def install_hook(ddp: DistributedDataParallel, hook: BucketHook) -> BucketHook:
         ddp._check_comm_hook(inner)
         hook.wrap(inner, state)
 
-    ddp.register_comm_hook = register_comm_hook   # type: ignore[method-assign]
+    ddp.register_comm_hook = register_comm_hook   # type: ignore[method-assign,assignment]
     return hook
 
 
@@ -174,7 +174,8 @@ def _rebuild_reducer(ddp: DistributedDataParallel) -> None:
                          ddp.static_graph)
     if ddp.static_graph:
         ddp.reducer._set_static_graph()
-        ddp.logger._set_static_graph()
+        if ddp.logger is not None:
+            ddp.logger._set_static_graph()
     if ddp.mixed_precision is not None:
         ddp.reducer._set_mixed_precision_param_dtype(ddp.mixed_precision.param_dtype)
 
