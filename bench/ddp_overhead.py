@@ -5,6 +5,8 @@
 - in job: a watched and a plain copy of the model stepped in turn in one job with the timeline on;
   watched ÷ plain per step pair (the hooks and the recording, on the training path, without the
   job-to-job noise; the writer's thread is on for both);
+- CPU: the same pairs in CPU seconds per step of rank 0's process (all its threads): the work the watch
+  adds, less disturbed than wall time by other processes on a shared machine;
 - python hook: the same in-job pairing with torch's allreduce_hook registered instead of the watch
   (what any Python communication hook costs: the floor of a hook-based tracer).
 
@@ -17,9 +19,10 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
+from statistics import fmean
 
 from bench.launch import run_json
-from bench.stats import median, paired_ratio, ratio_range
+from bench.stats import median, paired_mean_ratio, paired_ratio, ratio_range
 
 
 def _job(mode: str, steps: int, trace_dir: str | None) -> dict:
@@ -35,20 +38,29 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=60, help="timed steps per job (default 60)")
     a = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as d:
-        off, on = [], []
+        off, on, off_cpu, on_cpu = [], [], [], []
         for _ in range(a.pairs):
-            off.append(median(_job("off", a.steps, None)["a"]))
-            on.append(median(_job("on", a.steps, d)["a"]))
+            for mode, wall, cpu in (("off", off, off_cpu), ("on", on, on_cpu)):
+                r = _job(mode, a.steps, d if mode == "on" else None)
+                wall.append(median(r["a"]))
+                cpu.append(fmean(r["a_cpu"]))
         ab = _job("ab", a.steps, d)
         py = _job("pyhook", a.steps, None)
         trace = next(Path(d, "on").glob("rank-*.json"))
         size = trace.stat().st_size
     print(f"jobs:   median step off {1e3 * median(off):.2f} ms, on {1e3 * median(on):.2f} ms; on / off "
           f"{paired_ratio(on, off):.4f} (pairs {ratio_range(on, off)})")
+    print(f"        CPU per step (rank 0's process, all threads) off {1e3 * median(off_cpu):.2f} ms, on "
+          f"{1e3 * median(on_cpu):.2f} ms; on / off {paired_ratio(on_cpu, off_cpu):.4f} "
+          f"(pairs {ratio_range(on_cpu, off_cpu)})")
+    cpu, err = paired_mean_ratio(ab["a_cpu"], ab["b_cpu"])
     print(f"in job: watched {1e3 * median(ab['a']):.2f} ms, plain {1e3 * median(ab['b']):.2f} ms; watched / plain "
-          f"{paired_ratio(ab['a'], ab['b']):.4f} (steps {ratio_range(ab['a'], ab['b'])})")
+          f"{paired_ratio(ab['a'], ab['b']):.4f} (steps {ratio_range(ab['a'], ab['b'])}); CPU per step "
+          f"watched / plain {cpu:.4f} ± {err:.4f}")
+    py_cpu, py_err = paired_mean_ratio(py["a_cpu"], py["b_cpu"])
     print(f"python hook: allreduce_hook {1e3 * median(py['a']):.2f} ms, plain {1e3 * median(py['b']):.2f} ms; "
-          f"hook / plain {paired_ratio(py['a'], py['b']):.4f} (steps {ratio_range(py['a'], py['b'])})")
+          f"hook / plain {paired_ratio(py['a'], py['b']):.4f} (steps {ratio_range(py['a'], py['b'])}); CPU per "
+          f"step hook / plain {py_cpu:.4f} ± {py_err:.4f}")
     print(f"trace:  {size / (a.steps + 10) / 1024:.1f} KiB per step on rank 0")
     return 0
 

@@ -1,5 +1,5 @@
 """One torchrun job of bench/ddp_overhead.py: a DDP MLP (gloo, CPU) trained for warm-up + N steps; rank 0
-prints ``BENCH_JSON`` with each step's seconds. ``off``: plain DDP; ``on``: hvd.timeline.watch(ddp) (the
+prints ``BENCH_JSON`` with each step's seconds, wall and CPU. ``off``: plain DDP; ``on``: hvd.timeline.watch(ddp) (the
 driver sets RINGSCOPE_TIMELINE); ``ab``: a watched and a plain copy of the model, stepped in turn in the
 same job (timeline on), each step's seconds per copy."""
 from __future__ import annotations
@@ -24,13 +24,14 @@ def _model() -> tuple[DistributedDataParallel, torch.optim.Optimizer]:
     return ddp, torch.optim.SGD(ddp.parameters(), lr=1e-3)
 
 
-def _step(ddp, opt, x) -> float:
-    t0 = time.perf_counter()
+def _step(ddp, opt, x) -> tuple[float, float]:
+    """(wall seconds, this process's CPU seconds: every thread, gloo's and the tracer's too)."""
+    t0, c0 = time.perf_counter(), time.process_time()
     loss = ddp(x).square().mean()
     opt.zero_grad()
     loss.backward()
     opt.step()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def main(mode: str, steps: int, warmup: int = 10) -> None:
@@ -43,7 +44,7 @@ def main(mode: str, steps: int, warmup: int = 10) -> None:
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         a[0].register_comm_hook(None, default_hooks.allreduce_hook)
     b = _model() if mode in ("ab", "pyhook") else None
-    times: dict[str, list[float]] = {"a": [], "b": []}
+    times: dict[str, list[float]] = {"a": [], "b": [], "a_cpu": [], "b_cpu": []}
     for i in range(warmup + steps):
         if b is not None and i % 2:   # each copy goes first every other step
             tb, ta = _step(*b, x), _step(*a, x)
@@ -51,9 +52,10 @@ def main(mode: str, steps: int, warmup: int = 10) -> None:
             ta = _step(*a, x)
             tb = _step(*b, x) if b is not None else None
         if i >= warmup:
-            times["a"].append(ta)
-            if tb is not None:
-                times["b"].append(tb)
+            for k, t in (("a", ta), ("b", tb)):
+                if t is not None:
+                    times[k].append(t[0])
+                    times[k + "_cpu"].append(t[1])
     if dist.get_rank() == 0:
         print("BENCH_JSON " + json.dumps({"mode": mode, **times}), flush=True)
     dist.destroy_process_group()
