@@ -68,8 +68,10 @@ def test_merged_ranks_line_up(job):
     fo = Run.load(job["dir"], cache=False).tables.fused_ops
     ends = fo.pivot_table(index="response", columns="rank", values="end_ns")
     assert len(ends) >= 3 * ddp_job.STEPS
-    # one collective ends at about the same time on both ranks, despite rank 1's skewed clock
-    assert (ends[0] - ends[1]).abs().max() < 0.1 * ddp_job.SKEW_US * 1000
+    # one collective ends at about the same time on both ranks, despite rank 1's skewed clock (a loaded
+    # machine may hold one rank's end back by a descheduled thread: the median, and a loose bound on all)
+    diff = (ends[0] - ends[1]).abs()
+    assert diff.median() < 0.05 * ddp_job.SKEW_US * 1000 and diff.max() < 0.5 * ddp_job.SKEW_US * 1000
 
 
 @pytest.mark.parametrize("run", ["plain_watched", "fp16_watched", "fp16_after_watch"])
