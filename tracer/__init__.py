@@ -1,6 +1,7 @@
 """ringscope's tracer: the event vocabulary and the per-rank Chrome-trace timeline writer.
 
 Runtime-facing entry points:
+    configured(), dynamic()       whether configure ran; whether its setting is DYNAMIC
     configure(meta)               read RINGSCOPE_TIMELINE / HOROVOD_TIMELINE etc., install the recorder;
                                   meta holds the run metadata (tracer.vocab.META_KEYS); raises
                                   TimelineConfigError with a one-line message on a bad path/value
@@ -95,6 +96,16 @@ def configure(meta: dict):
     if settings.spec is None or settings.dynamic:
         return get_recorder()
     return _start(settings.spec, settings.source, None)
+
+
+def configured() -> bool:
+    """True once :func:`configure` or :func:`start_timeline` ran in this process (a runtime, a watch)."""
+    return _state["settings"] is not None
+
+
+def dynamic() -> bool:
+    """True when the configured setting is DYNAMIC: nothing records until start_timeline(path)."""
+    return bool(_state["settings"] and _state["settings"].dynamic)
 
 
 def start_timeline(path, mark_cycles=False):

@@ -11,6 +11,6 @@ __all__ = ["JSON_COLUMNS", "evaluate"]
 
 def evaluate(run, peak_busbw_gbps=None) -> pd.DataFrame:
     """Every rule whose needs the run has, its rows ordered by score (``COLUMNS``)."""
-    rows = [row for r in RULES if r.needs <= run.has for row in r.fn(run, peak_busbw_gbps)]
+    rows = [row for r in RULES if r.needs <= run.has and not r.unless & run.has for row in r.fn(run, peak_busbw_gbps)]
     return pd.DataFrame(rows, columns=COLUMNS).sort_values("score", ascending=False, kind="stable",
                                                            ignore_index=True)

@@ -14,18 +14,19 @@ JSON_COLUMNS = ["kind", "severity", "title", "message", "evidence"]
 class Rule:
     fn: Callable[..., list[dict]]   # (run, peak_busbw_gbps) -> rows
     needs: frozenset[str]
+    unless: frozenset[str] = frozenset()   # runs that have any of these get none (advice not theirs)
 
 
 RULES: list[Rule] = []
 
 
-def rule(*needs: str):
-    """Declare ``f(run, peak_busbw_gbps)`` a finding rule for runs that have ``needs``."""
-    if set(needs) - set(NEEDS):
-        raise ValueError(f"unknown needs: {set(needs) - set(NEEDS)}")
+def rule(*needs: str, unless: tuple[str, ...] = ()):
+    """Declare ``f(run, peak_busbw_gbps)`` a finding rule for runs that have ``needs`` and none of ``unless``."""
+    if set(needs + unless) - set(NEEDS):
+        raise ValueError(f"unknown needs: {set(needs + unless) - set(NEEDS)}")
 
     def declare(fn):
-        RULES.append(Rule(fn, frozenset(needs)))
+        RULES.append(Rule(fn, frozenset(needs), frozenset(unless)))
         return fn
     return declare
 

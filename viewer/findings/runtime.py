@@ -10,7 +10,7 @@ def _prefix(run) -> str:
     return "RINGSCOPE_" if "ringscope" in run.has else "HOROVOD_"
 
 
-@rule("runtime", "collectives")
+@rule("runtime", "collectives", unless=("ddp",))
 def fusion(run, peak=None):
     """Threshold-bound fusion (raise it), starved fusion (tiny single-tensor ops), costly copies."""
     summary, prefix, out = run.fusion(), _prefix(run), []
@@ -44,7 +44,7 @@ def fusion(run, peak=None):
     return out
 
 
-@rule("runtime", "steps")
+@rule("runtime", "steps", unless=("ddp",))
 def exposed(run, peak=None):
     """Communication the framework waited on, on the rank where it was the largest share of the step."""
     by_rank = run.breakdown()
@@ -132,7 +132,7 @@ def bandwidth(run, peak=None):
                     "backend choice", metric="busbw_gbps", value=big["busbw_gbps"], unit="gbps")]
 
 
-@rule("runtime", "hosts")
+@rule("runtime", "hosts", unless=("ddp",))
 def slow_link(run, peak=None):
     """:func:`slow_link_rows` on the run's links, its α-β fit and its fusion."""
     ab = credible(run.alpha_beta()) if run.why_not("alpha_beta") is None else None

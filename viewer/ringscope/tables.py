@@ -270,7 +270,8 @@ def parse_file(path, warn: bool = True) -> dict:
     info = {"rank": rank, **{k: meta.get(k) if isinstance(meta.get(k), str) else None for k in ("host", "backend")},
             **{k: meta.get(k) for k in ("pid", "local_rank", "size", "base_epoch_ns")},
             **{k: meta.get(k, sd.get(k)) for k in ("clock_offset_ns", "clock_offset_uncertainty_ns")},
-            "file": str(path), "format": "ringscope", "truncated": not closed, "closed": closed,
+            "file": str(path), "format": "ddp" if meta.get("source") == V.SOURCE_DDP else "ringscope",
+            "truncated": not closed, "closed": closed,
             "events_dropped": sd.get("events_dropped"), "events_skipped": sum(s["events"] for s in reader.skipped),
             "last_ts_ns": int(round(last_us * 1000)), "cpu_set": _cpu_set(meta.get("cpu_set"))}
     meta.update(_stop_offset=reader.stop_offset, _size=reader.size, _n_events=len(out["events"]),
