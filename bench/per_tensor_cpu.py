@@ -1,12 +1,13 @@
 """CPU per tensor on the user's and the engine's thread, as CPU µs (/proc) and as instructions
 (callgrind), for docs/PERFORMANCE.md's "where one tensor's microseconds go".
 
-    .venv/bin/python -m bench.per_tensor_cpu [--ranks 2] [--api torch] [--reps 5] [--callgrind]
+    .venv/bin/python -m bench.per_tensor_cpu [--ranks 2] [--api torch] [--reps 5] [--callgrind [--keep DIR]]
 
 CPU µs: ``--reps`` jobs of bench/per_tensor_probe.py, the median per thread over ranks and jobs.
 Instructions: the probe under ``valgrind --tool=callgrind --separate-threads=yes`` at two step
 counts; a thread's instructions per tensor are the difference of its totals over the difference of
-tensors, so start-up and shutdown cancel out. The user's thread is callgrind's thread 1; the
+tensors, so start-up and shutdown cancel out. ``--keep DIR`` keeps callgrind's files there (for
+``callgrind_annotate``: where the instructions go). The user's thread is callgrind's thread 1; the
 engine's is the other thread whose count grows with the steps. Instruction counts repeat under load
 (the user's thread to ~0.2 %); the engine's include its polling, which depends on timing (±30 %).
 """
@@ -58,8 +59,10 @@ def _totals(prefix: str) -> dict[tuple[int, int], int]:
     return out
 
 
-def callgrind(ranks: int, api: str, steps: tuple[int, int], tensors: int) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
+def callgrind(ranks: int, api: str, steps: tuple[int, int], tensors: int, keep: str | None = None) -> dict:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = keep or scratch
+        os.makedirs(tmp, exist_ok=True)
         per_run = []
         for s in steps:
             prefix = os.path.join(tmp, f"s{s}")
@@ -86,10 +89,11 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--tensors", type=int, default=92)
     p.add_argument("--callgrind", action="store_true", help="also count instructions (minutes)")
+    p.add_argument("--keep", metavar="DIR", help="keep callgrind's files in DIR")
     a = p.parse_args(argv)
     res = {"ranks": a.ranks, "api": a.api, **proc_cpu(a.ranks, a.api, a.reps, a.steps)}
     if a.callgrind:
-        res.update(callgrind(a.ranks, a.api, (10, 60), a.tensors))
+        res.update(callgrind(a.ranks, a.api, (10, 60), a.tensors, a.keep))
     json.dump(res, sys.stdout)
     print()
     return 0

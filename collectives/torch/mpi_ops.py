@@ -145,11 +145,15 @@ def _use_gloo() -> bool:
     return _engine_obj().config.backend == "gloo"
 
 
-def _entry(op_type: str, name: str, tensor: torch.Tensor, output: torch.Tensor | None = None, **kw: Any) -> Entry:
-    """An engine entry for ``tensor`` (and in-place ``output``), with the right adapter."""
+def _entry(op_type: str, name: str, tensor: torch.Tensor, output: torch.Tensor | None = None,
+           reduce_op: OpArg = Sum, prescale: float = 1.0, postscale: float = 1.0, root: int = -1,
+           splits: list[int] | None = None, process_set: ProcessSet | int | None = None,
+           priority: int = 0) -> Entry:
+    """An engine entry for ``tensor`` (and in-place ``output``), with the right adapter. (Named
+    parameters, not ``**kw``, and a positional ``Entry``: a keyword dict costs µs a tensor.)"""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"expected a torch.Tensor, got {type(tensor).__name__}")
-    kw["process_set"] = _ps.set_id_of(kw.get("process_set"))
+    sid = 0 if process_set is None else _ps.set_id_of(process_set)
     if tensor.is_cpu and not _use_gloo():
         arr, view = _t.numpy_of(tensor)
         out = None
@@ -157,11 +161,12 @@ def _entry(op_type: str, name: str, tensor: torch.Tensor, output: torch.Tensor |
             if output is not tensor:
                 arr_out, view = _t.numpy_of(output)
             out = (arr if output is tensor else arr_out) if view else None
-        return Entry(name, op_type, arr, NUMPY, output=out, **kw)
+        return Entry(name, op_type, arr, NUMPY, reduce_op, prescale, postscale, root, splits, sid,
+                     out, None, priority)
     t = TORCH.check(tensor.detach())
     out_t = output.detach() if output is not None and output.is_contiguous() else None
-    return Entry(name, op_type, t if t.is_contiguous() else t.contiguous(), TORCH, output=out_t,
-                 **kw)
+    return Entry(name, op_type, t if t.is_contiguous() else t.contiguous(), TORCH, reduce_op,
+                 prescale, postscale, root, splits, sid, out_t, None, priority)
 
 
 def _enqueue(entry: Entry) -> _CoreHandle:
@@ -186,9 +191,8 @@ def _allreduce_async(tensor: torch.Tensor, output: torch.Tensor | None, name: st
                      prescale_factor: float, postscale_factor: float, process_set: ProcessSet | None,
                      priority: int = 0) -> Handle[torch.Tensor]:
     hid = next(_handle_ids)
-    e = _entry(V.ALLREDUCE, _name("allreduce", name, process_set), tensor, output, reduce_op=op,
-               prescale=float(prescale_factor), postscale=float(postscale_factor),
-               process_set=process_set, priority=int(priority))
+    e = _entry(V.ALLREDUCE, _name("allreduce", name, process_set), tensor, output, op,
+               float(prescale_factor), float(postscale_factor), -1, None, process_set, int(priority))
     return Handle(hid, _enqueue(e), _finisher(tensor, output, e), e)
 
 
