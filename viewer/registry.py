@@ -56,27 +56,26 @@ class Analysis:
     #                                    result as it is), (rows, top) -> value; None: not in the summary
     key: str                           # its place in the summary; "kineto.steps" nests
     tables: tuple[Table, ...]
-    doc: str
     params: tuple[str, ...]            # the keyword parameters it takes (e.g. peak_busbw_gbps)
 
 
 ANALYSES: dict[str, Analysis] = {}
 
 
-def analysis(*, needs: tuple[str, ...] = (), rows: Callable | None = None, json: str | Callable | None = None,
-             key: str | None = None, table: Table | tuple[Table, ...] = ()):
-    """Declare the decorated ``f(run, **params)`` as the analysis of its name."""
+def declare(name: str, compute: Callable, *, needs: tuple[str, ...] = (), rows: Callable | None = None,
+            json: str | Callable | None = None, key: str | None = None, table: Table | tuple[Table, ...] = ()):
+    """Declare ``compute(run, **params)`` as the analysis ``name``."""
     if set(needs) - set(NEEDS):
         raise ValueError(f"unknown needs: {set(needs) - set(NEEDS)}")
+    ANALYSES[name] = Analysis(name, compute, frozenset(needs), rows, json, key or name,
+                              table if isinstance(table, tuple) else (table,),
+                              tuple(inspect.signature(compute).parameters)[1:])
+    return compute
 
-    def declare(fn):
-        doc = (fn.__doc__ or "").strip().split("\n")[0]
-        tables = table if isinstance(table, tuple) else (table,)
-        params = tuple(inspect.signature(fn).parameters)[1:]
-        ANALYSES[fn.__name__] = Analysis(fn.__name__, fn, frozenset(needs), rows, json, key or fn.__name__, tables,
-                                         doc, params)
-        return fn
-    return declare
+
+def analysis(**declared):
+    """Declare the decorated ``f(run, **params)`` as the analysis of its name (see :func:`declare`)."""
+    return lambda fn: declare(fn.__name__, fn, **declared)
 
 
 def capabilities(tables: RunTables, has_steps: bool) -> frozenset[str]:
