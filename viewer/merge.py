@@ -52,7 +52,7 @@ def plan_merge(paths) -> MergePlan:
         files = list(gen_of)
     else:
         files = find_traces(paths) if isinstance(paths, (str, Path)) else [f for p in paths for f in find_traces(p)]
-    entries, parts = [], []
+    entries = []
     for f in files:
         fmt = detect_format(f)
         if fmt == "merged":
@@ -60,29 +60,22 @@ def plan_merge(paths) -> MergePlan:
         reader = TraceReader(f)
         meta = reader.other(V.VERSION_KEY)
         base = _int(meta.get("base_epoch_ns"))
-        if fmt == "horovod":
-            base = None
-            for chunk in reader.chunks():
-                for ev in chunk[:5]:
-                    us = (ev.get("args") if isinstance(ev.get("args"), dict) else {}).get(
-                        "start_time_since_epoch_in_micros")
-                    if _int(us) is not None:
-                        base = us * 1000
-                break
+        if fmt == "horovod":   # its wall clock: in the first events' args
+            args = [e["args"] for e in next(reader.chunks(), [])[:5] if isinstance(e.get("args"), dict)]
+            base = next((a["start_time_since_epoch_in_micros"] * 1000 for a in reversed(args)
+                         if _int(a.get("start_time_since_epoch_in_micros")) is not None), None)
         abs0 = None if base is None else base - (_int(meta.get("clock_offset_ns")) or 0)
         rank = _int(meta.get("rank"))
         entries.append((len(entries) if rank is None else rank, str(f), fmt, abs0,
-                        meta.get("host") if isinstance(meta.get("host"), str) else None))
-        parts.append(_int(meta.get("part")))
-        del reader
-    check_ranks((e[0], part, e[1], gen_of.get(f)) for e, part, f in zip(entries, parts, files))
-    known = [a for _, _, _, a, _ in entries if a is not None]
+                        meta.get("host") if isinstance(meta.get("host"), str) else None, _int(meta.get("part"))))
+    check_ranks((e[0], e[5], e[1], gen_of.get(f)) for e, f in zip(entries, files))
+    known = [e[3] for e in entries if e[3] is not None]
     if known and manifest:   # time 0: the job's start, as the loader has it
         known += [g["start_epoch_ns"] for g in manifest["generations"]]
     origin = min(known) if known else None
     ranks = [RankSource(r, f, fmt, 0 if a is None or origin is None else a - origin, host,
                         legacy=fmt == "horovod" and a is None, generation=gen_of.get(Path(f)))
-             for r, f, fmt, a, host in entries]
+             for r, f, fmt, a, host, _ in entries]
     return MergePlan(origin, sorted(ranks, key=lambda s: (s.rank, s.generation or 0)), manifest)
 
 

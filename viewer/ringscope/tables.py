@@ -124,7 +124,7 @@ def _fused(r, x, fused, rank):
     has, a = m >= 0, np.append(act, 0)[m]   # each response's first comm activity (row 0 where none)
     size = cols.floats("args.size")
     f_size = np.nan_to_num(size[fused], nan=0.0)
-    tensors = [list(t) if t is not None else [] for t in cols.pylist("args.tensors", fused)]
+    tensors = [t or [] for t in cols.lists("args.tensors", fused)]
     count, count_ok = cols.ints("args.count", 0)
     bytes_, _ = cols.ints("args.bytes", 0)
     thr, thr_ok = cols.ints("args.threshold", 0)
@@ -180,7 +180,7 @@ def _waits(r, ops, step, syncs):
     code_of = {v: i for i, v in enumerate(r.aid_values)}
     t_codes, t_vals = r.cols.codes("args.tensor")
     no_tensor = np.flatnonzero(t_codes[syncs] < 0)
-    lists = dict(zip(no_tensor.tolist(), r.cols.pylist("args.tensors", syncs[no_tensor]))) if len(no_tensor) else {}
+    lists = dict(zip(no_tensor.tolist(), r.cols.lists("args.tensors", syncs[no_tensor]))) if len(no_tensor) else {}
     q = [(j, code_of.get(name, -1)) for j, c in enumerate(t_codes[syncs].tolist())   # (wait, tensor waited on)
          for name in ([t_vals[c]] if c >= 0 else lists.get(j) or [])]
     qj, q_aid = np.array([j for j, _ in q], dtype="int64"), np.array([a for _, a in q], dtype="int64")
