@@ -1,7 +1,4 @@
-"""Cache of a loaded run's assembled tables, keyed by every trace file's path, size and mtime: Arrow IPC
-files (lz4; Parquet's decoding made a hit ~1.8x dearer), with the warnings the first load gave, given again
-on each hit. Location: ``cache_dir``, else ``$RINGSCOPE_CACHE_DIR``, else ``.ringscope-cache/`` next to the
-first trace when writable, else ``~/.cache/ringscope``."""
+"""Cache of a loaded run's tables (Arrow IPC, lz4), keyed by every trace's path, size and mtime, with its warnings."""
 from __future__ import annotations
 
 import contextlib
@@ -26,8 +23,7 @@ _TABLES = ("events", "tensor_ops", "fused_ops", "readiness", "cycles", "ranks")
 
 @functools.cache
 def cache_version() -> str:
-    """A digest of the code that makes the tables (``viewer``, its scanner, ``tracer.vocab``): an entry that
-    other code wrote is never read back, with nothing to bump by hand."""
+    """A digest of the code that makes the tables: an entry other code wrote is never read back."""
     import tracer.vocab
 
     root = Path(__file__).parent
@@ -102,8 +98,7 @@ def recording():
 
 
 def store(files: list[Path], tables, caught: list, manifest: Path | None = None, cache_dir=None) -> None:
-    """Write ``tables`` and the warnings their load gave; a failure (read-only disk, a meta JSON does not give
-    back as it was) leaves no entry."""
+    """Write ``tables`` and the warnings their load gave; a failure leaves no entry."""
     root = cache_root(files[0], cache_dir)
     entry = root / _key(files, manifest)
     tmp = root / (entry.name + f".tmp{os.getpid()}")

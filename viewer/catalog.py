@@ -1,6 +1,4 @@
-"""Every analysis of a run, declared once (``viewer.registry``): what it needs, its summary key, its
-printed and shown table. Each wraps a pure function of ``viewer/analyses/``; the order here is the
-summary's order. Kineto's are declared in ``viewer/kineto/catalog.py``."""
+"""Every analysis of a run, declared once (``viewer.registry``), in the summary's order (Kineto's: kineto/catalog)."""
 from __future__ import annotations
 
 import pandas as pd
@@ -110,8 +108,7 @@ declare("bandwidth", lambda run, peak_busbw_gbps=None: comm.bandwidth_by_size(ru
     C("alpha_us", "α", "us"), C("beta_gbps", "β", "gbps"), C("half_bw_bytes", "n½", "bytes"), C("r2", "r²", "num"),
     C("credible", "means something"))))
 def alpha_beta(run):
-    """time = α + bytes / β per backend and op, on the fastest op of each size (the wire's own cost);
-    ``credible``: the fit means something (``viewer.analyses.communication.credible``)."""
+    """time = α + bytes / β per backend and op, on the fastest op of each size; ``credible``: it means something."""
     ab = comm.alpha_beta_fit(run.op_bandwidth())
     return ab.assign(credible=ab.index.isin(comm.credible(ab).index))
 

@@ -39,8 +39,7 @@ def describe_skipped(skipped: list, limit: int = 3) -> str:
 
 
 def warn_damage(path, meta: dict, closed: bool) -> None:
-    """One loaded file's warnings: cut or unfinished, and its damaged lines (from ``meta``'s ``_stop_offset``,
-    ``_size``, ``_n_events``, ``_skipped``, ``_damage``)."""
+    """One loaded file's warnings, from ``meta``'s ``_`` keys: cut or unfinished, and its damaged lines."""
     skipped, damage = meta.get("_skipped") or [], meta.get("_damage")
     if damage:
         warnings.warn(TruncatedTraceWarning(f"{path}: {damage}; the rest of the file is lost"), stacklevel=3)

@@ -54,8 +54,7 @@ def parse_one(path: Path) -> dict:
 
 
 def load_run(paths, use_cache: bool = True, cache_dir=None, progress=None) -> RunTables:
-    """A run (a directory, one file or several) as :class:`RunTables`, from the cache when no file changed;
-    ``progress(done_bytes, total_bytes, path)`` after each file."""
+    """A run (a directory, one file or several) as :class:`RunTables`, from the cache when no file changed."""
     manifest = elastic.read_manifest(paths) if isinstance(paths, (str, Path)) and elastic.is_elastic(paths) else None
     member = elastic.Members(paths, manifest) if manifest else None   # each file's generation
     if member is not None:
@@ -160,8 +159,7 @@ def assemble(parsed: list[dict], elastic_manifest: dict | None = None) -> RunTab
 
 
 def _concat_events(dfs: list):
-    """All ranks' events in (t_ns, rank) order, column by column: each rank's column is let go once gathered,
-    so the peak holds one extra column, not a second copy of the table."""
+    """All ranks' events in (t_ns, rank) order, gathered column by column (one extra column at the peak)."""
     import numpy as np
     import pandas as pd
 

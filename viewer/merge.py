@@ -1,7 +1,4 @@
-"""Merge per-rank traces into one Chrome trace on a common clock (one process per rank, sorted by rank).
-Extra lanes (e.g. Nsight GPU kernels) come as ``write_merged(plan_merge(paths), out, extra_events=...)``.
-Slices that overlap without nesting on one thread move to an "(overlap)" lane of that thread, so Perfetto
-never needs overflow tracks."""
+"""Merge per-rank traces into one Chrome trace on a common clock; overlapping slices get lanes of their own."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -85,8 +82,7 @@ def _int(v):
 
 
 def _rank_events(src: RankSource):
-    """The rank's events on the merged clock, unplaceable ones counted in ``reader.skipped``; a file with none
-    placeable is refused (:class:`TraceError`), but in an elastic world, whose rank may have written none."""
+    """The rank's events on the merged clock (unplaceable ones skipped); none placeable: :class:`TraceError`."""
     shift_us = src.shift_ns / 1000.0
     reader = TraceReader(src.file)
     out = []
@@ -171,8 +167,7 @@ def _thread(pid, tid: int, name: str) -> list:
 
 
 def write_merged(plan: MergePlan, out, extra_events=None) -> dict:
-    """Write the merged trace (one event per line) and return counts; ``extra_events`` (e.g. GPU lanes) are
-    on the merged clock already (µs since ``plan.origin_epoch_ns``), their metadata events kept."""
+    """Write the merged trace (one event per line) and return counts; ``extra_events``: on the merged clock."""
     extra = list(extra_events or [])
     extra_meta = [e for e in extra if e.get("ph") == "M"]
     extra_by_pid: dict = {}
@@ -230,8 +225,7 @@ def write_merged(plan: MergePlan, out, extra_events=None) -> dict:
 
 
 def _driver_lane(plan: MergePlan) -> list:
-    """An "elastic driver" process: each reset as a slice from the failure to the end of the first step
-    after (cause, membership and costs in its args), its parts nested in it; each generation as a slice."""
+    """An "elastic driver" process: a slice per generation and per reset, the reset's parts nested in it."""
     origin = plan.origin_epoch_ns or 0
 
     def us(ns):

@@ -26,8 +26,7 @@ NEEDS = {
 
 @dataclass(frozen=True)
 class Column:
-    """A column as people see it (unit: ``viewer.units``); ``varies``: shown only when its values differ;
-    ``unknown``: what a missing value means, when it means more than nothing measured."""
+    """A column as people see it; ``varies``: shown only when its values differ; ``unknown``: a missing value."""
     key: str
     label: str
     unit: str | Callable[[Any], str] = "text"
@@ -37,8 +36,7 @@ class Column:
 
 @dataclass(frozen=True)
 class Table:
-    """How an analysis prints and shows (all-missing columns left out); ``last``: abridged to its last rows;
-    ``derive``: the shown columns from the rows; ``note``: a line of text per row, under the table."""
+    """How an analysis prints and shows: ``last`` rows, shown columns ``derive``d, a ``note`` per row."""
     title: str
     columns: tuple[Column, ...]
     last: bool = False

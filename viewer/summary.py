@@ -61,8 +61,7 @@ def _put(out: dict, key: str, value) -> None:
 
 
 def build_summary(run, top: int = 10, steps: bool = False, peak_busbw_gbps=None) -> dict:
-    """The JSON summary: ``schema``, ``run``, every analysis under its key (empty, its reason in
-    ``unavailable``, where the run lacks it; a nested group only when it has one); ``steps``: breakdown_steps."""
+    """The JSON summary: ``schema``, ``run``, every analysis under its key, and why some are ``unavailable``."""
     out: dict = {"schema": SUMMARY_SCHEMA, "run": clean(run_facts(run))}
     unavailable = {}
     for a in registry.ANALYSES.values():

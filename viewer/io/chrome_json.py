@@ -1,8 +1,4 @@
-"""Chrome-trace JSON files (object or array form, plain or gzip): bytes, header and event lines.
-
-A bad line is skipped and recorded in ``skipped``, and reading goes on; only an incomplete last line
-means the file was cut (``stop_offset``).
-"""
+"""Chrome-trace JSON files (object or array form, plain or gzip): bytes, header and event lines, bad lines skipped."""
 from __future__ import annotations
 
 import os
@@ -36,8 +32,7 @@ def _too_big(p, cap):
 
 
 def read_bytes(path, cap: int | None = None) -> tuple[bytearray, str | None]:
-    """``(data, damage)``: the file's bytes (gunzipped, streamed so that a bomb stops at ``cap``) and why
-    they end early when the gzip stream is cut or corrupt."""
+    """``(data, damage)``: the file's bytes, gunzipped up to ``cap``, and why they end early (a cut gzip stream)."""
     p = Path(path)
     cap = max_trace_bytes() if cap is None else cap
     if not p.exists():
@@ -133,8 +128,7 @@ def find_events_start(data, damage, header: dict, fail) -> tuple[str, int]:
 
 
 class JsonTrace:
-    """One JSON trace file's bytes, read whole: ``header`` (top-level keys but traceEvents), ``form``,
-    ``closed``, ``stop_offset``, ``skipped`` (``[{"line", "byte", "reason", "events"}]``), ``n_events``."""
+    """One JSON trace file's bytes, read whole, its header, and the pieces of it skipped (``skipped``)."""
 
     def __init__(self, path):
         self.path = str(path)

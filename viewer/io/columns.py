@@ -1,8 +1,4 @@
-"""numpy access to the C scanner's event columns, and pandas columns built from them.
-
-Strings are dictionary codes (int32, -1 = null) into their distinct values: rows are compared and
-grouped as small integers, and strings are materialised once, for the output tables.
-"""
+"""The C scanner's event columns in numpy (strings as int32 codes, -1 = null), and pandas columns built from them."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,8 +9,7 @@ _READ = 1   # the scanner's status of a value that was there with the asked type
 
 
 class Columns:
-    """The columns :func:`viewer.io._eventscan.scan` returned (every field it was asked for; ``kinds``: the
-    scanner's kind of each), keeping the rows of the boolean mask ``keep`` (None: all)."""
+    """The event columns :func:`viewer.io._eventscan.scan` returned, keeping the rows of the mask ``keep``."""
 
     def __init__(self, scanned: dict, kinds: dict, keep=None):
         self._c = scanned["columns"]
@@ -50,8 +45,7 @@ class Columns:
         return np.where(ok, self._rows(np.frombuffer(self._c[name][1], dtype=np.int64)), fill), ok
 
     def list_items(self, name: str, rows):
-        """A list column at ``rows``, flattened: ``(codes, values, parent)``, each item's code into
-        ``values`` and the position in ``rows`` it came from."""
+        """A list column at ``rows``, flattened: ``(codes, values, parent)``, parent: its position in ``rows``."""
         if not len(rows):
             return np.zeros(0, dtype=np.int32), [], np.zeros(0, dtype="int64")
         st, ends, items, values = self._c[name]
@@ -140,8 +134,7 @@ def strings(parts, order=None):
 
 
 def categories(parts, order=None):
-    """A pandas ``Categorical`` of ``(codes, values)`` parts, like :func:`strings`; its categories are the
-    values used, sorted, so that it sorts, counts and groups as the strings do."""
+    """A sorted pandas ``Categorical`` of ``(codes, values)`` parts, like :func:`strings`."""
     codes, values = _joined(parts, order)
     used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(values)))
     kept = [values[i] for i in used.tolist()]

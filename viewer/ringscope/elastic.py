@@ -1,6 +1,4 @@
-"""An elastic run's directory (docs/ELASTIC.md): ``elastic.json`` and one ``gen-NNN/`` of rank traces per
-generation. Reads and checks the manifest, finds each generation's traces, and, once the tables of all
-generations share one time axis, marks the work a later generation redid."""
+"""An elastic run's directory (docs/ELASTIC.md): its manifest checked, each generation's traces, the work redone."""
 from __future__ import annotations
 
 import json
@@ -104,8 +102,7 @@ def read_manifest(run_dir) -> dict:
 
 
 def generation_files(run_dir, manifest: dict) -> list[tuple[int, list[Path]]]:
-    """``[(generation, its trace files)]`` in generation order; a ``gen-*`` directory elastic.json does not
-    list is reported (ElasticWarning) and left out."""
+    """``[(generation, its trace files)]``; a ``gen-*`` directory elastic.json does not list is warned of."""
     listed = {g["generation"] for g in manifest["generations"]}
     out = []
     for g in manifest["generations"]:
@@ -126,8 +123,7 @@ def generation_files(run_dir, manifest: dict) -> list[tuple[int, list[Path]]]:
 
 @contextmanager
 def stopped_world(gen: dict, cut: list):
-    """In a generation the driver stopped, its traces' "unfinished trace" warnings are expected: their files
-    go into ``cut`` instead; other warnings pass."""
+    """In a generation the driver stopped, its traces' "unfinished trace" warnings go into ``cut``."""
     if gen.get("end") not in STOPPED:
         yield
         return
@@ -155,8 +151,7 @@ class Members:
         self.cut: dict = {g: [] for g in self.gens}
 
     def parse(self, parse, f: Path, *args):
-        """``parse(f, *args)`` with its generation and redone steps marked; in a stopped world, a trace with
-        no events is reported and left out (None)."""
+        """``parse(f, *args)`` marked with its generation; a stopped world's trace with no events: None."""
         g = self.generation[f]
         with stopped_world(self.gens[g], self.cut[g]):
             try:
@@ -182,8 +177,7 @@ class Members:
 
 
 def mark_redone(parsed: dict, first_redone: int | None) -> None:
-    """Ops of steps a later generation ran again leave one file's step tables (each step counts once, its
-    later copy); their events stay on the timeline with step -1."""
+    """Leave the ops of steps a later generation redid out of one file's step tables (events: step -1)."""
     if first_redone is None:
         return
     for t in ("tensor_ops", "fused_ops", "readiness"):
@@ -196,8 +190,7 @@ def mark_redone(parsed: dict, first_redone: int | None) -> None:
 
 
 def continue_occurrences(parsed: list[dict]) -> None:
-    """Number each (rank, tensor)'s ops on from the previous generations' (``occurrence`` restarts at 0
-    in every new world), so an op of a later generation is never taken for an earlier one's."""
+    """Number each (rank, tensor)'s ops on from the previous generations' (each world restarts at 0)."""
     for t in ("tensor_ops", "readiness"):
         count: dict = {}
         for p in parsed:
@@ -212,8 +205,7 @@ def continue_occurrences(parsed: list[dict]) -> None:
 
 
 def run_meta(meta: dict, manifest: dict, ranks) -> None:
-    """``meta["elastic"]`` (each generation with its ranks, cut ranks and span on the run's axis); ``size``: the
-    smallest world; ``truncated_ranks``: the last generation's (the recoveries report the earlier cuts)."""
+    """Set ``meta["elastic"]`` (generations on the run's axis), ``size`` and the last world's ``truncated_ranks``."""
     origin = meta.get("origin_epoch_ns") or 0
     gens = []
     for g in manifest["generations"]:

@@ -1,6 +1,4 @@
-"""One rank's tables from its trace's event columns (:mod:`viewer.ringscope.reader`), vectorised over
-string codes. A tensor op is an X, or a B/E pair (the k-th B of a thread pairs with its k-th E), with
-``cat`` "tensor" on the tensor's own thread."""
+"""One rank's tables from its trace's event columns (:mod:`viewer.ringscope.reader`), vectorised over string codes."""
 from __future__ import annotations
 
 import bisect
@@ -48,8 +46,7 @@ class _Rows:
 
 
 def build(cols, rank: int) -> dict:
-    """One rank's five tables (local times), plus ``_last_ts_us``, ``_shutdown`` (SHUTDOWN's args, or {})
-    and ``_damaged`` ((byte, why, events lost) of events contradicting another's)."""
+    """One rank's five tables (local times), plus ``_last_ts_us``, ``_shutdown`` and ``_damaged``."""
     r = _Rows(cols)
     ops = _lifecycles(r)
     x = r.plain[r.is_x[r.plain]]
@@ -175,8 +172,7 @@ def _tensor_ops(r, ops, fused, syncs, rank):
 
 
 def _waits(r, ops, step, syncs):
-    """Framework SYNCHRONIZE time per tensor op: by (tensor, step), else the latest op of that tensor
-    submitted before the wait began."""
+    """Framework SYNCHRONIZE time per tensor op: by (tensor, step), else the latest op of that tensor before it."""
     code_of = {v: i for i, v in enumerate(r.aid_values)}
     t_codes, t_vals = r.cols.codes("args.tensor")
     no_tensor = np.flatnonzero(t_codes[syncs] < 0)
