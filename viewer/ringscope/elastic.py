@@ -48,54 +48,51 @@ def read_manifest(run_dir) -> dict:
         where = f" (line {exc.lineno} column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
         raise TraceError(f, f"not valid JSON{where}: an elastic run's manifest (docs/ELASTIC.md)") from None
 
-    def bad(problem: str):
-        return TraceError(f, problem)
-
     def ints_or_null(obj: dict, where: str, keys, what: str = "an integer") -> None:
         for k in keys:
             if obj.get(k) is not None and not _int(obj[k]):
-                raise bad(f"{where}: \"{k}\" must be {what} or null")
+                raise TraceError(f, f"{where}: \"{k}\" must be {what} or null")
 
     if not isinstance(data, dict) or data.get("elastic_format") != 1:
-        raise bad("not an elastic run manifest: expected an object with \"elastic_format\": 1")
+        raise TraceError(f, "not an elastic run manifest: expected an object with \"elastic_format\": 1")
     gens = data.get("generations")
     if not isinstance(gens, list) or not gens:
-        raise bad("\"generations\" must be a non-empty list")
+        raise TraceError(f, "\"generations\" must be a non-empty list")
     seen = set()
     for i, g in enumerate(gens):
         where = f"generations[{i}]"
         if not isinstance(g, dict) or not _int(g.get("generation")) or g["generation"] < 0:
-            raise bad(f"{where}: \"generation\" must be a non-negative integer")
+            raise TraceError(f, f"{where}: \"generation\" must be a non-negative integer")
         if g["generation"] in seen:
-            raise bad(f"{where}: generation {g['generation']} is listed twice")
+            raise TraceError(f, f"{where}: generation {g['generation']} is listed twice")
         seen.add(g["generation"])
         if not _int(g.get("size")) or g["size"] < 1:
-            raise bad(f"{where}: \"size\" must be a positive integer")
+            raise TraceError(f, f"{where}: \"size\" must be a positive integer")
         ints_or_null(g, where, ("start_epoch_ns", "end_epoch_ns", "step_base"))
         if not _int(g.get("start_epoch_ns")):
-            raise bad(f"{where}: \"start_epoch_ns\" is missing")
+            raise TraceError(f, f"{where}: \"start_epoch_ns\" is missing")
         if g.get("end") not in ENDS:
-            raise bad(f"{where}: \"end\" is {g.get('end')!r}, expected one of failure, hosts_updated, done, "
+            raise TraceError(f, f"{where}: \"end\" is {g.get('end')!r}, expected one of failure, hosts_updated, done, "
                       "below_min_np")
     resets = data.get("resets", [])
     if not isinstance(resets, list):
-        raise bad("\"resets\" must be a list")
+        raise TraceError(f, "\"resets\" must be a list")
     for i, r in enumerate(resets):
         where = f"resets[{i}]"
         if not isinstance(r, dict):
-            raise bad(f"{where}: must be an object")
+            raise TraceError(f, f"{where}: must be an object")
         for k in ("generation_before", "generation_after"):
             if r.get(k) not in seen:
-                raise bad(f"{where}: \"{k}\" ({r.get(k)!r}) is not a generation listed in \"generations\"")
+                raise TraceError(f, f"{where}: \"{k}\" ({r.get(k)!r}) is not a generation listed in \"generations\"")
         if r.get("kind") not in KINDS:
-            raise bad(f"{where}: \"kind\" is {r.get('kind')!r}, expected \"lost\" or \"added\"")
+            raise TraceError(f, f"{where}: \"kind\" is {r.get('kind')!r}, expected \"lost\" or \"added\"")
         ints_or_null(r, where, RESET_TIMES, "an integer (ns since the epoch)")
         if not _int(r.get("failed_epoch_ns")):
-            raise bad(f"{where}: \"failed_epoch_ns\" is missing")
+            raise TraceError(f, f"{where}: \"failed_epoch_ns\" is missing")
         ints_or_null(r, where, ("size_before", "size_after", "last_commit_step"))
         for k in ("lost", "added"):
             if not isinstance(r.get(k, []), list):
-                raise bad(f"{where}: \"{k}\" must be a list")
+                raise TraceError(f, f"{where}: \"{k}\" must be a list")
     gens = sorted(gens, key=lambda g: g["generation"])
     return {**data, "generations": gens, "resets": sorted(resets, key=lambda r: r["failed_epoch_ns"]),
             "file": str(f)}

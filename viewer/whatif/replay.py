@@ -174,13 +174,6 @@ def _execute(model, s, step, submit, spans=None, idle_from=None):
     return done, runs, cpu
 
 
-def _reference_overlap(model: Model, step: Step) -> tuple[dict, dict]:
-    """Per rank: the collective time during its CPU work as the run had it, and how crowded that work was."""
-    chains, submit = measured_chains(step)
-    runs = _execute(model, Settings(), step, submit, _span_arrays(chains), _idle_from(step, chains))[2]
-    return {r: _overlap(ch[4], runs) for r, ch in chains.items()}, _crowding(model, chains)
-
-
 def _crowding(model: Model, chains: dict) -> dict:
     """Per rank: how many ranks sharing its CPUs (itself included) compute, on average, while it does."""
     out = {}
@@ -202,7 +195,10 @@ def _slowdown(model: Model, r: int, crowd: float) -> float:
 def replay_step(model: Model, s: Settings, step: Step) -> dict:
     """One step: predicted duration (ns, mean over ranks), chains and collectives at the fixed point."""
     done = measured_done(step)
-    base, crowd = _reference_overlap(model, step)
+    # the reference: per rank, the collective time during its CPU work and its crowding as the run had them
+    was_chains, was_submit = measured_chains(step)
+    was_runs = _execute(model, Settings(), step, was_submit, _span_arrays(was_chains), _idle_from(step, was_chains))[2]
+    base, crowd = {r: _overlap(ch[4], was_runs) for r, ch in was_chains.items()}, _crowding(model, was_chains)
     src = _median_rank(step) if s.no_straggler else None
     extra: dict = {}
     for _ in range(MAX_ITER):
