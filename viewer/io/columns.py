@@ -97,13 +97,6 @@ def with_default(codes, values, default):
     return np.where(codes < 0, len(values), codes).astype(np.int32), list(values) + [default]
 
 
-def coalesce(first, second):
-    """Per row the first non-null of two ``(codes, values)`` columns."""
-    c1, v1 = first
-    c2, v2 = second
-    return np.where(c1 >= 0, c1, np.where(c2 >= 0, c2 + len(v1), -1)).astype(np.int32), list(v1) + list(v2)
-
-
 def constant(n: int, value):
     """``n`` rows of one string."""
     return np.zeros(n, dtype=np.int32), [value]

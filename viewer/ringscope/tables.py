@@ -8,7 +8,7 @@ import numpy as np
 from tracer import vocab as V
 from viewer import frames
 from viewer.errors import TraceError, warn_damage
-from viewer.io.columns import coalesce, cumcount, dense, int_na, lookup, lut, ns, strings
+from viewer.io.columns import cumcount, dense, int_na, lookup, lut, ns, strings
 from viewer.ringscope import events, phases
 from viewer.ringscope.reader import known, read
 
@@ -153,7 +153,8 @@ def _tensor_ops(r, ops, fused, syncs, rank):
     resp = np.where(ops["resp_ok"], ops["resp"], np.where(m >= 0, r.resp[fused][np.maximum(m, 0)], -1)
                     if len(fused) else -1)
     err_codes, errs = cols.codes("args.error")
-    err = coalesce((np.where(oe >= 0, err_codes[np.maximum(oe, 0)], -1), errs), (err_codes[ob], errs))
+    err_end = np.where(oe >= 0, err_codes[np.maximum(oe, 0)], -1)   # the end's error, else the begin's
+    err = (np.where(err_end >= 0, err_end, err_codes[ob]).astype(np.int32), errs)
     bytes_, bytes_ok = cols.ints("args.bytes", 0)
     ps, _ = cols.ints("args.process_set", 0)
     dtype, op = cols.codes("args.dtype"), cols.codes("args.op")
