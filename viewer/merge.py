@@ -145,14 +145,13 @@ def _relane(events: list) -> set:
     return lanes_used
 
 
-def _metadata(plan: MergePlan, lanes: set, tids: set) -> list:
+def _metadata(src: RankSource | None, lanes: set, tids: set) -> list:
+    """Metadata events: the rank's process (``src``, once per rank), its named threads and overlap lanes."""
     meta = []
-    for src in plan.ranks:
-        if src.format != "ringscope":
-            continue
+    if src is not None and src.format == "ringscope":
         label = f"rank {src.rank}" + (f" ({src.host})" if src.host else "")
-        meta.append({"ph": "M", "name": "process_name", "pid": src.rank, "args": {"name": label}})
-        meta.append({"ph": "M", "name": "process_sort_index", "pid": src.rank, "args": {"sort_index": src.rank}})
+        meta += [{"ph": "M", "name": "process_name", "pid": src.rank, "args": {"name": label}},
+                 {"ph": "M", "name": "process_sort_index", "pid": src.rank, "args": {"sort_index": src.rank}}]
     for pid, tid in sorted(tids, key=lambda x: (str(x[0]), str(x[1]))):
         if isinstance(tid, int) and tid in V.THREAD_NAMES:
             meta += _thread(pid, tid, V.THREAD_NAMES[tid])
@@ -206,7 +205,7 @@ def write_merged(plan: MergePlan, out, extra_events=None) -> dict:
                 lanes = _relane(events)
                 tids = {(e.get("pid"), e.get("tid")) for e in events
                         if "tid" in e and e.get("pid") in ours and isinstance(e.get("pid"), int)}
-                put(_metadata(MergePlan(plan.origin_epoch_ns, [src] if src.rank not in seen_pids else []), lanes, tids))
+                put(_metadata(src if src.rank not in seen_pids else None, lanes, tids))
                 seen_pids.add(src.rank)
                 put(events)
                 n_events += len(events)
