@@ -122,11 +122,8 @@ def assemble(parsed: list[dict], elastic_manifest: dict | None = None) -> RunTab
     """Each file's tables shifted onto the common axis and concatenated (``elastic_manifest``: an elastic run's)."""
     check_ranks((p["rank_info"]["rank"], p["meta"].get("part"), p["rank_info"]["file"],
                  p["rank_info"].get("generation")) for p in parsed)
-    bases = []
-    for p in parsed:
-        ri = p["rank_info"]
-        base = ri.get("base_epoch_ns")
-        bases.append(None if base is None else base - (ri.get("clock_offset_ns") or 0))
+    bases = [None if ri.get("base_epoch_ns") is None else ri["base_epoch_ns"] - (ri.get("clock_offset_ns") or 0)
+             for ri in (p["rank_info"] for p in parsed)]
     known = [b for b in bases if b is not None]
     if known and elastic_manifest is not None:   # time 0: the job's start (the driver's first launch)
         known += [g["start_epoch_ns"] for g in elastic_manifest["generations"]]
