@@ -238,9 +238,6 @@ def _shutdown(r) -> dict:
     return dict(r.cols.shutdown) if len(r.named(r.plain, V.SHUTDOWN)) and r.cols.shutdown is not None else {}
 
 
-_READ_PHASES = ("X", "B/E", "i", "C")
-
-
 def _cpu_set(v) -> str | None:
     if isinstance(v, list) and v and all(c.__class__ is int for c in v):
         return ",".join(map(str, v))
@@ -260,7 +257,7 @@ def parse_file(path, warn: bool = True) -> dict:
     for at, why, lost in out.pop("_damaged"):
         reader.skipped.append({"line": None, "byte": at, "reason": why, "events": lost})
     if not len(out["events"]):   # events of phases the tables do not read (flows, async pairs) only
-        raise TraceError(path, f"no trace events the viewer reads ({', '.join(_READ_PHASES)})")
+        raise TraceError(path, "no trace events the viewer reads (X, B/E, i, C)")
     sd = out.pop("_shutdown")
     closed = reader.closed and not reader.dropped and (bool(sd) or not meta)
     last_us = out.pop("_last_ts_us")
