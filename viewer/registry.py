@@ -101,9 +101,3 @@ def capabilities(tables: RunTables, has_steps: bool) -> frozenset[str]:
     if len(tables.cycles):
         has.add("cycles")
     return frozenset(has)
-
-
-def why_not(a: Analysis, has: frozenset[str]) -> str | None:
-    """Why ``a`` cannot run on a run that has ``has`` (one phrase), or None when it can."""
-    missing = [n for n in NEEDS if n in a.needs and n not in has]
-    return f"needs {NEEDS[missing[0]]}" if missing else None

@@ -72,8 +72,9 @@ class Run:
 
     def why_not(self, name: str) -> str | None:
         """Why analysis ``name`` cannot run on this run (one phrase), or None when it can."""
-        a = registry.ANALYSES[name]
-        return None if not a.needs else registry.why_not(a, self.has)
+        needs = registry.ANALYSES[name].needs
+        missing = [n for n in registry.NEEDS if n in needs and n not in self.has] if needs else []
+        return f"needs {registry.NEEDS[missing[0]]}" if missing else None
 
     def get(self, name: str, *args: Any, **params: Any) -> Any:
         """Analysis ``name``, computed once per parameters; :class:`Unavailable` when the run lacks what it needs."""
