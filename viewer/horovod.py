@@ -85,12 +85,6 @@ class _State:
             elif ph in ("i", "I") and ev.get("name") == "CYCLE_START":
                 self.cycle_starts.append(ts)
 
-    def close_open(self):
-        for pid, st in self.stacks.items():
-            for name, t0, depth, args in st:
-                self.spans.append((pid, name, t0, self.last_ts - t0, depth, args, False))
-            st.clear()
-
 
 def _tick(name: str) -> bool:
     """A readiness tick: an X named after the rank that became ready."""
@@ -136,7 +130,8 @@ def parse_file(path, warn: bool = True) -> dict:
     bad: dict = {}
     for chunk in reader.chunks():
         s.feed(chunk, bad)
-    s.close_open()
+    s.spans += [(pid, name, t0, s.last_ts - t0, depth, args, False)   # still open at the end
+                for pid, st in s.stacks.items() for name, t0, depth, args in st]
     for why, n in bad.items():  # the reader knows no line here: one entry per reason
         reader.skipped.append({"line": None, "byte": None, "reason": why, "events": n})
     fmt = "horovod-modern" if s.epoch_us is not None else "horovod-legacy"
