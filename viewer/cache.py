@@ -119,7 +119,9 @@ def store(files: list[Path], tables, caught: list, manifest: Path | None = None,
                 f.write_table(table, max_chunksize=1 << 16)
             del table
         (tmp / "info.json").write_text(text)
-        _drop_stale(root, _prefix(files))
+        for old in root.glob(_prefix(files) + "*"):   # this list's entries for older versions of its files
+            if old.is_dir() and ".tmp" not in old.name:
+                shutil.rmtree(old, ignore_errors=True)
         if entry.exists():
             shutil.rmtree(entry, ignore_errors=True)
         tmp.rename(entry)
@@ -137,8 +139,3 @@ def _category(name: str) -> type[Warning]:
         raise ValueError(name)
     return cls
 
-
-def _drop_stale(root: Path, prefix: str) -> None:
-    for old in root.glob(prefix + "*"):
-        if old.is_dir() and ".tmp" not in old.name:
-            shutil.rmtree(old, ignore_errors=True)
