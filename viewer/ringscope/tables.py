@@ -52,10 +52,12 @@ def build(cols, rank: int) -> dict:
     x = r.plain[r.is_x[r.plain]]
     fused = r.named(x, V.FUSED_RESPONSE)
     phases.attach(r, ops, fused)
+    # clock offsets and drop count from the last SHUTDOWN record ({} when the run did not close)
+    shutdown = dict(cols.shutdown) if len(r.named(r.plain, V.SHUTDOWN)) and cols.shutdown is not None else {}
     return {"events": events.table(r, ops, rank), "fused_ops": _fused(r, x, fused, rank),
             "tensor_ops": _tensor_ops(r, ops, fused, r.named(x, V.SYNCHRONIZE), rank),
             "readiness": _readiness(r), "cycles": _cycles(r, r.named(x, V.CYCLE), rank),
-            "_last_ts_us": r.last_ts, "_shutdown": _shutdown(r), "_damaged": r.damaged}
+            "_last_ts_us": r.last_ts, "_shutdown": shutdown, "_damaged": r.damaged}
 
 
 def _lifecycles(r):
@@ -231,11 +233,6 @@ def _cycles(r, cyc, rank):
     cycle, _ = r.cols.ints("args.cycle", -1)
     return frames.build("cycles", {"rank": np.full(len(cyc), rank, dtype="int32"), "cycle": cycle[cyc],
                                    "start_ns": ns(r.ts[cyc]), "end_ns": ns(r.ts[cyc] + r.dur[cyc])})
-
-
-def _shutdown(r) -> dict:
-    """Clock offsets and drop count from the last SHUTDOWN record ({} when the run did not close)."""
-    return dict(r.cols.shutdown) if len(r.named(r.plain, V.SHUTDOWN)) and r.cols.shutdown is not None else {}
 
 
 def _cpu_set(v) -> str | None:
