@@ -147,12 +147,12 @@ class Members:
                        if n.get("step_base") is not None}
         self.cut: dict = {g: [] for g in self.gens}
 
-    def parse(self, parse, f: Path, *args):
-        """``parse(f, *args)`` marked with its generation; a stopped world's trace with no events: None."""
+    def parse(self, parse, f: Path):
+        """``parse(f)`` marked with its generation; a stopped world's trace with no events: None."""
         g = self.generation[f]
         with stopped_world(self.gens[g], self.cut[g]):
             try:
-                p = parse(f, *args)
+                p = parse(f)
             except TraceError as exc:
                 if self.gens[g].get("end") not in STOPPED or not exc.problem.startswith("no trace events"):
                     raise
