@@ -1,7 +1,4 @@
-"""Cache of a loaded run's assembled tables, keyed by every trace file's path, size and mtime: Arrow IPC
-files (lz4; Parquet's decoding made a hit ~1.8x dearer), with the warnings the first load gave, given again
-on each hit. Location: ``cache_dir``, else ``$RINGSCOPE_CACHE_DIR``, else ``.ringscope-cache/`` next to the
-first trace when writable, else ``~/.cache/ringscope``."""
+"""Cache of a loaded run's tables (Arrow IPC, lz4), keyed by every trace's path, size and mtime, with its warnings."""
 from __future__ import annotations
 
 import contextlib
@@ -26,8 +23,7 @@ _TABLES = ("events", "tensor_ops", "fused_ops", "readiness", "cycles", "ranks")
 
 @functools.cache
 def cache_version() -> str:
-    """A digest of the code that makes the tables (``viewer``, its scanner, ``tracer.vocab``): an entry that
-    other code wrote is never read back, with nothing to bump by hand."""
+    """A digest of the code that makes the tables: an entry other code wrote is never read back."""
     import tracer.vocab
 
     root = Path(__file__).parent
@@ -102,8 +98,7 @@ def recording():
 
 
 def store(files: list[Path], tables, caught: list, manifest: Path | None = None, cache_dir=None) -> None:
-    """Write ``tables`` and the warnings their load gave; a failure (read-only disk, a meta JSON does not give
-    back as it was) leaves no entry."""
+    """Write ``tables`` and the warnings their load gave; a failure leaves no entry."""
     root = cache_root(files[0], cache_dir)
     entry = root / _key(files, manifest)
     tmp = root / (entry.name + f".tmp{os.getpid()}")
@@ -124,7 +119,9 @@ def store(files: list[Path], tables, caught: list, manifest: Path | None = None,
                 f.write_table(table, max_chunksize=1 << 16)
             del table
         (tmp / "info.json").write_text(text)
-        _drop_stale(root, _prefix(files))
+        for old in root.glob(_prefix(files) + "*"):   # this list's entries for older versions of its files
+            if old.is_dir() and ".tmp" not in old.name:
+                shutil.rmtree(old, ignore_errors=True)
         if entry.exists():
             shutil.rmtree(entry, ignore_errors=True)
         tmp.rename(entry)
@@ -142,8 +139,3 @@ def _category(name: str) -> type[Warning]:
         raise ValueError(name)
     return cls
 
-
-def _drop_stale(root: Path, prefix: str) -> None:
-    for old in root.glob(prefix + "*"):
-        if old.is_dir() and ".tmp" not in old.name:
-            shutil.rmtree(old, ignore_errors=True)

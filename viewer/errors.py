@@ -18,17 +18,6 @@ class TruncatedTraceWarning(UserWarning):
     """A trace ended in the middle of an event; every complete event before it was kept."""
 
 
-def warn_truncated(path, offset: int, size: int, n_events: int) -> None:
-    """Warn that the file stopped at byte ``offset``, or, all of it read, that the job never closed it."""
-    if offset < size:
-        msg = (f"{path}: truncated trace, stopped at byte {offset} of {size}; "
-               f"recovered {n_events} complete events")
-    else:
-        msg = (f"{path}: unfinished trace (the job was killed or crashed before closing it); "
-               f"read all {n_events} events")
-    warnings.warn(TruncatedTraceWarning(msg), stacklevel=3)
-
-
 def describe_skipped(skipped: list, limit: int = 3) -> str:
     """``3 damaged line(s), 4 event(s) lost: line 102 (why), ...`` for a file's skipped lines."""
     events = sum(s["events"] for s in skipped)
@@ -39,13 +28,16 @@ def describe_skipped(skipped: list, limit: int = 3) -> str:
 
 
 def warn_damage(path, meta: dict, closed: bool) -> None:
-    """One loaded file's warnings: cut or unfinished, and its damaged lines (from ``meta``'s ``_stop_offset``,
-    ``_size``, ``_n_events``, ``_skipped``, ``_damage``)."""
+    """One loaded file's warnings, from ``meta``'s ``_`` keys: cut or unfinished, and its damaged lines."""
     skipped, damage = meta.get("_skipped") or [], meta.get("_damage")
     if damage:
         warnings.warn(TruncatedTraceWarning(f"{path}: {damage}; the rest of the file is lost"), stacklevel=3)
-    elif not closed:
-        warn_truncated(path, meta.get("_stop_offset", 0), meta.get("_size", 0), meta.get("_n_events", 0))
+    elif not closed:   # stopped mid-event, or all of it read but never closed
+        at, size, n = meta.get("_stop_offset", 0), meta.get("_size", 0), meta.get("_n_events", 0)
+        warnings.warn(TruncatedTraceWarning(
+            f"{path}: truncated trace, stopped at byte {at} of {size}; recovered {n} complete events" if at < size
+            else f"{path}: unfinished trace (the job was killed or crashed before closing it); read all {n} events"),
+            stacklevel=2)
     if skipped:
         warnings.warn(TruncatedTraceWarning(f"{path}: {describe_skipped(skipped)}"), stacklevel=3)
 

@@ -86,8 +86,7 @@ def concat(table: str, frames: list):
 
 
 def same_categories(parts: list) -> list:
-    """Categorical pieces of one column recoded to one sorted set of categories, so that pandas
-    concatenates them as categoricals (it falls back to Python strings where the categories differ)."""
+    """Categorical pieces of one column recoded to one sorted set of categories, so they concatenate as such."""
     import pandas as pd
 
     if len(parts) < 2 or not all(isinstance(p.dtype, pd.CategoricalDtype) for p in parts):

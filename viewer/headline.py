@@ -13,8 +13,7 @@ STEP_COLUMNS = ["rank", "step", "start_ns", "end_ns", "dur_ns"]
 
 
 def step_times(tables) -> pd.DataFrame:
-    """Per rank and numbered step: its span, from STEP spans (a step marked twice counts both), else
-    torch.profiler's ProfilerStep#N, else the step's ops (first submission to last completion)."""
+    """Per rank and step: its span, from STEP spans, else ProfilerStep#N, else the step's ops."""
     ev = tables.events
     sel = ((ev["name"] == V.STEP) & (ev["ph"] == "X")).to_numpy(dtype=bool, na_value=False)
     if sel.any():
@@ -40,8 +39,7 @@ def median_step_ns(st: pd.DataFrame) -> float | None:
 
 
 def _exposed_pct(run) -> float | None:
-    """The share of the step the framework waited on communication: our runtime's SYNCHRONIZE, else, on a
-    torch.profiler trace, its NCCL kernels not overlapped by compute."""
+    """The share of the step the framework waited on communication (SYNCHRONIZE, else exposed NCCL kernels)."""
     for name in ("breakdown_steps", "kineto_steps"):
         if run.why_not(name) is None:
             d = run.get(name)
@@ -65,8 +63,7 @@ def _alpha_beta(run) -> tuple[float | None, float | None]:
 
 
 def _busbw(run, peak) -> tuple[float | None, float | None]:
-    """The median busbw of the largest quarter of messages of the op moving the most bytes, and that
-    against ``peak`` (else against the best busbw seen): (GB/s, %)."""
+    """The median busbw of the biggest quarter of messages of the busiest op: (GB/s, % of ``peak`` or the best)."""
     if run.why_not("op_bandwidth"):
         return None, None
     bw = run.op_bandwidth(peak)

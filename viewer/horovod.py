@@ -85,12 +85,6 @@ class _State:
             elif ph in ("i", "I") and ev.get("name") == "CYCLE_START":
                 self.cycle_starts.append(ts)
 
-    def close_open(self):
-        for pid, st in self.stacks.items():
-            for name, t0, depth, args in st:
-                self.spans.append((pid, name, t0, self.last_ts - t0, depth, args, False))
-            st.clear()
-
 
 def _tick(name: str) -> bool:
     """A readiness tick: an X named after the rank that became ready."""
@@ -136,7 +130,8 @@ def parse_file(path, warn: bool = True) -> dict:
     bad: dict = {}
     for chunk in reader.chunks():
         s.feed(chunk, bad)
-    s.close_open()
+    s.spans += [(pid, name, t0, s.last_ts - t0, depth, args, False)   # still open at the end
+                for pid, st in s.stacks.items() for name, t0, depth, args in st]
     for why, n in bad.items():  # the reader knows no line here: one entry per reason
         reader.skipped.append({"line": None, "byte": None, "reason": why, "events": n})
     fmt = "horovod-modern" if s.epoch_us is not None else "horovod-legacy"
@@ -144,13 +139,14 @@ def parse_file(path, warn: bool = True) -> dict:
         raise TraceError(path, "no trace events" + (f" ({sum(x['events'] for x in reader.skipped)} unusable "
                                                     "event(s) skipped)" if reader.skipped else ""))
     closed = not reader.dropped and (fmt == "horovod-legacy" or reader.closed)
-    t0 = 0 if fmt == "horovod-modern" else _first_ts(s)
+    t0 = 0 if fmt == "horovod-modern" else min([sp[2] for sp in s.spans] + [t[2] for t in s.ticks] + s.cycle_starts)
     out = _tables(s, t0)
     ranks_seen = sorted({r for _, r, _, _ in s.ticks})
     size = (max(ranks_seen) + 1) if ranks_seen else 1
     out["fused_ops"]["size"] = size
+    backend = next((m.group(1).lower() for sp in s.spans if (m := _COMM.match(sp[1]))), None)
     out["rank_info"] = {
-        "rank": 0, "host": None, "pid": None, "local_rank": None, "size": size, "backend": _backend(s),
+        "rank": 0, "host": None, "pid": None, "local_rank": None, "size": size, "backend": backend,
         "base_epoch_ns": None if s.epoch_us is None else int(s.epoch_us) * 1000,
         "clock_offset_ns": 0, "clock_offset_uncertainty_ns": None, "file": str(path), "format": fmt,
         "truncated": not closed, "events_dropped": None, "closed": closed,
@@ -165,19 +161,6 @@ def parse_file(path, warn: bool = True) -> dict:
     if warn:
         warn_damage(path, out["meta"], closed)
     return out
-
-
-def _first_ts(s) -> float:
-    cands = [t for _, _, t, *_ in s.spans] + [t for _, _, t, _ in s.ticks] + s.cycle_starts
-    return min(cands) if cands else 0
-
-
-def _backend(s):
-    for _, name, *_ in s.spans:
-        m = _COMM.match(name)
-        if m:
-            return m.group(1).lower()
-    return None
 
 
 def _tables(s, t0) -> dict:

@@ -54,8 +54,7 @@ def parse_one(path: Path) -> dict:
 
 
 def load_run(paths, use_cache: bool = True, cache_dir=None, progress=None) -> RunTables:
-    """A run (a directory, one file or several) as :class:`RunTables`, from the cache when no file changed;
-    ``progress(done_bytes, total_bytes, path)`` after each file."""
+    """A run (a directory, one file or several) as :class:`RunTables`, from the cache when no file changed."""
     manifest = elastic.read_manifest(paths) if isinstance(paths, (str, Path)) and elastic.is_elastic(paths) else None
     member = elastic.Members(paths, manifest) if manifest else None   # each file's generation
     if member is not None:
@@ -123,11 +122,8 @@ def assemble(parsed: list[dict], elastic_manifest: dict | None = None) -> RunTab
     """Each file's tables shifted onto the common axis and concatenated (``elastic_manifest``: an elastic run's)."""
     check_ranks((p["rank_info"]["rank"], p["meta"].get("part"), p["rank_info"]["file"],
                  p["rank_info"].get("generation")) for p in parsed)
-    bases = []
-    for p in parsed:
-        ri = p["rank_info"]
-        base = ri.get("base_epoch_ns")
-        bases.append(None if base is None else base - (ri.get("clock_offset_ns") or 0))
+    bases = [None if ri.get("base_epoch_ns") is None else ri["base_epoch_ns"] - (ri.get("clock_offset_ns") or 0)
+             for ri in (p["rank_info"] for p in parsed)]
     known = [b for b in bases if b is not None]
     if known and elastic_manifest is not None:   # time 0: the job's start (the driver's first launch)
         known += [g["start_epoch_ns"] for g in elastic_manifest["generations"]]
@@ -160,8 +156,7 @@ def assemble(parsed: list[dict], elastic_manifest: dict | None = None) -> RunTab
 
 
 def _concat_events(dfs: list):
-    """All ranks' events in (t_ns, rank) order, column by column: each rank's column is let go once gathered,
-    so the peak holds one extra column, not a second copy of the table."""
+    """All ranks' events in (t_ns, rank) order, gathered column by column (one extra column at the peak)."""
     import numpy as np
     import pandas as pd
 

@@ -1,6 +1,4 @@
-"""Keeping the loader's resident memory close to what its tables hold: Arrow's pool (mimalloc) and glibc keep
-freed pages, so the CLI switches Arrow to malloc and the loader hands pages back after each file (149 MB of
-trace: peak RSS 497 MB -> 403 MB; docs/PERFORMANCE.md)."""
+"""Keep the loader's resident memory close to what its tables hold: Arrow on malloc, freed pages handed back."""
 from __future__ import annotations
 
 import ctypes

@@ -1,7 +1,4 @@
-"""Merge per-rank traces into one Chrome trace on a common clock (one process per rank, sorted by rank).
-Extra lanes (e.g. Nsight GPU kernels) come as ``write_merged(plan_merge(paths), out, extra_events=...)``.
-Slices that overlap without nesting on one thread move to an "(overlap)" lane of that thread, so Perfetto
-never needs overflow tracks."""
+"""Merge per-rank traces into one Chrome trace on a common clock; overlapping slices get lanes of their own."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -52,7 +49,7 @@ def plan_merge(paths) -> MergePlan:
         files = list(gen_of)
     else:
         files = find_traces(paths) if isinstance(paths, (str, Path)) else [f for p in paths for f in find_traces(p)]
-    entries, parts = [], []
+    entries = []
     for f in files:
         fmt = detect_format(f)
         if fmt == "merged":
@@ -60,29 +57,22 @@ def plan_merge(paths) -> MergePlan:
         reader = TraceReader(f)
         meta = reader.other(V.VERSION_KEY)
         base = _int(meta.get("base_epoch_ns"))
-        if fmt == "horovod":
-            base = None
-            for chunk in reader.chunks():
-                for ev in chunk[:5]:
-                    us = (ev.get("args") if isinstance(ev.get("args"), dict) else {}).get(
-                        "start_time_since_epoch_in_micros")
-                    if _int(us) is not None:
-                        base = us * 1000
-                break
+        if fmt == "horovod":   # its wall clock: in the first events' args
+            args = [e["args"] for e in next(reader.chunks(), [])[:5] if isinstance(e.get("args"), dict)]
+            base = next((a["start_time_since_epoch_in_micros"] * 1000 for a in reversed(args)
+                         if _int(a.get("start_time_since_epoch_in_micros")) is not None), None)
         abs0 = None if base is None else base - (_int(meta.get("clock_offset_ns")) or 0)
         rank = _int(meta.get("rank"))
         entries.append((len(entries) if rank is None else rank, str(f), fmt, abs0,
-                        meta.get("host") if isinstance(meta.get("host"), str) else None))
-        parts.append(_int(meta.get("part")))
-        del reader
-    check_ranks((e[0], part, e[1], gen_of.get(f)) for e, part, f in zip(entries, parts, files))
-    known = [a for _, _, _, a, _ in entries if a is not None]
+                        meta.get("host") if isinstance(meta.get("host"), str) else None, _int(meta.get("part"))))
+    check_ranks((e[0], e[5], e[1], gen_of.get(f)) for e, f in zip(entries, files))
+    known = [e[3] for e in entries if e[3] is not None]
     if known and manifest:   # time 0: the job's start, as the loader has it
         known += [g["start_epoch_ns"] for g in manifest["generations"]]
     origin = min(known) if known else None
     ranks = [RankSource(r, f, fmt, 0 if a is None or origin is None else a - origin, host,
                         legacy=fmt == "horovod" and a is None, generation=gen_of.get(Path(f)))
-             for r, f, fmt, a, host in entries]
+             for r, f, fmt, a, host, _ in entries]
     return MergePlan(origin, sorted(ranks, key=lambda s: (s.rank, s.generation or 0)), manifest)
 
 
@@ -92,8 +82,7 @@ def _int(v):
 
 
 def _rank_events(src: RankSource):
-    """The rank's events on the merged clock, unplaceable ones counted in ``reader.skipped``; a file with none
-    placeable is refused (:class:`TraceError`), but in an elastic world, whose rank may have written none."""
+    """The rank's events on the merged clock (unplaceable ones skipped); none placeable: :class:`TraceError`."""
     shift_us = src.shift_ns / 1000.0
     reader = TraceReader(src.file)
     out = []
@@ -156,14 +145,13 @@ def _relane(events: list) -> set:
     return lanes_used
 
 
-def _metadata(plan: MergePlan, lanes: set, tids: set) -> list:
+def _metadata(src: RankSource | None, lanes: set, tids: set) -> list:
+    """Metadata events: the rank's process (``src``, once per rank), its named threads and overlap lanes."""
     meta = []
-    for src in plan.ranks:
-        if src.format != "ringscope":
-            continue
+    if src is not None and src.format == "ringscope":
         label = f"rank {src.rank}" + (f" ({src.host})" if src.host else "")
-        meta.append({"ph": "M", "name": "process_name", "pid": src.rank, "args": {"name": label}})
-        meta.append({"ph": "M", "name": "process_sort_index", "pid": src.rank, "args": {"sort_index": src.rank}})
+        meta += [{"ph": "M", "name": "process_name", "pid": src.rank, "args": {"name": label}},
+                 {"ph": "M", "name": "process_sort_index", "pid": src.rank, "args": {"sort_index": src.rank}}]
     for pid, tid in sorted(tids, key=lambda x: (str(x[0]), str(x[1]))):
         if isinstance(tid, int) and tid in V.THREAD_NAMES:
             meta += _thread(pid, tid, V.THREAD_NAMES[tid])
@@ -178,8 +166,7 @@ def _thread(pid, tid: int, name: str) -> list:
 
 
 def write_merged(plan: MergePlan, out, extra_events=None) -> dict:
-    """Write the merged trace (one event per line) and return counts; ``extra_events`` (e.g. GPU lanes) are
-    on the merged clock already (µs since ``plan.origin_epoch_ns``), their metadata events kept."""
+    """Write the merged trace (one event per line) and return counts; ``extra_events``: on the merged clock."""
     extra = list(extra_events or [])
     extra_meta = [e for e in extra if e.get("ph") == "M"]
     extra_by_pid: dict = {}
@@ -218,7 +205,7 @@ def write_merged(plan: MergePlan, out, extra_events=None) -> dict:
                 lanes = _relane(events)
                 tids = {(e.get("pid"), e.get("tid")) for e in events
                         if "tid" in e and e.get("pid") in ours and isinstance(e.get("pid"), int)}
-                put(_metadata(MergePlan(plan.origin_epoch_ns, [src] if src.rank not in seen_pids else []), lanes, tids))
+                put(_metadata(src if src.rank not in seen_pids else None, lanes, tids))
                 seen_pids.add(src.rank)
                 put(events)
                 n_events += len(events)
@@ -237,8 +224,7 @@ def write_merged(plan: MergePlan, out, extra_events=None) -> dict:
 
 
 def _driver_lane(plan: MergePlan) -> list:
-    """An "elastic driver" process: each reset as a slice from the failure to the end of the first step
-    after (cause, membership and costs in its args), its parts nested in it; each generation as a slice."""
+    """An "elastic driver" process: a slice per generation and per reset, the reset's parts nested in it."""
     origin = plan.origin_epoch_ns or 0
 
     def us(ns):

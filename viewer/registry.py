@@ -27,8 +27,7 @@ NEEDS = {
 
 @dataclass(frozen=True)
 class Column:
-    """A column as people see it (unit: ``viewer.units``); ``varies``: shown only when its values differ;
-    ``unknown``: what a missing value means, when it means more than nothing measured."""
+    """A column as people see it; ``varies``: shown only when its values differ; ``unknown``: a missing value."""
     key: str
     label: str
     unit: str | Callable[[Any], str] = "text"
@@ -38,8 +37,7 @@ class Column:
 
 @dataclass(frozen=True)
 class Table:
-    """How an analysis prints and shows (all-missing columns left out); ``last``: abridged to its last rows;
-    ``derive``: the shown columns from the rows; ``note``: a line of text per row, under the table."""
+    """How an analysis prints and shows: ``last`` rows, shown columns ``derive``d, a ``note`` per row."""
     title: str
     columns: tuple[Column, ...]
     last: bool = False
@@ -57,27 +55,26 @@ class Analysis:
     #                                    result as it is), (rows, top) -> value; None: not in the summary
     key: str                           # its place in the summary; "kineto.steps" nests
     tables: tuple[Table, ...]
-    doc: str
     params: tuple[str, ...]            # the keyword parameters it takes (e.g. peak_busbw_gbps)
 
 
 ANALYSES: dict[str, Analysis] = {}
 
 
-def analysis(*, needs: tuple[str, ...] = (), rows: Callable | None = None, json: str | Callable | None = None,
-             key: str | None = None, table: Table | tuple[Table, ...] = ()):
-    """Declare the decorated ``f(run, **params)`` as the analysis of its name."""
+def declare(name: str, compute: Callable, *, needs: tuple[str, ...] = (), rows: Callable | None = None,
+            json: str | Callable | None = None, key: str | None = None, table: Table | tuple[Table, ...] = ()):
+    """Declare ``compute(run, **params)`` as the analysis ``name``."""
     if set(needs) - set(NEEDS):
         raise ValueError(f"unknown needs: {set(needs) - set(NEEDS)}")
+    ANALYSES[name] = Analysis(name, compute, frozenset(needs), rows, json, key or name,
+                              table if isinstance(table, tuple) else (table,),
+                              tuple(inspect.signature(compute).parameters)[1:])
+    return compute
 
-    def declare(fn):
-        doc = (fn.__doc__ or "").strip().split("\n")[0]
-        tables = table if isinstance(table, tuple) else (table,)
-        params = tuple(inspect.signature(fn).parameters)[1:]
-        ANALYSES[fn.__name__] = Analysis(fn.__name__, fn, frozenset(needs), rows, json, key or fn.__name__, tables,
-                                         doc, params)
-        return fn
-    return declare
+
+def analysis(**declared):
+    """Declare the decorated ``f(run, **params)`` as the analysis of its name (see :func:`declare`)."""
+    return lambda fn: declare(fn.__name__, fn, **declared)
 
 
 def capabilities(tables: RunTables, has_steps: bool) -> frozenset[str]:
@@ -107,9 +104,3 @@ def capabilities(tables: RunTables, has_steps: bool) -> frozenset[str]:
     if len(tables.cycles):
         has.add("cycles")
     return frozenset(has)
-
-
-def why_not(a: Analysis, has: frozenset[str]) -> str | None:
-    """Why ``a`` cannot run on a run that has ``has`` (one phrase), or None when it can."""
-    missing = [n for n in NEEDS if n in a.needs and n not in has]
-    return f"needs {NEEDS[missing[0]]}" if missing else None

@@ -1,11 +1,4 @@
-"""``viewer.Run``: the one façade over a loaded run, for notebooks, the CLI and the dashboard alike.
-
-    run = Run.load("runs/demo")          # a run directory, one trace file, or a list of files
-    run.tensor_ops                       # schema tables as DataFrames
-    run.stragglers()                     # any analysis of viewer/catalog.py, computed once
-    run.headline()["verdict"]            # the answer in one sentence
-    run.why_not("links")                 # why an analysis cannot run on this run (None when it can)
-"""
+"""``viewer.Run``: the one façade over a loaded run (its tables and every analysis), for notebooks, CLI, dashboard."""
 from __future__ import annotations
 
 import functools
@@ -79,12 +72,12 @@ class Run:
 
     def why_not(self, name: str) -> str | None:
         """Why analysis ``name`` cannot run on this run (one phrase), or None when it can."""
-        a = registry.ANALYSES[name]
-        return None if not a.needs else registry.why_not(a, self.has)
+        needs = registry.ANALYSES[name].needs
+        missing = [n for n in registry.NEEDS if n in needs and n not in self.has] if needs else []
+        return f"needs {registry.NEEDS[missing[0]]}" if missing else None
 
     def get(self, name: str, *args: Any, **params: Any) -> Any:
-        """Analysis ``name`` (computed once per parameters, given by position or name); :class:`Unavailable`
-        when the run lacks what it needs."""
+        """Analysis ``name``, computed once per parameters; :class:`Unavailable` when the run lacks what it needs."""
         a = registry.ANALYSES.get(name)
         if a is None:
             raise AttributeError(f"no analysis named {name!r}")

@@ -9,6 +9,8 @@ from pathlib import Path
 from viewer import registry
 
 SUMMARY_SCHEMA = "ringscope.summary/1"
+# what the summary tells of each of an elastic run's worlds (docs/ELASTIC.md)
+_GENERATION = ("generation", "size", "ranks", "hosts", "end", "step_base", "start_ns", "end_ns", "truncated_ranks")
 
 
 def clean(v):
@@ -61,8 +63,7 @@ def _put(out: dict, key: str, value) -> None:
 
 
 def build_summary(run, top: int = 10, steps: bool = False, peak_busbw_gbps=None) -> dict:
-    """The JSON summary: ``schema``, ``run``, every analysis under its key (empty, its reason in
-    ``unavailable``, where the run lacks it; a nested group only when it has one); ``steps``: breakdown_steps."""
+    """The JSON summary: ``schema``, ``run``, every analysis under its key, and why some are ``unavailable``."""
     out: dict = {"schema": SUMMARY_SCHEMA, "run": clean(run_facts(run))}
     unavailable = {}
     for a in registry.ANALYSES.values():
@@ -110,14 +111,8 @@ def run_facts(run) -> dict:
         "skipped": list(m.get("skipped") or [])[:100],
         "last_event_ns": dict(zip(run.ranks["rank"], run.ranks["last_ts_ns"])),
         "hosts": hosts(run.ranks),
-        "generations": generations(m),
+        "generations": [{k: g.get(k) for k in _GENERATION} for g in (m.get("elastic") or {}).get("generations", [])],
     }
-
-
-def generations(meta: dict) -> list[dict]:
-    """An elastic run's worlds (docs/ELASTIC.md); [] for another run."""
-    keys = ("generation", "size", "ranks", "hosts", "end", "step_base", "start_ns", "end_ns", "truncated_ranks")
-    return [{k: g.get(k) for k in keys} for g in (meta.get("elastic") or {}).get("generations", [])]
 
 
 def hosts(ranks) -> dict:

@@ -1,6 +1,4 @@
-"""The viewer's vocabularies, one table each: the step's phases (the span that marks one, its bucket in
-the step breakdown, its label, colour and the advice when one rank spends longer in it), and the
-sizes of the dtypes the traces name. Every analysis, table and figure reads them from here."""
+"""The viewer's vocabularies, one table each (the step's phases, the dtypes' sizes): everything reads them here."""
 from __future__ import annotations
 
 from dataclasses import dataclass

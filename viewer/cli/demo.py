@@ -47,12 +47,6 @@ def parse(argv):
     return ns
 
 
-def run_dir_for(ns) -> Path:
-    if ns.out:
-        return Path(ns.out)
-    return Path("ringscope-runs") / f"demo-{ns.scenario}-{time.strftime('%Y%m%d-%H%M%S')}"
-
-
 def prepare_run_dir(run_dir: Path) -> str | None:
     """Create the run directory and clear traces left by an earlier demo; an error or None."""
     if run_dir.exists() and not run_dir.is_dir():
@@ -97,7 +91,7 @@ def run_training(cmd, env) -> int:
 def main(argv=None) -> int:
     """Entry point of ``ringscope demo``."""
     ns = parse(sys.argv[1:] if argv is None else argv)
-    run_dir = run_dir_for(ns)
+    run_dir = Path(ns.out or f"ringscope-runs/demo-{ns.scenario}-{time.strftime('%Y%m%d-%H%M%S')}")
     err = prepare_run_dir(run_dir)
     if err:
         print(f"ringscope demo: {err}", file=sys.stderr)

@@ -1,6 +1,4 @@
-"""``ringscope summarize``'s terminal output: by default the verdict, the headline, the findings' titles and
-the one table that shows the top finding; ``--full``: the run's facts, the findings in full and every
-analysis the run has as its declared table (``viewer.registry.Table``)."""
+"""``ringscope summarize``'s terminal output: the answer and its evidence, or with ``--full`` every table."""
 from __future__ import annotations
 
 from rich.console import Console
@@ -22,8 +20,7 @@ AT_REST = ("breakdown", "kineto_temporal", "kineto_collectives_summary", "bandwi
 
 
 def print_summary(run, data: dict, top: int = 10, console=None, full: bool = False) -> None:
-    """The verdict and the headline, then the findings' titles and their evidence table, or with ``full``
-    the facts, the findings in full and every table the run has."""
+    """The verdict, the headline, the findings and their evidence table; ``full``: everything."""
     con = console or Console()
     h = data["headline"]
     con.print(f"[bold]{h['verdict']}[/bold]", highlight=False)
@@ -44,8 +41,7 @@ def print_summary(run, data: dict, top: int = 10, console=None, full: bool = Fal
 
 
 def evidence_of(run, findings: list[dict]) -> str | None:
-    """The analysis that shows the top finding (the straggler's table for a straggler), or where the
-    steps went when nothing stands out: the first of them with rows."""
+    """The analysis whose table shows the top finding, else where the steps went (the first with rows)."""
     names = [EVIDENCE.get(f["kind"]) for f in findings if f["severity"] != "info"] + list(AT_REST)
     if findings and findings[0]["kind"] == "straggler" and run.why_not("stragglers") is not None:
         names.insert(0, "kineto_rank_stragglers")

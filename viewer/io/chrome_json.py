@@ -1,8 +1,4 @@
-"""Chrome-trace JSON files (object or array form, plain or gzip): bytes, header and event lines.
-
-A bad line is skipped and recorded in ``skipped``, and reading goes on; only an incomplete last line
-means the file was cut (``stop_offset``).
-"""
+"""Chrome-trace JSON files (object or array form, plain or gzip): bytes, header and event lines, bad lines skipped."""
 from __future__ import annotations
 
 import os
@@ -36,8 +32,7 @@ def _too_big(p, cap):
 
 
 def read_bytes(path, cap: int | None = None) -> tuple[bytearray, str | None]:
-    """``(data, damage)``: the file's bytes (gunzipped, streamed so that a bomb stops at ``cap``) and why
-    they end early when the gzip stream is cut or corrupt."""
+    """``(data, damage)``: the file's bytes, gunzipped up to ``cap``, and why they end early (a cut gzip stream)."""
     p = Path(path)
     cap = max_trace_bytes() if cap is None else cap
     if not p.exists():
@@ -96,45 +91,44 @@ def _gunzip(p, fh, cap):
     return out, damage
 
 
-def find_events_start(data, damage, header: dict, fail) -> tuple[str, int]:
+def find_events_start(data, damage, header: dict, path) -> tuple[str, int]:
     """``(form, offset)`` where the events begin, the keys before them added to ``header``."""
     m = _NON_SPACE.search(data)
     if m is None:
-        fail("empty file" if not damage else f"no data ({damage})")
+        raise TraceError(path, "empty file" if not damage else f"no data ({damage})")
     if b"\x00" in data[:4096]:
-        fail("binary data, not a JSON trace")
+        raise TraceError(path, "binary data, not a JSON trace")
     i = m.start()
     first = data[i:i + 1]
     if first == b"[":
         return "array", i + 1
     if first != b"{":
         snippet = data[i:i + 20].decode("utf-8", "replace").split("\n")[0]
-        fail(f"not JSON (starts with {snippet!r})")
+        raise TraceError(path, f"not JSON (starts with {snippet!r})")
     key = data.find(b'"traceEvents"')
     if key < 0:
         try:
             obj = loads(data)
         except _BAD_JSON:
-            fail("not valid JSON (object without a traceEvents array)")
-        fail("no trace events (empty JSON object)" if obj == {} else
-             "wrong shape: JSON object without a 'traceEvents' array")
+            raise TraceError(path, "not valid JSON (object without a traceEvents array)") from None
+        raise TraceError(path, "no trace events (empty JSON object)" if obj == {} else
+                         "wrong shape: JSON object without a 'traceEvents' array")
     opened = _ARRAY_OPENS.match(data, key + len(b'"traceEvents"'))
     if opened is None:
-        fail("wrong shape: 'traceEvents' is not an array")
+        raise TraceError(path, "wrong shape: 'traceEvents' is not an array")
     prefix = bytes(data[i:key]).rstrip().rstrip(b",")
     if prefix.strip() != b"{":
         try:
             hdr = loads(prefix + b"}")
         except _BAD_JSON:
-            fail("not valid JSON before 'traceEvents'")
+            raise TraceError(path, "not valid JSON before 'traceEvents'") from None
         if isinstance(hdr, dict):
             header.update(hdr)
     return "object", opened.end()
 
 
 class JsonTrace:
-    """One JSON trace file's bytes, read whole: ``header`` (top-level keys but traceEvents), ``form``,
-    ``closed``, ``stop_offset``, ``skipped`` (``[{"line", "byte", "reason", "events"}]``), ``n_events``."""
+    """One JSON trace file's bytes, read whole, its header, and the pieces of it skipped (``skipped``)."""
 
     def __init__(self, path):
         self.path = str(path)
@@ -145,10 +139,7 @@ class JsonTrace:
         self.stop_offset = self.size
         self.n_events = 0
         self.skipped: list = []
-        self.form, self._start = find_events_start(self.data, self.damage, self.header, self._fail)
-
-    def _fail(self, problem: str):
-        raise TraceError(self.path, problem)
+        self.form, self._start = find_events_start(self.data, self.damage, self.header, self.path)
 
     def skip(self, offset: int | None, reason: str, events: int = 1) -> None:
         """Record a skipped piece of the file (at most 1000 kept; ``events`` counted for all)."""

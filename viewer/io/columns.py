@@ -1,8 +1,4 @@
-"""numpy access to the C scanner's event columns, and pandas columns built from them.
-
-Strings are dictionary codes (int32, -1 = null) into their distinct values: rows are compared and
-grouped as small integers, and strings are materialised once, for the output tables.
-"""
+"""The C scanner's event columns in numpy (strings as int32 codes, -1 = null), and pandas columns built from them."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,8 +9,7 @@ _READ = 1   # the scanner's status of a value that was there with the asked type
 
 
 class Columns:
-    """The columns :func:`viewer.io._eventscan.scan` returned (``kinds``: the scanner's kind of each),
-    keeping the rows of the boolean mask ``keep`` (None: all)."""
+    """The event columns :func:`viewer.io._eventscan.scan` returned, keeping the rows of the mask ``keep``."""
 
     def __init__(self, scanned: dict, kinds: dict, keep=None):
         self._c = scanned["columns"]
@@ -25,9 +20,6 @@ class Columns:
         self._memo: dict = {}
         self.shutdown = None   # the SHUTDOWN event's args, read apart (see viewer.ringscope.reader)
 
-    def has(self, name: str) -> bool:
-        return name in self._c
-
     def _rows(self, a):
         return a if self._keep is None else a[self._keep]
 
@@ -36,35 +28,25 @@ class Columns:
 
     def codes(self, name: str):
         """``(codes, values)``: int32 code per row (-1 = null or absent) and the strings they index."""
-        hit = self._memo.get(name)
-        if hit is None:
-            if not self.has(name):
-                hit = (np.full(self.n, -1, dtype=np.int32), [])
-            else:
-                _, raw, values = self._c[name]
-                hit = distinct(self._rows(np.frombuffer(raw, dtype=np.int32)), values)
-            self._memo[name] = hit
-        return hit
+        if name not in self._memo:
+            _, raw, values = self._c[name]
+            self._memo[name] = distinct(self._rows(np.frombuffer(raw, dtype=np.int32)), values)
+        return self._memo[name]
 
     def floats(self, name: str, fill=np.nan):
         """float64 per row, ``fill`` where null or absent."""
-        if not self.has(name):
-            return np.full(self.n, fill, dtype="float64")
         dtype = np.int64 if self._kinds[name] == "i" else np.float64
         values = self._rows(np.frombuffer(self._c[name][1], dtype=dtype))
         return np.where(self._status(name) == _READ, values, fill).astype("float64")
 
     def ints(self, name: str, fill: int = -1):
         """``(values, valid)``: int64 per row (``fill`` where null) and the non-null mask."""
-        if not self.has(name):
-            return np.full(self.n, fill, dtype="int64"), np.zeros(self.n, dtype=bool)
         ok = self._status(name) == _READ
         return np.where(ok, self._rows(np.frombuffer(self._c[name][1], dtype=np.int64)), fill), ok
 
     def list_items(self, name: str, rows):
-        """A list column at ``rows``, flattened: ``(codes, values, parent)``, each item's code into
-        ``values`` and the position in ``rows`` it came from."""
-        if not self.has(name) or not len(rows):
+        """A list column at ``rows``, flattened: ``(codes, values, parent)``, parent: its position in ``rows``."""
+        if not len(rows):
             return np.zeros(0, dtype=np.int32), [], np.zeros(0, dtype="int64")
         st, ends, items, values = self._c[name]
         ends = np.frombuffer(ends, dtype=np.int64)
@@ -87,25 +69,14 @@ class Columns:
         remap = np.array([where.get(v, -1) for v in uniq] + [-1], dtype="int64")
         return remap[codes], parent
 
-    def pylist(self, name: str, rows) -> list:
-        """Python values of a few rows (lists, rare columns)."""
-        if not self.has(name):
-            return [None] * len(rows)
+    def lists(self, name: str, rows) -> list:
+        """A list column at ``rows`` as Python lists (None where null)."""
         rows = np.asarray(rows, dtype="int64")
-        ok = self._status(name)[rows] == _READ
-        kind = self._kinds[name]
-        if kind == "l":
-            codes, uniq, parent = self.list_items(name, rows)
-            items = np.array(uniq, dtype=object)[codes].tolist() if len(codes) else []
-            bounds = np.r_[0, np.cumsum(np.bincount(parent, minlength=len(rows)))].tolist()
-            out: list = [items[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
-        elif kind in "sk":
-            codes, values = self.codes(name)
-            out = [values[c] if c >= 0 else None for c in codes[rows].tolist()]
-        else:
-            dtype = np.float64 if kind == "f" else np.int64
-            out = self._rows(np.frombuffer(self._c[name][1], dtype=dtype))[rows].tolist()
-        return [v if k else None for v, k in zip(out, ok.tolist())]
+        codes, uniq, parent = self.list_items(name, rows)
+        items = np.array(uniq, dtype=object)[codes].tolist() if len(codes) else []
+        bounds = np.r_[0, np.cumsum(np.bincount(parent, minlength=len(rows)))].tolist()
+        ok = (self._status(name)[rows] == _READ).tolist()
+        return [items[a:b] if k else None for a, b, k in zip(bounds[:-1], bounds[1:], ok)]
 
 
 def distinct(codes, values: list):
@@ -124,13 +95,6 @@ def lut(values: list, pred) -> np.ndarray:
 def with_default(codes, values, default):
     """Codes with nulls pointing at ``default`` (appended to the values)."""
     return np.where(codes < 0, len(values), codes).astype(np.int32), list(values) + [default]
-
-
-def coalesce(first, second):
-    """Per row the first non-null of two ``(codes, values)`` columns."""
-    c1, v1 = first
-    c2, v2 = second
-    return np.where(c1 >= 0, c1, np.where(c2 >= 0, c2 + len(v1), -1)).astype(np.int32), list(v1) + list(v2)
 
 
 def constant(n: int, value):
@@ -163,8 +127,7 @@ def strings(parts, order=None):
 
 
 def categories(parts, order=None):
-    """A pandas ``Categorical`` of ``(codes, values)`` parts, like :func:`strings`; its categories are the
-    values used, sorted, so that it sorts, counts and groups as the strings do."""
+    """A sorted pandas ``Categorical`` of ``(codes, values)`` parts, like :func:`strings`."""
     codes, values = _joined(parts, order)
     used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(values)))
     kept = [values[i] for i in used.tolist()]

@@ -29,12 +29,8 @@ def first_bytes(f: Path) -> bytes:
 def _looks_like_trace(f: Path) -> bool:
     """Cheap sniff so a run directory may also hold summaries or merged traces."""
     h = first_bytes(f)
-    if b'"ringscope_merged"' in h:
-        return False
-    s = h.lstrip()
-    if s[:1] == b"[":
-        return True
-    return s[:1] == b"{" and b'"traceEvents"' in h
+    first = h.lstrip()[:1]
+    return b'"ringscope_merged"' not in h and (first == b"[" or first == b"{" and b'"traceEvents"' in h)
 
 
 def trace_files(d: Path) -> list[Path]:

@@ -1,8 +1,4 @@
-"""The ranges a trace's numbers must lie in to become a column; a value outside them is damage.
-
-They keep the tables' arithmetic inside its types: a (rank, step) key fits int64, byte counts leave room
-for sums, and a time in ns plus a duration and a clock shift stays inside int64.
-"""
+"""The ranges a trace's numbers must lie in to become a column, so that the tables' int64 arithmetic cannot overflow."""
 from __future__ import annotations
 
 INT32 = 1 << 31            # ranks, sizes, counts, process sets, steps: [0, INT32)

@@ -1,6 +1,4 @@
-"""An elastic run's directory (docs/ELASTIC.md): ``elastic.json`` and one ``gen-NNN/`` of rank traces per
-generation. Reads and checks the manifest, finds each generation's traces, and, once the tables of all
-generations share one time axis, marks the work a later generation redid."""
+"""An elastic run's directory (docs/ELASTIC.md): its manifest checked, each generation's traces, the work redone."""
 from __future__ import annotations
 
 import json
@@ -50,62 +48,58 @@ def read_manifest(run_dir) -> dict:
         where = f" (line {exc.lineno} column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
         raise TraceError(f, f"not valid JSON{where}: an elastic run's manifest (docs/ELASTIC.md)") from None
 
-    def bad(problem: str):
-        return TraceError(f, problem)
-
     def ints_or_null(obj: dict, where: str, keys, what: str = "an integer") -> None:
         for k in keys:
             if obj.get(k) is not None and not _int(obj[k]):
-                raise bad(f"{where}: \"{k}\" must be {what} or null")
+                raise TraceError(f, f"{where}: \"{k}\" must be {what} or null")
 
     if not isinstance(data, dict) or data.get("elastic_format") != 1:
-        raise bad("not an elastic run manifest: expected an object with \"elastic_format\": 1")
+        raise TraceError(f, "not an elastic run manifest: expected an object with \"elastic_format\": 1")
     gens = data.get("generations")
     if not isinstance(gens, list) or not gens:
-        raise bad("\"generations\" must be a non-empty list")
+        raise TraceError(f, "\"generations\" must be a non-empty list")
     seen = set()
     for i, g in enumerate(gens):
         where = f"generations[{i}]"
         if not isinstance(g, dict) or not _int(g.get("generation")) or g["generation"] < 0:
-            raise bad(f"{where}: \"generation\" must be a non-negative integer")
+            raise TraceError(f, f"{where}: \"generation\" must be a non-negative integer")
         if g["generation"] in seen:
-            raise bad(f"{where}: generation {g['generation']} is listed twice")
+            raise TraceError(f, f"{where}: generation {g['generation']} is listed twice")
         seen.add(g["generation"])
         if not _int(g.get("size")) or g["size"] < 1:
-            raise bad(f"{where}: \"size\" must be a positive integer")
+            raise TraceError(f, f"{where}: \"size\" must be a positive integer")
         ints_or_null(g, where, ("start_epoch_ns", "end_epoch_ns", "step_base"))
         if not _int(g.get("start_epoch_ns")):
-            raise bad(f"{where}: \"start_epoch_ns\" is missing")
+            raise TraceError(f, f"{where}: \"start_epoch_ns\" is missing")
         if g.get("end") not in ENDS:
-            raise bad(f"{where}: \"end\" is {g.get('end')!r}, expected one of failure, hosts_updated, done, "
+            raise TraceError(f, f"{where}: \"end\" is {g.get('end')!r}, expected one of failure, hosts_updated, done, "
                       "below_min_np")
     resets = data.get("resets", [])
     if not isinstance(resets, list):
-        raise bad("\"resets\" must be a list")
+        raise TraceError(f, "\"resets\" must be a list")
     for i, r in enumerate(resets):
         where = f"resets[{i}]"
         if not isinstance(r, dict):
-            raise bad(f"{where}: must be an object")
+            raise TraceError(f, f"{where}: must be an object")
         for k in ("generation_before", "generation_after"):
             if r.get(k) not in seen:
-                raise bad(f"{where}: \"{k}\" ({r.get(k)!r}) is not a generation listed in \"generations\"")
+                raise TraceError(f, f"{where}: \"{k}\" ({r.get(k)!r}) is not a generation listed in \"generations\"")
         if r.get("kind") not in KINDS:
-            raise bad(f"{where}: \"kind\" is {r.get('kind')!r}, expected \"lost\" or \"added\"")
+            raise TraceError(f, f"{where}: \"kind\" is {r.get('kind')!r}, expected \"lost\" or \"added\"")
         ints_or_null(r, where, RESET_TIMES, "an integer (ns since the epoch)")
         if not _int(r.get("failed_epoch_ns")):
-            raise bad(f"{where}: \"failed_epoch_ns\" is missing")
+            raise TraceError(f, f"{where}: \"failed_epoch_ns\" is missing")
         ints_or_null(r, where, ("size_before", "size_after", "last_commit_step"))
         for k in ("lost", "added"):
             if not isinstance(r.get(k, []), list):
-                raise bad(f"{where}: \"{k}\" must be a list")
+                raise TraceError(f, f"{where}: \"{k}\" must be a list")
     gens = sorted(gens, key=lambda g: g["generation"])
     return {**data, "generations": gens, "resets": sorted(resets, key=lambda r: r["failed_epoch_ns"]),
             "file": str(f)}
 
 
 def generation_files(run_dir, manifest: dict) -> list[tuple[int, list[Path]]]:
-    """``[(generation, its trace files)]`` in generation order; a ``gen-*`` directory elastic.json does not
-    list is reported (ElasticWarning) and left out."""
+    """``[(generation, its trace files)]``; a ``gen-*`` directory elastic.json does not list is warned of."""
     listed = {g["generation"] for g in manifest["generations"]}
     out = []
     for g in manifest["generations"]:
@@ -126,8 +120,7 @@ def generation_files(run_dir, manifest: dict) -> list[tuple[int, list[Path]]]:
 
 @contextmanager
 def stopped_world(gen: dict, cut: list):
-    """In a generation the driver stopped, its traces' "unfinished trace" warnings are expected: their files
-    go into ``cut`` instead; other warnings pass."""
+    """In a generation the driver stopped, its traces' "unfinished trace" warnings go into ``cut``."""
     if gen.get("end") not in STOPPED:
         yield
         return
@@ -154,13 +147,12 @@ class Members:
                        if n.get("step_base") is not None}
         self.cut: dict = {g: [] for g in self.gens}
 
-    def parse(self, parse, f: Path, *args):
-        """``parse(f, *args)`` with its generation and redone steps marked; in a stopped world, a trace with
-        no events is reported and left out (None)."""
+    def parse(self, parse, f: Path):
+        """``parse(f)`` marked with its generation; a stopped world's trace with no events: None."""
         g = self.generation[f]
         with stopped_world(self.gens[g], self.cut[g]):
             try:
-                p = parse(f, *args)
+                p = parse(f)
             except TraceError as exc:
                 if self.gens[g].get("end") not in STOPPED or not exc.problem.startswith("no trace events"):
                     raise
@@ -182,8 +174,7 @@ class Members:
 
 
 def mark_redone(parsed: dict, first_redone: int | None) -> None:
-    """Ops of steps a later generation ran again leave one file's step tables (each step counts once, its
-    later copy); their events stay on the timeline with step -1."""
+    """Leave the ops of steps a later generation redid out of one file's step tables (events: step -1)."""
     if first_redone is None:
         return
     for t in ("tensor_ops", "fused_ops", "readiness"):
@@ -196,8 +187,7 @@ def mark_redone(parsed: dict, first_redone: int | None) -> None:
 
 
 def continue_occurrences(parsed: list[dict]) -> None:
-    """Number each (rank, tensor)'s ops on from the previous generations' (``occurrence`` restarts at 0
-    in every new world), so an op of a later generation is never taken for an earlier one's."""
+    """Number each (rank, tensor)'s ops on from the previous generations' (each world restarts at 0)."""
     for t in ("tensor_ops", "readiness"):
         count: dict = {}
         for p in parsed:
@@ -212,8 +202,7 @@ def continue_occurrences(parsed: list[dict]) -> None:
 
 
 def run_meta(meta: dict, manifest: dict, ranks) -> None:
-    """``meta["elastic"]`` (each generation with its ranks, cut ranks and span on the run's axis); ``size``: the
-    smallest world; ``truncated_ranks``: the last generation's (the recoveries report the earlier cuts)."""
+    """Set ``meta["elastic"]`` (generations on the run's axis), ``size`` and the last world's ``truncated_ranks``."""
     origin = meta.get("origin_epoch_ns") or 0
     gens = []
     for g in manifest["generations"]:

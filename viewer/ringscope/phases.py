@@ -1,6 +1,4 @@
-"""Each tensor op's negotiation and QUEUE phases, rebuilt from the FUSED_RESPONSE it ran in (its start, minus
-its ``queue_ns``): the first one listing its tensor that starts within [submit, done] (no upper bound while
-the op never ended), found for all ops at once by a sorted search over (tensor, start)."""
+"""Each tensor op's negotiation and QUEUE, rebuilt from the first FUSED_RESPONSE listing it within [submit, done]."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,8 +8,7 @@ from viewer.io.columns import ns
 
 
 def attach(r, ops, fused) -> None:
-    """Add to ``ops`` (one entry per tensor op): ``fused`` (position in ``fused`` of the response it
-    ran in, -1 if none), ``neg_ns``/``neg_ok`` and ``start_ns``/``start_ok`` from that response."""
+    """Add to ``ops`` the response each ran in (``fused``) and its ``neg_ns``/``neg_ok``, ``start_ns``/``start_ok``."""
     n = len(ops["b"])
     match = _match(r, ops, fused)
     start_ok = match >= 0
@@ -67,8 +64,7 @@ def _match(r, ops, fused) -> np.ndarray:
 
 
 def rebuilt_rows(r, ops, op):
-    """The NEGOTIATE_<OP> and QUEUE slices of the ops whose bounds are known: ``(idx into ops, (name codes,
-    names), t_ns, dur_ns)``; ``op``: the ops' ``(codes, values)`` (no NEGOTIATE row where null)."""
+    """The NEGOTIATE_<OP> and QUEUE slices: ``(idx into ops, (name codes, names), t_ns, dur_ns)``."""
     sel = np.flatnonzero(ops["neg_ok"] & ops["start_ok"])
     op_codes, op_values = op
     negs = np.flatnonzero(ops["neg_ok"])

@@ -1,6 +1,4 @@
-"""Read one ringscope trace (format 3, one event per line) into columns with the C scanner
-(:mod:`viewer.io._eventscan`). A damaged line, or an event with a value its field cannot hold
-(:mod:`viewer.io.ranges`), is skipped and recorded; metadata rows stay."""
+"""Read one ringscope trace (format 3) into columns with the C scanner; damaged lines and values skipped, recorded."""
 from __future__ import annotations
 
 import math
@@ -104,8 +102,7 @@ def _damaged_lines(reader, scanned: dict, start: int, end: int) -> None:
 
 
 def _checked(reader, scanned: dict):
-    """``(keep, events)``: the rows the tables can use (None: all) and how many are not metadata; the rest
-    recorded as skipped (metadata rows of the wrong shape left out unrecorded: no event is lost)."""
+    """``(keep, events)``: the rows the tables can use (None: all) and the non-metadata count; the rest skipped."""
     c = scanned["columns"]
     n = scanned["rows"]
 

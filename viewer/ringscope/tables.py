@@ -1,6 +1,4 @@
-"""One rank's tables from its trace's event columns (:mod:`viewer.ringscope.reader`), vectorised over
-string codes. A tensor op is an X, or a B/E pair (the k-th B of a thread pairs with its k-th E), with
-``cat`` "tensor" on the tensor's own thread."""
+"""One rank's tables from its trace's event columns (:mod:`viewer.ringscope.reader`), vectorised over string codes."""
 from __future__ import annotations
 
 import bisect
@@ -10,7 +8,7 @@ import numpy as np
 from tracer import vocab as V
 from viewer import frames
 from viewer.errors import TraceError, warn_damage
-from viewer.io.columns import coalesce, cumcount, dense, int_na, lookup, lut, ns, strings
+from viewer.io.columns import cumcount, dense, int_na, lookup, lut, ns, strings
 from viewer.ringscope import events, phases
 from viewer.ringscope.reader import known, read
 
@@ -48,17 +46,18 @@ class _Rows:
 
 
 def build(cols, rank: int) -> dict:
-    """One rank's five tables (local times), plus ``_last_ts_us``, ``_shutdown`` (SHUTDOWN's args, or {})
-    and ``_damaged`` ((byte, why, events lost) of events contradicting another's)."""
+    """One rank's five tables (local times), plus ``_last_ts_us``, ``_shutdown`` and ``_damaged``."""
     r = _Rows(cols)
     ops = _lifecycles(r)
     x = r.plain[r.is_x[r.plain]]
     fused = r.named(x, V.FUSED_RESPONSE)
     phases.attach(r, ops, fused)
+    # clock offsets and drop count from the last SHUTDOWN record ({} when the run did not close)
+    shutdown = dict(cols.shutdown) if len(r.named(r.plain, V.SHUTDOWN)) and cols.shutdown is not None else {}
     return {"events": events.table(r, ops, rank), "fused_ops": _fused(r, x, fused, rank),
             "tensor_ops": _tensor_ops(r, ops, fused, r.named(x, V.SYNCHRONIZE), rank),
             "readiness": _readiness(r), "cycles": _cycles(r, r.named(x, V.CYCLE), rank),
-            "_last_ts_us": r.last_ts, "_shutdown": _shutdown(r), "_damaged": r.damaged}
+            "_last_ts_us": r.last_ts, "_shutdown": shutdown, "_damaged": r.damaged}
 
 
 def _lifecycles(r):
@@ -124,7 +123,7 @@ def _fused(r, x, fused, rank):
     has, a = m >= 0, np.append(act, 0)[m]   # each response's first comm activity (row 0 where none)
     size = cols.floats("args.size")
     f_size = np.nan_to_num(size[fused], nan=0.0)
-    tensors = [list(t) if t is not None else [] for t in cols.pylist("args.tensors", fused)]
+    tensors = [t or [] for t in cols.lists("args.tensors", fused)]
     count, count_ok = cols.ints("args.count", 0)
     bytes_, _ = cols.ints("args.bytes", 0)
     thr, thr_ok = cols.ints("args.threshold", 0)
@@ -156,7 +155,8 @@ def _tensor_ops(r, ops, fused, syncs, rank):
     resp = np.where(ops["resp_ok"], ops["resp"], np.where(m >= 0, r.resp[fused][np.maximum(m, 0)], -1)
                     if len(fused) else -1)
     err_codes, errs = cols.codes("args.error")
-    err = coalesce((np.where(oe >= 0, err_codes[np.maximum(oe, 0)], -1), errs), (err_codes[ob], errs))
+    err_end = np.where(oe >= 0, err_codes[np.maximum(oe, 0)], -1)   # the end's error, else the begin's
+    err = (np.where(err_end >= 0, err_end, err_codes[ob]).astype(np.int32), errs)
     bytes_, bytes_ok = cols.ints("args.bytes", 0)
     ps, _ = cols.ints("args.process_set", 0)
     dtype, op = cols.codes("args.dtype"), cols.codes("args.op")
@@ -175,12 +175,11 @@ def _tensor_ops(r, ops, fused, syncs, rank):
 
 
 def _waits(r, ops, step, syncs):
-    """Framework SYNCHRONIZE time per tensor op: by (tensor, step), else the latest op of that tensor
-    submitted before the wait began."""
+    """Framework SYNCHRONIZE time per tensor op: by (tensor, step), else the latest op of that tensor before it."""
     code_of = {v: i for i, v in enumerate(r.aid_values)}
     t_codes, t_vals = r.cols.codes("args.tensor")
     no_tensor = np.flatnonzero(t_codes[syncs] < 0)
-    lists = dict(zip(no_tensor.tolist(), r.cols.pylist("args.tensors", syncs[no_tensor]))) if len(no_tensor) else {}
+    lists = dict(zip(no_tensor.tolist(), r.cols.lists("args.tensors", syncs[no_tensor]))) if len(no_tensor) else {}
     q = [(j, code_of.get(name, -1)) for j, c in enumerate(t_codes[syncs].tolist())   # (wait, tensor waited on)
          for name in ([t_vals[c]] if c >= 0 else lists.get(j) or [])]
     qj, q_aid = np.array([j for j, _ in q], dtype="int64"), np.array([a for _, a in q], dtype="int64")
@@ -236,14 +235,6 @@ def _cycles(r, cyc, rank):
                                    "start_ns": ns(r.ts[cyc]), "end_ns": ns(r.ts[cyc] + r.dur[cyc])})
 
 
-def _shutdown(r) -> dict:
-    """Clock offsets and drop count from the last SHUTDOWN record ({} when the run did not close)."""
-    return dict(r.cols.shutdown) if len(r.named(r.plain, V.SHUTDOWN)) and r.cols.shutdown is not None else {}
-
-
-_READ_PHASES = ("X", "B/E", "i", "C")
-
-
 def _cpu_set(v) -> str | None:
     if isinstance(v, list) and v and all(c.__class__ is int for c in v):
         return ",".join(map(str, v))
@@ -263,7 +254,7 @@ def parse_file(path, warn: bool = True) -> dict:
     for at, why, lost in out.pop("_damaged"):
         reader.skipped.append({"line": None, "byte": at, "reason": why, "events": lost})
     if not len(out["events"]):   # events of phases the tables do not read (flows, async pairs) only
-        raise TraceError(path, f"no trace events the viewer reads ({', '.join(_READ_PHASES)})")
+        raise TraceError(path, "no trace events the viewer reads (X, B/E, i, C)")
     sd = out.pop("_shutdown")
     closed = reader.closed and not reader.dropped and (bool(sd) or not meta)
     last_us = out.pop("_last_ts_us")

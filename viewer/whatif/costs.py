@@ -1,10 +1,4 @@
-"""A fused response's cost, per backend and op: (fixed + per_byte * bytes) * (1 + kappa * busy).
-
-Fitted on the median FUSED_RESPONSE span of each collective (memcpy included), not on the run's α-β
-(the wire alone: fitting on it made the baseline worse, docs/WHATIF.md). Least absolute relative error,
-so small collectives weigh as much as large ones; kappa (contention with the ranks' CPU work, ``busy``
-the share of ranks computing meanwhile) is the value of a small grid with the least median error.
-"""
+"""A response's cost per backend and op, fitted on the run: (fixed + per_byte * bytes) * (1 + kappa * busy)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

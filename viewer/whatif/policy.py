@@ -31,8 +31,7 @@ def _up(t: float, origin: float, tick: float) -> float:
 
 
 def coordinator(idx, tensors, submit, threshold, cycle_ns, tick_ns=0.0) -> list[tuple[float, list]]:
-    """[(decision time, batch)] for the tensors ``idx`` (``submit[i]``: {rank: time}), which the coordinator
-    sends once ``flush_due``, looking once per engine tick (``tick_ns``, fitted on the run)."""
+    """[(decision time, batch)] for the tensors ``idx``, as the coordinator sends them once ``flush_due``."""
     if not idx:
         return []
     ready = {i: max(submit[i].values()) for i in idx}
@@ -63,11 +62,7 @@ def coordinator(idx, tensors, submit, threshold, cycle_ns, tick_ns=0.0) -> list[
 
 
 def rounds(idx, tensors, submit, starts, threshold, cycle_ns, round_ns, run) -> None:
-    """Replay the bit rounds (collectives.bit_rounds) for the cached tensors ``idx``: each rank posts at
-    ``starts[r]``, then a gap after its last post (doubled after all-idle rounds up to IDLE_CYCLES), at once
-    on new work (``wake``) or once after a round that left its own tensors waiting (``retry``), never
-    before the last round's collectives ran. A round completes ``round_ns`` after its last post, deciding
-    what every rank had submitted by its post: run through ``run(time, batch)`` -> the engine's free time."""
+    """Replay the bit rounds (collectives.bit_rounds) for the cached tensors ``idx``, through ``run(time, batch)``."""
     if not idx:
         return
     ranks = sorted(submit[idx[0]])

@@ -38,8 +38,7 @@ def fit(run: Run) -> Model:
 
 
 def predict(run_or_model: Run | Model, settings: Settings) -> dict:
-    """Measured (the run's headline), baseline (the run's own settings) and predicted step times (ms) per
-    step and overall (the median over the replayed steps), the fits, and the ``timeline`` DataFrame."""
+    """Measured, baseline and predicted step times (ms) per step and overall, the fits, and a ``timeline``."""
     model = run_or_model if isinstance(run_or_model, Model) else fit(run_or_model)
     base = [replay.replay_step(model, Settings(), s) for s in model.steps]
     pred = [replay.replay_step(model, settings, s) for s in model.steps]
@@ -69,8 +68,7 @@ def step_ms(model: Model, settings: Settings) -> float:
 
 
 def timeline(model: Model, settings: Settings, step, result: dict):
-    """One step, predicted and measured, as rows ``source, rank, lane, name, start_ms, end_ms`` (ms since
-    the step's earliest start); collectives on a "comm" lane per rank (they run on every rank at once)."""
+    """One step, predicted and measured, as rows ``source, rank, lane, name, start_ms, end_ms``."""
     origin = min(step.t0.values())
     measured = {"chains": replay.measured_chains(step)[0],
                 "runs": [(float(st), float(st + cost), []) for _, _, _, _, st, cost in step.responses]}

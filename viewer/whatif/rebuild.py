@@ -1,9 +1,4 @@
-"""Rebuild, per step and rank, the framework chain the replay needs from a loaded run's tables.
-
-A chain is compute, a SYNCHRONIZE wait, compute, ...; everything on it is placed as (segment: the waits
-ended before it, offset since the last one ended), so the replay keeps the compute and redoes the waits.
-Steps are the STEP spans every rank has, else (a Horovod timeline) one per occurrence of the tensors.
-"""
+"""Rebuild, per step and rank, the framework chain (compute, wait, compute, ...) the replay needs."""
 from __future__ import annotations
 
 import bisect
@@ -153,8 +148,7 @@ def _build_step(s, windows, by_rank, syncs, phases, fused, backends, has_steps):
 
 
 def _cpu_work(ph, a: int, starts: list, ends: list, end: int) -> list | None:
-    """Per segment, the offsets of the rank's CPU work: first FORWARD/BACKWARD to the last one's end, and
-    OPTIMIZER_STEP, less DATA_WAIT (a straggler's sleep is outside them). None: no phases recorded."""
+    """Per segment, the offsets of the rank's CPU work (None: no phases recorded)."""
     spans = {n: [(int(t) - a, int(t) + int(d) - a) for t, d in zip(g["t_ns"], g["dur_ns"])]
              for n, g in ph.groupby("name")} if len(ph) else {}
     fb = spans.get(V.FORWARD, []) + spans.get(V.BACKWARD, [])
@@ -200,16 +194,14 @@ def _place(t: int, ends: list) -> tuple[int, int]:
 
 
 def _wait_index(name, sub, done, starts, ends, names) -> int:
-    """The wait that consumed this op: its own SYNCHRONIZE span, else the first wait that ended after it
-    finished (the framework checked it there), else -1 (the step's end)."""
+    """The wait that consumed this op: its own SYNCHRONIZE, else the first to end after it, else -1."""
     own = (i for i, (s, n) in enumerate(zip(starts, names)) if n == name and s >= sub)
     later = (i for i, (s, e) in enumerate(zip(starts, ends)) if e >= done and s >= sub)
     return next(itertools.chain(own, later), -1)
 
 
 def _responses(fused, windows):
-    """Measured responses of the step: cost = the shortest rank's FUSED_RESPONSE (the last to start
-    waited for no one), start = the last rank's start."""
+    """Measured responses of the step: cost = the shortest rank's FUSED_RESPONSE, start = the last rank's."""
     out = []
     lo = min(a for a, _ in windows.values())
     hi = max(b for _, b in windows.values())

@@ -1,9 +1,4 @@
-"""Replay a run's steps under changed settings (:class:`Settings`): a fixed point per step.
-
-Chains give submissions, the policy plans responses, their ends end the waits, CPU work stretches by
-the collectives and crowding it meets; repeated until nothing moves (docs/WHATIF.md, "The model").
-The latencies per path are calibrated so that the run's own settings give its mean step time.
-"""
+"""Replay a run's steps under changed settings (:class:`Settings`) to a fixed point per step (docs/WHATIF.md)."""
 from __future__ import annotations
 
 import statistics
@@ -83,8 +78,7 @@ def _median_rank(step: Step) -> int:
 
 
 def _framework(step: Step, done: list, no_straggler: bool, extra_ns: dict | None = None):
-    """Per rank (segment starts, wait spans, step end, start, CPU spans), and each tensor's submission
-    per rank. ``extra_ns``: per rank, how much longer its CPU work takes than in the run."""
+    """Per rank (segment starts, waits, end, start, CPU spans), and each tensor's submission per rank."""
     m = _median_rank(step) if no_straggler else None
     chains: dict = {}
     submit: list[dict] = [{} for _ in step.tensors]
@@ -141,15 +135,12 @@ def measured_chains(step: Step):
 
 
 def _idle_from(step: Step, chains: dict) -> dict:
-    """Per rank: where its engine's idle spell before the step began (the step's start less this
-    step's compute after its last wait)."""
+    """Per rank: where its engine's idle spell before the step began."""
     return {r: ch[3] - step.chains[r].tail_ns for r, ch in chains.items()}
 
 
 def _execute(model, s, step, submit, spans=None, idle_from=None):
-    """Plan and run the step's collectives: (done per tensor, [(start, end, batch)], the CPU-backend
-    ones as [(start, end, share of their time that is their own work, not contention)]).
-    ``spans``: the ranks' CPU work, which slows them; ``idle_from``: where each rank's rounds start."""
+    """Plan and run the step's collectives: (done per tensor, [(start, end, batch)], CPU-backend runs)."""
     eff = model.effective(s)
     thr, cyc = eff.fusion_threshold, eff.cycle_time_ms * 1e6
     lat_c = model.latency_ns.get("coordinator", 0.0) * s.latency_scale
@@ -183,14 +174,6 @@ def _execute(model, s, step, submit, spans=None, idle_from=None):
     return done, runs, cpu
 
 
-def _reference_overlap(model: Model, step: Step) -> tuple[dict, dict]:
-    """Per rank: the collective time during its CPU work replayed with the run's own settings and
-    measured compute (which carries the run's contention), and how crowded its CPU work was."""
-    chains, submit = measured_chains(step)
-    runs = _execute(model, Settings(), step, submit, _span_arrays(chains), _idle_from(step, chains))[2]
-    return {r: _overlap(ch[4], runs) for r, ch in chains.items()}, _crowding(model, chains)
-
-
 def _crowding(model: Model, chains: dict) -> dict:
     """Per rank: how many ranks sharing its CPUs (itself included) compute, on average, while it does."""
     out = {}
@@ -212,7 +195,10 @@ def _slowdown(model: Model, r: int, crowd: float) -> float:
 def replay_step(model: Model, s: Settings, step: Step) -> dict:
     """One step: predicted duration (ns, mean over ranks), chains and collectives at the fixed point."""
     done = measured_done(step)
-    base, crowd = _reference_overlap(model, step)
+    # the reference: per rank, the collective time during its CPU work and its crowding as the run had them
+    was_chains, was_submit = measured_chains(step)
+    was_runs = _execute(model, Settings(), step, was_submit, _span_arrays(was_chains), _idle_from(step, was_chains))[2]
+    base, crowd = {r: _overlap(ch[4], was_runs) for r, ch in was_chains.items()}, _crowding(model, was_chains)
     src = _median_rank(step) if s.no_straggler else None
     extra: dict = {}
     for _ in range(MAX_ITER):
@@ -259,8 +245,7 @@ def fit_model(tables, steps: list) -> Model:
 
 
 def _cores(tables) -> dict:
-    """Per rank: (its group of ranks that may share its CPUs, how many CPUs), from every rank's ``cpu_set``,
-    else the run's ``cpus`` per host; {} when unknown."""
+    """Per rank: (its group of ranks that may share its CPUs, how many CPUs); {} when unknown."""
     ranks = tables.ranks
     if not len(ranks):
         return {}
@@ -281,8 +266,7 @@ def _measured_busy(steps: list) -> dict:
 
 
 def _fit_tick(model: Model, steps: list) -> float:
-    """The coordinator's tick (bisected on a log scale; 0 if none is needed) that plans as many responses
-    as the run did: a loaded engine thread plans less often than its cycle, so it fuses more."""
+    """The coordinator's tick (bisected; 0 if none is needed) that plans as many responses as the run did."""
     measured = sum(1 for s in steps for r in s.responses if r[0] < CACHED_ID_BASE)
     inputs = [(step, measured_chains(step)[1]) for step in steps]
 
@@ -303,8 +287,7 @@ def _fit_tick(model: Model, steps: list) -> float:
 
 
 def _round_latency(steps: list) -> float:
-    """How long a bit round completes after its last post (0: unknown): the low end of the delays of the
-    cached responses that did not queue, from their last tensor's submission (a rank posting at once)."""
+    """How long a bit round completes after its last post (0: unknown), from the cached responses."""
     out = []
     for step in steps:
         sub = measured_chains(step)[1]
@@ -320,8 +303,7 @@ def _round_latency(steps: list) -> float:
 
 
 def _fit_latency(model: Model, steps: list) -> dict:
-    """Per path (the coordinator's dispatch, the framework's wake-up after a cached op), the latency that
-    makes the replay's mean step time the measured one on the steps mostly on that path, by bisection."""
+    """Per path, the dispatch latency that makes the replay's mean step time the measured one (bisected)."""
     groups = {"coordinator": [s for s in steps if 2 * sum(t.cached for t in s.tensors) < len(s.tensors)]}
     groups["rounds"] = [s for s in steps if s not in groups["coordinator"]]
     lat = {"coordinator": 0.0, "rounds": 0.0}

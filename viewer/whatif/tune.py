@@ -22,8 +22,7 @@ def grid(model: Model, thresholds=THRESHOLDS, cycles=CYCLES_MS) -> list[dict]:
 
 
 def tune(model: Model) -> dict:
-    """The best setting of the grid, and how sure the model is of it (its lead over the runner-up against
-    the model's median per-step error on the run). The run's own is kept unless beaten by that error."""
+    """The best setting of the grid (the run's own unless beaten by the model's error) and how sure it is."""
     rows = grid(model)
     own = next(r for r in rows if r["fusion_threshold"] == model.fusion_threshold
                and r["cycle_time_ms"] == model.cycle_time_ms)
