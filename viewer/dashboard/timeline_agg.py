@@ -2,7 +2,8 @@
 pixels wide, spans a few pixels long or more are sent as themselves; shorter ones are merged per lane into
 coverage bars (runs of pixels of one dominant phase and a similar busy fraction). The total stays under
 ``max_bars``, the pixel grid coarsened when needed. A span's class (its colour) comes from ``viewer/vocab.py``'s
-phases (a phase added there shows here too), then the runtime's own stages, GPU kernels and elastic resets."""
+phases (a phase added there shows here too), then the runtime's own stages, torch.profiler's categories, GPU
+kernels and elastic resets."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -12,14 +13,18 @@ import pandas as pd
 
 from viewer import units, vocab
 
-# span class -> colour; the order is the legend order
+# span class -> colour, background to foreground: where spans overlap on a lane (a rank's lane holds all its
+# threads) the later class is drawn on top and names a merged bar; the legend lists them in this order
 PHASES = {
-    "STEP": "#d9d9d9", **{p.span: p.colour for p in vocab.PHASES if p.span}, "tensor": "#bab0ac",
-    "NEGOTIATE": "#f58518", "QUEUE": "#eeca3b", "FUSED_RESPONSE": "#72b7b2", "MEMCPY_IN": "#b279a2",
-    "MEMCPY_OUT": "#ff9da6", "COMM": "#4c78a8", "REDUCE_SCATTER": "#54a24b", "ALLGATHER": "#88d27a",
+    "STEP": "#d9d9d9", "other": "#7f7f7f", "annotation": "#d4a6c8", "Python": "#b6992d", "CPU op": "#a0cbe8",
+    "CUDA runtime": "#f1ce63", "tensor": "#bab0ac", "QUEUE": "#eeca3b", "NEGOTIATE": "#f58518", "CYCLE": "#9d755d",
+    "FUSED_RESPONSE": "#72b7b2", "MEMCPY_IN": "#b279a2", "MEMCPY_OUT": "#ff9da6", "GPU memcpy": "#9c755f",
+    "GPU kernel": "#2ca02c", "GPU NCCL": "#1f3d7a", "COMM": "#4c78a8", "REDUCE_SCATTER": "#54a24b",
+    "ALLGATHER": "#88d27a",
     # a hierarchical allreduce: reduce and broadcast within a host, the allreduce across hosts
-    "INTRA_HOST": "#9ecae9", "CROSS_HOST": "#d62728",
-    "CYCLE": "#9d755d", "GPU NCCL": "#1f3d7a", "GPU kernel": "#2ca02c", "ELASTIC": "#8c564b", "other": "#7f7f7f",
+    "INTRA_HOST": "#9ecae9", "CROSS_HOST": "#6b4c9a",
+    **{p.span: p.colour for p in sorted(vocab.PHASES, key=lambda p: -p.precedence) if p.span},
+    "ELASTIC": "#8c564b",
 }
 PHASE_NAMES = list(PHASES)
 
@@ -31,14 +36,24 @@ _EXACT = {
     "INTRA_HOST_REDUCE": "INTRA_HOST", "INTRA_HOST_BROADCAST": "INTRA_HOST", "CROSS_HOST_ALLREDUCE": "CROSS_HOST",
     "ELASTIC_RESET": "ELASTIC", "ELASTIC_RESTORE": "ELASTIC", "ELASTIC_COMMIT": "ELASTIC",
 }
+# torch.profiler's names that say what a span is part of (prefix or suffix -> class), then its category's class
+_KINETO_NAMES = (("ProfilerStep#", "STEP"), ("## forward", "FORWARD"), ("## backward", "BACKWARD"),
+                 ("autograd::engine", "BACKWARD"), ("## optimizer", "OPTIMIZER_STEP"), ("Optimizer.", "OPTIMIZER_STEP"),
+                 ("nccl:", "COMM"), ("c10d::", "COMM"), ("record_param_comms", "COMM"), (".forward", "FORWARD"))
+_KINETO_CATS = {"cpu_op": "CPU op", "cuda_runtime": "CUDA runtime", "cuda_driver": "CUDA runtime",
+                "python_function": "Python", "user_annotation": "annotation", "gpu_user_annotation": "annotation",
+                "gpu_memcpy": "GPU memcpy", "gpu_memset": "GPU memcpy"}
 
 
-def phase_of(thread: str, name: str, depth: int) -> str:
-    """The class of one span, from its thread, name and nesting depth."""
-    if thread.startswith("gpu:"):
-        return "GPU NCCL" if "nccl" in name.lower() else "GPU kernel"
+def phase_of(thread: str, name: str, depth: int, cat: str = "") -> str:
+    """The class of one span, from its thread, name, nesting depth and category."""
     if name in _EXACT:
         return _EXACT[name]
+    if cat in _KINETO_CATS or thread.startswith(("gpu", "cpu:")):
+        named = next((c for k, c in _KINETO_NAMES if name.startswith(k) or name.endswith(k)), None)
+        if named or cat in _KINETO_CATS:
+            return named or _KINETO_CATS[cat]
+        return "GPU NCCL" if "nccl" in name.lower() else "GPU kernel" if thread.startswith("gpu") else "CPU op"
     if name.startswith("NEGOTIATE_"):
         return "NEGOTIATE"
     if name.startswith(("RING_", "MPI_", "NCCL_", "GLOO_")):
@@ -46,15 +61,17 @@ def phase_of(thread: str, name: str, depth: int) -> str:
     return "tensor" if thread == "tensor" and depth == 0 else "other"
 
 
-_THREAD_ORDER = {"framework": 0, "tensor": 1, "negotiation": 2, "fusion": 3, "backend": 4, "cycles": 5}
+# a rank's threads top down: the runtime's, torch.profiler's CPU threads, then GPU streams (by their first 4 letters)
+_THREAD_ORDER = {"fram": 0, "tens": 1, "nego": 2, "fusi": 3, "back": 4, "cycl": 5, "cpu:": 6, "gpu:": 7}
 MIN_EXACT_PX = 3  # spans at least this many pixels long are drawn as themselves
 LEVELS = 4        # busy-fraction levels of a merged bar
+RANK = "\u25b8"   # a rank's one lane ("r3 \u25b8"): every thread of it, until expanded
 
 
 @dataclass
 class Lane:
     rank: int
-    thread: str
+    thread: str            # None: the rank's lane
     depth: int
     label: str
     start: np.ndarray      # sorted int64
@@ -72,6 +89,8 @@ class WindowView:
     origin_ns: int                   # the run's first event: 0 ms on the axis
     lanes: list                      # lane labels, top to bottom
     hosts: list = field(default_factory=list)  # each lane's host (None when unknown), parallel to lanes
+    ranks: list = field(default_factory=list)  # each lane's rank, parallel to lanes
+    labels: dict = field(default_factory=dict)  # rank (collapsed) or (rank, thread, depth) (expanded) -> lane
     bars: dict = field(default_factory=dict)  # phase -> {"y","base","width","opacity","text"}
     n_events: int = 0                # spans overlapping the window
     n_exact: int = 0
@@ -81,19 +100,29 @@ class WindowView:
     def n_bars(self) -> int:
         return self.n_exact + self.n_merged_bars
 
+    @property
+    def expanded(self) -> set:
+        """The ranks shown as their threads' lanes."""
+        return set(self.ranks) - set(self.labels)
 
-STEP_DEPTH = -1  # STEP spans get a lane of their own (written when the step ends, they overlap its waits)
+    def lane_of(self, rank: int, thread: str, depth: int):
+        """The lane shown for a span of (rank, thread, depth): its rank's lane unless expanded; None if hidden."""
+        return self.labels.get(rank) or self.labels.get((rank, thread, depth))
 
 
-def lane_label(rank: int, thread: str, depth: int) -> str:
-    if depth == STEP_DEPTH:
-        return f"r{rank} steps"
-    return f"r{rank} {thread}" + (f" \u00b7{depth}" if depth else "")
+def thread_name(thread: str, role: str = "") -> str:
+    """A lane's thread as people name it: torch.profiler's ``gpu:7`` is stream 7, ``cpu:<tid>`` a thread."""
+    kind, _, rest = thread.partition(":")
+    if kind.startswith("gpu") and rest:
+        stream, _, ann = rest.partition(":")
+        return (f"GPU {kind[3:]} " if kind[3:] else "") + f"stream {stream}" + (f" {ann}" if ann else "")
+    return f"thread {rest}" + (f" ({role})" if role else "") if kind == "cpu" and rest else thread
 
 
 class TimelineIndex:
-    """A run's spans in lanes (rank, thread, depth), grouped by ``hosts`` (``{rank: host}``) in order of their
-    first rank. The whole run is its first event to its last event's end (the headline's ``duration_ms``)."""
+    """A run's spans in lanes: one per rank (all its spans but its steps, which the axis labels) and, for a rank
+    expanded, one per (thread, depth); grouped by ``hosts`` (``{rank: host}``) in order of their first rank. The
+    whole run is its first event to its last event's end (the headline's ``duration_ms``)."""
 
     def __init__(self, events: pd.DataFrame, hosts: dict | None = None):
         self.events = events
@@ -102,42 +131,56 @@ class TimelineIndex:
         self.t_max = int((events["t_ns"] + events["dur_ns"]).max()) if len(events) else 0
         is_span = (events["ph"] == "X") & (events["dur_ns"] > 0)
         spans = events[is_span]
-        self.lanes: list[Lane] = []
+        self.lanes: list[Lane] = []       # the threads' lanes
+        self.rank_lanes: dict[int, Lane] = {}
         if spans.empty:
             return
         thread = spans["thread"].to_numpy(dtype=object, na_value="")
         name = spans["name"].to_numpy(dtype=object, na_value="")
-        depth = np.where(name == "STEP", STEP_DEPTH, spans["depth"].to_numpy())
-        combos = pd.DataFrame({"thread": thread, "name": name, "depth": depth})
+        cat = spans["cat"].to_numpy(dtype=object, na_value="")
+        depth = spans["depth"].to_numpy()
+        combos = pd.DataFrame({"thread": thread, "name": name, "depth": depth, "cat": cat})
         codes, uniques = pd.factorize(pd.MultiIndex.from_frame(combos))
-        lookup = np.array([PHASE_NAMES.index(phase_of(t, n, int(d))) for t, n, d in uniques], dtype=np.int16)
+        lookup = np.array([PHASE_NAMES.index(phase_of(t, n, int(d), c)) for t, n, d, c in uniques], dtype=np.int16)
         phase = lookup[codes]
         start = spans["t_ns"].to_numpy(dtype=np.int64)
         end = start + spans["dur_ns"].to_numpy(dtype=np.int64)
         rows = np.flatnonzero(is_span.to_numpy())
-        keys = pd.DataFrame({"rank": spans["rank"].to_numpy(), "thread": thread, "depth": depth})
-        for key, idx in keys.groupby(["rank", "thread", "depth"], sort=False).indices.items():
-            order = idx[np.argsort(start[idx], kind="stable")]
-            rank, thr, dep = int(key[0]), str(key[1]), int(key[2])
-            s, e = start[order], end[order]
-            self.lanes.append(Lane(rank, thr, dep, lane_label(rank, thr, dep), s, e, phase[order],
-                                   rows[order], int((e - s).max())))
+        rank = spans["rank"].to_numpy()
+        main = {(r, t) for r, t in zip(rank[phase == 0], thread[phase == 0]) if t.startswith("cpu:")}
+        keys = pd.DataFrame({"rank": rank, "thread": thread, "depth": depth, "step": phase == 0})
+        for key, idx in keys.groupby(["rank", "thread", "depth", "step"], sort=False).indices.items():
+            if key[3]:
+                continue   # the steps: on the axis
+            r, thr, dep = int(key[0]), str(key[1]), int(key[2])
+            label = f"r{r} {thread_name(thr, 'main' if (key[0], thr) in main else '')}" + (f" ·{dep}" if dep else "")
+            self.lanes.append(_lane(r, thr, dep, label, idx, start, end, phase, rows))
+        for key, idx in keys.groupby("rank", sort=False).indices.items():
+            idx = idx[phase[idx] != 0]
+            if len(idx):
+                self.rank_lanes[int(key)] = _lane(int(key), None, 0, f"r{key} {RANK}", idx, start, end, phase, rows)
         order = {h: k for k, h in enumerate(dict.fromkeys(self.hosts[r] for r in sorted(self.hosts)))}
-        self.lanes.sort(key=lambda ln: (order.get(self.hosts.get(ln.rank), len(order)), ln.rank,
-                                        _THREAD_ORDER.get(ln.thread, 6 if ln.thread.startswith("gpu:") else 7),
-                                        ln.thread, ln.depth))
+        self.lanes.sort(key=lambda ln: (ln.rank, _THREAD_ORDER.get(ln.thread[:4], 9), ln.label))
+        self.order = sorted(self.rank_lanes, key=lambda r: (order.get(self.hosts.get(r), len(order)), r))
 
     @property
     def ranks(self) -> list[int]:
-        return sorted({ln.rank for ln in self.lanes})
+        return sorted(self.rank_lanes)
 
-    def window(self, t0=None, t1=None, ranks=None, px: int = 1200, max_bars: int = 8000) -> WindowView:
-        """Bars for the window [t0, t1] (ns; default: the whole run) over ``ranks`` (default: all)."""
+    def shown(self, ranks=None, expand=()) -> list[Lane]:
+        """The lanes of ``ranks`` (default: all), in host order: a rank's lane, or its threads' when in ``expand``."""
+        keep = set(self.order if ranks is None else ranks)
+        return [ln for r in self.order if r in keep
+                for ln in ([x for x in self.lanes if x.rank == r] if r in set(expand) else [self.rank_lanes[r]])]
+
+    def window(self, t0=None, t1=None, ranks=None, expand=(), px: int = 1200, max_bars: int = 8000) -> WindowView:
+        """Bars for the window [t0, t1] (ns; default: the whole run) over ``ranks`` (default: all), one lane per
+        rank but those in ``expand``, which show a lane per thread."""
         t0 = self.t_min if t0 is None else int(t0)
         t1 = self.t_max if t1 is None else int(t1)
         if t1 <= t0:
             t1 = t0 + 1
-        lanes = [ln for ln in self.lanes if ranks is None or ln.rank in set(ranks)]
+        lanes = self.shown(ranks, expand)
         clipped = [_clip(ln, t0, t1) for ln in lanes]
         vis = [c[1] - c[0] for c in clipped]
         n_events = int(sum(len(v) for v in vis))
@@ -147,10 +190,11 @@ class TimelineIndex:
         budget = max_bars // 2
         if (all_vis >= min_exact).sum() > budget:   # keep only the longest spans exact
             min_exact = max(min_exact, float(np.partition(all_vis, len(all_vis) - budget)[len(all_vis) - budget]) + 1)
+        labels = {ln.rank if ln.thread is None else (ln.rank, ln.thread, ln.depth): ln.label for ln in lanes}
         while True:
-            view = WindowView(t0, t1, self.t_min, [ln.label for ln in lanes],
-                              [self.hosts.get(ln.rank) for ln in lanes], n_events=n_events)
-            acc = {}
+            view = WindowView(t0, t1, self.t_min, [ln.label for ln in lanes], [self.hosts.get(ln.rank) for ln in lanes],
+                              [ln.rank for ln in lanes], labels, n_events=n_events)
+            acc: dict = {}
             for ln, (s, e, ph, rows), v in zip(lanes, clipped, vis):
                 exact = v >= min_exact
                 _add_exact(acc, self.events, ln, s[exact] - self.t_min, e[exact] - self.t_min, ph[exact],
@@ -161,9 +205,15 @@ class TimelineIndex:
             if view.n_bars <= max_bars or px <= 16:
                 break
             px //= 2
-        view.bars = {p: {k: (np.concatenate(v) if k != "text" else sum(v, [])) for k, v in d.items()}
-                     for p, d in acc.items()}
+        view.bars = {p: {k: (np.concatenate(v) if k != "text" else sum(v, [])) for k, v in acc[p].items()}
+                     for p in PHASE_NAMES if p in acc}   # in drawing order
         return view
+
+
+def _lane(rank, thread, depth, label, idx, start, end, phase, rows) -> Lane:
+    order = idx[np.argsort(start[idx], kind="stable")]
+    s, e = start[order], end[order]
+    return Lane(rank, thread, depth, label, s, e, phase[order], rows[order], int((e - s).max()))
 
 
 def _clip(ln: Lane, t0: int, t1: int):
@@ -218,7 +268,9 @@ def _add_merged(acc, ln, s, e, ph, t0, t1, px, origin) -> int:
     first_bin = np.minimum((s / width).astype(np.int64), px - 1)
     counts = np.bincount(first_bin, minlength=px)
     total = np.clip(cov.sum(axis=0), 0.0, 1.0)
-    dominant = phases[np.argmax(cov, axis=0)]
+    # the foremost class covering a good part of the bin (else the most covering one)
+    eligible = cov >= np.minimum(0.3, cov.max(axis=0))
+    dominant = phases[len(phases) - 1 - np.argmax(eligible[::-1], axis=0)]
     level = np.ceil(total * LEVELS).astype(np.int64)
     key = np.where(level > 0, dominant.astype(np.int64) * (LEVELS + 1) + level, -1)
     change = np.flatnonzero(np.diff(key)) + 1
