@@ -6,6 +6,7 @@ import functools
 import itertools
 
 import plotly.graph_objects as go
+import plotly.io as pio
 
 from viewer import units
 from viewer.dashboard.timeline_agg import PHASES
@@ -17,58 +18,61 @@ PATH_COLOUR = "#111111"
 RESET_COLOUR = "#d62728"
 REDONE_COLOUR = "#ff9896"
 LATE_COLOUR = "rgba(228,87,86,0.10)"
+TEMPLATE = pio.templates["plotly_white"]
 
 
 def timeline_figure(view, title: str = "", steps=None, late_rank=None) -> go.Figure:
     """Horizontal bars per phase over the window's lanes; x in ms since the run's first event; ``steps``
     (``Run.step_times()``) labels the axis at each step's start, ``late_rank`` (the headline's) is marked."""
-    fig = go.Figure()
-    for phase, d in view.bars.items():
-        fig.add_trace(go.Bar(
-            name=phase, orientation="h", y=d["y"], base=d["base"], x=d["width"],
-            marker={"color": PHASES[phase], "opacity": d["opacity"], "line": {"width": 0}},
-            hovertext=d["text"], hoverinfo="text", width=0.8))
     lanes = list(view.lanes)
     merged = f" · {view.n_merged_bars:,} merged bars" if view.n_merged_bars else ""
     late = [k for k, r in enumerate(view.ranks) if r == late_rank]
-    fig.update_layout(
-        title={"text": f"{title} {view.n_events:,} spans in window · {view.n_exact:,} drawn exactly{merged}",
-               "font": {"size": 13}},
-        barmode="overlay", bargap=0.15, showlegend=True, uirevision="timeline",
-        height=max(260, (28 if len(lanes) <= 24 else 16) * len(lanes) + 140),
-        margin={"l": 150, "r": 20, "t": 60, "b": 40},
-        xaxis={"title": "ms since the run's first event",
-               "range": [(view.t0_ns - view.origin_ns) / 1e6, (view.t1_ns - view.origin_ns) / 1e6]},
-        yaxis={"categoryorder": "array", "categoryarray": lanes[::-1], "type": "category", "fixedrange": True,
-               "tickmode": "array", "tickvals": lanes,
-               "ticktext": [f"<b>{lane} · late</b>" if late[:1] == [k] else lane for k, lane in enumerate(lanes)]},
-        legend={"orientation": "h", "y": -0.15 if len(lanes) > 6 else -0.3},
-        template="plotly_white")
-    if not lanes:
-        fig.add_annotation(text="no spans in this run", showarrow=False, x=0.5, y=0.5,
-                           xref="paper", yref="paper")
+    shapes, notes = step_labels(steps, view) if steps is not None else ([], [])
     if late:   # the late rank's lanes: a band behind them (lane k sits at category position len - 1 - k)
-        fig.add_shape(type="rect", xref="paper", yref="y", x0=0, x1=1, y0=len(lanes) - 1.5 - late[-1],
-                      y1=len(lanes) - 0.5 - late[0], layer="below", line={"width": 0}, fillcolor=LATE_COLOUR,
-                      name=f"late-rank-{late_rank}")
-    if steps is not None:
-        add_step_labels(fig, steps, view)
+        shapes.append({"type": "rect", "xref": "paper", "yref": "y", "x0": 0, "x1": 1, "layer": "below",
+                       "y0": len(lanes) - 1.5 - late[-1], "y1": len(lanes) - 0.5 - late[0], "line": {"width": 0},
+                       "fillcolor": LATE_COLOUR, "name": f"late-rank-{late_rank}"})
+    if not lanes:
+        notes.append({"text": "no spans in this run", "showarrow": False, "x": 0.5, "y": 0.5, "xref": "paper",
+                      "yref": "paper"})
+    # built unvalidated: plotly's checks of a few thousand bars cost seconds, and these are plain arrays
+    fig = go.Figure(layout={
+        "title": {"text": f"{title} {view.n_events:,} spans in window · {view.n_exact:,} drawn exactly{merged}",
+                  "font": {"size": 13}},
+        "barmode": "overlay", "bargap": 0.15, "showlegend": True, "uirevision": "timeline",
+        "height": max(260, (28 if len(lanes) <= 24 else 16) * len(lanes) + 140),
+        "margin": {"l": 150, "r": 20, "t": 60, "b": 40},
+        "xaxis": {"title": {"text": "ms since the run's first event"},
+                  "range": [(view.t0_ns - view.origin_ns) / 1e6, (view.t1_ns - view.origin_ns) / 1e6]},
+        "yaxis": {"categoryorder": "array", "categoryarray": lanes[::-1], "type": "category", "fixedrange": True,
+                  "tickmode": "array", "tickvals": lanes,
+                  "ticktext": [f"<b>{lane} · late</b>" if late[:1] == [k] else lane for k, lane in enumerate(lanes)]},
+        "legend": {"orientation": "h", "y": -0.15 if len(lanes) > 6 else -0.3},
+        "template": TEMPLATE, "shapes": shapes, "annotations": notes,
+    }, data=[{"type": "bar", "name": phase, "orientation": "h", "y": d["y"], "base": d["base"], "x": d["width"],
+              "marker": {"color": PHASES[phase], "opacity": d["opacity"], "line": {"width": 0}},
+              "hovertext": d["text"], "hoverinfo": "text", "width": 0.8} for phase, d in view.bars.items()],
+        _validate=False)
     add_host_groups(fig, lanes, view.hosts)
     return fig
 
 
-def add_step_labels(fig: go.Figure, steps, view) -> None:
-    """"step N" at the top of the plot where step N starts (its earliest start on the ranks shown), a dotted
-    rule down from it; every k-th step when the window holds more than ``MAX_STEP_LABELS``."""
+def step_labels(steps, view) -> tuple[list, list]:
+    """(rules, labels): "step N" at the top of the plot where step N starts (its earliest start on the ranks
+    shown), a dotted rule down from it; every k-th step when the window holds more than ``MAX_STEP_LABELS``."""
     st = steps[(steps["step"] >= 0) & steps["rank"].isin(set(view.ranks))]
     starts = st.groupby("step")["start_ns"].min()
     starts = starts[(starts >= view.t0_ns) & (starts <= view.t1_ns)]
+    rules, labels = [], []
     for step, t in starts.iloc[::-(-len(starts) // MAX_STEP_LABELS) or 1].items():
         x = (t - view.origin_ns) / 1e6
-        fig.add_shape(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1, layer="below",
-                      line={"color": "#888", "width": 1, "dash": "dot"}, name=f"step-rule-{step}")
-        fig.add_annotation(text=f"step {step}", xref="x", yref="paper", x=x, y=1, xanchor="left", yanchor="bottom",
-                           showarrow=False, font={"size": 11, "color": "#444"}, name=f"step-label-{step}")
+        rules.append({"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1,
+                      "layer": "below", "line": {"color": "#888", "width": 1, "dash": "dot"},
+                      "name": f"step-rule-{step}"})
+        labels.append({"text": f"step {step}", "xref": "x", "yref": "paper", "x": x, "y": 1, "xanchor": "left",
+                       "yanchor": "bottom", "showarrow": False, "font": {"size": 11, "color": "#444"},
+                       "name": f"step-label-{step}"})
+    return rules, labels
 
 
 def host_runs(hosts: list) -> list[tuple[str, int, int]]:

@@ -129,36 +129,38 @@ class TimelineIndex:
         self.hosts = dict(hosts or {})
         self.t_min = int(events["t_ns"].min()) if len(events) else 0
         self.t_max = int((events["t_ns"] + events["dur_ns"]).max()) if len(events) else 0
-        is_span = (events["ph"] == "X") & (events["dur_ns"] > 0)
-        spans = events[is_span]
+        is_span = ((events["ph"] == "X") & (events["dur_ns"] > 0)).to_numpy()
         self.lanes: list[Lane] = []       # the threads' lanes
         self.rank_lanes: dict[int, Lane] = {}
-        if spans.empty:
+        if not is_span.any():
             return
-        thread = spans["thread"].to_numpy(dtype=object, na_value="")
-        name = spans["name"].to_numpy(dtype=object, na_value="")
-        cat = spans["cat"].to_numpy(dtype=object, na_value="")
-        depth = spans["depth"].to_numpy()
-        combos = pd.DataFrame({"thread": thread, "name": name, "depth": depth, "cat": cat})
-        codes, uniques = pd.factorize(pd.MultiIndex.from_frame(combos))
-        lookup = np.array([PHASE_NAMES.index(phase_of(t, n, int(d), c)) for t, n, d, c in uniques], dtype=np.int16)
-        phase = lookup[codes]
-        start = spans["t_ns"].to_numpy(dtype=np.int64)
-        end = start + spans["dur_ns"].to_numpy(dtype=np.int64)
-        rows = np.flatnonzero(is_span.to_numpy())
-        rank = spans["rank"].to_numpy()
-        main = {(r, t) for r, t in zip(rank[phase == 0], thread[phase == 0]) if t.startswith("cpu:")}
-        keys = pd.DataFrame({"rank": rank, "thread": thread, "depth": depth, "step": phase == 0})
-        for key, idx in keys.groupby(["rank", "thread", "depth", "step"], sort=False).indices.items():
-            if key[3]:
-                continue   # the steps: on the axis
-            r, thr, dep = int(key[0]), str(key[1]), int(key[2])
-            label = f"r{r} {thread_name(thr, 'main' if (key[0], thr) in main else '')}" + (f" ·{dep}" if dep else "")
+
+        def col(c):
+            return events[c].to_numpy(dtype=np.int64)[is_span]
+
+        (tc, threads), (nc, names), (cc, cats) = ((codes[is_span], values) for codes, values in
+                                                  (_codes(events[c]) for c in ("thread", "name", "cat")))
+        depth = col("depth")
+        nd = int(depth.max()) + 1
+        combo, inv = np.unique(((tc * len(names) + nc) * nd + depth) * len(cats) + cc, return_inverse=True)
+        rest, c = np.divmod(combo, len(cats))
+        rest, d = np.divmod(rest, nd)
+        t, n = np.divmod(rest, len(names))
+        lookup = np.array([PHASE_NAMES.index(phase_of(threads[i], names[j], int(k), cats[m]))
+                           for i, j, k, m in zip(t, n, d, c)], dtype=np.int16)
+        phase = lookup[inv.reshape(-1)]
+        start = col("t_ns")
+        end = start + col("dur_ns")
+        rows = np.flatnonzero(is_span)
+        rank = col("rank")
+        step = phase == 0   # the steps: on the axis, not in a lane
+        main = {(r, threads[i]) for r, i in zip(rank[step], tc[step]) if threads[i].startswith("cpu:")}
+        for r, i, dep, idx in _groups((rank, tc, depth), start, step):
+            thr = threads[i]
+            label = f"r{r} {thread_name(thr, 'main' if (r, thr) in main else '')}" + (f" ·{dep}" if dep else "")
             self.lanes.append(_lane(r, thr, dep, label, idx, start, end, phase, rows))
-        for key, idx in keys.groupby("rank", sort=False).indices.items():
-            idx = idx[phase[idx] != 0]
-            if len(idx):
-                self.rank_lanes[int(key)] = _lane(int(key), None, 0, f"r{key} {RANK}", idx, start, end, phase, rows)
+        for r, idx in _groups((rank,), start, step):
+            self.rank_lanes[r] = _lane(r, None, 0, f"r{r} {RANK}", idx, start, end, phase, rows)
         order = {h: k for k, h in enumerate(dict.fromkeys(self.hosts[r] for r in sorted(self.hosts)))}
         self.lanes.sort(key=lambda ln: (ln.rank, _THREAD_ORDER.get(ln.thread[:4], 9), ln.label))
         self.order = sorted(self.rank_lanes, key=lambda r: (order.get(self.hosts.get(r), len(order)), r))
@@ -191,29 +193,48 @@ class TimelineIndex:
         if (all_vis >= min_exact).sum() > budget:   # keep only the longest spans exact
             min_exact = max(min_exact, float(np.partition(all_vis, len(all_vis) - budget)[len(all_vis) - budget]) + 1)
         labels = {ln.rank if ln.thread is None else (ln.rank, ln.thread, ln.depth): ln.label for ln in lanes}
+        view = WindowView(t0, t1, self.t_min, [ln.label for ln in lanes], [self.hosts.get(ln.rank) for ln in lanes],
+                          [ln.rank for ln in lanes], labels, n_events=n_events)
+        acc: dict = {}
+        binned = []
+        for ln, (s, e, ph, rows), v in zip(lanes, clipped, vis):
+            exact = v >= min_exact
+            _add_exact(acc, self.events, ln, s[exact] - self.t_min, e[exact] - self.t_min, ph[exact], rows[exact])
+            view.n_exact += int(exact.sum())
+            binned.append(_bins(s[~exact] - t0, e[~exact] - t0, ph[~exact], t1 - t0, px))
+        step = 1   # bins merged into one: doubled until the bars fit
         while True:
-            view = WindowView(t0, t1, self.t_min, [ln.label for ln in lanes], [self.hosts.get(ln.rank) for ln in lanes],
-                              [ln.rank for ln in lanes], labels, n_events=n_events)
-            acc: dict = {}
-            for ln, (s, e, ph, rows), v in zip(lanes, clipped, vis):
-                exact = v >= min_exact
-                _add_exact(acc, self.events, ln, s[exact] - self.t_min, e[exact] - self.t_min, ph[exact],
-                           rows[exact])
-                view.n_exact += int(exact.sum())
-                view.n_merged_bars += _add_merged(acc, ln, s[~exact], e[~exact], ph[~exact], t0, t1, px,
-                                                  self.t_min)
-            if view.n_bars <= max_bars or px <= 16:
+            runs = [_runs(b, step) for b in binned]
+            view.n_merged_bars = sum(len(r[0]) for r in runs)
+            if view.n_bars <= max_bars or px // step <= 16:
                 break
-            px //= 2
+            step *= 2
+        for ln, r in zip(lanes, runs):
+            _add_merged(acc, ln, *r, t0 - self.t_min)
         view.bars = {p: {k: (np.concatenate(v) if k != "text" else sum(v, [])) for k, v in acc[p].items()}
                      for p in PHASE_NAMES if p in acc}   # in drawing order
         return view
 
 
+def _codes(col):
+    """(codes, values) of a column of strings, a missing value coded as its last value, ""."""
+    codes, values = pd.factorize(col)
+    return codes.astype(np.int64) % (len(values) + 1), np.append(np.asarray(values, dtype=object), "")
+
+
+def _groups(keys, start, drop):
+    """(*key, row positions by start) of each distinct tuple of ``keys`` over the rows not in ``drop``."""
+    keep = np.flatnonzero(~drop)
+    order = keep[np.lexsort((start[keep], *(k[keep] for k in keys[::-1])))]
+    cut = np.flatnonzero(np.any([np.diff(k[order]) != 0 for k in keys], axis=0)) + 1
+    for idx in np.split(order, cut):
+        if len(idx):
+            yield (*(int(k[idx[0]]) for k in keys), idx)
+
+
 def _lane(rank, thread, depth, label, idx, start, end, phase, rows) -> Lane:
-    order = idx[np.argsort(start[idx], kind="stable")]
-    s, e = start[order], end[order]
-    return Lane(rank, thread, depth, label, s, e, phase[order], rows[order], int((e - s).max()))
+    s, e = start[idx], end[idx]   # idx: by start
+    return Lane(rank, thread, depth, label, s, e, phase[idx], rows[idx], int((e - s).max()))
 
 
 def _clip(ln: Lane, t0: int, t1: int):
@@ -233,10 +254,8 @@ def _put(acc, phase, y, base, width, opacity, text):
 def _add_exact(acc, events, ln, s, e, ph, rows):
     if not len(s):
         return
-    sub = events.iloc[rows]
-    names = sub["name"].to_numpy(dtype=object, na_value="")
-    tensors = sub["tensor"].to_numpy(dtype=object, na_value="")
-    nbytes = sub["bytes"].to_numpy(dtype=object)
+    names, tensors = (events[c].iloc[rows].to_numpy(dtype=object, na_value="") for c in ("name", "tensor"))
+    nbytes = events["bytes"].iloc[rows].to_numpy(dtype=object)
     for p in np.unique(ph):
         m = ph == p
         text = [f"{n}<br>{t + '<br>' if t and t != n else ''}{units.duration(b - a)}"
@@ -256,40 +275,49 @@ def _coverage(s, e, edges):
     return np.diff(busy)
 
 
-def _add_merged(acc, ln, s, e, ph, t0, t1, px, origin) -> int:
-    if not len(s):
-        return 0
-    edges = np.linspace(0.0, float(t1 - t0), px + 1)
-    width = edges[1] - edges[0]
-    s = (s - t0).astype(np.float64)
-    e = (e - t0).astype(np.float64)
-    phases = np.unique(ph)
-    cov = np.stack([_coverage(s[ph == p], e[ph == p], edges) / width for p in phases])
-    first_bin = np.minimum((s / width).astype(np.int64), px - 1)
-    counts = np.bincount(first_bin, minlength=px)
+def _bins(s, e, ph, span, px):
+    """Per class present, the fraction of each of ``px`` bins over [0, span) its spans cover; and how many
+    spans start in each bin."""
+    edges = np.linspace(0.0, float(span), px + 1)
+    phases, k = np.unique(ph, return_inverse=True)
+    # one pass for every class: class k's spans and bins moved k windows further along the line
+    shift = k.reshape(-1) * (span + 1.0)
+    cov = _coverage(s + shift, e + shift, (edges + (span + 1.0) * np.arange(len(phases))[:, None]).ravel())
+    cov = np.append(cov, 0.0).reshape(-1, px + 1)[:, :px] if len(phases) else np.zeros((0, px))
+    counts = np.bincount(np.minimum((s / edges[1]).astype(np.int64), px - 1), minlength=px)
+    return phases, cov / edges[1], counts, edges
+
+
+def _runs(binned, step):
+    """The merged bars on bins of ``step`` bins: runs of one dominant class and busy level; (first and last edge,
+    class, busy fraction, spans) of each."""
+    phases, cov, counts, edges = binned
+    px = len(counts)
+    if not len(phases):
+        return (np.empty(0),) * 5
+    cut = np.arange(0, px, step)
+    cov = np.add.reduceat(cov, cut, axis=1) / np.diff(np.r_[cut, px])
+    counts, edges = np.add.reduceat(counts, cut), edges[np.r_[cut, px]]
     total = np.clip(cov.sum(axis=0), 0.0, 1.0)
     # the foremost class covering a good part of the bin (else the most covering one)
     eligible = cov >= np.minimum(0.3, cov.max(axis=0))
     dominant = phases[len(phases) - 1 - np.argmax(eligible[::-1], axis=0)]
     level = np.ceil(total * LEVELS).astype(np.int64)
     key = np.where(level > 0, dominant.astype(np.int64) * (LEVELS + 1) + level, -1)
-    change = np.flatnonzero(np.diff(key)) + 1
-    starts = np.concatenate([[0], change])
-    stops = np.concatenate([change, [px]])
+    starts = np.flatnonzero(np.r_[True, np.diff(key) != 0])
+    stops = np.r_[starts[1:], len(key)]
     keep = key[starts] >= 0
     starts, stops = starts[keep], stops[keep]
-    if not len(starts):
-        return 0
-    csum = np.concatenate([[0], np.cumsum(counts)])
-    tsum = np.concatenate([[0.0], np.cumsum(total)])
-    n_ev = csum[stops] - csum[starts]
-    busy = (tsum[stops] - tsum[starts]) / (stops - starts)
-    base = (edges[starts] + t0 - origin) / 1e6
-    wid = (edges[stops] - edges[starts]) / 1e6
-    dom = dominant[starts]
+    csum, tsum = np.r_[0, np.cumsum(counts)], np.r_[0.0, np.cumsum(total)]
+    return (edges[starts], edges[stops], dominant[starts], (tsum[stops] - tsum[starts]) / (stops - starts),
+            csum[stops] - csum[starts])
+
+
+def _add_merged(acc, ln, lo, hi, dom, busy, n_ev, shift) -> None:
+    """The merged bars of one lane (edges in ns since the window's start, ``shift`` ns after the origin)."""
+    base, wid = (lo + shift) / 1e6, (hi - lo) / 1e6
     for p in np.unique(dom):
         m = dom == p
         text = [f"{units.count(n)} spans merged<br>{units.pct(b * 100)} busy · mostly {PHASE_NAMES[int(p)]}"
                 f"<br>{units.duration(w * 1e6)}" for n, b, w in zip(n_ev[m], busy[m], wid[m])]
         _put(acc, int(p), ln.label, base[m], wid[m], np.clip(0.25 + 0.75 * busy[m], 0.0, 1.0), text)
-    return int(len(starts))
