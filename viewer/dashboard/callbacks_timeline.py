@@ -113,13 +113,12 @@ def register(app, ctx):
         return list(win)
 
     def opened(held, win, ranks):
-        """The timeline's outputs that open ``win`` on ``ranks``, their threads shown."""
+        """The timeline's outputs that open ``win`` on ``ranks``."""
         # a Horovod timeline holds rank 0's lanes only: then keep every lane rather than show none
-        shown = [r for r in ranks if r in held.timeline.ranks] or None
-        return (list(win) if win else None), shown, shown, "timeline"
+        return (list(win) if win else None), [r for r in ranks if r in held.timeline.ranks] or None, "timeline"
 
     opens = (Output("tl-window", "data", allow_duplicate=True), Output("tl-ranks", "value", allow_duplicate=True),
-             Output("tl-expand", "value", allow_duplicate=True), Output("tabs", "value", allow_duplicate=True))
+             Output("tabs", "value", allow_duplicate=True))
 
     @app.callback(*opens, Input("neg-heatmap", "clickData"), State("run-a", "value"), prevent_initial_call=True)
     def open_heatmap_cell(click, run_id):
@@ -157,11 +156,14 @@ def register(app, ctx):
 
 
 def figure(held, window=None, ranks=None, expand=None, critical=None):
-    """The timeline of ``held`` over ``window`` (ns) and ``ranks``, those in ``expand`` as their threads."""
+    """The timeline of ``held`` over ``window`` (ns) and ``ranks``, those in ``expand`` as their threads (and with
+    the critical path, the late rank's: where its time went)."""
     run = held.run
     t0, t1 = window if window else (None, None)
-    win = held.timeline.window(t0, t1, ranks=ranks or None, expand=expand or (), px=PIXELS, max_bars=MAX_BARS)
-    fig = timeline_figure(win, title=held.label + ":", steps=run.step_times(), late_rank=run.headline()["late_rank"])
+    late = run.headline()["late_rank"]
+    expand = [*(expand or ()), *([late] if critical and late is not None else [])]
+    win = held.timeline.window(t0, t1, ranks=ranks or None, expand=expand, px=PIXELS, max_bars=MAX_BARS)
+    fig = timeline_figure(win, title=held.label + ":", steps=run.step_times(), late_rank=late)
     if win.expanded and run.why_not("fusion_ops") is None:
         add_flows(fig, run.tensor_ops, run.fused_ops, win)
     if run.why_not("recoveries") is None:
