@@ -34,7 +34,7 @@ def _named(items, prefix):
 
 def test_a_lane_per_rank_step_labels_and_the_late_rank_marked(straggler):
     run = straggler.run
-    fig = figure(straggler, critical=["on"])
+    fig = figure(straggler)
     lanes = [f"r{r} {RANK}" for r in range(4)]
     assert list(fig.layout.yaxis.categoryarray) == lanes[::-1]
     assert run.headline()["late_rank"] == 3   # the straggler analysis' answer, marked on its lane
@@ -46,8 +46,10 @@ def test_a_lane_per_rank_step_labels_and_the_late_rank_marked(straggler):
     starts = {f"step {s}": (t - origin) / 1e6 for s, t in st.groupby("step")["start_ns"].min().items()}
     labels = {a.text: a.x for a in fig.layout.annotations if (a.name or "").startswith("step-label-")}
     assert labels == pytest.approx(starts) and len(labels) == 3
-    path = next(t for t in fig.data if t.name == "critical path")   # on the ranks' lanes while collapsed
-    assert {y for y in path.y if y} <= set(lanes)
+    fig = figure(straggler, critical=["on"])   # the late rank's threads shown, the others' one lane each
+    path = {y for y in next(t for t in fig.data if t.name == "critical path").y if y}
+    assert path <= set(fig.layout.yaxis.categoryarray) and "r3 framework" in path
+    assert f"r3 {RANK}" not in fig.layout.yaxis.categoryarray and f"r0 {RANK}" in fig.layout.yaxis.categoryarray
 
 
 def test_a_rank_expanded_shows_its_threads_and_flows_to_the_fused_responses(straggler):

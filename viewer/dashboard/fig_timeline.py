@@ -182,11 +182,12 @@ def add_reset_bands(fig: go.Figure, rec, win) -> None:
 
 def add_flows(fig: go.Figure, ops, fused, win) -> None:
     """An arrow from each tensor's submission (its thread's lane) to the start of the fused response that ran
-    it (the fusion thread's lane), on the ranks expanded in ``win``; the first ``MAX_FLOWS`` in the window."""
+    it (the fusion thread's lane), on the ranks expanded in ``win``; none while the window holds more than
+    ``MAX_FLOWS`` (too dense to follow: zoom in)."""
     ops = ops[ops["rank"].isin(win.expanded)]
     f = ops.merge(fused[["rank", "response", "start_ns"]], on=["rank", "response"], suffixes=("", "_fused"))
-    f = f[(f["start_ns_fused"] >= win.t0_ns) & (f["submit_ns"] <= win.t1_ns)].head(MAX_FLOWS)
-    if not len(f):
+    f = f[(f["start_ns_fused"] >= win.t0_ns) & (f["submit_ns"] <= win.t1_ns)]
+    if not 0 < len(f) <= MAX_FLOWS:
         return
     xs, ys, text = [], [], []
     for r in f.itertuples(index=False):
