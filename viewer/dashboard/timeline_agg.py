@@ -28,14 +28,12 @@ PHASES = {
 }
 PHASE_NAMES = list(PHASES)
 
-_EXACT = {
-    **{n: n for n in ("STEP", *(p.span for p in vocab.PHASES if p.span), "QUEUE", "FUSED_RESPONSE", "CYCLE")},
-    "MEMCPY_IN_FUSION_BUFFER": "MEMCPY_IN", "MEMCPY_OUT_FUSION_BUFFER": "MEMCPY_OUT",
-    "MEMCPY_IN_HOST_BUFFER": "MEMCPY_IN", "MEMCPY_OUT_HOST_BUFFER": "MEMCPY_OUT",
-    "RING_REDUCE_SCATTER": "REDUCE_SCATTER", "RING_ALLGATHER": "ALLGATHER",
-    "INTRA_HOST_REDUCE": "INTRA_HOST", "INTRA_HOST_BROADCAST": "INTRA_HOST", "CROSS_HOST_ALLREDUCE": "CROSS_HOST",
-    "ELASTIC_RESET": "ELASTIC", "ELASTIC_RESTORE": "ELASTIC", "ELASTIC_COMMIT": "ELASTIC",
-}
+_EXACT = {n: n for n in ("STEP", *(p.span for p in vocab.PHASES if p.span), "QUEUE", "FUSED_RESPONSE", "CYCLE")}
+# the runtime's stages by the start of their name, the first that matches
+_PREFIXES = (("MEMCPY_IN_", "MEMCPY_IN"), ("MEMCPY_OUT_", "MEMCPY_OUT"), ("RING_REDUCE_SCATTER", "REDUCE_SCATTER"),
+             ("RING_ALLGATHER", "ALLGATHER"), ("INTRA_HOST_", "INTRA_HOST"), ("CROSS_HOST_", "CROSS_HOST"),
+             ("ELASTIC_", "ELASTIC"), ("NEGOTIATE_", "NEGOTIATE"),
+             *((k, "COMM") for k in ("RING_", "MPI_", "NCCL_", "GLOO_")))
 # torch.profiler's names that say what a span is part of (prefix or suffix -> class), then its category's class
 _KINETO_NAMES = (("ProfilerStep#", "STEP"), ("## forward", "FORWARD"), ("## backward", "BACKWARD"),
                  ("autograd::engine", "BACKWARD"), ("## optimizer", "OPTIMIZER_STEP"), ("Optimizer.", "OPTIMIZER_STEP"),
@@ -54,11 +52,8 @@ def phase_of(thread: str, name: str, depth: int, cat: str = "") -> str:
         if named or cat in _KINETO_CATS:
             return named or _KINETO_CATS[cat]
         return "GPU NCCL" if "nccl" in name.lower() else "GPU kernel" if thread.startswith("gpu") else "CPU op"
-    if name.startswith("NEGOTIATE_"):
-        return "NEGOTIATE"
-    if name.startswith(("RING_", "MPI_", "NCCL_", "GLOO_")):
-        return "COMM"
-    return "tensor" if thread == "tensor" and depth == 0 else "other"
+    default = "tensor" if thread == "tensor" and depth == 0 else "other"
+    return next((c for k, c in _PREFIXES if name.startswith(k)), default)
 
 
 # a rank's threads top down: the runtime's, torch.profiler's CPU threads, then GPU streams (by their first 4 letters)
@@ -71,7 +66,7 @@ RANK = "\u25b8"   # a rank's one lane ("r3 \u25b8"): every thread of it, until e
 @dataclass
 class Lane:
     rank: int
-    thread: str            # None: the rank's lane
+    thread: str | None     # None: the rank's lane
     depth: int
     label: str
     start: np.ndarray      # sorted int64
