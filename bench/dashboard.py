@@ -1,6 +1,7 @@
-"""Dashboard group: time to first view of a 1M-event run in headless Chromium, and bytes sent.
+"""Dashboard group: time to first view of a 1M-event run in headless Chromium, and bytes sent; the timeline
+of a 64-rank run drawn in-process.
 
-The measurement itself is the dashboard engineer's ``bench/dashboard_first_view.py`` (a real
+The first-view measurement is the dashboard engineer's ``bench/dashboard_first_view.py`` (a real
 server, a real headless Chromium through playwright, a synthetic 1M-event run built as tables);
 this module runs it in a subprocess (``--json``) ``reps`` times and takes medians.
 """
@@ -13,7 +14,45 @@ from bench import stats
 from bench.launch import BenchError, run_text
 
 SCRIPT = Path(__file__).resolve().parent / "dashboard_first_view.py"
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_traces" / "straggler"
 EVENTS = 1_000_000
+TIMELINE_RANKS = 64
+
+
+def timeline_draw(events_per_rank: int, reps: int) -> dict:
+    """The timeline of a ``TIMELINE_RANKS``-rank run (the straggler sample replicated by tracegen), in this
+    process: its index built once (as the server does before the first view), then each draw of the whole run
+    (the window, the figure, its JSON) as the callback makes it; seconds, the draw's median."""
+    import gzip
+    import tempfile
+    import time
+
+    import plotly.io as pio
+
+    from bench import tracegen
+    from viewer import Run
+    from viewer.dashboard.callbacks_timeline import figure
+    from viewer.dashboard.registry import Registry
+
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d) / "src"
+        src.mkdir()
+        for f in sorted(SAMPLE.glob("rank-*.json.gz")):
+            (src / f.name[:-3]).write_bytes(gzip.decompress(f.read_bytes()))
+        tracegen.build(src, Path(d) / "run", TIMELINE_RANKS, events_per_rank)
+        held = Registry().add(Run.load(Path(d) / "run", cache=False), "64 ranks")
+    held.run.headline()
+    t = time.perf_counter()
+    _ = held.timeline
+    index_s = time.perf_counter() - t
+    draws, payload = [], b""
+    for _ in range(reps):
+        t = time.perf_counter()
+        fig = figure(held)
+        payload = pio.to_json(fig)
+        draws.append(time.perf_counter() - t)
+    return {"events": len(held.run.events), "lanes": len(fig.layout.yaxis.categoryarray), "index_s": index_s,
+            "draw_s": stats.median(draws), "bytes": len(payload)}
 
 
 def _measure() -> dict:
@@ -29,6 +68,14 @@ def _measure() -> dict:
 def run(quick: bool) -> dict:
     rows, metrics, notes, raw = [], {}, [], {"runs": []}
     cols = ["measure", "value", "unit"]
+    tl = raw["timeline_64"] = timeline_draw(2_000 if quick else 10_000, 3 if quick else 5)
+    rows += [{"measure": f"timeline of {TIMELINE_RANKS} ranks: index (once, before the first view)",
+              "value": tl["index_s"], "unit": "s"},
+             {"measure": f"timeline of {TIMELINE_RANKS} ranks: whole run drawn (window, figure, JSON)",
+              "value": tl["draw_s"], "unit": "s"},
+             {"measure": f"timeline of {TIMELINE_RANKS} ranks: lanes", "value": tl["lanes"], "unit": "lanes"}]
+    metrics["dashboard.timeline_64_ranks_draw_s"] = {
+        "value": tl["draw_s"], "detail": f"{tl['events']:,} events, {tl['lanes']} lanes, {tl['bytes']:,} B of JSON"}
     if not SCRIPT.exists():
         notes.append("bench/dashboard_first_view.py is not there: not measured")
         return {"rows": rows, "metrics": metrics, "notes": notes, "raw": raw, "columns": cols}

@@ -85,8 +85,9 @@ def measure(events: int, chromium: str) -> dict:
             page.click("#tab-timeline")
             page.wait_for_selector("#tl-graph .main-svg .barlayer .point", timeout=120_000, state="attached")
             timeline_s = time.perf_counter() - t
-            bars = page.evaluate("() => document.querySelector('#tl-graph .js-plotly-plot').data"
-                                 ".reduce((n, t) => n + t.base.length, 0)")
+            # _fullData: the bars' arrays decoded (data holds them as sent, base64 typed arrays)
+            bars = page.evaluate("() => document.querySelector('#tl-graph .js-plotly-plot')._fullData"
+                                 ".reduce((n, t) => n + (t.type === 'bar' ? t.base.length : 0), 0)")
             title = page.evaluate("() => document.querySelector('#tl-graph .js-plotly-plot').layout.title.text")
             tl_bytes = sum(b for u, d, b in sizes[n_before:] if "tl-graph" in d)
             t = time.perf_counter()

@@ -27,10 +27,15 @@ def test_coverage_matches_brute_force():
     assert np.allclose(fast, slow)
 
 
+def _spans(ev):
+    """The spans the timeline draws: every one but the steps (the axis labels them)."""
+    return ev[(ev["ph"] == "X") & (ev["dur_ns"] > 0) & (ev["name"] != "STEP")]
+
+
 def test_whole_run_stays_under_the_bar_budget(index, run):
     view = index.window(px=1400, max_bars=8000)
-    spans = int(((run.events["ph"] == "X") & (run.events["dur_ns"] > 0)).sum())
-    assert view.n_events == spans > 150_000
+    assert view.n_events == len(_spans(run.events)) > 150_000
+    assert view.lanes == ["r0 \u25b8", "r1 \u25b8", "r2 \u25b8", "r3 \u25b8"]   # one lane a rank
     assert 0 < view.n_bars <= 8000
     assert sum(len(d["base"]) for d in view.bars.values()) == view.n_bars
     assert view.n_merged_bars > 0  # zoomed out: sub-pixel spans are merged
@@ -38,7 +43,7 @@ def test_whole_run_stays_under_the_bar_budget(index, run):
 
 def test_merged_bars_keep_the_busy_fraction(index, run):
     """A lane's bars, weighted by the busy fraction they encode, add up to its spans' busy time."""
-    view = index.window(px=400)
+    view = index.window(px=400, expand=[0])
     drawn = 0.0
     for d in view.bars.values():  # a merged bar carries its dominant phase's colour
         lane = np.array(d["y"]) == "r0 backend \u00b71"
@@ -54,11 +59,11 @@ def test_zoomed_window_draws_each_span_exactly(index, run):
     step = ev[(ev["name"] == "STEP") & (ev["rank"] == 1)].iloc[5]
     t0 = int(step["t_ns"]) + int(step["dur_ns"]) // 2
     t1 = t0 + 5_000_000
-    view = index.window(t0, t1, ranks=[1])
+    view = index.window(t0, t1, ranks=[1], expand=[1])
     assert view.n_merged_bars == 0
-    assert all(label.startswith("r1 ") for label in view.lanes)
-    sel = ev[(ev["rank"] == 1) & (ev["ph"] == "X") & (ev["dur_ns"] > 0) & (ev["t_ns"] < t1)
-             & (ev["t_ns"] + ev["dur_ns"] > t0)]
+    assert all(label.startswith("r1 ") for label in view.lanes) and len(view.lanes) == 8
+    sel = _spans(ev)
+    sel = sel[(sel["rank"] == 1) & (sel["t_ns"] < t1) & (sel["t_ns"] + sel["dur_ns"] > t0)]
     assert view.n_exact == len(sel)
     neg = view.bars["NEGOTIATE"]   # drawn in ms since the run's first event
     lo, hi = (t0 - ev["t_ns"].min()) / 1e6, (t1 - ev["t_ns"].min()) / 1e6
@@ -78,7 +83,7 @@ def test_million_event_window_payload_is_small(tmp_path):
     assert len(payload) < 3_000_000
 
 
-def test_nsight_gpu_rows_get_their_own_lanes_after_the_runtime_lanes():
+def test_nsight_gpu_rows_get_a_lane_per_stream_after_the_runtime_lanes():
     import pandas as pd
 
     from viewer import Run
@@ -89,9 +94,8 @@ def test_nsight_gpu_rows_get_their_own_lanes_after_the_runtime_lanes():
     comp = comm.assign(thread="gpu:7", name="volta_sgemm_128x64_nn", t_ns=comm["t_ns"] - 5_000_000,
                        dur_ns=1_000_000, depth=0)
     events = pd.concat([run.events, gpu, comp], ignore_index=True)
-    view = TimelineIndex(events).window(ranks=[1], px=100_000, max_bars=100_000)
-    assert view.lanes[-1] == "r1 gpu:7" and view.lanes[0] == "r1 steps"
-    assert view.lanes[1].startswith("r1 framework")
+    view = TimelineIndex(events).window(ranks=[1], expand=[1], px=100_000, max_bars=100_000)
+    assert view.lanes[-1] == "r1 stream 7" and view.lanes[0] == "r1 framework"
     gpu_nccl = view.bars["GPU NCCL"]
-    assert set(gpu_nccl["y"]) == {"r1 gpu:7"} and len(gpu_nccl["base"]) == int((comm["rank"] == 1).sum())
-    assert set(view.bars["GPU kernel"]["y"]) == {"r1 gpu:7"}
+    assert set(gpu_nccl["y"]) == {"r1 stream 7"} and len(gpu_nccl["base"]) == int((comm["rank"] == 1).sum())
+    assert set(view.bars["GPU kernel"]["y"]) == {"r1 stream 7"}

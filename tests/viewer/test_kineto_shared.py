@@ -106,17 +106,3 @@ def test_single_rank_has_steps_and_no_collective_kernels():
     assert (run.fused_ops["backend"] == "nccl").all() and run.fused_ops["op"].isin(["ALLREDUCE", "BROADCAST"]).all()
     gpu = run.events[run.events["thread"] == "gpu:7"]
     assert len(gpu) == 4350 + 1600 + 145 and (gpu["launch_ns"].notna().mean() > 0.99)
-
-
-def test_dashboard_timeline_has_a_lane_per_gpu_stream():
-    pytest.importorskip("dash")
-    from viewer.dashboard.timeline_agg import TimelineIndex
-
-    run = _run("nccl_2rank")
-    idx = TimelineIndex(run.events)
-    labels = [ln.label for ln in idx.lanes]
-    assert "r0 gpu:7" in labels and "r0 gpu:40" in labels and "r0 gpu:7:annotations" in labels
-    gpu40 = next(ln for ln in idx.lanes if ln.label == "r0 gpu:40")
-    assert len(gpu40.start) == 21   # the NCCL kernels, one lane, no overlap
-    view = idx.window(px=800)
-    assert "r0 gpu:40" in view.lanes and view.n_events > 0

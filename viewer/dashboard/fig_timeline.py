@@ -1,50 +1,78 @@
 """The timeline figure: per-lane bars of an aggregated window (see timeline_agg), and what is drawn over it:
-hosts, an elastic run's resets (docs/ELASTIC.md) and the critical path."""
+step labels, the late rank, hosts, an elastic run's resets (docs/ELASTIC.md), the critical path and flows."""
 from __future__ import annotations
 
 import functools
 import itertools
 
 import plotly.graph_objects as go
+import plotly.io as pio
 
 from viewer import units
-from viewer.dashboard.timeline_agg import PHASES, STEP_DEPTH, lane_label
+from viewer.dashboard.timeline_agg import PHASES
 
 MAX_STEPS = 200   # critical paths drawn per window (the widest windows hold the most steps)
+MAX_STEP_LABELS = 40
+MAX_FLOWS = 400
 PATH_COLOUR = "#111111"
 RESET_COLOUR = "#d62728"
 REDONE_COLOUR = "#ff9896"
+LATE_COLOUR = "rgba(228,87,86,0.10)"
+TEMPLATE = pio.templates["plotly_white"]
 
 
-def timeline_figure(view, title: str = "") -> go.Figure:
-    """Horizontal bars per phase over the window's lanes; x in ms since the run's first event."""
-    fig = go.Figure()
-    for phase, colour in PHASES.items():
-        d = view.bars.get(phase)
-        if d is None or not len(d["base"]):
-            continue
-        fig.add_trace(go.Bar(
-            name=phase, orientation="h", y=d["y"], base=d["base"], x=d["width"],
-            marker={"color": colour, "opacity": d["opacity"], "line": {"width": 0}},
-            hovertext=d["text"], hoverinfo="text", width=0.8))
+def timeline_figure(view, title: str = "", steps=None, late_rank=None) -> go.Figure:
+    """Horizontal bars per phase over the window's lanes; x in ms since the run's first event; ``steps``
+    (``Run.step_times()``) labels the axis at each step's start, ``late_rank`` (the headline's) is marked."""
     lanes = list(view.lanes)
     merged = f" · {view.n_merged_bars:,} merged bars" if view.n_merged_bars else ""
-    fig.update_layout(
-        title={"text": f"{title} {view.n_events:,} spans in window · {view.n_exact:,} drawn exactly{merged}",
-               "font": {"size": 13}},
-        barmode="overlay", bargap=0.15, showlegend=True, uirevision="timeline",
-        height=max(260, 28 * len(lanes) + 120), margin={"l": 130, "r": 20, "t": 40, "b": 40},
-        xaxis={"title": "ms since the run's first event",
-               "range": [(view.t0_ns - view.origin_ns) / 1e6, (view.t1_ns - view.origin_ns) / 1e6]},
-        yaxis={"categoryorder": "array", "categoryarray": lanes[::-1], "type": "category",
-               "fixedrange": True},
-        legend={"orientation": "h", "y": -0.15 if len(lanes) > 6 else -0.3},
-        template="plotly_white")
+    late = [k for k, r in enumerate(view.ranks) if r == late_rank]
+    shapes, notes = step_labels(steps, view) if steps is not None else ([], [])
+    if late:   # the late rank's lanes: a band behind them (lane k sits at category position len - 1 - k)
+        shapes.append({"type": "rect", "xref": "paper", "yref": "y", "x0": 0, "x1": 1, "layer": "below",
+                       "y0": len(lanes) - 1.5 - late[-1], "y1": len(lanes) - 0.5 - late[0], "line": {"width": 0},
+                       "fillcolor": LATE_COLOUR, "name": f"late-rank-{late_rank}"})
     if not lanes:
-        fig.add_annotation(text="no spans in this run", showarrow=False, x=0.5, y=0.5,
-                           xref="paper", yref="paper")
+        notes.append({"text": "no spans in this run", "showarrow": False, "x": 0.5, "y": 0.5, "xref": "paper",
+                      "yref": "paper"})
+    # built unvalidated: plotly's checks of a few thousand bars cost seconds, and these are plain arrays
+    fig = go.Figure(layout={
+        "title": {"text": f"{title} {view.n_events:,} spans in window · {view.n_exact:,} drawn exactly{merged}",
+                  "font": {"size": 13}},
+        "barmode": "overlay", "bargap": 0.15, "showlegend": True, "uirevision": "timeline",
+        "height": max(260, (28 if len(lanes) <= 24 else 16) * len(lanes) + 140),
+        "margin": {"l": 150, "r": 20, "t": 60, "b": 40},
+        "xaxis": {"title": {"text": "ms since the run's first event"},
+                  "range": [(view.t0_ns - view.origin_ns) / 1e6, (view.t1_ns - view.origin_ns) / 1e6]},
+        "yaxis": {"categoryorder": "array", "categoryarray": lanes[::-1], "type": "category", "fixedrange": True,
+                  "tickmode": "array", "tickvals": lanes,
+                  "ticktext": [f"<b>{lane} · late</b>" if late[:1] == [k] else lane for k, lane in enumerate(lanes)]},
+        "legend": {"orientation": "h", "y": -0.15 if len(lanes) > 6 else -0.3},
+        "template": TEMPLATE, "shapes": shapes, "annotations": notes,
+    }, data=[{"type": "bar", "name": phase, "orientation": "h", "y": d["y"], "base": d["base"], "x": d["width"],
+              "marker": {"color": PHASES[phase], "opacity": d["opacity"], "line": {"width": 0}},
+              "hovertext": d["text"], "hoverinfo": "text", "width": 0.8} for phase, d in view.bars.items()],
+        _validate=False)
     add_host_groups(fig, lanes, view.hosts)
     return fig
+
+
+def step_labels(steps, view) -> tuple[list, list]:
+    """(rules, labels): "step N" at the top of the plot where step N starts (its earliest start on the ranks
+    shown), a dotted rule down from it; every k-th step when the window holds more than ``MAX_STEP_LABELS``."""
+    st = steps[(steps["step"] >= 0) & steps["rank"].isin(set(view.ranks))]
+    starts = st.groupby("step")["start_ns"].min()
+    starts = starts[(starts >= view.t0_ns) & (starts <= view.t1_ns)]
+    rules, labels = [], []
+    for step, t in starts.iloc[::-(-len(starts) // MAX_STEP_LABELS) or 1].items():
+        x = (t - view.origin_ns) / 1e6
+        rules.append({"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1,
+                      "layer": "below", "line": {"color": "#888", "width": 1, "dash": "dot"},
+                      "name": f"step-rule-{step}"})
+        labels.append({"text": f"step {step}", "xref": "x", "yref": "paper", "x": x, "y": 1, "xanchor": "left",
+                       "yanchor": "bottom", "showarrow": False, "font": {"size": 11, "color": "#444"},
+                       "name": f"step-label-{step}"})
+    return rules, labels
 
 
 def host_runs(hosts: list) -> list[tuple[str, int, int]]:
@@ -77,9 +105,10 @@ def add_host_groups(fig: go.Figure, lanes: list, hosts: list) -> None:
                            name=f"host-label-{host}")
 
 
-def path_lanes(path):
-    """The timeline lane of each critical-path row (a pre-submit row lies on its rank's STEP lane)."""
-    return [lane_label(int(r), str(t), STEP_DEPTH if k == "pre-submit" else int(d))
+def path_lanes(path, win):
+    """The lane of each critical-path row in ``win`` (a pre-submit row lies on its rank's framework thread),
+    None where that lane is not shown."""
+    return [win.lane_of(int(r), "framework" if k == "pre-submit" else str(t), 0 if k == "pre-submit" else int(d))
             for r, t, d, k in zip(path["rank"], path["thread"], path["depth"], path["kind"])]
 
 
@@ -89,10 +118,10 @@ def add_critical_path(fig: go.Figure, path, win) -> go.Figure:
     if not len(path):
         return fig
     origin = win.origin_ns
-    p = path.assign(lane=path_lanes(path))
+    p = path.assign(lane=path_lanes(path, win))
     span = p.groupby("step").agg(lo=("start_ns", "min"), hi=("end_ns", "max"))
     steps = span[(span["hi"] >= win.t0_ns) & (span["lo"] <= win.t1_ns)].index[:MAX_STEPS]
-    p = p[p["step"].isin(steps) & p["lane"].isin(set(win.lanes))].sort_values(["step", "order"])
+    p = p[p["step"].isin(steps) & p["lane"].notna()].sort_values(["step", "order"])
     xs, ys, text = [], [], []
     for _, g in p.groupby("step", sort=True):
         for r in g.itertuples(index=False):
@@ -149,3 +178,24 @@ def add_reset_bands(fig: go.Figure, rec, win) -> None:
                                  hovertext=texts, hoverinfo="text", meta="elastic"))
     fig.add_traces(traces)
     fig.data = fig.data[-len(traces):] + fig.data[:-len(traces)]   # under the spans
+
+
+def add_flows(fig: go.Figure, ops, fused, win) -> None:
+    """An arrow from each tensor's submission (its thread's lane) to the start of the fused response that ran
+    it (the fusion thread's lane), on the ranks expanded in ``win``; none while the window holds more than
+    ``MAX_FLOWS`` (too dense to follow: zoom in)."""
+    ops = ops[ops["rank"].isin(win.expanded)]
+    f = ops.merge(fused[["rank", "response", "start_ns"]], on=["rank", "response"], suffixes=("", "_fused"))
+    f = f[(f["start_ns_fused"] >= win.t0_ns) & (f["submit_ns"] <= win.t1_ns)]
+    if not 0 < len(f) <= MAX_FLOWS:
+        return
+    xs, ys, text = [], [], []
+    for r in f.itertuples(index=False):
+        label = f"{r.tensor}: submitted → response {r.response} ({units.duration(r.start_ns_fused - r.submit_ns)})"
+        xs += [(r.submit_ns - win.origin_ns) / 1e6, (r.start_ns_fused - win.origin_ns) / 1e6, None]
+        ys += [win.lane_of(r.rank, "tensor", 0), win.lane_of(r.rank, "fusion", 0), None]
+        text += [label, label, None]
+    fig.add_trace(go.Scatter(name="submission → fused response", x=xs, y=ys, mode="lines+markers",
+                             hovertext=text, hoverinfo="text", line={"color": "rgba(60,60,60,0.45)", "width": 1},
+                             marker={"symbol": ["circle", "arrow", "circle"] * len(f), "angleref": "previous",
+                                     "size": [4, 9, 0] * len(f), "color": "rgba(60,60,60,0.7)"}, connectgaps=False))

@@ -45,13 +45,18 @@ def timeline_page():
     return html.Div([
         html.Div([html.Label("ranks"), dcc.Dropdown(id="tl-ranks", multi=True, placeholder="all ranks",
                                                      style={"minWidth": "260px"}),
+                  html.Label("threads of"), dcc.Dropdown(id="tl-expand", multi=True, placeholder="one lane a rank",
+                                                         style={"minWidth": "200px"}),
                   html.Label("go to step"),
                   dcc.Input(id="tl-step", type="number", min=0, step=1, placeholder="step"),
                   html.Button("Whole run", id="tl-reset", n_clicks=0),
                   dcc.Checklist(id="tl-critical", options=[{"label": " critical path", "value": "on"}], value=[],
                                 inline=True),
-                  html.Span("drag to zoom; double-click to reset", className="muted")], className="controls"),
-        dcc.Store(id="tl-window"),
+                  html.Button("Open in Perfetto", id="tl-perfetto", n_clicks=0,
+                              title="download the ranks and time shown as a Chrome trace (ui.perfetto.dev)"),
+                  html.Span("drag to zoom; double-click to reset; click a lane for its threads", className="muted")],
+                 className="controls"),
+        dcc.Store(id="tl-window"), dcc.Download(id="tl-download"),
         dcc.Loading(dcc.Graph(id="tl-graph", config=GRAPH_CONFIG), type="circle"),
     ], className="page")
 
