@@ -15,7 +15,6 @@ REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared"
 HOROVOD = SHARED / "horovod_timelines"
 SAMPLES = REPO / "sample_traces"
-ARTIFACTS = REPO / "test-artifacts" / "dashboard"
 CHROMIUM = os.environ.get("RINGSCOPE_CHROMIUM", "/usr/bin/chromium")
 
 
@@ -95,9 +94,13 @@ def launch_argv(main_run, second_run, root, port: int) -> list:
 
 
 @pytest.fixture(scope="session")
-def artifacts() -> Path:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    return ARTIFACTS
+def artifacts(tmp_path_factory) -> Path:
+    """Where screenshots go: $RINGSCOPE_ARTIFACTS/dashboard when set, else the session's tmp dir."""
+    if not os.environ.get("RINGSCOPE_ARTIFACTS"):
+        return tmp_path_factory.mktemp("artifacts")
+    path = Path(os.environ["RINGSCOPE_ARTIFACTS"]) / "dashboard"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 # Module scope: a live sync_playwright() keeps its asyncio loop running, and other test packages

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import weakref
 
+import dash_mantine_components as dmc
 import pandas as pd
 from dash import html
 
@@ -11,9 +12,21 @@ from viewer import units
 from viewer.analyses.links import hosts_of
 from viewer.dashboard import figures
 from viewer.dashboard.components import analysis_table, card, empty, graph, table, unavailable
+from viewer.dashboard.layout import PAGES
 from viewer.registry import NEEDS, Column, Table
 from viewer.summary import run_facts
 from viewer.whatif import ModelError, Settings, fit, predict
+
+# the analyses each page shows: a page applies to a run that can have one of them (Run.why_not, from what the
+# registry declares each needs); the others apply to every run
+SHOWS = {"breakdown": ("breakdown", "kineto_steps"), "negotiation": ("negotiations",), "fusion": ("fusion",),
+         "communication": ("op_bandwidth", "links", "cross_link", "kineto_collectives_summary"),
+         "whatif": ("fusion_ops",)}
+
+
+def applicable(run) -> list[str]:
+    """The pages that apply to ``run``."""
+    return [p for p, _ in PAGES if p not in SHOWS or any(run.why_not(n) is None for n in SHOWS[p])]
 
 
 def _tables(run, named) -> list:
@@ -29,7 +42,8 @@ def breakdown(held) -> list:
     by_rank = run.breakdown()
     if not by_rank["other_ns"].notna().any():
         return [empty("The breakdown of each step into phases: no rank has a complete step", "bd-rank-table")]
-    return [graph("bd-bars", figures.breakdown_bars(by_rank)), html.H3("Why the late ranks are late"),
+    return [graph("bd-bars", figures.breakdown_bars(by_rank)),
+            dmc.Title("Why the late ranks are late", order=4, mt="md"),
             root_causes(run), *_tables(run, [("breakdown", "bd-rank-table", 0), ("breakdown", "bd-comm-table", 1)]),
             *kineto]
 
@@ -75,9 +89,9 @@ def fusion(held) -> list:
         return [empty("Fusion: no allreduce in this run (broadcasts and the like are never fused)")]
     thr = run.fusion()["threshold"].iloc[0]
     return [html.Div(analysis_table(run, "fusion", "fus-facts-table"), id="fus-facts"),
-            html.Div([graph("fus-fill", figures.fill_histogram(ops, thr)) if ops["fill_ratio"].notna().any()
-                      else empty("Fill ratio: no fusion threshold recorded", "fus-fill"),
-                      graph("fus-count", figures.count_histogram(ops, thr))], className="two-col"),
+            dmc.SimpleGrid([graph("fus-fill", figures.fill_histogram(ops, thr)) if ops["fill_ratio"].notna().any()
+                            else empty("Fill ratio: no fusion threshold recorded", "fus-fill"),
+                            graph("fus-count", figures.count_histogram(ops, thr))], cols=2),
             graph("fus-memcpy", figures.memcpy_share_histogram(ops))]
 
 
@@ -151,15 +165,16 @@ def _model(run):
 
 
 def settings_of(threshold_mb, cycle_ms, bandwidth, latency, ranks, flags):
-    return Settings(None if threshold_mb is None else int(float(threshold_mb) * (1 << 20)),
-                    None if cycle_ms is None else float(cycle_ms), "no_straggler" in (flags or []),
+    """The what-if's settings from its knobs (an emptied knob: the run's own)."""
+    return Settings(None if threshold_mb in (None, "") else int(float(threshold_mb) * (1 << 20)),
+                    None if cycle_ms in (None, "") else float(cycle_ms), "no_straggler" in (flags or []),
                     float(bandwidth or 1), float(latency or 1), int(ranks) if ranks else None)
 
 
 def summary(run, res):
     step = run.headline()["step_ms"]
     change = 100 * (res["predicted_step_ms"] / res["baseline_step_ms"] - 1)
-    return html.Div([
+    return dmc.SimpleGrid([
         card("measured step", units.fmt(step, "ms"), "the run's step time (median over steps)" if step is not None
              else f"needs {NEEDS['steps']}", "wi-measured"),
         card("replayed", units.fmt(res["baseline_step_ms"], "ms"),
@@ -168,7 +183,7 @@ def summary(run, res):
         card("predicted step", units.fmt(res["predicted_step_ms"], "ms"),
              f"{'+' if change > 0 else ''}{units.pct(change)} vs replayed"
              + (" (extrapolated: ring cost model)" if res["extrapolated"] else ""), "wi-predicted"),
-    ], className="cards")
+    ], cols=3, spacing="sm", my="sm")
 
 
 def whatif(held, *knobs) -> list:
