@@ -1,31 +1,26 @@
-"""Issue 42's dashboard in real headless Chromium, on every sample run and a shared Kineto trace, all served by one
-dashboard: the verdict above the fold at 1400x1000, each finding's evidence link opening its step and ranks on the
-timeline, a copied URL restoring the view, only the pages that apply, and the dark theme."""
+"""Issue 42's dashboard in real headless Chromium, on every sample run and a shared Kineto trace, served by one
+dashboard (conftest's every_run_server, shared with test_consistency): the verdict above the fold at 1400x1000,
+each finding's evidence link opening its step and ranks on the timeline, a copied URL restoring the view, only the
+pages that apply, and the dark theme."""
 from __future__ import annotations
 
 import re
 
 import pytest
 
-from tests.dashboard.conftest import SAMPLES, SHARED, Server, free_port, sample_run
+from tests.dashboard.conftest import SAMPLES, SHARED, sample_run
 from viewer import Run
 from viewer.dashboard.callbacks_url import href
 from viewer.findings.rule import step_window
 
 KINETO = SHARED / "kineto_traces" / "nccl_2rank"
 SAMPLE_RUNS = [p for p in sorted(SAMPLES.iterdir()) if sample_run(p.name)]
-RUNS = SAMPLE_RUNS + ([KINETO] if KINETO.is_dir() else [])
 SELECTED = "[role=tab][aria-selected=true]"
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    port = free_port()
-    argv = ["-m", "viewer.cli", "view", *map(str, RUNS), "--port", str(port), "--root", str(SAMPLES)]
-    srv = Server(argv, port, tmp_path_factory.mktemp("views") / "log", timeout=240)
-    srv.ids = {path: f"run{i + 1}" for i, path in enumerate(RUNS)}
-    yield srv
-    srv.stop()
+def served(every_run_server):
+    return every_run_server
 
 
 def timeline_state(page) -> dict:
@@ -73,14 +68,17 @@ def test_verdict_first_and_every_evidence_link_opens_its_step_and_ranks(served, 
     for i, ev in enumerate(found):
         page.click(f"#findings a.evidence >> nth={i}")
         page.wait_for_selector(f"#tab-timeline{SELECTED}", timeout=20_000)
-        wait_range(page, ev["window_ns"] or step_window(run, ev["steps"][0]), origin)
+        want = ev["window_ns"] or (step_window(run, ev["steps"][0]) if ev["steps"] else None)
+        if want:   # else its ranks over the whole run
+            wait_range(page, want, origin)
         pinned = set(ev["ranks"]) & drawn
         if pinned:
             page.wait_for_function("(want) => { const gd = document.querySelector('#tl-graph .js-plotly-plot');"
                                    "return gd.data.flatMap(t => Array.from(t.y || [])).every(y => !y || "
                                    "want.some(r => String(y).match(new RegExp('^(r|rank )' + r + '\\\\b'))))}",
                                    arg=sorted(pinned), timeout=30_000)
-            assert lane_ranks(timeline_state(page)["lanes"]) == pinned
+            assert lane_ranks(timeline_state(page)["lanes"]) <= pinned   # a dead rank may have no span there
+            assert all(f"rank {r}" in page.inner_text("#tl-ranks") for r in pinned)   # the ranks pinned
         if i == 0:
             page.screenshot(path=str(artifacts / f"views-{path.name}-evidence.png"))
         page.click("#tab-overview")

@@ -20,8 +20,7 @@ from viewer.whatif import ModelError, Settings, fit, predict
 # the analyses each page shows: a page applies to a run that can have one of them (Run.why_not, from what the
 # registry declares each needs); the others apply to every run
 SHOWS = {"breakdown": ("breakdown", "kineto_steps"), "negotiation": ("negotiations",), "fusion": ("fusion",),
-         "communication": ("op_bandwidth", "links", "cross_link", "kineto_collectives_summary"),
-         "whatif": ("fusion_ops",)}
+         "communication": ("op_bandwidth", "links", "cross_link", "kineto_collectives_summary")}
 
 
 def applicable(run) -> list[str]:
