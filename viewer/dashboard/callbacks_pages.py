@@ -35,7 +35,7 @@ def register(app, ctx):
                       Input("run-a", "value"), State(f"{page}-shown", "data"))
         def _fill(tab, run_id, shown):
             if tab == page and run_id and ctx.registry.get(run_id) is None and run_id in ctx.registry.evicted:
-                return empty(f"{ctx.registry.evicted[run_id]} ({run_id}) was unloaded to make room for newer "
+                return empty(f"The run {ctx.registry.evicted[run_id]} ({run_id}) was unloaded to make room for newer "
                              "runs: open or upload it again", "evicted-hint"), None
             held = held_of(tab, page, run_id)
             if shown == run_id:
@@ -44,6 +44,13 @@ def register(app, ctx):
 
     for page, build in BODIES.items():
         fill(page, build)
+
+    @app.callback(Output("ov-charts", "children"), Input("ov-charts-run", "data"))
+    def overview_charts(run_id):
+        held = ctx.registry.get(run_id) if run_id else None
+        if held is None:
+            raise PreventUpdate
+        return overview.charts(held)
 
     @app.callback(Output("communication-body", "children"), Input("tabs", "value"), Input("run-a", "value"),
                   Input("comm-peak", "value"))

@@ -89,7 +89,7 @@ def build_layout(run_options, run_a, run_b, picker_options, max_upload_mb, banne
                  banner_class="banner hidden"):
     tabs = dmc.Tabs([dmc.TabsList(tab_list([v for v, _ in PAGES]), id="tabs-list"),
                      *(dmc.TabsPanel(page(value), value=value) for value, _ in PAGES)],
-                    id="tabs", value="overview")
+                    id="tabs", value="overview", keepMounted=False)
     return dmc.MantineProvider([
         dcc.Location(id="url", refresh=False), dcc.Store(id="url-pending"), dcc.Store(id="url-written"),
         header(run_options, run_a, run_b, picker_options, max_upload_mb, list(banner_children), banner_class), tabs,

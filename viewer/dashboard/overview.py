@@ -15,12 +15,12 @@ from viewer.dashboard.components import analysis_table, card, empty, facts, grap
 from viewer.registry import NEEDS
 from viewer.summary import run_facts
 
-# the headline's figures as cards: its key, the card's id, title and unit (viewer.units); the first four
-# show whether the run has them or not, the others when it has them
+# the headline's figures as cards (and the Compare page's rows): its key, the card's id, title and unit
+# (viewer.units); the first four show whether the run has them or not, the others when it has them
 CARDS = (
     ("step_ms", "card-step", "step time", "ms"),
     ("exposed_comm_pct", "card-exposed", "exposed communication", "pct"),
-    ("late_rank", "card-straggler", "late rank", "rank"),
+    ("late_rank", "card-straggler", "late rank", "count"),
     ("busbw_gbps", "card-busbw", "busbw", "gbps"),
     ("steps", "card-steps", "steps", "count"),
     ("ranks", "card-ranks", "ranks", "count"),
@@ -59,7 +59,7 @@ def _detail(run, h: dict, key: str) -> str:
 def _value(run, h: dict, key: str, unit: str) -> str:
     if h[key] is None:
         return "none" if key == "late_rank" and run.why_not("late_ranks") is None else units.MISSING
-    return f"rank {h[key]}" if unit == "rank" else units.fmt(h[key], unit)
+    return f"rank {h[key]}" if key == "late_rank" else units.fmt(h[key], unit)
 
 
 def cards(run) -> dmc.SimpleGrid:
@@ -115,8 +115,9 @@ def findings_list(held):
     return dmc.Stack([finding_card(held.id, f) for f in found.itertuples(index=False)], gap="xs", id="findings")
 
 
-def charts(run) -> list:
+def charts(held) -> list:
     """Step time per rank, where the step went on each rank, and the lateness heatmap (a cell opens the timeline)."""
+    run = held.run
     st = run.step_times()
     by_rank = run.breakdown() if run.why_not("breakdown") is None else None
     neg = run.why_not("negotiations") is None and len(run.negotiations())
@@ -131,9 +132,11 @@ def charts(run) -> list:
 
 
 def body(held) -> list:
+    """The verdict, findings and cards at once; the charts follow (callbacks_pages draws them into ov-charts)."""
     run = held.run
     return [dmc.Title(run.headline()["verdict"], order=2, id="ov-verdict", className="verdict", my="sm"),
-            findings_list(held), cards(run), *charts(run),
+            findings_list(held), cards(run), dcc.Store(id="ov-charts-run", data=held.id),
+            dcc.Loading(html.Div(id="ov-charts"), type="dot"),
             *(analysis_table(run, name, tid) for name, tid in TABLES if run.why_not(name) is None),
             dmc.Title("Run facts", order=4, mt="md", mb="xs"),
             facts(fact_rows(run_facts(run)), "run-facts")]

@@ -13,6 +13,7 @@ from viewer.analyses.links import hosts_of
 from viewer.dashboard import figures
 from viewer.dashboard.components import analysis_table, card, empty, graph, table, unavailable
 from viewer.dashboard.layout import PAGES
+from viewer.dashboard.overview import CARDS
 from viewer.registry import NEEDS, Column, Table
 from viewer.summary import run_facts
 from viewer.whatif import ModelError, Settings, fit, predict
@@ -107,10 +108,6 @@ def communication(held, peak=None) -> list:
             analysis_table(run, "bandwidth", "comm-nccl-table", peak_busbw_gbps=peak), *more]
 
 
-_COMPARED = (("step_ms", "step time", "ms"), ("steps", "steps", "count"), ("ranks", "ranks", "count"),
-             ("duration_ms", "duration", "ms"), ("exposed_comm_pct", "exposed communication", "pct"),
-             ("late_rank", "late rank", "count"), ("busbw_gbps", "busbw", "gbps"), ("alpha_us", "α (allreduce)", "us"),
-             ("beta_gbps", "β (allreduce)", "gbps"), ("memcpy_pct", "memcpy share", "pct"))
 _SETTINGS = (("backend", "backend", "text"), ("fusion_threshold", "fusion threshold", "bytes"),
              ("cycle_time_ms", "cycle time", "ms"))
 
@@ -127,7 +124,7 @@ def compare(a, b) -> list:
     ha, hb = a.run.headline(), b.run.headline()
     fa, fb = run_facts(a.run), run_facts(b.run)
     rows = [(label, units.fmt(ha[k], unit), units.fmt(hb[k], unit), _change(ha[k], hb[k]))
-            for k, label, unit in _COMPARED if ha[k] is not None or hb[k] is not None]
+            for k, _, label, unit in CARDS if ha[k] is not None or hb[k] is not None]
     rows += [(label, units.fmt(fa[k], unit), units.fmt(fb[k], unit), "changed" if fa[k] != fb[k] else "")
              for k, label, unit in _SETTINGS]
     spec = Table(f"{a.label} vs {b.label}", (Column("what", "what"), Column("a", f"A: {a.label}"),
