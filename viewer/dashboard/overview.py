@@ -69,16 +69,6 @@ def cards(run) -> dmc.SimpleGrid:
                           cols=5, spacing="sm", my="md")
 
 
-def fix_of(message: str) -> tuple[str, str]:
-    """(detail, fix) of a finding's message: the fix is what follows its last top-level colon."""
-    depth, cut = 0, -1
-    for i, ch in enumerate(message):
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if ch == ":" and depth == 0 and message[i + 1:i + 2] == " ":
-            cut = i
-    return (message, "") if cut < 0 else (message[:cut], message[cut + 2:])
-
-
 def evidence_links(run_id: str, ev: dict) -> list:
     """Links that open a finding's evidence on the timeline (its window, else its first step) with its ranks."""
     if not (ev["ranks"] or ev["steps"] or ev["window_ns"]):
@@ -93,7 +83,7 @@ def evidence_links(run_id: str, ev: dict) -> list:
 
 def finding_card(run_id: str, f) -> dmc.Card:
     colour, label = SEVERITY.get(f.severity, ("gray", f"○ {f.severity}"))
-    detail, fix = fix_of(f.message)
+    detail, _, fix = f.message.rpartition(": ")   # a finding's message ends in its fix
     ev = f.evidence
     impact = (f"{units.fmt(ev['value'], ev['unit'])} · {ev['metric'].removesuffix('_ns').replace('_', ' ')}"
               if ev["value"] is not None and ev["unit"] in units.UNITS and ev["metric"] else "")
