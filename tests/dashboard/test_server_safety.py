@@ -61,12 +61,9 @@ def overview_of(srv, run_id: str) -> str:
     import json
     import urllib.request
 
-    payload = {"output": "..overview-body.children...overview-shown.data..",
-               "outputs": [{"id": "overview-body", "property": "children"},
-                           {"id": "overview-shown", "property": "data"}],
+    payload = {"output": "overview-body.children", "outputs": {"id": "overview-body", "property": "children"},
                "inputs": [{"id": "tabs", "property": "value", "value": "overview"},
                           {"id": "run-a", "property": "value", "value": run_id}],
-               "state": [{"id": "overview-shown", "property": "data", "value": None}],
                "changedPropIds": ["run-a.value"]}
     req = urllib.request.Request(srv.url + "_dash-update-component", data=json.dumps(payload).encode(),
                                  headers={"Content-Type": "application/json"})

@@ -77,8 +77,7 @@ def test_verdict_first_and_every_evidence_link_opens_its_step_and_ranks(served, 
                                    "return gd.data.flatMap(t => Array.from(t.y || [])).every(y => !y || "
                                    "want.some(r => String(y).match(new RegExp('^(r|rank )' + r + '\\\\b'))))}",
                                    arg=sorted(pinned), timeout=30_000)
-            assert lane_ranks(timeline_state(page)["lanes"]) <= pinned   # a dead rank may have no span there
-            assert all(f"rank {r}" in page.inner_text("#tl-ranks") for r in pinned)   # the ranks pinned
+            assert set() < lane_ranks(timeline_state(page)["lanes"]) <= pinned   # a dead rank may have no span there
         if i == 0:
             page.screenshot(path=str(artifacts / f"views-{path.name}-evidence.png"))
         page.click("#tab-overview")

@@ -31,16 +31,12 @@ def register(app, ctx):
         return tab_list(shown), no_update if tab in shown else "overview"
 
     def fill(page, build):
-        @app.callback(Output(f"{page}-body", "children"), Output(f"{page}-shown", "data"), Input("tabs", "value"),
-                      Input("run-a", "value"), State(f"{page}-shown", "data"))
-        def _fill(tab, run_id, shown):
+        @app.callback(Output(f"{page}-body", "children"), Input("tabs", "value"), Input("run-a", "value"))
+        def _fill(tab, run_id):
             if tab == page and run_id and ctx.registry.get(run_id) is None and run_id in ctx.registry.evicted:
                 return empty(f"The run {ctx.registry.evicted[run_id]} ({run_id}) was unloaded to make room for newer "
-                             "runs: open or upload it again", "evicted-hint"), None
-            held = held_of(tab, page, run_id)
-            if shown == run_id:
-                raise PreventUpdate   # drawn for this run already (the tabs stay mounted)
-            return build(held), run_id
+                             "runs: open or upload it again", "evicted-hint")
+            return build(held_of(tab, page, run_id))
 
     for page, build in BODIES.items():
         fill(page, build)

@@ -14,8 +14,7 @@ PAGES = [("overview", "Overview"), ("timeline", "Timeline"), ("breakdown", "Brea
 
 def body(page: str, *controls, content=None):
     """A page: its controls, then the body its callback fills."""
-    return html.Div([*controls, dcc.Loading(html.Div(content, id=f"{page}-body"), type="dot"),
-                     dcc.Store(id=f"{page}-shown")], className="page")
+    return html.Div([*controls, dcc.Loading(html.Div(content, id=f"{page}-body"), type="dot")], className="page")
 
 
 def controls(*children):
