@@ -58,7 +58,7 @@ def table(spec: registry.Table, df, table_id: str | None = None):
         rows = [{k: v for i, c in enumerate(cols) for k, v in ((f"c{i}", _raw(r[c.key], c)),
                                                               (f"t{i}", cell(r[c.key], c)))} for r in records]
         defs = [{"field": f"c{i}", "headerName": c.label, "valueFormatter": {"function": f"params.data.t{i}"},
-                 **({} if c.unit == "text" else {"type": "rightAligned", "cellClass": "num"})}
+                 **({} if c.unit == "text" else {"type": "rightAligned"})}
                 for i, c in enumerate(cols)]
         body = dag.AgGrid(rowData=rows, columnDefs=defs, columnSize="responsiveSizeToFit", className="grid",
                           defaultColDef={"sortable": True, "resizable": True, "wrapHeaderText": True,
