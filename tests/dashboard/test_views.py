@@ -74,7 +74,8 @@ def test_verdict_first_and_every_evidence_link_opens_its_step_and_ranks(served, 
         pinned = set(ev["ranks"]) & drawn
         if pinned:
             page.wait_for_function("(want) => { const gd = document.querySelector('#tl-graph .js-plotly-plot');"
-                                   "return gd.data.flatMap(t => Array.from(t.y || [])).every(y => !y || "
+                                   "const ys = gd.data.flatMap(t => Array.from(t.y || [])).filter(y => y);"
+                                   "return ys.length > 0 && ys.every(y => "
                                    "want.some(r => String(y).match(new RegExp('^(r|rank )' + r + '\\\\b'))))}",
                                    arg=sorted(pinned), timeout=30_000)
             assert set() < lane_ranks(timeline_state(page)["lanes"]) <= pinned   # a dead rank may have no span there
