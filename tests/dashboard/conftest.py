@@ -15,7 +15,6 @@ REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared"
 HOROVOD = SHARED / "horovod_timelines"
 SAMPLES = REPO / "sample_traces"
-ARTIFACTS = REPO / "test-artifacts" / "dashboard"
 CHROMIUM = os.environ.get("RINGSCOPE_CHROMIUM", "/usr/bin/chromium")
 
 
@@ -88,6 +87,38 @@ class Server:
         self._log.close()
 
 
+def grid_rows(page, grid_id: str):
+    """The shown page of an AG Grid as ``[{header: cell text}]`` in row order (None when absent)."""
+    return page.evaluate("""(id) => {
+        const g = document.getElementById(id);
+        if (!g) return null;
+        const cols = Array.from(g.querySelectorAll('.ag-header-cell[col-id]'))
+            .map(h => [h.getAttribute('col-id'), h.innerText.trim()]);
+        return Array.from(g.querySelectorAll('.ag-center-cols-container .ag-row'))
+            .sort((a, b) => a.getAttribute('row-index') - b.getAttribute('row-index'))
+            .map(r => Object.fromEntries(cols.map(([c, h]) => [h, (r.querySelector(`.ag-cell[col-id="${c}"]`)
+                                                                  || {}).innerText])));
+    }""", grid_id)
+
+
+# every run the shared server holds: the samples, then the shared Horovod timelines and Kineto traces
+EVERY_RUN = sorted(p for p in SAMPLES.iterdir() if p.is_dir() and any(p.glob("*.json*")))
+if SHARED.is_dir():
+    EVERY_RUN += sorted((SHARED / "horovod_timelines").glob("*.json")) + sorted(
+        p for p in (SHARED / "kineto_traces").iterdir() if p.is_dir())
+
+
+@pytest.fixture(scope="session")
+def every_run_server(tmp_path_factory):
+    """One dashboard over EVERY_RUN for the modules that check each run; ``ids``: each path's run id."""
+    port = free_port()
+    argv = ["-m", "viewer.cli", "view", *map(str, EVERY_RUN), "--port", str(port), "--root", str(REPO)]
+    srv = Server(argv, port, tmp_path_factory.mktemp("every-run") / "log", timeout=300)
+    srv.ids = {p: f"run{i + 1}" for i, p in enumerate(EVERY_RUN)}
+    yield srv
+    srv.stop()
+
+
 def launch_argv(main_run, second_run, root, port: int) -> list:
     """``ringscope view MAIN SECOND`` (upload limit 1 MB)."""
     runs = [str(p) for p in (main_run, second_run) if p is not None]
@@ -95,9 +126,13 @@ def launch_argv(main_run, second_run, root, port: int) -> list:
 
 
 @pytest.fixture(scope="session")
-def artifacts() -> Path:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    return ARTIFACTS
+def artifacts(tmp_path_factory) -> Path:
+    """Where screenshots go: $RINGSCOPE_ARTIFACTS/dashboard when set, else the session's tmp dir."""
+    if not os.environ.get("RINGSCOPE_ARTIFACTS"):
+        return tmp_path_factory.mktemp("artifacts")
+    path = Path(os.environ["RINGSCOPE_ARTIFACTS"]) / "dashboard"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 # Module scope: a live sync_playwright() keeps its asyncio loop running, and other test packages

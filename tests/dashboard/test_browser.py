@@ -79,7 +79,7 @@ def test_heatmap_click_narrows_the_timeline_to_that_rank(server, page, artifacts
     ranks = page.evaluate("() => document.querySelector('#neg-heatmap .js-plotly-plot').data[0].y.length")
     row = 3  # rank 3's row (y axis reversed: rank 0 on top)
     page.mouse.click(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * (row + 0.5) / ranks)
-    page.wait_for_function("() => document.querySelector('#tab-timeline.tab--selected') !== null", timeout=20_000)
+    page.wait_for_function("() => document.querySelector('#tab-timeline[aria-selected=true]') !== null", timeout=20_000)
     page.wait_for_function("""() => {
         const gd = document.querySelector('#tl-graph .js-plotly-plot');
         return gd && gd.data && gd.data.length && gd.data.every(t => Array.from(t.y).every(y => y.startsWith('r3 ')));
@@ -89,7 +89,7 @@ def test_heatmap_click_narrows_the_timeline_to_that_rank(server, page, artifacts
     zoomed = plot_data(page, "tl-graph")["range"]
     # one step, not the whole run (the sample runs have 4 steps, the first one longer)
     assert zoomed[1] - zoomed[0] < 0.4 * (full_range[1] - full_range[0])
-    assert "rank 3" in page.inner_text("#tl-ranks")
+    assert "ranks=3" in page.url   # rank 3 pinned (the view in the URL)
     page.screenshot(path=str(artifacts / "timeline-after-heatmap-click.png"), full_page=True)
     assert page.errors == []
 
@@ -148,7 +148,9 @@ def test_picker_refuses_paths_outside_the_root_and_opens_inside(server, page, ar
     page.wait_for_selector("#banner.ok", timeout=30_000)
     page.wait_for_function("() => document.querySelector('#card-straggler .card-value').innerText === 'rank 7'",
                            timeout=30_000)
-    for value, _label in PAGES[1:]:  # every page also draws a real Horovod timeline (rank 0's file only)
+    shown = page.evaluate("() => Array.from(document.querySelectorAll('[role=tab]')).map(t => t.id.slice(4))")
+    assert "negotiation" in shown and "breakdown" not in shown   # a Horovod timeline has no step marks
+    for value in shown[1:]:  # every page it applies to also draws a real Horovod timeline (rank 0's file only)
         open_tab(page, value)
         page.screenshot(path=str(artifacts / f"horovod-{value}.png"), full_page=True)
     assert page.errors == []
@@ -188,10 +190,10 @@ def test_timeline_zoom_and_step_window_redraw_on_the_server(server, page, artifa
 def test_finding_evidence_opens_the_timeline_at_its_window_and_ranks(server, page, artifacts):
     """The straggler finding's link: the Timeline tab, only rank 3's lanes, the window of its worst step."""
     page.goto(server.url)
-    page.wait_for_selector("#findings button.evidence", timeout=60_000)
+    page.wait_for_selector("#findings a.evidence", timeout=60_000)
     assert page.inner_text("#ov-verdict").startswith("Rank 3 is the straggler")   # the Overview's first line
-    page.click("#findings button.evidence >> nth=0")
-    page.wait_for_function("() => document.querySelector('#tab-timeline.tab--selected') !== null", timeout=20_000)
+    page.click("#findings a.evidence >> nth=0")
+    page.wait_for_function("() => document.querySelector('#tab-timeline[aria-selected=true]') !== null", timeout=20_000)
     page.wait_for_function("""() => {
         const gd = document.querySelector('#tl-graph .js-plotly-plot');
         return gd && gd.data && gd.data.length && gd.data.every(t => Array.from(t.y).every(y => y.startsWith('r3 ')));

@@ -12,18 +12,15 @@ import json
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.dashboard.conftest import REPO, SAMPLES, SHARED, Server, free_port
+from tests.dashboard.conftest import EVERY_RUN, REPO, SHARED, grid_rows
 from viewer import units
 from viewer.cli.tables import fact_rows
 
-RUNS = sorted(p for p in SAMPLES.iterdir() if p.is_dir() and any(p.glob("*.json*")))
+RUNS = EVERY_RUN
 if SHARED.is_dir():
-    RUNS += sorted((SHARED / "horovod_timelines").glob("*.json")) + sorted(
-        p for p in (SHARED / "kineto_traces").iterdir() if p.is_dir())
     PARAMS = [pytest.param(p, id=p.name) for p in RUNS]
 else:
     PARAMS = [pytest.param(p, id=p.name) for p in RUNS] + [pytest.param(
@@ -63,14 +60,10 @@ def cli(command: str, paths) -> dict:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory, browser):
+def served(browser, every_run_server):
     """The dashboard over every run, a page on it, and each run's ``summarize --json``."""
-    with ThreadPoolExecutor(1) as pool:   # the CLI beside the server's start-up
-        summaries = pool.submit(cli, "summarize", RUNS)
-        port = free_port()
-        argv = ["-m", "viewer.cli", "view", *map(str, RUNS), "--port", str(port), "--root", str(REPO)]
-        srv = Server(argv, port, tmp_path_factory.mktemp("srv") / "log", timeout=300)
-        summaries = summaries.result()
+    srv = every_run_server
+    summaries = cli("summarize", RUNS)
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     page.errors = []
@@ -79,7 +72,6 @@ def served(tmp_path_factory, browser):
     page.wait_for_selector("#card-step .card-value", timeout=60_000)
     yield page, summaries, {p: f"{p.name} (run{i + 1})" for i, p in enumerate(RUNS)}
     context.close()
-    srv.stop()
 
 
 def settle(read, want, timeout: float = 30.0):
@@ -96,7 +88,7 @@ def settle(read, want, timeout: float = 30.0):
 
 def open_tab(page, name: str):
     page.click(f"#tab-{name}")
-    page.wait_for_selector(f"#tab-{name}.tab--selected", timeout=10_000)
+    page.wait_for_selector(f"#tab-{name}[aria-selected=true]", timeout=10_000)
 
 
 def texts(page, selector: str) -> dict:
@@ -113,13 +105,7 @@ def pairs(page, table: str) -> list:
 
 def allreduce_fit(page) -> dict:
     """``{header: cell}`` of the ALLREDUCE row of the Communication page's α-β table ({} when none)."""
-    return page.evaluate("""() => {
-        const t = document.querySelector('#comm-fit-table');
-        if (!t) return {};
-        const head = Array.from(t.querySelectorAll('thead th')).map(th => th.innerText);
-        const tr = Array.from(t.querySelectorAll('tbody tr')).find(r => r.cells[1].innerText === 'ALLREDUCE');
-        return tr ? Object.fromEntries(head.map((h, i) => [h, tr.cells[i].innerText])) : {};
-    }""")
+    return next((r for r in grid_rows(page, "comm-fit-table") or () if r.get("op") == "ALLREDUCE"), {})
 
 
 @pytest.mark.parametrize("path", PARAMS)

@@ -11,7 +11,7 @@ from pathlib import Path
 import dash
 
 from viewer import Run
-from viewer.dashboard import callbacks_inputs, callbacks_pages, callbacks_timeline
+from viewer.dashboard import callbacks_inputs, callbacks_pages, callbacks_timeline, callbacks_url
 from viewer.dashboard.callbacks_inputs import EXPANSION_FACTOR
 from viewer.dashboard.components import banner
 from viewer.dashboard.layout import build_layout
@@ -84,9 +84,10 @@ def make_app(runs=(), root=None, max_upload_mb: float = 64.0, tables=None, label
     run_b = options[1]["value"] if len(options) > 1 else None
     notes = [n for h in (registry.get(o["value"]) for o in options) for n in h.notes]
     kids, cls = banner("warning", notes)
-    picker = [{"label": p, "value": p} for p in list_runs(root)]
+    picker = list_runs(root)
     app.layout = build_layout(options, run_a, run_b, picker, max_upload_mb, kids, cls)
     callbacks_inputs.register(app, ctx)
     callbacks_timeline.register(app, ctx)
     callbacks_pages.register(app, ctx)
+    callbacks_url.register(app, ctx)
     return app

@@ -93,7 +93,7 @@ def expand_gzip(raw: bytes, out, cap: int, name: str) -> int:
 
 def register(app, ctx):
     @app.callback(Output("banner", "children"), Output("banner", "className"),
-                  Output("run-a", "options"), Output("run-b", "options"), Output("run-a", "value"),
+                  Output("run-a", "data"), Output("run-b", "data"), Output("run-a", "value"),
                   Output("run-b", "value"),
                   Input("picker-open", "n_clicks"), Input("picker-path", "n_submit"),
                   Input("picker-list", "value"), Input("upload", "contents"),

@@ -1,10 +1,12 @@
 """The callbacks that fill the Overview and the analysis pages, each only while its tab is open."""
 from __future__ import annotations
 
-from dash import Input, Output, html
+from dash import Input, Output, State, no_update
 from dash.exceptions import PreventUpdate
 
 from viewer.dashboard import overview, pages
+from viewer.dashboard.components import empty
+from viewer.dashboard.layout import tab_list
 
 BODIES = {"overview": overview.body, "breakdown": pages.breakdown, "negotiation": pages.negotiation,
           "fusion": pages.fusion}
@@ -18,16 +20,33 @@ def register(app, ctx):
             raise PreventUpdate
         return held
 
+    @app.callback(Output("tabs-list", "children"), Output("tabs", "value", allow_duplicate=True),
+                  Input("run-a", "value"), State("tabs", "value"), prevent_initial_call="initial_duplicate")
+    def tabs(run_id, tab):
+        """The tabs of the pages that apply to the run; off a page that does not, to the Overview."""
+        held = ctx.registry.get(run_id) if run_id else None
+        if held is None:
+            raise PreventUpdate
+        shown = pages.applicable(held.run)
+        return tab_list(shown), no_update if tab in shown else "overview"
+
     def fill(page, build):
         @app.callback(Output(f"{page}-body", "children"), Input("tabs", "value"), Input("run-a", "value"))
         def _fill(tab, run_id):
             if tab == page and run_id and ctx.registry.get(run_id) is None and run_id in ctx.registry.evicted:
-                return html.P(f"{ctx.registry.evicted[run_id]} ({run_id}) was unloaded to make room for newer "
-                              "runs: open or upload it again.", className="muted", id="evicted-hint")
+                return empty(f"The run {ctx.registry.evicted[run_id]} ({run_id}) was unloaded to make room for newer "
+                             "runs: open or upload it again", "evicted-hint")
             return build(held_of(tab, page, run_id))
 
     for page, build in BODIES.items():
         fill(page, build)
+
+    @app.callback(Output("ov-charts", "children"), Input("ov-charts-run", "data"))
+    def overview_charts(run_id):
+        held = ctx.registry.get(run_id) if run_id else None
+        if held is None:
+            raise PreventUpdate
+        return overview.charts(held)
 
     @app.callback(Output("communication-body", "children"), Input("tabs", "value"), Input("run-a", "value"),
                   Input("comm-peak", "value"))
@@ -40,8 +59,8 @@ def register(app, ctx):
         a = held_of(tab, "compare", run_a)
         b = ctx.registry.get(run_b) if run_b else None
         if b is None:
-            return html.P("Choose a second run in 'compare with' (or open/upload one) to compare.",
-                          className="muted", id="cmp-hint")
+            return empty("Nothing to compare yet: choose a second run in 'compare with' above (or open or upload "
+                         "one)", "cmp-hint")
         return pages.compare(a, b)
 
     @app.callback(Output("whatif-body", "children"), Input("tabs", "value"), Input("run-a", "value"),

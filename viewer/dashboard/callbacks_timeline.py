@@ -8,8 +8,7 @@ import tempfile
 from pathlib import Path
 
 import orjson
-from dash import ALL, Input, Output, State, dcc
-from dash import ctx as dash_ctx
+from dash import Input, Output, State, dcc
 from dash.exceptions import PreventUpdate
 
 from viewer.dashboard.fig_timeline import add_critical_path, add_flows, add_reset_bands, timeline_figure
@@ -111,33 +110,6 @@ def register(app, ctx):
         if win is None:
             raise PreventUpdate
         return list(win)
-
-    def opened(held, win, ranks):
-        """The timeline's outputs that open ``win`` on ``ranks``."""
-        # a Horovod timeline holds rank 0's lanes only: then keep every lane rather than show none
-        return (list(win) if win else None), [r for r in ranks if r in held.timeline.ranks] or None, "timeline"
-
-    opens = (Output("tl-window", "data", allow_duplicate=True), Output("tl-ranks", "value", allow_duplicate=True),
-             Output("tabs", "value", allow_duplicate=True))
-
-    @app.callback(*opens, Input("neg-heatmap", "clickData"), State("run-a", "value"), prevent_initial_call=True)
-    def open_heatmap_cell(click, run_id):
-        if not click or not click.get("points"):
-            raise PreventUpdate
-        held = held_of(run_id)
-        rank, step = int(click["points"][0]["y"]), int(click["points"][0]["x"])
-        return opened(held, step_window(held.run, step, [rank]), [rank])
-
-    @app.callback(*opens, Input({"type": "evidence", "index": ALL}, "n_clicks"), State("run-a", "value"),
-                  prevent_initial_call=True)
-    def open_evidence(_clicks, run_id):
-        """A finding's evidence: its window (else its first step's), its ranks selected."""
-        held = held_of(run_id)
-        if not dash_ctx.triggered or not dash_ctx.triggered[0]["value"]:
-            raise PreventUpdate   # the buttons were drawn, not clicked
-        ev = held.run.findings()["evidence"].iloc[dash_ctx.triggered_id["index"]]
-        win = ev["window_ns"] or (step_window(held.run, ev["steps"][0], ev["ranks"] or None) if ev["steps"] else None)
-        return opened(held, win, ev["ranks"])
 
     @app.callback(Output("tl-graph", "figure"), Input("tabs", "value"), Input("run-a", "value"),
                   Input("tl-window", "data"), Input("tl-ranks", "value"), Input("tl-expand", "value"),

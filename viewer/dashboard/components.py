@@ -1,7 +1,11 @@
-"""Small HTML building blocks shared by the pages: an analysis's declared table, headline cards, facts,
-written empty states, banners. Every figure in them is formatted by ``viewer.units``."""
+"""Building blocks shared by the pages: an analysis's declared table as a sortable, paged grid, headline cards,
+facts, written empty states, banners. Every figure in them is formatted by ``viewer.units``."""
 from __future__ import annotations
 
+import math
+
+import dash_ag_grid as dag
+import dash_mantine_components as dmc
 from dash import dcc, html
 
 from viewer import registry, units
@@ -9,7 +13,8 @@ from viewer.cli.tables import cell, shown_columns
 from viewer.summary import rows_of
 
 GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
-MAX_ROWS = 50
+PAGE_ROWS = 10
+MAX_ROWS = 1000   # sent to the browser per table
 
 
 def _id(eid) -> dict:
@@ -20,37 +25,54 @@ def graph(gid: str, fig) -> dcc.Graph:
     return dcc.Graph(id=gid, figure=fig, config=GRAPH_CONFIG)
 
 
-def empty(text: str, eid: str | None = None) -> html.P:
+def empty(text: str, eid: str | None = None):
     """Where a figure or a table has nothing to show: what is missing, in words."""
-    return html.P(text[:1].upper() + text[1:] + ("" if text.endswith(".") else "."), className="empty",
-                  **_id(eid))
+    return dmc.Alert(text[:1].upper() + text[1:] + ("" if text.endswith(".") else "."), color="gray",
+                     variant="light", className="empty", my="xs", **_id(eid))
 
 
-def unavailable(run, name: str, what: str, eid: str | None = None) -> html.P | None:
+def unavailable(run, name: str, what: str, eid: str | None = None):
     """``what``'s empty state when the run cannot have analysis ``name`` (``run.why_not``), else None."""
     reason = run.why_not(name)
     return None if reason is None else empty(f"{what}: {reason}", eid)
 
 
-def table(spec: registry.Table, df, table_id: str | None = None, top: int = MAX_ROWS):
-    """A declared table (``viewer.registry.Table``) as the CLI prints it; one row as (label, value) pairs."""
+def _raw(v, c: registry.Column):
+    """The value a grid sorts by: the number itself, else the text shown."""
+    if c.unit != "text" and isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v)):
+        return float(v)
+    return cell(v, c) if c.unit != "text" else (None if v is None else str(v))
+
+
+def table(spec: registry.Table, df, table_id: str | None = None):
+    """A declared table (``viewer.registry.Table``) as a grid sorted by its raw values and shown in the CLI's
+    units (numbers right-aligned); one row as (label, value) pairs."""
     if df is None or not len(df):
         return empty(f"{spec.title}: nothing to show", table_id)
     df = spec.derive(df) if spec.derive else df
     cols = shown_columns(spec, df)
-    shown = df.tail(top) if spec.last else df.head(top)
     if len(df) == 1:
         body = facts([(c.label, cell(df[c.key].iloc[0], c)) for c in cols], table_id)
     else:
-        align = ["text" if c.unit == "text" else "num" for c in cols]
-        head = html.Thead(html.Tr([html.Th(c.label, className=a) for c, a in zip(cols, align)]))
-        rows = [html.Tr([html.Td(cell(v, c), className=a) for c, a, v in zip(cols, align, r)])
-                for r in shown[[c.key for c in cols]].itertuples(index=False)]
-        body = html.Table([head, html.Tbody(rows)], className="data", **_id(table_id))
-    more = (f" ({'last' if spec.last else 'first'} {len(shown)} of {units.count(len(df))})"
-            if len(shown) < len(df) else "")
-    notes = [html.P(spec.note(r), className="note") for r in shown.itertuples(index=False)] if spec.note else []
-    return html.Div([html.H3(spec.title + more), body, *notes])
+        records = (df.tail(MAX_ROWS) if spec.last else df.head(MAX_ROWS))[[c.key for c in cols]].to_dict("records")
+        rows = [{k: v for i, c in enumerate(cols) for k, v in ((f"c{i}", _raw(r[c.key], c)),
+                                                              (f"t{i}", cell(r[c.key], c)))} for r in records]
+        defs = [{"field": f"c{i}", "headerName": c.label, "valueFormatter": {"function": f"params.data.t{i}"},
+                 **({} if c.unit == "text" else {"type": "rightAligned"})}
+                for i, c in enumerate(cols)]
+        body = dag.AgGrid(rowData=rows, columnDefs=defs, columnSize="responsiveSizeToFit", className="grid",
+                          defaultColDef={"sortable": True, "resizable": True, "wrapHeaderText": True,
+                                         "autoHeaderHeight": True, "minWidth": 80},
+                          dashGridOptions={"pagination": len(rows) > PAGE_ROWS, "paginationPageSize": PAGE_ROWS,
+                                           "paginationPageSizeSelector": False, "domLayout": "autoHeight",
+                                           "suppressColumnVirtualisation": True, "enableCellTextSelection": True},
+                          **_id(table_id))
+    shown = df.tail(PAGE_ROWS) if spec.last else df
+    more = f" ({'last' if spec.last else 'first'} {units.count(MAX_ROWS)} of {units.count(len(df))})" \
+        if len(df) > MAX_ROWS else ""
+    notes = [dmc.Text(spec.note(r), size="sm", c="dimmed", className="note") for r in shown.itertuples(index=False)
+             ] if spec.note else []
+    return html.Div([dmc.Title(spec.title + more, order=4, mt="md", mb="xs"), body, *notes])
 
 
 def analysis_table(run, name: str, table_id: str | None = None, index: int = 0, **params):
@@ -60,13 +82,17 @@ def analysis_table(run, name: str, table_id: str | None = None, index: int = 0, 
 
 
 def card(title: str, value: str, detail: str = "", card_id: str | None = None):
-    return html.Div([html.Div(title, className="card-title"), html.Div(value, className="card-value"),
-                     html.Div(detail, className="card-detail")], className="card", **_id(card_id))
+    return dmc.Paper([dmc.Text(title, size="xs", c="dimmed", tt="uppercase"),
+                      dmc.Text(value, fw=600, fz="xl", className="card-value"),
+                      dmc.Text(detail, size="xs", c="dimmed")], withBorder=True, p="sm", className="card",
+                     **_id(card_id))
 
 
-def facts(pairs, table_id: str | None = None) -> html.Table:
-    return html.Table([html.Tbody([html.Tr([html.Th(k), html.Td(str(v))]) for k, v in pairs])],
-                      className="facts", **_id(table_id))
+def facts(pairs, table_id: str | None = None):
+    """(label, value) pairs, or (label, value, warn) with the warnings marked."""
+    return dmc.Table(html.Tbody([html.Tr([html.Th(p[0]), html.Td(str(p[1]))], className="warn" if p[2:3] == (True,)
+                                         else None) for p in pairs]), withTableBorder=True, className="facts",
+                     w="auto", **_id(table_id))
 
 
 def banner(kind: str, lines) -> tuple:

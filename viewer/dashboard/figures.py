@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from viewer import units, vocab
@@ -11,25 +12,37 @@ MAX_STEP_POINTS = 20_000   # the Overview's step times, over all ranks
 MAX_OPS_SHOWN = 3000       # busbw points per backend and op
 MAX_STEP_COLUMNS = 600     # the lateness heatmap's
 MARGIN = {"l": 60, "r": 20, "t": 40, "b": 40}
-COLOURS = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#b279a2"]   # run A and run B take the first two
+# one colour per meaning, each with a label beside it (a legend entry, an annotation or an axis title)
+COLOURS = ["#4c78a8", "#9d755d", "#54a24b", "#b279a2", "#72b7b2"]   # series; run A and run B take the first two
+LATE = "#e69f00"        # a rank behind the others (never red: red is exposed communication, viewer/vocab.py)
+SHAPES = ("", "/")      # run A's bars plain, run B's hatched
+REFERENCE = "#666666"   # a threshold or a peak: a dashed line named by its annotation
 WHATIF_COLOURS = {"compute": "#4c78a8", "wait": "#e45756", "comm": "#54a24b", "phase": "#b279a2"}
+# transparent backgrounds: the page's light or dark colours show through (assets/style.css themes the text)
+TEMPLATE = go.layout.Template(pio.templates["plotly_white"])
+TEMPLATE.layout.update(paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)")
 
 
 def _styled(fig: go.Figure, title: str, height: int = 320, **layout) -> go.Figure:
-    return fig.update_layout(title={"text": title, "font": {"size": 13}}, height=height, template="plotly_white",
+    return fig.update_layout(title={"text": title, "font": {"size": 13}}, height=height, template=TEMPLATE,
                              **{"margin": MARGIN, **layout})
 
 
-def step_time_figure(st) -> go.Figure:
-    """Duration of every step on every rank (``run.step_times()``, in ms)."""
+def step_time_figure(st, late=None) -> go.Figure:
+    """Duration of every step on every rank (``run.step_times()``, in ms) on an axis fitted to them; the
+    ``late`` rank drawn thicker and named so."""
     fig = go.Figure()
     per_rank = max(50, MAX_STEP_POINTS // st["rank"].nunique())
     for rank, d in st.groupby("rank"):
         if len(d) > per_rank:
             d = d.iloc[:: -(-len(d) // per_rank)]
-        fig.add_trace(go.Scattergl(x=d["step"], y=d["dur_ns"] / 1e6, mode="lines+markers", name=f"rank {int(rank)}",
-                                   marker={"size": 4}))
-    return _styled(fig, "Step time per rank", 280, yaxis={"title": "ms", "rangemode": "tozero"},
+        is_late = late is not None and int(rank) == late
+        fig.add_trace(go.Scattergl(x=d["step"], y=d["dur_ns"] / 1e6, mode="lines+markers",
+                                   name=f"rank {int(rank)}" + (" (late)" if is_late else ""),
+                                   line={"width": 4 if is_late else 1.5}, marker={"size": 8 if is_late else 4,
+                                                                                  "symbol": "diamond" if is_late
+                                                                                  else "circle"}))
+    return _styled(fig, "Step time per rank", 280, yaxis={"title": "ms"},
                    xaxis={"title": "step", "tickformat": "d", "dtick": max(1, -(-st["step"].nunique() // 12))})
 
 
@@ -71,7 +84,7 @@ def lateness_heatmap(matrix, hosts: dict | None = None) -> go.Figure:
     hosts = hosts if hosts and len(set(hosts.values())) > 1 else {}
     on = [hosts.get(r) or "?" for r in ranks]
     fig.add_trace(go.Heatmap(
-        z=z, x=steps, y=ranks, colorscale="Reds", colorbar={"title": "ms late"},
+        z=z, x=steps, y=ranks, colorscale="YlOrBr", colorbar={"title": "ms late"},
         customdata=[[h] * z.shape[1] for h in on] if hosts else None,
         hovertemplate="rank %{y}" + (" on %{customdata}" if hosts else "")
         + " · step %{x}<br>%{z:.3f} ms behind the first rank<extra></extra>",
@@ -95,7 +108,7 @@ def times_last_bar(last, hosts: dict | None = None) -> go.Figure:
     last = last.sort_values("rank")
     fig = go.Figure(go.Bar(
         x=[f"rank {int(r)}" + (f" ({hosts.get(int(r), '?')})" if hosts else "") for r in last["rank"]],
-        y=last["pct_last"], marker_color="#e45756",
+        y=last["pct_last"], marker_color=LATE,
         customdata=np.c_[last["times_last"], [units.pct(p) for p in last["pct_last"]],
                          [units.duration(w) for w in last["wait_imposed_ns"]]],
         hovertemplate="%{x}: last in %{customdata[0]} negotiations (%{customdata[1]})<br>"
@@ -114,7 +127,7 @@ def fill_histogram(ops, threshold) -> go.Figure:
     """Fused ops (``pages.allreduces``) by fill ratio (bytes / fusion threshold); the threshold at 1.0."""
     vals = np.clip(ops["fill_ratio"].dropna().to_numpy(float), 0, 1.2)
     fig = go.Figure(_histogram(vals, np.linspace(0, 1.2, 25), 1.0, "#72b7b2", "fill %{x:.2f}"))
-    fig.add_vline(x=1.0, line_dash="dash", line_color="#e45756", annotation_text=f"threshold {units.size(threshold)}")
+    fig.add_vline(x=1.0, line_dash="dash", line_color=REFERENCE, annotation_text=f"threshold {units.size(threshold)}")
     return _styled(fig, "Fill ratio of fused ops (bytes / fusion threshold)", xaxis={"title": "fill ratio"},
                    yaxis={"title": "ops"}, bargap=0.05)
 
@@ -157,7 +170,7 @@ def busbw_figure(bw, fits, peak_gbps=None, peak_given: bool = False) -> go.Figur
             fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line={"color": colour, "dash": "dot"},
                                      name=f"{name} fit: α {units.fmt(f.alpha_us, 'us')}, β {units.rate(f.beta_gbps)}"))
     if peak_gbps:
-        fig.add_hline(y=peak_gbps, line_dash="dash", line_color="#e45756",
+        fig.add_hline(y=peak_gbps, line_dash="dash", line_color=REFERENCE,
                       annotation_text=f"{'given peak' if peak_given else 'best observed'} {units.rate(peak_gbps)}")
     return _styled(fig, "Bus bandwidth against message size (nccl-tests factors)", 420,
                    xaxis={"title": "message size (bytes)", "type": "log"},
@@ -166,18 +179,20 @@ def busbw_figure(bw, fits, peak_gbps=None, peak_given: bool = False) -> go.Figur
 
 # Compare: ``runs`` is [(label, rows)] for run A and run B, rows None where a run cannot have the analysis.
 def straggler_compare(runs) -> go.Figure:
-    fig = go.Figure([go.Bar(x=[f"rank {int(r)}" for r in d["rank"]], y=d["pct_last"], name=label, marker_color=c)
-                     for (label, d), c in zip(runs, COLOURS) if d is not None])
+    fig = go.Figure([go.Bar(x=[f"rank {int(r)}" for r in d["rank"]], y=d["pct_last"], name=label, marker_color=c,
+                            marker_pattern_shape=shape) for (label, d), c, shape in zip(runs, COLOURS, SHAPES)
+                     if d is not None])
     return _styled(fig, "Stragglers: % of negotiations each rank was last", barmode="group", yaxis={"title": "%"})
 
 
 def fusion_compare(runs) -> go.Figure:
     """Tensors per fused allreduce, as shares so that runs of different length compare."""
     fig = go.Figure()
-    for (label, ops), c in zip(runs, COLOURS):
+    for (label, ops), c, shape in zip(runs, COLOURS, SHAPES):
         if ops is not None:
             share = ops["count"].value_counts(normalize=True).sort_index() * 100
-            fig.add_trace(go.Bar(x=share.index, y=share.values, name=label, marker_color=c))
+            fig.add_trace(go.Bar(x=share.index, y=share.values, name=label, marker_color=c,
+                                 marker_pattern_shape=shape))
     return _styled(fig, "Fusion: tensors per fused allreduce", barmode="group", xaxis={"title": "tensors fused"},
                    yaxis={"title": "% of ops"})
 
@@ -185,12 +200,12 @@ def fusion_compare(runs) -> go.Figure:
 def bandwidth_compare(runs) -> go.Figure:
     """Median busbw per message size of each run's op that moved the most bytes."""
     fig = go.Figure()
-    for (label, bw), c in zip(runs, COLOURS):
+    for (label, bw), c, dash in zip(runs, COLOURS, ("solid", "dash")):
         if bw is not None and len(bw):
             op = bw.groupby("op")["bytes"].sum().idxmax()
             med = bw[bw["op"] == op].groupby("bytes")["busbw_gbps"].median()
             fig.add_trace(go.Scatter(x=med.index, y=med.values, mode="lines+markers", name=f"{label} ({op})",
-                                     line={"color": c}))
+                                     line={"color": c, "dash": dash}))
     return _styled(fig, "Bandwidth: median busbw by message size", xaxis={"title": "bytes", "type": "log"},
                    yaxis={"title": "GB/s", "rangemode": "tozero"})
 

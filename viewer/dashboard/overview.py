@@ -1,22 +1,26 @@
-"""The Overview page: the verdict, the headline's figures as cards, the findings (each with a link to its
-evidence on the timeline), the step time per rank, the Kineto and elastic tables, and the run's facts."""
+"""The Overview page, answer first: the headline's verdict, the ranked findings as cards (each with links to its
+evidence), the headline's figures, then the step time per rank, where the step went, the lateness heatmap, the
+Kineto and elastic tables, and the run's facts."""
 from __future__ import annotations
 
-from dash import html
+import dash_mantine_components as dmc
+from dash import dcc, html
 
 from viewer import units
+from viewer.analyses.links import hosts_of
 from viewer.cli.tables import fact_rows
 from viewer.dashboard import figures
-from viewer.dashboard.components import analysis_table, card, empty, graph
+from viewer.dashboard.callbacks_url import href
+from viewer.dashboard.components import analysis_table, card, empty, facts, graph
 from viewer.registry import NEEDS
 from viewer.summary import run_facts
 
-# the headline's figures as cards: its key, the card's id, title and unit (viewer.units); the first four
-# show whether the run has them or not, the others when it has them
+# the headline's figures as cards (and the Compare page's rows): its key, the card's id, title and unit
+# (viewer.units); the first four show whether the run has them or not, the others when it has them
 CARDS = (
     ("step_ms", "card-step", "step time", "ms"),
     ("exposed_comm_pct", "card-exposed", "exposed communication", "pct"),
-    ("late_rank", "card-straggler", "late rank", "rank"),
+    ("late_rank", "card-straggler", "late rank", "count"),
     ("busbw_gbps", "card-busbw", "busbw", "gbps"),
     ("steps", "card-steps", "steps", "count"),
     ("ranks", "card-ranks", "ranks", "count"),
@@ -26,6 +30,8 @@ CARDS = (
     ("memcpy_pct", "card-memcpy", "memcpy share", "pct"),
 )
 TABLES = (("kineto_temporal", "ov-kineto"), ("kineto_overlap", "ov-kineto-overlap"), ("recoveries", "recoveries-table"))
+# severity: a colour and, beside it, a shape and the word
+SEVERITY = {"high": ("red", "▲ high"), "medium": ("yellow", "◆ medium")}
 
 
 def _detail(run, h: dict, key: str) -> str:
@@ -53,45 +59,74 @@ def _detail(run, h: dict, key: str) -> str:
 def _value(run, h: dict, key: str, unit: str) -> str:
     if h[key] is None:
         return "none" if key == "late_rank" and run.why_not("late_ranks") is None else units.MISSING
-    return f"rank {h[key]}" if unit == "rank" else units.fmt(h[key], unit)
+    return f"rank {h[key]}" if key == "late_rank" else units.fmt(h[key], unit)
 
 
-def cards(run) -> html.Div:
+def cards(run) -> dmc.SimpleGrid:
     h = run.headline()
-    return html.Div([card(title, _value(run, h, key, unit), _detail(run, h, key), cid)
-                     for i, (key, cid, title, unit) in enumerate(CARDS) if i < 4 or h[key] is not None],
-                    className="cards")
+    return dmc.SimpleGrid([card(title, _value(run, h, key, unit), _detail(run, h, key), cid)
+                           for i, (key, cid, title, unit) in enumerate(CARDS) if i < 4 or h[key] is not None],
+                          cols=5, spacing="sm", my="md")
 
 
-def evidence_link(i: int, ev: dict):
-    """A button that opens the timeline on a finding's evidence, or None."""
+def evidence_links(run_id: str, ev: dict) -> list:
+    """Links that open a finding's evidence on the timeline (its window, else its first step) with its ranks."""
     if not (ev["ranks"] or ev["steps"] or ev["window_ns"]):
-        return None
-    parts = [f"rank {', '.join(map(str, ev['ranks']))}" if ev["ranks"] else "",
-             f"step {', '.join(map(str, ev['steps']))}" if ev["steps"] else "",
+        return []
+    ranks = ev["ranks"]
+    parts = [f"rank {', '.join(map(str, ranks))}" if ranks else "", f"step {ev['steps'][0]}" if ev["steps"] else "",
              units.duration(ev["window_ns"][1] - ev["window_ns"][0]) if ev["window_ns"] else ""]
-    return html.Button("show on the timeline: " + ", ".join(p for p in parts if p),
-                       id={"type": "evidence", "index": i}, n_clicks=0, className="evidence")
+    to = href(run_id, "timeline", ranks=ranks, window=ev["window_ns"],
+              step=None if ev["window_ns"] or not ev["steps"] else ev["steps"][0])
+    return [dcc.Link("show evidence: " + ", ".join(p for p in parts if p), href=to, className="evidence")]
 
 
-def findings_list(run):
-    found = run.findings()
+def finding_card(run_id: str, f) -> dmc.Card:
+    colour, label = SEVERITY.get(f.severity, ("gray", f"○ {f.severity}"))
+    detail, _, fix = f.message.rpartition(": ")   # a finding's message ends in its fix
+    ev = f.evidence
+    impact = (f"{units.fmt(ev['value'], ev['unit'])} · {ev['metric'].removesuffix('_ns').replace('_', ' ')}"
+              if ev["value"] is not None and ev["unit"] in units.UNITS and ev["metric"] else "")
+    return dmc.Card([
+        dmc.Group([dmc.Badge(label, color=colour, variant="light", className=f"sev {f.severity}"),
+                   dmc.Text(f.title, fw=600, className="finding-title"),
+                   dmc.Text(impact, size="sm", c="dimmed") if impact else None], gap="sm", wrap="nowrap"),
+        dmc.Text(["Fix: ", fix], size="sm", mt=4) if fix else None,
+        dmc.Group([*evidence_links(run_id, ev),
+                   html.Details([html.Summary("detail"), dmc.Text(detail, size="sm")], className="detail")],
+                  gap="lg", mt=4),
+    ], withBorder=True, padding="sm", className="finding")
+
+
+def findings_list(held):
+    found = held.run.findings()
     if not len(found):
         return empty("Nothing stands out in this run", "findings")
-    return html.Ul([html.Li([html.Span(f.severity, className=f"sev {f.severity}"), html.B(f.title),
-                             html.Div(f.message), evidence_link(i, f.evidence)], className="finding")
-                    for i, f in enumerate(found.itertuples(index=False))], id="findings")
+    return dmc.Stack([finding_card(held.id, f) for f in found.itertuples(index=False)], gap="xs", id="findings")
+
+
+def charts(held) -> list:
+    """Step time per rank, where the step went on each rank, and the lateness heatmap (a cell opens the timeline)."""
+    run = held.run
+    st = run.step_times()
+    by_rank = run.breakdown() if run.why_not("breakdown") is None else None
+    neg = run.why_not("negotiations") is None and len(run.negotiations())
+    phases = by_rank is not None and by_rank["other_ns"].notna().any()
+    why = run.why_not("breakdown") or "no rank has a complete step"
+    return [dmc.SimpleGrid([
+        graph("ov-steps", figures.step_time_figure(st, run.headline()["late_rank"])) if len(st) else
+        empty(f"Step time per rank: needs {NEEDS['steps']}", "ov-steps"),
+        graph("ov-breakdown", figures.breakdown_bars(by_rank)) if phases else
+        empty(f"Where the step went: {why}", "ov-breakdown"),
+    ], cols=2), graph("ov-heatmap", figures.lateness_heatmap(run.lateness(), hosts_of(run.ranks))) if neg else None]
 
 
 def body(held) -> list:
+    """The verdict, findings and cards at once; the charts follow (callbacks_pages draws them into ov-charts)."""
     run = held.run
-    st = run.step_times()
-    return [html.H2(run.headline()["verdict"], id="ov-verdict", className="verdict"), cards(run),
-            html.H3("Findings"), findings_list(run),
-            graph("ov-steps", figures.step_time_figure(st)) if len(st) else
-            empty(f"Step time per rank: needs {NEEDS['steps']}", "ov-steps"),
+    return [dmc.Title(run.headline()["verdict"], order=2, id="ov-verdict", className="verdict", my="sm"),
+            findings_list(held), cards(run), dcc.Store(id="ov-charts-run", data=held.id),
+            dcc.Loading(html.Div(id="ov-charts"), type="dot"),
             *(analysis_table(run, name, tid) for name, tid in TABLES if run.why_not(name) is None),
-            html.H3("Run facts"),
-            html.Table([html.Tbody([html.Tr([html.Th(k), html.Td(v)], className="warn" if warn else None)
-                                    for k, v, warn in fact_rows(run_facts(run))])], className="facts",
-                       id="run-facts")]
+            dmc.Title("Run facts", order=4, mt="md", mb="xs"),
+            facts(fact_rows(run_facts(run)), "run-facts")]

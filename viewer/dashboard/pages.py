@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import weakref
 
+import dash_mantine_components as dmc
 import pandas as pd
 from dash import html
 
@@ -11,9 +12,21 @@ from viewer import units
 from viewer.analyses.links import hosts_of
 from viewer.dashboard import figures
 from viewer.dashboard.components import analysis_table, card, empty, graph, table, unavailable
+from viewer.dashboard.layout import PAGES
+from viewer.dashboard.overview import CARDS
 from viewer.registry import NEEDS, Column, Table
 from viewer.summary import run_facts
 from viewer.whatif import ModelError, Settings, fit, predict
+
+# the analyses each page shows: a page applies to a run that can have one of them (Run.why_not, from what the
+# registry declares each needs); the others apply to every run
+SHOWS = {"breakdown": ("breakdown", "kineto_steps"), "negotiation": ("negotiations",), "fusion": ("fusion",),
+         "communication": ("op_bandwidth", "links", "cross_link", "kineto_collectives_summary")}
+
+
+def applicable(run) -> list[str]:
+    """The pages that apply to ``run``."""
+    return [p for p, _ in PAGES if p not in SHOWS or any(run.why_not(n) is None for n in SHOWS[p])]
 
 
 def _tables(run, named) -> list:
@@ -29,7 +42,8 @@ def breakdown(held) -> list:
     by_rank = run.breakdown()
     if not by_rank["other_ns"].notna().any():
         return [empty("The breakdown of each step into phases: no rank has a complete step", "bd-rank-table")]
-    return [graph("bd-bars", figures.breakdown_bars(by_rank)), html.H3("Why the late ranks are late"),
+    return [graph("bd-bars", figures.breakdown_bars(by_rank)),
+            dmc.Title("Why the late ranks are late", order=4, mt="md"),
             root_causes(run), *_tables(run, [("breakdown", "bd-rank-table", 0), ("breakdown", "bd-comm-table", 1)]),
             *kineto]
 
@@ -75,9 +89,9 @@ def fusion(held) -> list:
         return [empty("Fusion: no allreduce in this run (broadcasts and the like are never fused)")]
     thr = run.fusion()["threshold"].iloc[0]
     return [html.Div(analysis_table(run, "fusion", "fus-facts-table"), id="fus-facts"),
-            html.Div([graph("fus-fill", figures.fill_histogram(ops, thr)) if ops["fill_ratio"].notna().any()
-                      else empty("Fill ratio: no fusion threshold recorded", "fus-fill"),
-                      graph("fus-count", figures.count_histogram(ops, thr))], className="two-col"),
+            dmc.SimpleGrid([graph("fus-fill", figures.fill_histogram(ops, thr)) if ops["fill_ratio"].notna().any()
+                            else empty("Fill ratio: no fusion threshold recorded", "fus-fill"),
+                            graph("fus-count", figures.count_histogram(ops, thr))], cols=2),
             graph("fus-memcpy", figures.memcpy_share_histogram(ops))]
 
 
@@ -94,10 +108,6 @@ def communication(held, peak=None) -> list:
             analysis_table(run, "bandwidth", "comm-nccl-table", peak_busbw_gbps=peak), *more]
 
 
-_COMPARED = (("step_ms", "step time", "ms"), ("steps", "steps", "count"), ("ranks", "ranks", "count"),
-             ("duration_ms", "duration", "ms"), ("exposed_comm_pct", "exposed communication", "pct"),
-             ("late_rank", "late rank", "count"), ("busbw_gbps", "busbw", "gbps"), ("alpha_us", "α (allreduce)", "us"),
-             ("beta_gbps", "β (allreduce)", "gbps"), ("memcpy_pct", "memcpy share", "pct"))
 _SETTINGS = (("backend", "backend", "text"), ("fusion_threshold", "fusion threshold", "bytes"),
              ("cycle_time_ms", "cycle time", "ms"))
 
@@ -114,7 +124,7 @@ def compare(a, b) -> list:
     ha, hb = a.run.headline(), b.run.headline()
     fa, fb = run_facts(a.run), run_facts(b.run)
     rows = [(label, units.fmt(ha[k], unit), units.fmt(hb[k], unit), _change(ha[k], hb[k]))
-            for k, label, unit in _COMPARED if ha[k] is not None or hb[k] is not None]
+            for k, _, label, unit in CARDS if ha[k] is not None or hb[k] is not None]
     rows += [(label, units.fmt(fa[k], unit), units.fmt(fb[k], unit), "changed" if fa[k] != fb[k] else "")
              for k, label, unit in _SETTINGS]
     spec = Table(f"{a.label} vs {b.label}", (Column("what", "what"), Column("a", f"A: {a.label}"),
@@ -151,15 +161,16 @@ def _model(run):
 
 
 def settings_of(threshold_mb, cycle_ms, bandwidth, latency, ranks, flags):
-    return Settings(None if threshold_mb is None else int(float(threshold_mb) * (1 << 20)),
-                    None if cycle_ms is None else float(cycle_ms), "no_straggler" in (flags or []),
+    """The what-if's settings from its knobs (an emptied knob: the run's own)."""
+    return Settings(None if threshold_mb in (None, "") else int(float(threshold_mb) * (1 << 20)),
+                    None if cycle_ms in (None, "") else float(cycle_ms), "no_straggler" in (flags or []),
                     float(bandwidth or 1), float(latency or 1), int(ranks) if ranks else None)
 
 
 def summary(run, res):
     step = run.headline()["step_ms"]
     change = 100 * (res["predicted_step_ms"] / res["baseline_step_ms"] - 1)
-    return html.Div([
+    return dmc.SimpleGrid([
         card("measured step", units.fmt(step, "ms"), "the run's step time (median over steps)" if step is not None
              else f"needs {NEEDS['steps']}", "wi-measured"),
         card("replayed", units.fmt(res["baseline_step_ms"], "ms"),
@@ -168,7 +179,7 @@ def summary(run, res):
         card("predicted step", units.fmt(res["predicted_step_ms"], "ms"),
              f"{'+' if change > 0 else ''}{units.pct(change)} vs replayed"
              + (" (extrapolated: ring cost model)" if res["extrapolated"] else ""), "wi-predicted"),
-    ], className="cards")
+    ], cols=3, spacing="sm", my="sm")
 
 
 def whatif(held, *knobs) -> list:

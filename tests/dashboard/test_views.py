@@ -1,0 +1,140 @@
+"""Issue 42's dashboard in real headless Chromium, on every sample run and a shared Kineto trace, served by one
+dashboard (conftest's every_run_server, shared with test_consistency): the verdict above the fold at 1400x1000,
+each finding's evidence link opening its step and ranks on the timeline, a copied URL restoring the view, only the
+pages that apply, and the dark theme."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.dashboard.conftest import SAMPLES, SHARED, sample_run
+from viewer import Run
+from viewer.dashboard.callbacks_url import href
+from viewer.findings.rule import step_window
+
+KINETO = SHARED / "kineto_traces" / "nccl_2rank"
+SAMPLE_RUNS = [p for p in sorted(SAMPLES.iterdir()) if sample_run(p.name)]
+SELECTED = "[role=tab][aria-selected=true]"
+
+
+@pytest.fixture(scope="module")
+def served(every_run_server):
+    return every_run_server
+
+
+def timeline_state(page) -> dict:
+    """The timeline's x range (ms) and the ranks of its lanes, once drawn."""
+    return page.evaluate("""() => {
+        const gd = document.querySelector('#tl-graph .js-plotly-plot');
+        return {range: gd.layout.xaxis.range, lanes: gd.data.flatMap(t => Array.from(t.y || []))};
+    }""")
+
+
+def lane_ranks(lanes) -> set:
+    return {int(m[1]) for y in lanes if y and (m := re.match(r"(?:r|rank )(\d+)\b", str(y)))}
+
+
+def wait_range(page, want, ms_origin):
+    """Wait until the timeline shows the window ``want`` (ns on the run's axis)."""
+    lo, hi = ((want[0] - ms_origin) / 1e6, (want[1] - ms_origin) / 1e6)
+    page.wait_for_function("""([lo, hi]) => {
+        const gd = document.querySelector('#tl-graph .js-plotly-plot');
+        const r = gd && gd.layout && gd.layout.xaxis && gd.layout.xaxis.range;
+        return r && Math.abs(r[0] - lo) < 1e-3 && Math.abs(r[1] - hi) < 1e-3;
+    }""", arg=[lo, hi], timeout=30_000)
+
+
+def open_overview(page, served, path, run):
+    """Open ``path``'s Overview by its URL; wait for its verdict."""
+    page.goto(served.url + href(served.ids[path], "overview"))
+    page.wait_for_function("(v) => (document.querySelector('#ov-verdict') || {}).innerText === v",
+                           arg=run.headline()["verdict"], timeout=60_000)
+
+
+@pytest.mark.parametrize("path", [*SAMPLE_RUNS, KINETO], ids=lambda p: p.name)
+def test_verdict_first_and_every_evidence_link_opens_its_step_and_ranks(served, page, path, artifacts):
+    if not path.is_dir():
+        pytest.skip(f"shared Kineto trace {path} is absent (../shared not mounted)")
+    run = Run.load(path)
+    open_overview(page, served, path, run)
+    box = page.locator("#ov-verdict").bounding_box()
+    assert box["y"] + box["height"] <= 1000   # above the fold at 1400x1000
+    page.screenshot(path=str(artifacts / f"views-{path.name}-overview.png"))
+    found = [ev for ev in run.findings()["evidence"] if ev["ranks"] or ev["steps"] or ev["window_ns"]]
+    assert page.locator("#findings a.evidence").count() == len(found)
+    origin = int(run.events["t_ns"].min())
+    drawn = {int(r) for r in run.events["rank"].unique()}
+    for i, ev in enumerate(found):
+        page.click(f"#findings a.evidence >> nth={i}")
+        page.wait_for_selector(f"#tab-timeline{SELECTED}", timeout=20_000)
+        want = ev["window_ns"] or (step_window(run, ev["steps"][0]) if ev["steps"] else None)
+        if want:   # else its ranks over the whole run
+            wait_range(page, want, origin)
+        pinned = set(ev["ranks"]) & drawn
+        if pinned:
+            page.wait_for_function("(want) => { const gd = document.querySelector('#tl-graph .js-plotly-plot');"
+                                   "const ys = gd.data.flatMap(t => Array.from(t.y || [])).filter(y => y);"
+                                   "return ys.length > 0 && ys.every(y => "
+                                   "want.some(r => String(y).match(new RegExp('^(r|rank )' + r + '\\\\b'))))}",
+                                   arg=sorted(pinned), timeout=30_000)
+            assert set() < lane_ranks(timeline_state(page)["lanes"]) <= pinned   # a dead rank may have no span there
+        if i == 0:
+            page.screenshot(path=str(artifacts / f"views-{path.name}-evidence.png"))
+        page.click("#tab-overview")
+        page.wait_for_selector("#findings a.evidence", timeout=30_000)
+    assert page.errors == []
+
+
+def test_a_copied_url_restores_run_page_step_ranks_and_window(served, browser, page, artifacts):
+    path = SAMPLES / "straggler"
+    run = Run.load(path)
+    ev = run.findings()["evidence"].iloc[0]
+    open_overview(page, served, path, run)
+    page.click("#findings a.evidence >> nth=0")
+    wait_range(page, ev["window_ns"], int(run.events["t_ns"].min()))
+    copied = page.url
+    assert f"run={served.ids[path]}" in copied and "page=timeline" in copied and "ranks=3" in copied
+    other = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    other.goto(copied)
+    other.wait_for_selector(f"#tab-timeline{SELECTED}", timeout=60_000)
+    wait_range(other, ev["window_ns"], int(run.events["t_ns"].min()))
+    assert lane_ranks(timeline_state(other)["lanes"]) == {3}
+    other.screenshot(path=str(artifacts / "views-copied-url.png"))
+    # another run and page by URL alone: the run is chosen, its tab opened
+    healthy = SAMPLES / "healthy"
+    other.goto(served.url + href(served.ids[healthy], "negotiation"))
+    other.wait_for_selector(f"#tab-negotiation{SELECTED}", timeout=60_000)
+    other.wait_for_selector("#neg-heatmap .main-svg", timeout=30_000)
+    assert "healthy" in other.input_value("#run-a")
+    other.context.close()
+    assert page.errors == []
+
+
+def test_dark_theme_and_only_the_pages_that_apply(served, browser, artifacts):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, color_scheme="dark")
+    page = context.new_page()
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(served.url + href(served.ids[SAMPLES / "straggler"], "overview"))
+    page.wait_for_selector("#ov-steps .main-svg", timeout=60_000)
+    assert page.evaluate("() => document.documentElement.getAttribute('data-mantine-color-scheme')") == "dark"
+    background = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+    assert sum(map(int, re.findall(r"\d+", background)[:3])) < 3 * 80, background
+    tick = page.evaluate("() => getComputedStyle(document.querySelector('#ov-steps .xtick text')).fill")
+    assert sum(map(int, re.findall(r"\d+", tick)[:3])) > 3 * 150, tick   # light text on the dark page
+    tabs = page.locator("[role=tab]").all_inner_texts()
+    for name in ("overview", "timeline", "breakdown", "negotiation", "fusion", "communication", "compare", "whatif"):
+        page.click(f"#tab-{name}")
+        page.wait_for_selector(f"#tab-{name}{SELECTED}", timeout=20_000)
+        page.wait_for_timeout(300)
+        page.screenshot(path=str(artifacts / f"views-dark-{name}.png"))
+    assert "Negotiation" in tabs and "Fusion" in tabs
+    if KINETO.is_dir():   # a Kineto run has no negotiation or fusion: their tabs are gone
+        page.goto(served.url + href(served.ids[KINETO], "overview"))
+        page.wait_for_selector("#ov-verdict", timeout=60_000)
+        page.wait_for_function("() => !document.querySelector('#tab-negotiation')", timeout=20_000)
+        tabs = page.locator("[role=tab]").all_inner_texts()
+        assert "Negotiation" not in tabs and "Fusion" not in tabs and "Timeline" in tabs
+    context.close()
+    assert errors == []

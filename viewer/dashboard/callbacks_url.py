@@ -1,0 +1,79 @@
+"""The view in the URL's query string (run, page, step, ranks, window): every change writes it, and opening a URL
+(a copied link, a finding's evidence, a heatmap cell) restores it."""
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qs, urlencode
+
+from dash import Input, Output, State, no_update
+from dash.exceptions import PreventUpdate
+
+from viewer.dashboard.layout import PAGES
+
+_WINDOW = re.compile(r"(-?\d+)_(-?\d+)")
+
+
+def href(run_id, page, step=None, ranks=(), window=None) -> str:
+    """The query string of a view; ``window``: (t0_ns, t1_ns) on the run's axis."""
+    q = {"run": run_id, "page": page, "step": None if step is None else int(step),
+         "ranks": ",".join(str(int(r)) for r in sorted(ranks or ())) or None,
+         "window": None if not window else f"{int(window[0])}_{int(window[1])}"}
+    return "?" + urlencode({k: v for k, v in q.items() if v is not None}, safe=",")
+
+
+def parse(search: str) -> dict:
+    """A query string's view; what it lacks or cannot be read is None."""
+    q = {k: v[-1] for k, v in parse_qs((search or "").lstrip("?")).items()}
+    window = _WINDOW.fullmatch(q.get("window", ""))
+    return {"run": q.get("run"), "page": q.get("page"),
+            "step": int(q["step"]) if q.get("step", "").isdigit() else None,
+            "ranks": [int(r) for r in q.get("ranks", "").split(",") if r.isdigit()] or None,
+            "window": [int(window[1]), int(window[2])] if window else None}
+
+
+def register(app, ctx):
+    pages = {value for value, _ in PAGES}
+
+    # restore waits for what resets the timeline on a new run (its window and ranks as State), then the
+    # timeline's part waits for that reset and for the new run's rank options: Dash runs a callback only
+    # once no pending one writes its inputs or states
+    @app.callback(Output("run-a", "value", allow_duplicate=True), Output("tabs", "value", allow_duplicate=True),
+                  Output("url-pending", "data"), Input("url", "search"), State("url-written", "data"),
+                  State("tl-window", "data"), State("tl-ranks", "value"), prevent_initial_call="initial_duplicate")
+    def restore(search, written, _window, _ranks):
+        if search == written:
+            raise PreventUpdate   # the view this page just wrote
+        q = parse(search)
+        run = q["run"] if q["run"] and ctx.registry.get(q["run"]) is not None else no_update
+        return run, q["page"] if q["page"] in pages else no_update, {**q, "search": search}
+
+    @app.callback(Output("tl-window", "data", allow_duplicate=True), Output("tl-ranks", "value", allow_duplicate=True),
+                  Output("tl-step", "value", allow_duplicate=True), Input("url-pending", "data"),
+                  State("tl-window", "data"), State("tl-ranks", "value"), State("tl-ranks", "options"),
+                  prevent_initial_call=True)
+    def restore_timeline(q, _window, _ranks, options):
+        held = {o["value"] for o in options or ()}
+        ranks = [r for r in q["ranks"] or () if r in held] or None
+        # a window is shown as it is; a step alone opens that step's window (the timeline's own step box)
+        return q["window"], ranks, None if q["window"] else q["step"]
+
+    @app.callback(Output("url", "search"), Output("url-written", "data"), Input("run-a", "value"),
+                  Input("tabs", "value"), Input("tl-step", "value"), Input("tl-ranks", "value"),
+                  Input("tl-window", "data"), State("url-pending", "data"), prevent_initial_call=True)
+    def write(run_id, page, step, ranks, window, restored):
+        if restored is None:
+            raise PreventUpdate   # the page is still opening: the URL it was opened with is not read yet
+        search = href(run_id, page, step, ranks, window)
+        return search, search
+
+    # one callback per heatmap: Dash fires a callback only while all its inputs are on the page, and only the
+    # open tab's heatmap is
+    for heatmap in ("ov-heatmap", "neg-heatmap"):
+        @app.callback(Output("url", "search", allow_duplicate=True), Input(heatmap, "clickData"),
+                      State("run-a", "value"), prevent_initial_call=True)
+        def open_heatmap_cell(click, run_id):
+            """A lateness cell opens the timeline at its step, its rank pinned."""
+            if not click or not click.get("points"):
+                raise PreventUpdate
+            point = click["points"][0]
+            return href(run_id, "timeline", step=int(point["x"]), ranks=[int(point["y"])])
