@@ -58,8 +58,12 @@ def test_verdict_first_and_every_evidence_link_opens_its_step_and_ranks(served, 
         pytest.skip(f"shared Kineto trace {path} is absent (../shared not mounted)")
     run = Run.load(path)
     open_overview(page, served, path, run)
-    box = page.locator("#ov-verdict").bounding_box()
-    assert box["y"] + box["height"] <= 1000   # above the fold at 1400x1000
+    # the verdict's bottom, read once it is laid out (a redraw of the body can replace the element meanwhile)
+    bottom = page.wait_for_function("() => { const e = document.querySelector('#ov-verdict');"
+                                    "const r = e && e.getBoundingClientRect();"
+                                    "return r && r.height > 0 ? r.bottom + window.scrollY : null; }",
+                                    timeout=30_000).json_value()
+    assert bottom <= 1000   # above the fold at 1400x1000
     page.screenshot(path=str(artifacts / f"views-{path.name}-overview.png"))
     found = [ev for ev in run.findings()["evidence"] if ev["ranks"] or ev["steps"] or ev["window_ns"]]
     assert page.locator("#findings a.evidence").count() == len(found)

@@ -116,9 +116,9 @@ def test_the_dashboard_names_the_rank_that_died(runs, page, artifacts, tmp_path)
                  tmp_path / "log")
     try:
         page.goto(srv.url)
-        page.wait_for_selector("#findings li", timeout=60_000)
+        page.wait_for_selector("#findings .finding", timeout=60_000)
         page.wait_for_selector("#card-straggler .card-value", timeout=60_000)
-        first = page.locator("#findings li").first.inner_text()
+        first = page.locator("#findings .finding").first.text_content()   # its detail folded too
         assert "rank 2 stopped first" in first and "rank(s) 0, 1, 3 waited" in first
         if "end_ns" in runs["died"].tensor_ops:   # the loader gives a failed op's end: the wait ends there
             waited = float(re.search(r"waited ([\d.]+) s for it", first).group(1))
