@@ -42,6 +42,12 @@ def one_step(step):
     return [n for n, _ in handles]
 
 
+def _open_ranges(log) -> set:
+    """The names of the NVTX ranges in ``log`` that are still open."""
+    ended = {e[1] for e in list(log) if e[0] == "end"}
+    return {e[3] for e in list(log) if e[0] == "start" and e[1] not in ended}
+
+
 def main():
     mode = sys.argv[1]
     out_dir = os.environ["RESULTS_DIR"]
@@ -59,6 +65,10 @@ def main():
         with open(os.path.join(out_dir, f"submitted-{r}.json"), "w") as f:
             json.dump(sorted(set(submitted)), f)
         if emitter is not None:
+            # the handles complete before the engine's thread closes the response's range: let it close them
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and _open_ranges(emitter.log) - {"STEP"}:
+                time.sleep(0.001)
             with open(os.path.join(out_dir, f"nvtx-{r}.json"), "w") as f:
                 json.dump(emitter.log, f)
         C.shutdown()
