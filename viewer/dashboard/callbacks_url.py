@@ -9,6 +9,7 @@ from dash import Input, Output, State, no_update
 from dash.exceptions import PreventUpdate
 
 from viewer.dashboard.layout import PAGES
+from viewer.findings.rule import step_window
 
 _WINDOW = re.compile(r"(-?\d+)_(-?\d+)")
 
@@ -75,5 +76,9 @@ def register(app, ctx):
             """A lateness cell opens the timeline at its step, its rank pinned."""
             if not click or not click.get("points"):
                 raise PreventUpdate
-            point = click["points"][0]
-            return href(run_id, "timeline", step=int(point["x"]), ranks=[int(point["y"])])
+            held = ctx.registry.get(run_id)
+            if held is None:
+                raise PreventUpdate
+            step, rank = int(click["points"][0]["x"]), int(click["points"][0]["y"])
+            # the window itself, as the old callback opened it: one restore, not a step box that sets it later
+            return href(run_id, "timeline", ranks=[rank], window=step_window(held.run, step, [rank]))
