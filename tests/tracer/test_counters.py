@@ -33,7 +33,7 @@ def _counter_threads():
 
 def test_counters_at_the_configured_rate(env, tmp_path):
     env(RINGSCOPE_TIMELINE=str(tmp_path) + "/", RINGSCOPE_TIMELINE_COUNTERS_HZ="20")
-    cpu0 = time.process_time()
+    cpu0, wall0 = time.process_time(), time.perf_counter()
     rec = tracer.configure({"rank": 0, "size": 1})
     time.sleep(0.1)
     busy0 = time.process_time()
@@ -44,12 +44,13 @@ def test_counters_at_the_configured_rate(env, tmp_path):
     time.sleep(0.5)
     cpu1 = time.process_time()
     tracer.close()
+    most = int(20 * (time.perf_counter() - wall0)) + 2   # ~1 s, longer on a loaded host
     assert not _counter_threads()
     got = _by_name(rec.path)
     assert set(got) == set(HOST), got.keys()   # no GPU here: no GPU tracks
     for name in HOST:
         evs = got[name]
-        assert 12 <= len(evs) <= 22, (name, len(evs))   # 1 s at 20 Hz (a loaded host may skip some)
+        assert 12 <= len(evs) <= most, (name, len(evs), most)   # 20 Hz (a loaded host may skip some)
         gaps = [b["ts"] - a["ts"] for a, b in zip(evs, evs[1:])]
         assert 45_000 <= statistics.median(gaps) <= 70_000, gaps   # µs
         assert all(e["pid"] == 0 and e["cat"] == v.CAT_COUNTER and set(e["args"]) == {"value"}
