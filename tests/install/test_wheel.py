@@ -61,11 +61,12 @@ def link_distributions(dists, into: Path) -> None:
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory):
-    """A fresh venv holding the wheel built from this checkout, without a compiler; (bin folder, env)."""
+    """A fresh venv holding the wheel built from this checkout, without a compiler: (its bin, the env, the tmp)."""
     tmp = tmp_path_factory.mktemp("wheel")
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "-o", str(tmp / "dist"), str(REPO)],
-                   check=True, capture_output=True, timeout=600)
+    r = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "-o", str(tmp / "dist"), str(REPO)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     wheel = next((tmp / "dist").glob("ringscope-*.whl"))
     print(f"wheel built in {time.perf_counter() - t0:.1f} s: {wheel.name}")
     assert not wheel.name.endswith("-none-any.whl")   # a binary wheel: the C modules are in it
@@ -78,8 +79,9 @@ def venv(tmp_path_factory):
     bin_ = tmp / "venv" / "bin"
     env = {**os.environ, "PATH": str(bin_), "CC": "false", "CXX": "false"}
     env.pop("PYTHONPATH", None)
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(bin_ / "python"), "install", "-q", "--no-index",
-                    "--no-build-isolation", str(wheel)], check=True, env=env, cwd=tmp, timeout=300)
+    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(bin_ / "python"), "install", "-q", "--no-index",
+                        str(wheel)], env=env, cwd=tmp, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr   # e.g. a dependency the wheel declares and the venv lacks
     print(f"venv and install in {time.perf_counter() - t0:.1f} s")
     return bin_, env, tmp
 
