@@ -4,6 +4,7 @@ the bit round's MPI calls (``collectives._round``, against the mpich wheel's mpi
 the viewer's event scanner (``viewer.io._eventscan``); everything else is in pyproject.toml."""
 import importlib.metadata
 import os
+import sys
 from glob import glob
 
 from setuptools import Extension, setup
@@ -19,9 +20,11 @@ def mpich_dirs() -> tuple[str, str]:
 
 
 ROUND = "collectives/core/round_mpi.c"
-mpi_include, mpi_lib = mpich_dirs()
+# the runtime's core (collectives.*) waits on futexes: Linux only; macOS wheels are the viewer's
+RUNTIME = sys.platform.startswith("linux")
+mpi_include, mpi_lib = mpich_dirs() if RUNTIME else ("", "")
 core_headers = sorted(glob("collectives/core/*.h") + glob("tracer/*.h"))
-setup(ext_modules=[Extension("tracer._record", sorted(glob("tracer/*.c")),
+setup(ext_modules=[e for e in [Extension("tracer._record", sorted(glob("tracer/*.c")),
                              depends=sorted(glob("tracer/*.h")), extra_compile_args=["-O2"]),
                    Extension("collectives._core", sorted(set(glob("collectives/core/*.c")) - {ROUND}),
                              include_dirs=["tracer", "collectives/core"], depends=core_headers,
@@ -31,4 +34,5 @@ setup(ext_modules=[Extension("tracer._record", sorted(glob("tracer/*.c")),
                    Extension("collectives._round", [ROUND], include_dirs=["collectives/core", mpi_include],
                              library_dirs=[mpi_lib], libraries=["mpi"], depends=core_headers,
                              extra_compile_args=["-O2", "-std=gnu11"]),
-                   Extension("viewer.io._eventscan", ["viewer/io/_eventscan.c"], extra_compile_args=["-O2"])])
+                   Extension("viewer.io._eventscan", ["viewer/io/_eventscan.c"], extra_compile_args=["-O2"])]
+                   if RUNTIME or not e.name.startswith("collectives.")])

@@ -18,19 +18,41 @@ RINGSCOPE_TIMELINE_COUNTERS_HZ,
 RINGSCOPE_DISABLE_NVTX (HOROVOD_DISABLE_NVTX_RANGES, NVTX_DISABLE), RINGSCOPE_NVTX_ALWAYS.
 See docs/TRACE_FORMAT.md.
 
-:mod:`tracer.timeline` (the writer, its threads, orjson) is imported only when a timeline starts.
+:mod:`tracer.timeline` (the writer, its threads, orjson) is imported only when a timeline starts, and
+:mod:`tracer.recorder` (the C module ``tracer._record``) on first use: the viewer imports ``tracer.vocab`` and
+never needs the runtime's C module.
 """
 from __future__ import annotations
 
 import os
 import socket
+import sys
+from typing import TYPE_CHECKING, Any
 
 from tracer import exit_hooks, vocab
 from tracer.config import TimelineConfigError, check_writable, rank_path, settings_from_env
 from tracer.nvtx_emitter import load_emitter
-from tracer.recorder import NullRecorder, get_recorder, set_framework_thread, set_recorder
 
-__version__ = "0.1.0"
+if TYPE_CHECKING:
+    from tracer.recorder import NullRecorder as NullRecorder
+    from tracer.recorder import get_recorder as get_recorder
+    from tracer.recorder import set_framework_thread as set_framework_thread
+    from tracer.recorder import set_recorder as set_recorder
+
+__version__ = "0.1.0"   # the one version: pyproject.toml reads it, traces carry it, `ringscope --version` prints it
+
+_RECORDER_NAMES = ("NullRecorder", "get_recorder", "set_framework_thread", "set_recorder")
+
+
+def __getattr__(name: str) -> Any:
+    # tracer.get_recorder and its kin load the recorder on first access, then live in the module's dict
+    # (no further cost on the runtime's calls); so does tracer._record, whose capsule the runtime's C core
+    # imports (tracer/record_api.h)
+    if name in _RECORDER_NAMES or name == "_record":
+        from tracer import recorder
+        globals().update({n: getattr(recorder, n) for n in _RECORDER_NAMES})
+        return globals()[name]
+    raise AttributeError(f"module 'tracer' has no attribute {name!r}")
 
 _state = {"meta": None, "settings": None}
 
@@ -55,6 +77,7 @@ def _cpus() -> dict:
 
 
 def _replace(new) -> None:
+    from tracer.recorder import NullRecorder, get_recorder, set_recorder
     old = get_recorder()
     if new is not None:
         new.step = old.step
@@ -64,12 +87,14 @@ def _replace(new) -> None:
 
 
 def _null(step: int) -> NullRecorder:
+    from tracer.recorder import NullRecorder
     r = NullRecorder()
     r.step = step
     return r
 
 
 def _start(path_spec: str, source: str, mark_cycles: bool | None):
+    from tracer.recorder import get_recorder
     from tracer.timeline import open_recorder
     settings, meta = _state["settings"], _state["meta"]
     path = rank_path(path_spec, int(meta.get("rank") or 0), source)
@@ -88,6 +113,7 @@ def _start(path_spec: str, source: str, mark_cycles: bool | None):
 def configure(meta: dict):
     """Configure the timeline from the environment and install the recorder; returns it. The
     calling thread becomes the framework thread (phases and regions there go on TID_FRAMEWORK)."""
+    from tracer.recorder import get_recorder, set_framework_thread
     settings = settings_from_env()
     set_framework_thread()
     _state["settings"], _state["meta"] = settings, _full_meta(meta, settings)
@@ -122,7 +148,9 @@ def stop_timeline():
 
 def _after_fork_in_child() -> None:
     # A forked child (e.g. a data-loader worker) has no writer thread: it must not record.
-    set_recorder(_null(get_recorder().step))
+    if "tracer.recorder" in sys.modules:
+        from tracer.recorder import get_recorder, set_recorder
+        set_recorder(_null(get_recorder().step))
 
 
 if hasattr(os, "register_at_fork"):
@@ -134,6 +162,7 @@ _after_step: list = []
 
 def mark_step(step=None):
     """Advance (or set) the training step carried by subsequent events."""
+    from tracer.recorder import get_recorder
     get_recorder().mark_step(step)
     if _after_step:
         hooks = _after_step[:]
@@ -151,6 +180,7 @@ def after_next_step(fn) -> None:
 def begin_step(step):
     """Make ``step`` the current step from now on, without closing the one before as a STEP span
     (an elastic job's new world continues the step numbers of the committed state)."""
+    from tracer.recorder import get_recorder
     rec = get_recorder()
     rec.step = -1
     rec.mark_step(int(step))
@@ -158,6 +188,7 @@ def begin_step(step):
 
 def flush(timeout: float = 5.0) -> bool:
     """Write everything buffered so far; True when it reached the file (or nothing records)."""
+    from tracer.recorder import get_recorder
     rec = get_recorder()
     return rec.flush(timeout) if hasattr(rec, "flush") else True
 

@@ -15,6 +15,7 @@ on a node of identical GPUs).
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 
@@ -65,6 +66,9 @@ def _device_handle(nvml, local_rank: int, env):
     return nvml.nvmlDeviceGetHandleByUUID(dev)   # GPU-... or MIG-...; "-1" and the like fail here
 
 
+NVIDIA_CONTROL = "/dev/nvidiactl"   # the NVIDIA driver's device: this host has a GPU
+
+
 class NvmlGpu:
     """utilization.gpu and the memory used of one device, through NVML (the ``pynvml`` module)."""
 
@@ -79,6 +83,9 @@ class NvmlGpu:
             try:
                 import pynvml as nvml  # optional: the gpu extra
             except ImportError:
+                if os.path.exists(NVIDIA_CONTROL):
+                    print("ringscope: this host has an NVIDIA GPU but the pynvml module is missing, so the "
+                          "timeline's GPU counters are off: pip install 'ringscope[gpu]'", file=sys.stderr)
                 return None
         try:
             nvml.nvmlInit()

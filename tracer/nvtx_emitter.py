@@ -7,6 +7,9 @@ what it forwarded (``log``), which is how the tests check that each phase produc
 """
 from __future__ import annotations
 
+import os
+import sys
+
 DOMAIN = "ringscope"
 
 
@@ -68,6 +71,9 @@ def load_emitter(enabled: bool = True, force: bool = False) -> NvtxEmitter | Non
     try:
         import nvtx  # optional: the nvtx extra
     except ImportError:
+        if os.environ.get("NVTX_INJECTION64_PATH"):   # set by Nsight Systems in the process it profiles
+            print("ringscope: Nsight Systems is attached but the nvtx package is missing, so the timeline's NVTX "
+                  "ranges are off: pip install 'ringscope[nvtx]'", file=sys.stderr)
         return None
     if not force and not tool_attached(nvtx):
         return None

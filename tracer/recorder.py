@@ -48,7 +48,10 @@ import threading
 import time
 
 from tracer import vocab
-from tracer._record import IDLE, current, set_current
+from tracer.native import load
+
+_record = load("tracer._record")   # one line with the fix when the C module was not built
+IDLE, current, set_current = _record.IDLE, _record.current, _record.set_current
 
 _now = time.perf_counter_ns
 
