@@ -54,7 +54,7 @@ def test_the_same_run_twice_is_no_change(healthy):
 
 
 def test_reruns_with_the_same_settings_show_no_change_beyond_noise(tmp_path):
-    runs = [_load(write_run(tmp_path / f"seed{s}", size=2, steps=12, seed=s)) for s in range(11)]
+    runs = [_load(write_run(tmp_path / f"seed{s}", size=2, steps=8, seed=s)) for s in range(11)]
     calls = [diff_runs(runs[0], r)["significant"] for r in runs[1:]]
     assert calls.count(False) >= 9, calls
 
@@ -87,6 +87,9 @@ def test_slow_cross_host_link_is_communication_and_coincides_with_the_hosts(heal
     assert comm > 0.9 * d["change_ms"]
     assert {"name": "hosts", "a": 1, "b": 2} in d["settings_changed"]
     assert d["coincides"] and "hosts 1 → 2" in d["coincides"][0]
+    assert d["links"]["a"] is None and d["links"]["b"]["hosts"] == ["h0", "h1"]
+    assert d["links"]["b"]["waited_ms"] > 0.8 * d["change_ms"] and d["links"]["b"]["busbw_gbps"] < 0.05  # 200 Mbit/s
+    assert "the cross-host link (h0–h1) carries it" in d["verdict"]
 
 
 def test_kineto_kernel_family_slowed_20_pct_is_named(tmp_path):

@@ -71,6 +71,13 @@ def lines(d: dict) -> list[str]:
         host = f" ({m['host']})" if m["host"] else ""
         out.append(f"  rank {m['rank']}{host}: {m['phase']} {ms(m['a_ms'])} → {ms(m['b_ms'])} "
                    f"({_signed(m['delta_ms'])})")
+    if d["links"]["a"] or d["links"]["b"]:
+        out += ["", "Cross-host link, per step (mean over ranks)"]
+        for side in ("a", "b"):
+            lk = d["links"][side]
+            out.append(f"  {side.upper()}: " + ("one host" if lk is None else
+                       f"{'–'.join(lk['hosts'])}: busy {ms(lk['busy_ms'])}, waited on {ms(lk['waited_ms'])}, "
+                       f"busbw {units.rate(lk['busbw_gbps'])} (the biggest quarter of its messages)"))
     out += ["", "Settings that differ"]
     if d["settings_changed"]:
         out += _table([[s["name"], show(s["name"], s["a"]), show(s["name"], s["b"])] for s in d["settings_changed"]],

@@ -3,7 +3,7 @@ and the sentences that say it, verdict first."""
 from __future__ import annotations
 
 from viewer import units
-from viewer.diff import collectives, phases, ranks, settings, steps
+from viewer.diff import collectives, links, phases, ranks, settings, steps
 from viewer.summary import clean, records
 
 SCHEMA = "ringscope.diff/1"
@@ -15,7 +15,7 @@ def _side(run, source, st, step_ms) -> dict:
             "step_ms": step_ms}
 
 
-def _verdict(h: dict, ph: list[dict], rk: dict) -> str:
+def _verdict(h: dict, ph: list[dict], rk: dict, lk: dict) -> str:
     """One sentence: how much slower or faster B is, whether beyond the noise, and where most of it went."""
     if h["change_pct"] is None:
         return f"No step time to compare: {h['compared'].removeprefix('nothing: ')}."
@@ -38,6 +38,11 @@ def _verdict(h: dict, ph: list[dict], rk: dict) -> str:
         own = [m for m in rk["movers"] if m["rank"] in rk["new"] and m["delta_ms"] * h["change_ms"] > 0]
         if own:
             out += f" (its {own[0]['phase']} {'+' if own[0]['delta_ms'] > 0 else ''}{ms(own[0]['delta_ms'])})"
+    waited = [(lk[k] or {}).get("waited_ms") or 0.0 for k in ("a", "b")]
+    if (waited[1] - waited[0]) * h["change_ms"] > 0 and abs(waited[1] - waited[0]) >= 0.5 * abs(h["change_ms"]):
+        side = lk["b"] or lk["a"]
+        out += (f"; the cross-host link ({'–'.join(side['hosts'])}) carries it: waited on {ms(waited[0])} → "
+                f"{ms(waited[1])} a step")
     return out + "."
 
 
@@ -65,15 +70,16 @@ def diff_runs(ra, rb, a_source: str = "A", b_source: str = "B", top: int = colle
     changed = settings.settings_changed(ra, rb)
     ops = collectives.compare_ops(collectives.op_table(ra, sa.index), collectives.op_table(rb, sb.index))
     mv = collectives.movers(ra, rb, sa.index, sb.index)
+    lk = links.link_changes(ra, rb, list(sa.index), list(sb.index))
     out = {
         "schema": SCHEMA,
         "a": _side(ra, a_source, sa, h["a_step_ms"]), "b": _side(rb, b_source, sb, h["b_step_ms"]),
         "change_ms": h["change_ms"], "change_pct": h["change_pct"], "change_ci_pct": h["change_ci_pct"],
         "p_value": h["p_value"], "significant": h["significant"], "testable": h["testable"], "compared": h["compared"],
-        "verdict": _verdict(h, pc["phases"], rk),
+        "verdict": _verdict(h, pc["phases"], rk, lk),
         "coincides": coincides(h, pc["phases"], changed),
         "phases": pc["phases"], "phases_residual_ms": pc["residual_ms"], "phases_unknown": pc["unknown"],
         "collectives": records(ops), "movers": records(mv.head(top)),
-        "ranks": rk, "settings_changed": changed,
+        "ranks": rk, "links": lk, "settings_changed": changed,
     }
     return clean(out)
