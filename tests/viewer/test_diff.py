@@ -70,6 +70,18 @@ def test_a_planted_30ms_loader_is_named_in_reruns_of_the_recorder(tmp_path):
     assert abs(d["ranks"]["movers"][0]["delta_ms"] - 30) < 5
 
 
+def test_a_slower_host_is_named(tmp_path):
+    hosts = ["h0", "h0", "h1", "h1"]
+    a = _load(write_run(tmp_path / "a", size=4, steps=8, seed=3, hosts=hosts))
+    b = _load(write_run(tmp_path / "b", size=4, steps=8, seed=4, hosts=hosts,
+                        slow={2: {"forward": 8.0}, 3: {"forward": 8.0}}))
+    d = diff_runs(a, b)
+    assert d["significant"]
+    _phases_sum_to_change(d)
+    top, other = d["ranks"]["hosts"]
+    assert (top["host"], top["ranks"]) == ("h1", [2, 3]) and abs(top["delta_ms"] - 8) < 2 and abs(other["delta_ms"]) < 2
+
+
 def test_fusion_threshold_change_is_named_and_the_collective_count_rises(healthy):
     d = diff_runs(healthy, _load(SAMPLES / "tiny-tensors"))
     assert {"name": "fusion_threshold", "a": 128 << 20, "b": 64 << 10} in d["settings_changed"]

@@ -71,6 +71,9 @@ def lines(d: dict) -> list[str]:
         host = f" ({m['host']})" if m["host"] else ""
         out.append(f"  rank {m['rank']}{host}: {m['phase']} {ms(m['a_ms'])} → {ms(m['b_ms'])} "
                    f"({_signed(m['delta_ms'])})")
+    for h in rk["hosts"]:
+        out.append(f"  host {h['host']} (ranks {', '.join(map(str, h['ranks']))}): its ranks' own work "
+                   f"{_signed(h['delta_ms'])} a step")
     if d["links"]["a"] or d["links"]["b"]:
         out += ["", "Cross-host link, per step (mean over ranks)"]
         for side in ("a", "b"):

@@ -57,10 +57,9 @@ def compare_ops(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     m = a.merge(b, on="op", how="outer", suffixes=("_a", "_b"))
     out = pd.DataFrame({"op": m["op"]})
     for c in ("count", "bytes", "ms", "busbw_gbps", "tensors_per_op", "fill"):
-        key = {"ms": "ms"}.get(c, c)
-        zero = c in ("count", "bytes", "ms")
         av, bv = m[f"{c}_a"].astype("float64"), m[f"{c}_b"].astype("float64")
-        out[f"a_{key}"], out[f"b_{key}"] = (av.fillna(0), bv.fillna(0)) if zero else (av, bv)
+        zero = c in ("count", "bytes", "ms")   # an op a run lacks: none of it there; its medians unknown
+        out[f"a_{c}"], out[f"b_{c}"] = (av.fillna(0), bv.fillna(0)) if zero else (av, bv)
     out["delta_ms"] = out["b_ms"] - out["a_ms"]
     return out.sort_values("delta_ms", key=abs, ascending=False, ignore_index=True)[OP_COLUMNS]
 

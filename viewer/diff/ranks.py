@@ -29,10 +29,12 @@ def _own_phases(run, steps) -> pd.DataFrame:
 
 
 def rank_changes(ra, rb, a_steps, b_steps) -> dict:
-    """``a_late``, ``b_late``, ``same``, ``new``, ``gone`` and ``movers``: the (rank, phase) of the ranks'
-    own work that changed most per step, with the rank's host in B."""
+    """``a_late``, ``b_late``, ``same``, ``new``, ``gone``; ``movers``: the (rank, phase) of the ranks' own work
+    that changed most per step, with the rank's host in B; ``hosts`` (B on two hosts or more): the mean change
+    of its ranks' own work per step, per host of B, the most slowed first."""
     a_late, b_late = late_ranks(ra), late_ranks(rb)
-    out: dict = {"a_late": a_late, "b_late": b_late, "same": None, "new": [], "gone": [], "movers": []}
+    out: dict = {"a_late": a_late, "b_late": b_late, "same": None, "new": [], "gone": [], "movers": [],
+                 "hosts": []}
     if a_late is not None and b_late is not None:
         out["same"] = a_late == b_late
         out["new"] = [r for r in b_late if r not in a_late]
@@ -44,9 +46,15 @@ def rank_changes(ra, rb, a_steps, b_steps) -> dict:
     pa, pb = (p.assign(other_ns=p["other_ns"] + p[unknown].fillna(0).sum(axis=1)).drop(columns=unknown)
               for p in (pa, pb))
     ranks = pa.index.intersection(pb.index)
-    delta = (pb.loc[ranks].astype("float64") - pa.loc[ranks].astype("float64")).stack()
-    delta = delta.dropna().sort_values(key=abs, ascending=False).head(TOP)
+    per = pb.loc[ranks].astype("float64") - pa.loc[ranks].astype("float64")
+    delta = per.stack().dropna().sort_values(key=abs, ascending=False).head(TOP)
     host = links.hosts_of(rb.ranks)
+    own = per.sum(axis=1)   # each rank's own work per step, B less A
+    if len(set(host.values())) >= 2:
+        by_host = own.groupby([host.get(int(r)) for r in own.index]).mean()
+        out["hosts"] = [{"host": h, "ranks": [int(r) for r in own.index if host.get(int(r)) == h],
+                         "delta_ms": float(m) / 1e6}
+                        for h, m in by_host.sort_values(ascending=False).items()]
     for (rank, bucket), d in delta.items():
         out["movers"].append({"rank": int(rank), "host": host.get(int(rank)), "phase": vocab.BY_BUCKET[bucket].label,
                               "a_ms": float(pa.loc[rank, bucket]) / 1e6, "b_ms": float(pb.loc[rank, bucket]) / 1e6,
