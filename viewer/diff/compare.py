@@ -21,8 +21,9 @@ def _verdict(h: dict, ph: list[dict], rk: dict, lk: dict) -> str:
         return f"No step time to compare: {h['compared'].removeprefix('nothing: ')}."
     ms = units.UNITS["ms"]
     way = "slower" if h["change_ms"] > 0 else "faster"
-    head = (f"B's step is {units.pct(abs(h['change_pct']))} {way} than A's ({ms(h['a_step_ms'])} → "
-            f"{ms(h['b_step_ms'])})")
+    steps = f"({ms(h['a_step_ms'])} → {ms(h['b_step_ms'])})"
+    head = (f"B's step is as long as A's {steps}" if abs(h["change_pct"]) < 0.05 else
+            f"B's step is {units.pct(abs(h['change_pct']))} {way} than A's {steps}")
     if not h["testable"]:
         return f"{head}: too few steps ({h['steps'][0]} and {h['steps'][1]}) to tell a change from the noise."
     if not h["significant"]:
