@@ -80,6 +80,7 @@ def test_a_slower_host_is_named(tmp_path):
     _phases_sum_to_change(d)
     top, other = d["ranks"]["hosts"]
     assert (top["host"], top["ranks"]) == ("h1", [2, 3]) and abs(top["delta_ms"] - 8) < 2 and abs(other["delta_ms"]) < 2
+    assert "host h1 got slower" in d["verdict"]
 
 
 def test_fusion_threshold_change_is_named_and_the_collective_count_rises(healthy):

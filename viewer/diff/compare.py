@@ -33,12 +33,16 @@ def _verdict(h: dict, ph: list[dict], rk: dict, lk: dict) -> str:
     same_way = [p for p in ph if p["delta_ms"] * h["change_ms"] > 0]
     if same_way:
         top = max(same_way, key=lambda p: abs(p["delta_ms"]))
-        out += f"; most of it {top['phase']} ({'+' if top['delta_ms'] > 0 else ''}{ms(top['delta_ms'])})"
+        share = "most of it" if abs(top["delta_ms"]) > 0.5 * abs(h["change_ms"]) else "the biggest part"
+        out += f"; {share} {top['phase']} ({'+' if top['delta_ms'] > 0 else ''}{ms(top['delta_ms'])})"
     if rk["new"]:
         out += f"; rank {', '.join(map(str, rk['new']))} is a new straggler"
         own = [m for m in rk["movers"] if m["rank"] in rk["new"] and m["delta_ms"] * h["change_ms"] > 0]
         if own:
             out += f" (its {own[0]['phase']} {'+' if own[0]['delta_ms'] > 0 else ''}{ms(own[0]['delta_ms'])})"
+    host = rk["hosts"][0] if rk["hosts"] else None
+    if host and host["delta_ms"] * h["change_ms"] > 0 and abs(host["delta_ms"]) >= 0.5 * abs(h["change_ms"]):
+        out += f"; host {host['host']} got {way} (its ranks' own work {ms(host['delta_ms'])} a step)"
     waited = [(lk[k] or {}).get("waited_ms") or 0.0 for k in ("a", "b")]
     if (waited[1] - waited[0]) * h["change_ms"] > 0 and abs(waited[1] - waited[0]) >= 0.5 * abs(h["change_ms"]):
         side = lk["b"] or lk["a"]
