@@ -25,7 +25,7 @@ def _short(name: str, width: int = 70) -> str:
 def lines(d: dict) -> list[str]:
     """The diff ``d`` (:func:`viewer.diff.compare.diff_runs`) as lines of text."""
     a, b = d["a"], d["b"]
-    out = [d["verdict"], *d["coincides"]]
+    out = [d["verdict"], *d["coincides"], *d["cautions"]]
     lo, hi = d["change_ci_pct"]
     if lo is not None:
         out.append(f"  change {_signed(d['change_ms'])} ({d['change_pct']:+.1f} %, 95 % interval "

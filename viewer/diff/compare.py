@@ -3,7 +3,7 @@ and the sentences that say it, verdict first."""
 from __future__ import annotations
 
 from viewer import units
-from viewer.diff import collectives, links, phases, ranks, settings, steps
+from viewer.diff import collectives, environment, links, phases, ranks, settings, steps
 from viewer.summary import clean, records
 
 SCHEMA = "ringscope.diff/1"
@@ -76,6 +76,7 @@ def diff_runs(ra, rb, a_source: str = "A", b_source: str = "B", top: int = colle
     ops = collectives.compare_ops(collectives.op_table(ra, sa.index), collectives.op_table(rb, sb.index))
     mv = collectives.movers(ra, rb, sa.index, sb.index)
     lk = links.link_changes(ra, rb, list(sa.index), list(sb.index))
+    env = {"a": environment.machine(ra, list(sa.index)), "b": environment.machine(rb, list(sb.index))}
     out = {
         "schema": SCHEMA,
         "a": _side(ra, a_source, sa, h["a_step_ms"]), "b": _side(rb, b_source, sb, h["b_step_ms"]),
@@ -83,6 +84,7 @@ def diff_runs(ra, rb, a_source: str = "A", b_source: str = "B", top: int = colle
         "p_value": h["p_value"], "significant": h["significant"], "testable": h["testable"], "compared": h["compared"],
         "verdict": _verdict(h, pc["phases"], rk, lk),
         "coincides": coincides(h, pc["phases"], changed),
+        "cautions": environment.cautions(env["a"], env["b"]), "environment": env,
         "phases": pc["phases"], "phases_residual_ms": pc["residual_ms"], "phases_unknown": pc["unknown"],
         "collectives": records(ops), "movers": records(mv.head(top)),
         "ranks": rk, "links": lk, "settings_changed": changed,
