@@ -126,6 +126,16 @@ def test_kineto_kernel_family_slowed_20_pct_is_named(tmp_path):
     assert d["settings_changed"] == [] and len(d["phases"]) == 2   # exposed comm and other, from the GPU
 
 
+def test_kineto_runs_of_other_jobs_match_collectives_by_position_and_size():
+    pair = KINETO.parent.parent / "pair_128rank_job"
+    if not pair.exists():
+        pytest.skip(f"real Kineto traces not present at {pair.parent} (../shared is absent)")
+    d = diff_runs(_load(KINETO), _load(pair))
+    assert {"name": "ranks", "a": 2, "b": 128} in d["settings_changed"]
+    assert {m["matched_by"] for m in d["movers"] if m["kind"] == "tensor"} == {"position and size"}
+    assert not d["testable"] and "too few steps (3 and 2)" in d["verdict"]
+
+
 def test_horovod_timelines_compare_collectives_and_name_the_backend():
     d = diff_runs(_load(horovod_file("gloo_2ranks")), _load(horovod_file("mpi_2ranks")))
     assert d["change_ms"] is None and "mark no steps" in d["verdict"]

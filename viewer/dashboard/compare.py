@@ -51,7 +51,7 @@ def _timeline_link(held, side: dict, which: str):
 def head(a, b) -> list:
     """The verdict, the waterfall, the movers, the settings that differ and the two timeline links."""
     d = diff_of(a, b)
-    out = [dmc.Alert([dmc.Text(s) for s in (d["verdict"], *d["coincides"])], id="cmp-verdict",
+    out = [dmc.Alert([dmc.Text(s) for s in (d["verdict"], *d["coincides"], *d["cautions"])], id="cmp-verdict",
                      color="red" if d["significant"] and (d["change_ms"] or 0) > 0 else "gray", variant="light"),
            dmc.Text(f"Compared: {d['compared']}", size="xs", c="dimmed"),
            dmc.Group([_timeline_link(a, d["a"], "A"), _timeline_link(b, d["b"], "B")], my="xs")]
