@@ -30,8 +30,11 @@ def lines(d: dict) -> list[str]:
     if lo is not None:
         out.append(f"  change {_signed(d['change_ms'])} ({d['change_pct']:+.1f} %, 95 % interval "
                    f"{lo:+.1f} % to {hi:+.1f} %)")
-    out += [f"  A: {a['source']} ({a['format']}, {a['ranks']} ranks, {a['steps']} steps)",
-            f"  B: {b['source']} ({b['format']}, {b['ranks']} ranks, {b['steps']} steps)",
+    def run_line(which, r):
+        median = "" if r["representative_step"] is None else f"; its median step: {r['representative_step']}"
+        return f"  {which}: {r['source']} ({r['format']}, {r['ranks']} ranks, {r['steps']} steps{median})"
+
+    out += [run_line("A", a), run_line("B", b),
             f"  compared: {d['compared']}"]
     if d["phases"]:
         out += ["", "Where the change went, per step (mean over ranks; other: the remainder)"]

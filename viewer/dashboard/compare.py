@@ -32,15 +32,8 @@ def diff_of(a, b) -> dict:
     return got[1]
 
 
-def representative_step(run, steps: list[int]) -> int | None:
-    """The steady step whose time is nearest the median of them."""
-    st = run.step_times()
-    per = st[st["step"].isin(steps)].groupby("step")["dur_ns"].mean()
-    return int((per - per.median()).abs().idxmin()) if len(per) else None
-
-
 def _timeline_link(held, side: dict, which: str):
-    step = representative_step(held.run, side["steady_steps"])
+    step = side["representative_step"]
     if step is None:
         return dmc.Text(f"{which}: no step to open (the run marks none)", size="sm")
     to = href(held.id, "timeline", step=step, window=step_window(held.run, step))

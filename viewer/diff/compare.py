@@ -12,7 +12,7 @@ SCHEMA = "ringscope.diff/1"
 def _side(run, source, st, step_ms) -> dict:
     return {"source": source, "format": run.meta.get("format"), "ranks": run.size,
             "steps": int(run.step_times()["step"].nunique()), "steady_steps": [int(s) for s in st.index],
-            "step_ms": step_ms}
+            "representative_step": steps.representative(st), "step_ms": step_ms}
 
 
 def _verdict(h: dict, ph: list[dict], rk: dict, lk: dict) -> str:

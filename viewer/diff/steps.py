@@ -20,6 +20,11 @@ def steady_steps(run) -> pd.Series:
     return per_step
 
 
+def representative(steps: pd.Series) -> int | None:
+    """The steady step whose time is nearest their median (the one to open in a timeline)."""
+    return int((steps - steps.median()).abs().idxmin()) if len(steps) else None
+
+
 def _interval_pct(a: np.ndarray, b: np.ndarray) -> tuple[float | None, float | None]:
     """95 % bootstrap interval (percentile) of the change of the mean step, in percent of A's."""
     from scipy import stats  # scipy only when two runs are compared
