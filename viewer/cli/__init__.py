@@ -23,6 +23,7 @@ COMMANDS = {
     "merge": ("viewer", "viewer.cli.merge", "merge per-rank traces into one aligned Chrome trace"),
     "whatif": ("viewer", "viewer.cli.whatif", "predict a run's step time under other settings"),
     "tune": ("viewer", "viewer.cli.tune", "search fusion threshold x cycle time on the what-if model"),
+    "diff": ("viewer", "viewer.cli.diff", "what changed between two runs: step, phases, collectives, ranks"),
     "view": ("viewer", "viewer.dashboard.serve", "start the dashboard for one or more runs"),
     "bench": ("module", "bench", "run the benchmarks side by side"),
 }

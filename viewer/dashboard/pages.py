@@ -11,6 +11,7 @@ from dash import html
 from viewer import units
 from viewer.analyses.links import hosts_of
 from viewer.dashboard import figures
+from viewer.dashboard.compare import head as compare_head
 from viewer.dashboard.components import analysis_table, card, empty, graph, table, unavailable
 from viewer.dashboard.layout import PAGES
 from viewer.dashboard.overview import CARDS
@@ -120,7 +121,8 @@ def _change(a, b) -> str:
 
 
 def compare(a, b) -> list:
-    """Run A's and run B's headlines and settings side by side, and their stragglers, fusion and bandwidth."""
+    """``ringscope diff``'s head (verdict, phase waterfall, movers, settings, timeline links), then run A's and
+    run B's headlines and settings side by side, and their stragglers, fusion and bandwidth."""
     ha, hb = a.run.headline(), b.run.headline()
     fa, fb = run_facts(a.run), run_facts(b.run)
     rows = [(label, units.fmt(ha[k], unit), units.fmt(hb[k], unit), _change(ha[k], hb[k]))
@@ -129,7 +131,7 @@ def compare(a, b) -> list:
              for k, label, unit in _SETTINGS]
     spec = Table(f"{a.label} vs {b.label}", (Column("what", "what"), Column("a", f"A: {a.label}"),
                                              Column("b", f"B: {b.label}"), Column("change", "change")))
-    out = [table(spec, pd.DataFrame(rows, columns=["what", "a", "b", "change"]), "cmp-table")]
+    out = [*compare_head(a, b), table(spec, pd.DataFrame(rows, columns=["what", "a", "b", "change"]), "cmp-table")]
     for name, gid, title, fig in (("stragglers", "cmp-stragglers", "Stragglers", figures.straggler_compare),
                                   ("fusion_ops", "cmp-fusion", "Fusion", figures.fusion_compare),
                                   ("op_bandwidth", "cmp-bandwidth", "Bandwidth", figures.bandwidth_compare)):
