@@ -145,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
         return subprocess.call([sys.executable, "-m", target, *rest], cwd=cwd)
     try:
         return int(importlib.import_module(target).main(rest) or 0)
+    except BrokenPipeError:   # the reader went away (``| head``): stop quietly, as a killed pipe would
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # the exit's flush must not raise
+        return 141
     except ImportError as e:
         line = _import_error_line(cmd, e)
         if line is None:
