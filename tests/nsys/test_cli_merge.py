@@ -64,7 +64,7 @@ def test_merged_trace_with_gpu_lanes_loads_cleanly_in_perfetto(run_dir, per_rank
     """The real Perfetto UI imports the merged trace with its GPU lanes without errors or data loss."""
     import pytest
 
-    from tests.tracer.perfetto_util import chromium_missing_reason, perfetto_import_stats
+    from tests.tracer.perfetto_util import chromium_missing_reason, perfetto
 
     reason = chromium_missing_reason()
     if reason:
@@ -73,8 +73,8 @@ def test_merged_trace_with_gpu_lanes_loads_cleanly_in_perfetto(run_dir, per_rank
     out = tmp_path / "merged.json"
     assert main(["merge", str(run_dir), "--nsys", truth.files[0], truth.files[1], "-o", str(out)]) == 0
     capsys.readouterr()
-    bad, info = perfetto_import_stats(out, screenshot=tmp_path / "merged.png")
-    assert bad == [], info[-3000:]
+    with perfetto(out, screenshot=tmp_path / "merged.png") as ui:
+        assert ui.problems == [], f"Perfetto import problems: {ui.problems}"
 
 
 EXTREMES = (2 ** 63 - 1, -2 ** 63, 2 ** 53 + 1, -10 ** 12)

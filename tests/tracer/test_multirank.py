@@ -166,7 +166,7 @@ def test_sigkilled_rank_leaves_a_loadable_file(tmp_path):
 
 
 def test_perfetto_loads_the_engine_traces_cleanly(run, tmp_path):
-    from tests.tracer.perfetto_util import chromium_missing_reason, perfetto_import_stats
+    from tests.tracer.perfetto_util import chromium_missing_reason, perfetto
     reason = chromium_missing_reason()
     if reason:
         pytest.skip(f"Perfetto check needs: {reason}")
@@ -175,8 +175,8 @@ def test_perfetto_loads_the_engine_traces_cleanly(run, tmp_path):
     merged = tmp_path / "all_ranks.json"
     merged.write_text(json.dumps({"traceEvents": [e for r in range(N) for e in docs[r]["traceEvents"]]}))
     artifacts = Path(__file__).resolve().parents[2] / "test-artifacts"
-    bad, text = perfetto_import_stats(merged, artifacts / "tracer_perfetto_4ranks.png")
-    assert bad == [], f"Perfetto import problems: {bad}"
+    with perfetto(merged, artifacts / "tracer_perfetto_4ranks.png") as ui:
+        assert ui.problems == [], f"Perfetto import problems: {ui.problems}"
 
 
 def test_runtime_spans_are_nvtx_ranges_too(run):

@@ -15,7 +15,7 @@ import pytest
 
 import tracer
 from tests.tracer.conftest import Op
-from tests.tracer.perfetto_util import chromium_missing_reason, perfetto_import_stats, perfetto_query
+from tests.tracer.perfetto_util import chromium_missing_reason, perfetto
 from tracer import vocab as v
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -89,9 +89,9 @@ def test_perfetto_loads_a_rank_trace_without_errors(env, tmp_path):
         tracer.close()
     finally:
         tracer.recorder.set_inflight(None)
-    bad, text = perfetto_import_stats(rec.path, ARTIFACTS / "tracer_perfetto_rank0.png")
-    assert bad == [], f"Perfetto import problems: {bad}"
-    assert "json" in text    # the info page did describe a loaded JSON trace
+    with perfetto(rec.path, ARTIFACTS / "tracer_perfetto_rank0.png") as ui:
+        assert ui.problems == [], f"Perfetto import problems: {ui.problems}"
+        assert ui.query("select count(*) as n from slice", ["n"]) != [["0"]]   # it did import the slices
 
 
 def test_perfetto_check_catches_overlapping_slices(tmp_path):
@@ -99,8 +99,8 @@ def test_perfetto_check_catches_overlapping_slices(tmp_path):
     evs = [{"name": "A", "ph": "X", "pid": 0, "tid": 1, "ts": 0, "dur": 10},
            {"name": "B", "ph": "X", "pid": 0, "tid": 1, "ts": 5, "dur": 10}]
     bad_trace.write_text(json.dumps({"traceEvents": evs}))
-    bad, _ = perfetto_import_stats(bad_trace)
-    assert any(name.startswith("slice_drop_overlapping") for name, _, _ in bad), bad
+    with perfetto(bad_trace) as ui:
+        assert any(name.startswith("slice_drop_overlapping") for name, _, _ in ui.problems), ui.problems
 
 
 def test_perfetto_reads_exact_nanosecond_times(env, tmp_path):
@@ -113,10 +113,11 @@ def test_perfetto_reads_exact_nanosecond_times(env, tmp_path):
         rec.complete(v.TID_BACKEND, name, v.CAT_COMM, b + t0, b + t1)
     rec.counter(v.COUNTER_QUEUE_DEPTH, 3, ts_ns=b + 2_000_001)
     tracer.close()
-    rows = perfetto_query(rec.path, "select name, ts, dur from slice where name in ('A','B','C') "
-                                    "order by ts", ["name", "ts", "dur"])
+    with perfetto(rec.path) as ui:
+        rows = ui.query("select name, ts, dur from slice where name in ('A','B','C') order by ts",
+                        ["name", "ts", "dur"])
+        (counter,) = ui.query("select ts, value from counter", ["ts", "value"])
     assert rows == [[n, str(t0), str(t1 - t0)] for n, (t0, t1) in spans.items()]
-    (counter,) = perfetto_query(rec.path, "select ts, value from counter", ["ts", "value"])
     assert counter == ["2000001", "3"]
 
 
@@ -142,12 +143,11 @@ def test_perfetto_shows_each_tensor_on_its_own_named_thread(env, tmp_path):
         tracer.close()
     finally:
         tracer.recorder.set_inflight(None)
-    bad, _ = perfetto_import_stats(rec.path, ARTIFACTS / "tracer_perfetto_tensor_threads.png")
-    assert bad == [], f"Perfetto import problems: {bad}"
-    rows = perfetto_query(rec.path, "select s.name as slice, t.name as thread, s.ts, s.dur "
-                                    "from slice s join thread_track tt on s.track_id = tt.id "
-                                    "join thread t using(utid) order by s.ts",
-                          ["slice", "thread", "ts", "dur"])
+    with perfetto(rec.path, ARTIFACTS / "tracer_perfetto_tensor_threads.png") as ui:
+        assert ui.problems == [], f"Perfetto import problems: {ui.problems}"
+        rows = ui.query("select s.name as slice, t.name as thread, s.ts, s.dur "
+                        "from slice s join thread_track tt on s.track_id = tt.id "
+                        "join thread t using(utid) order by s.ts", ["slice", "thread", "ts", "dur"])
     assert all(r[0] == r[1] for r in rows), rows
     got = [(r[0], int(r[2]), int(r[3])) for r in rows]
     want = [(n, 1_000_000 * s + 10_000 * i, 500_000 - 10_000 * i)
@@ -184,24 +184,23 @@ def test_perfetto_draws_phases_regions_and_system_counters(env, tmp_path):
     import time
     time.sleep(0.3)
     tracer.close()
-    bad, _ = perfetto_import_stats(rec.path, ARTIFACTS / "tracer_perfetto_phases_counters.png")
-    assert bad == [], f"Perfetto import problems: {bad}"
+    with perfetto(rec.path, ARTIFACTS / "tracer_perfetto_phases_counters.png") as ui:
+        assert ui.problems == [], f"Perfetto import problems: {ui.problems}"
+        tracks = ui.query("select t.name as name, p.pid as pid, count(c.id) as n "
+                          "from process_counter_track t join process p using(upid) "
+                          "join counter c on c.track_id = t.id group by t.name", ["name", "pid", "n"])
+        rows = ui.query("select s.name as slice, t.name as thread, s.depth as depth "
+                        "from slice s join thread_track tt on s.track_id = tt.id "
+                        "join thread t using(utid) where s.category in ('phase', 'region') "
+                        "order by s.ts", ["slice", "thread", "depth"])
     written: dict = {}
     for e in json.loads(rec.path.read_text())["traceEvents"]:
         if e["ph"] == "C":
             written[e["name"]] = written.get(e["name"], 0) + 1
     assert set(written) == {v.COUNTER_CPU_PCT, v.COUNTER_RSS_MB, v.COUNTER_LOAD1}
     # Chrome's JSON counters: a track per arg of the name, "<name> <arg>", in the rank's process
-    tracks = perfetto_query(rec.path, "select t.name as name, p.pid as pid, count(c.id) as n "
-                                      "from process_counter_track t join process p using(upid) "
-                                      "join counter c on c.track_id = t.id group by t.name",
-                            ["name", "pid", "n"])
     assert {name: (pid, int(n)) for name, pid, n in tracks} == \
         {f"{name} value": ("2", n) for name, n in written.items()}
-    rows = perfetto_query(rec.path, "select s.name as slice, t.name as thread, s.depth as depth "
-                                    "from slice s join thread_track tt on s.track_id = tt.id "
-                                    "join thread t using(utid) where s.category in ('phase', 'region') "
-                                    "order by s.ts", ["slice", "thread", "depth"])
     assert rows == [[v.DATA_WAIT, "framework", "1"], ["augment", "framework", "1"],
                     [v.DATA_WAIT, "framework", "1"], ["train", "framework", "1"],
                     [v.FORWARD, "framework", "2"], ["prefetch", "prefetcher", "0"],

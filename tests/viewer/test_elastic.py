@@ -331,7 +331,7 @@ def test_fixture_meets_what_a_real_run_must(lost_run, tmp_path, capsys):
 def test_merged_elastic_run_opens_cleanly_in_perfetto(lost_run, tmp_path):
     """The merged trace of an elastic run loads in the real Perfetto UI with no import error or data loss,
     and its trace processor holds the reset slice on the driver's lane."""
-    from tests.tracer.perfetto_util import chromium_missing_reason, perfetto_import_stats, perfetto_query
+    from tests.tracer.perfetto_util import chromium_missing_reason, perfetto
     from tests.viewer.test_merge import _check_nesting
     from viewer.merge import plan_merge, write_merged
 
@@ -343,9 +343,9 @@ def test_merged_elastic_run_opens_cleanly_in_perfetto(lost_run, tmp_path):
         warnings.simplefilter("ignore")
         write_merged(plan_merge(lost_run[0]), out)
     _check_nesting(json.loads(out.read_text())["traceEvents"])
-    bad, info = perfetto_import_stats(out, screenshot=tmp_path / "merged.png")
-    assert bad == [], f"Perfetto import problems: {bad}\n{info[:2000]}"
-    rows = perfetto_query(out, "select name, dur from slice where name like 'ELASTIC_RESET lost%'", ["name", "dur"])
+    with perfetto(out, screenshot=tmp_path / "merged.png") as ui:
+        assert ui.problems == [], f"Perfetto import problems: {ui.problems}"
+        rows = ui.query("select name, dur from slice where name like 'ELASTIC_RESET lost%'", ["name", "dur"])
     assert len(rows) == 1 and "killed by signal 9" in rows[0][0]
     assert int(rows[0][1]) == pytest.approx(lost_run[1]["expected"][0]["lost_ms"] * 1e6, abs=2000)
 

@@ -86,7 +86,7 @@ def test_merged_real_run_opens_cleanly_in_perfetto(tmp_path):
     import pytest
 
     from tests.mpi_util import run_mpi
-    from tests.tracer.perfetto_util import chromium_missing_reason, perfetto_import_stats
+    from tests.tracer.perfetto_util import chromium_missing_reason, perfetto
     from tests.viewer.test_real_run import SCRIPT
 
     reason = chromium_missing_reason()
@@ -101,8 +101,8 @@ def test_merged_real_run_opens_cleanly_in_perfetto(tmp_path):
     assert stats["ranks"] == 4
     evs = json.loads(out.read_text())["traceEvents"]
     _check_nesting(evs)
-    bad, info = perfetto_import_stats(out, screenshot=tmp_path / "merged.png")
-    assert bad == [], f"Perfetto import problems: {bad}\n{info[:2000]}"
+    with perfetto(out, screenshot=tmp_path / "merged.png") as ui:
+        assert ui.problems == [], f"Perfetto import problems: {ui.problems}"
     assert (tmp_path / "merged.png").stat().st_size > 10_000
 
 
