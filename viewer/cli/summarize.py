@@ -15,8 +15,8 @@ PROGRESS_BYTES = 32 << 20  # show a progress bar when the traces total more than
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ringscope summarize",
                                 description="Summarize a run: findings, stragglers, fusion, bandwidth.")
-    p.add_argument("paths", nargs="+", help="a run directory, or trace files (ringscope or Horovod), or a folder of torch "
-                   "Flight Recorder dumps")
+    p.add_argument("paths", nargs="+", help="a run directory, or trace files (ringscope or Horovod), or a "
+                   "folder of torch Flight Recorder dumps")
     p.add_argument("--json", action="store_true", help="print the summary as JSON (docs/SUMMARY_JSON.md)")
     p.add_argument("--full", action="store_true",
                    help="print the run's facts, every finding's detail and fix, and every table")
