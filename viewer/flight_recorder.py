@@ -37,6 +37,7 @@ class Dump:
     path: Path
     version: str
     pg_status: dict
+    pg_config: dict
     entries: list
 
 
@@ -76,7 +77,7 @@ def read_dir(path) -> list[Dump]:
         if rank in out:
             raise TraceError(f"{f}: a second Flight Recorder dump for rank {rank} (after {out[rank].path.name})")
         out[rank] = Dump(rank, f, str(data["version"]), dict(data.get("pg_status") or {}),
-                         list(data.get("entries") or []))
+                         dict(data.get("pg_config") or {}), list(data.get("entries") or []))
     if not out:
         raise TraceError(f"{path}: no Flight Recorder dump in it")
     return [out[r] for r in sorted(out)]
@@ -86,13 +87,23 @@ def _call(e: dict) -> dict:
     return {"op": e.get("profiling_name"), "sizes": e.get("input_sizes"), "dtypes": e.get("input_dtypes")}
 
 
+def _config_ranks(text) -> list[int]:
+    """``pg_config``'s ranks ("[0, 1]", as NCCL's recorder writes them; gloo's are "[]")."""
+    items = str(text or "").strip("[] ").split(",")
+    return [int(x) for x in items if x.strip().lstrip("-").isdigit()]
+
+
 def analyze(dumps: list[Dump]) -> dict:
-    """Per process group: its members (ranks whose dump knows it), each rank's last enqueued and completed
-    collective (sequence ids, -1: none), ``missing`` (a collective some member issued and others never
-    did, not merely one that left a rank's ring buffer) and ``mismatched`` (one sequence id, different op
-    or sizes)."""
+    """Per process group: its members (ranks whose dump knows it, and those ``pg_config`` names: NCCL
+    fills it, gloo does not), each rank's last enqueued and completed collective (sequence ids, -1:
+    none), ``no_dump`` (members without a dump), ``missing`` (a collective some member issued and others
+    never did, not merely one that left a rank's ring buffer) and ``mismatched`` (one sequence id,
+    different op or sizes)."""
     groups: dict[str, dict] = {}
+    configured: dict[str, set] = {}
     for d in dumps:
+        for pg, cfg in d.pg_config.items():
+            configured.setdefault(str(pg), set()).update(_config_ranks((cfg or {}).get("ranks")))
         for pg, st in d.pg_status.items():
             g = groups.setdefault(str(pg), {"group": str(pg), "desc": None, "ranks": {}, "calls": {}})
             g["ranks"][d.rank] = {"last_enqueued": int(st.get("last_enqueued_collective", -1)),
@@ -110,6 +121,8 @@ def analyze(dumps: list[Dump]) -> dict:
             if mine["first_recorded"] is None or seq < mine["first_recorded"]:
                 mine["first_recorded"] = seq
             g["calls"].setdefault(seq, {})[d.rank] = _call(e)
+    for g in groups.values():
+        g["no_dump"] = sorted(configured.get(g["group"], set()) - {d.rank for d in dumps})
     return {"ranks": [d.rank for d in dumps], "version": dumps[0].version if dumps else None,
             "groups": [_verdicts(g) for g in sorted(groups.values(), key=lambda g: g["group"])]}
 
@@ -129,7 +142,7 @@ def _verdicts(g: dict) -> dict:
     return {"group": g["group"], "desc": g["desc"], "ranks": sorted(ranks),
             "last_enqueued": {r: ranks[r]["last_enqueued"] for r in sorted(ranks)},
             "last_completed": {r: ranks[r]["last_completed"] for r in sorted(ranks)},
-            "missing": missing, "mismatched": mismatched}
+            "no_dump": g["no_dump"], "missing": missing, "mismatched": mismatched}
 
 
 def _what(c: dict) -> str:
@@ -147,6 +160,9 @@ def report(result: dict) -> list[str]:
     lines, verdicts = [], []
     for g in result["groups"]:
         name = f"process group {g['group']}" + (f" ({g['desc']})" if g["desc"] else "")
+        if g["no_dump"]:
+            verdicts.append(f"{name}: no dump from member rank(s) {', '.join(map(str, g['no_dump']))} (its process "
+                            "died, or its dump was not written): what it last did is unknown")
         for m in g["missing"][:1]:
             verdicts.append(f"{name}: rank(s) {', '.join(map(str, m['missing_ranks']))} never issued collective "
                             f"#{m['seq']}, {_what(m)}, which rank(s) {', '.join(map(str, m['issued_by']))} issued "

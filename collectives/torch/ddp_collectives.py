@@ -15,6 +15,7 @@ seen. A DDP communication hook's collectives are recorded once, as its bucket.
 from __future__ import annotations
 
 import functools
+import inspect
 import itertools
 import threading
 from collections.abc import Callable
@@ -53,7 +54,8 @@ def install() -> None:
         if name in _originals or not hasattr(dist, name):
             continue
         original = _originals[name] = getattr(dist, name)
-        wrapper = functools.wraps(original)(functools.partial(_call, original, op))
+        params = list(inspect.signature(original).parameters)
+        wrapper = functools.wraps(original)(functools.partial(_call, original, op, params))
         setattr(dist, name, wrapper)
         if getattr(distributed_c10d, name, None) is original:
             setattr(distributed_c10d, name, wrapper)
@@ -68,14 +70,22 @@ def unrecorded(fn: Callable, *args: Any, **kwargs: Any) -> Any:
         _inside.busy = busy
 
 
-def _call(fn: Callable, op: str, /, *args: Any, **kwargs: Any) -> Any:
+def _arg(params: list[str], name: str, args: tuple, kwargs: dict) -> Any:
+    """The argument ``name`` of a call, given by keyword or by position (None when left out)."""
+    if name in kwargs:
+        return kwargs[name]
+    i = params.index(name) if name in params else len(args)
+    return args[i] if i < len(args) else None
+
+
+def _call(fn: Callable, op: str, params: list[str], /, *args: Any, **kwargs: Any) -> Any:
     rec = get_recorder()
     if not rec.enabled or getattr(_inside, "busy", False):
         return fn(*args, **kwargs)
-    group = kwargs.get("group")
+    group = _arg(params, "group", args, kwargs)
     group = group if group is not None else distributed_c10d._get_default_group()
     name = str(group.group_name)
-    tensor = _first_tensor(op, args, kwargs)
+    tensor = _first_tensor(op, params, args, kwargs)
     t0, step, what = rec.now(), rec.step, phase()
     _inside.busy = True
     try:
@@ -84,19 +94,18 @@ def _call(fn: Callable, op: str, /, *args: Any, **kwargs: Any) -> Any:
         _inside.busy = False
     seq = next(_counters.setdefault(name, itertools.count()))
     record = functools.partial(_record, rec, op, name, group, tensor, seq, step, what, t0)
-    if kwargs.get("async_op") and work is not None:
+    if _arg(params, "async_op", args, kwargs) and work is not None:
         work.get_future().then(lambda f: record(rec.now()))
     else:
         record(rec.now())
     return work
 
 
-def _first_tensor(op: str, args: tuple, kwargs: dict) -> torch.Tensor | None:
+def _first_tensor(op: str, params: list[str], args: tuple, kwargs: dict) -> torch.Tensor | None:
     """The tensor whose bytes a collective is counted in: the input (a gather's shard, a scatter's whole)."""
     if op == V.BARRIER:
         return None
-    key = {V.ALLGATHER: ("input_tensor", 1), V.REDUCESCATTER: ("input", 1)}.get(op, ("tensor", 0))
-    t = kwargs.get(key[0], args[key[1]] if len(args) > key[1] else None)
+    t = _arg(params, params[1] if op in (V.ALLGATHER, V.REDUCESCATTER) else params[0], args, kwargs)
     return t if isinstance(t, torch.Tensor) else None
 
 

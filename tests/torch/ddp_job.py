@@ -103,7 +103,7 @@ def fsdp(rank: int, watched: bool) -> tuple[list, list]:
 
 def raw_collectives(rank: int) -> dict:
     """Each collective a watch records, on the default group, and an async all_reduce on a group of its
-    own; returns the groups' names."""
+    own (its arguments by position); returns the groups' names."""
     t = torch.full((RAW_NUMEL,), float(rank))
     dist.all_reduce(t)
     dist.all_gather_into_tensor(torch.zeros(RAW_NUMEL * dist.get_world_size()), t)
@@ -111,7 +111,7 @@ def raw_collectives(rank: int) -> dict:
     dist.broadcast(t, 0)
     dist.barrier()
     group = dist.new_group()
-    dist.all_reduce(t, group=group, async_op=True).wait()
+    dist.all_reduce(t, dist.ReduceOp.SUM, group, True).wait()   # group and async_op by position
     return {"default": dist.distributed_c10d._get_default_group().group_name, "own": group.group_name}
 
 

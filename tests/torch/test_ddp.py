@@ -269,3 +269,16 @@ def test_summarize_reads_fsdp_without_runtime_advice(job, capsys):
     assert main([str(job["out"] / ddp_job.FSDP_DIR), "--full", "--no-cache"]) == 0
     text = capsys.readouterr().out
     assert "Where the step went" in text and not any(a in text for a in HOROVOD_ADVICE)
+
+
+def test_flight_recorder_names_a_member_without_a_dump(job, tmp_path):
+    """Rank 0's real dump alone, its pg_config filled as NCCL's recorder fills it (gloo's is empty)."""
+    import pickle
+
+    from viewer import flight_recorder as fr
+    dump = pickle.loads((job["out"] / ddp_job.FR_DIR / "rank_0").read_bytes())
+    dump["pg_config"] = {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}}
+    (tmp_path / "rank_0").write_bytes(pickle.dumps(dump))
+    default = fr.analyze(fr.read_dir(tmp_path))["groups"][0]
+    assert default["group"] == "0" and default["no_dump"] == [1] and not default["missing"]
+    assert "no dump from member rank(s) 1" in "\n".join(fr.report(fr.analyze(fr.read_dir(tmp_path))))
