@@ -225,4 +225,8 @@ ELASTIC_RESTORE = "ELASTIC_RESTORE"  # fetching + restoring + syncing the commit
 SOURCE_DDP = "ddp"
 ARG_BUCKET = "bucket"          # FUSED_RESPONSE of a DDP bucket: its index
 ARG_PARAMS = "params"          # FUSED_RESPONSE of a DDP bucket: the names of the parameters it holds
+# a torch.distributed collective called while watched (collectives/torch/ddp_collectives.py): a tensor op
+# named <op>.<group>, a FUSED_RESPONSE (ARG_PROCESS_SET: the group's name in c10d; ARG_PHASE) and its activity
+SOURCE_FSDP = "fsdp"           # run meta "source" of an FSDP2 job's trace
+ARG_PHASE = "phase"            # FUSED_RESPONSE of a watched collective: "forward" or "backward" (else absent)
 META_KEYS = META_KEYS + ("source", "ddp")

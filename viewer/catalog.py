@@ -9,6 +9,7 @@ from viewer import vocab
 from viewer.analyses import breakdown as B
 from viewer.analyses import communication as comm
 from viewer.analyses import critical_path as cp
+from viewer.analyses import ddp
 from viewer.analyses import fusion as fus
 from viewer.analyses import hangs as hg
 from viewer.analyses import links as lk
@@ -81,6 +82,20 @@ def fusion(run):
     ops = run.fusion_ops()
     return fus.fusion_summary(ops[ops["op"] == "ALLREDUCE"])
 
+
+
+# a DDP run's usual bucket layout, each bucket per step and rank (docs/DDP.md)
+declare("ddp_bucket_steps", lambda run: ddp.bucket_steps(run.tables), needs=("ddp", "collectives"))
+declare("ddp_layout", lambda run: ddp.layout(run.ddp_bucket_steps()), needs=("ddp", "collectives"))
+# per DDP bucket: bytes, when it was ready in the backward pass, its allreduce, the wait it left, its late rank
+declare("ddp_buckets", lambda run: ddp.buckets(run.ddp_bucket_steps(), run.negotiations()),
+        needs=("ddp", "collectives", "negotiation"), json="rows", key="ddp.buckets", table=Table(
+            "DDP buckets (medians over the steps; ready: after the backward pass began; after the pass: the "
+            "allreduce's part the pass waited on)", (
+                C("bucket", "bucket", "count"), C("bytes", "bytes", "bytes"), C("cap_bytes", "cap", "bytes"),
+                C("params", "params", "count"), C("ready_ns", "ready", "ns"), C("comm_ns", "allreduce", "ns"),
+                C("exposed_ns", "after the pass", "ns"), C("last_rank", "usually last ready", "count"),
+                C("pct_last", "% last", "pct"), C("wait_imposed_ns", "wait imposed", "ns"))))
 
 # submitted tensors by power-of-two size
 declare("tensor_sizes", lambda run: fus.tensor_size_histogram(run.tensor_ops), needs=("runtime",), json="rows")

@@ -13,7 +13,7 @@ from viewer.schema import RunTables
 NEEDS = {
     "runtime": "a Horovod-style runtime's trace (ringscope's, or a Horovod timeline)",
     "ringscope": "a trace of ringscope's own runtime",
-    "ddp": "a torch DistributedDataParallel job's trace (hvd.timeline.watch)",
+    "ddp": "a watched torch.distributed job's trace (DDP or FSDP: hvd.timeline.watch)",
     "negotiation": "when each rank was ready: two or more ranks' runtime traces, or the coordinator's ticks",
     "collectives": "collectives in the trace",
     "wire": "collectives across two or more ranks",
@@ -83,7 +83,7 @@ def capabilities(tables: RunTables, has_steps: bool) -> frozenset[str]:
     has = {"steps"} if has_steps else set()
     if "ringscope" in formats:
         has |= {"ringscope", "runtime"}
-    if "ddp" in formats:   # its buckets are the runtime's fused allreduces; its settings are DDP's
+    if formats & {"ddp", "fsdp"}:   # its collectives are the runtime's fused ops; its settings are torch's
         has |= {"ddp", "runtime"}
     if any(f.startswith("horovod") for f in formats):
         has.add("runtime")

@@ -27,12 +27,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch.distributed import distributed_c10d
+from torch.distributed.fsdp import FSDPModule
 from torch.nn.parallel import DistributedDataParallel
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
 import tracer
 from collectives.timeline import Watch, close_span, open_span
-from collectives.torch import ddp_clock
+from collectives.torch import ddp_clock, ddp_collectives
 from collectives.torch.ddp_hook import BucketHook
 from tracer import vocab as V
 from tracer.config import settings_from_env
@@ -41,12 +42,15 @@ _engine: Any = torch.autograd.Variable._execution_engine   # queue_callback: run
 
 
 class DdpWatch(Watch):
-    """The hooks :func:`watch` put on a DDP module (the communication hook stays, recording nothing,
-    after ``remove()``: a reducer keeps the hook it was given)."""
+    """The hooks :func:`watch` put on a DDP module, or an FSDP2 root module (``fully_shard``: no buckets;
+    its all-gathers and reduce-scatters are recorded as collectives). The communication hook stays,
+    recording nothing, after ``remove()``: a reducer keeps the hook it was given."""
 
-    def __init__(self, ddp: DistributedDataParallel, optimizer: torch.optim.Optimizer | None = None) -> None:
+    def __init__(self, ddp: DistributedDataParallel | FSDPModule, optimizer: torch.optim.Optimizer | None = None
+                 ) -> None:
         super().__init__(ddp)
         self.ddp = ddp
+        self.phase: str | None = None    # "forward" or "backward" while one runs: the collectives' phase
         self.bucket_hook: BucketHook | None = None
         self._backward: Any = None       # the open BACKWARD span
         self._launched = False           # a bucket was launched in the open pass
@@ -55,11 +59,14 @@ class DdpWatch(Watch):
         self._optimizer: Any = None      # weakref to the optimizer whose steps are the phase
         if not start_timeline(ddp):
             return
-        self._param_ids = {id(p) for p in ddp.module.parameters() if p.requires_grad}
-        self.bucket_hook = install_hook(ddp, BucketHook(
-            ddp.process_group, {id(p): n for n, p in ddp.module.named_parameters()}, ddp.bucket_bytes_cap,
-            self._on_bucket))
-        self._handles.append(ddp.register_forward_hook(self._arm_backward))
+        self._param_ids = {id(p) for p in ddp.parameters() if p.requires_grad}
+        if isinstance(ddp, DistributedDataParallel):
+            self.bucket_hook = install_hook(ddp, BucketHook(
+                ddp.process_group, {id(p): n for n, p in ddp.module.named_parameters()}, ddp.bucket_bytes_cap,
+                self._on_bucket))
+        ddp_collectives.phase = lambda: self.phase
+        self._handles += [ddp.register_forward_pre_hook(self._forward, prepend=True),
+                          ddp.register_forward_hook(self._arm_backward, prepend=True)]   # before FSDP's
         if optimizer is not None:
             self._optimizer = weakref.ref(optimizer)
             self._handles += [optimizer.register_step_pre_hook(self._pre_step),
@@ -69,9 +76,14 @@ class DdpWatch(Watch):
                               register_optimizer_step_post_hook(self._post_step)]
 
     # ---- BACKWARD: the first gradient of a pass to the end of its reduction ------------------------
+    def _forward(self, module: Any, args: Any) -> None:
+        self.phase = "forward"
+
     def _arm_backward(self, module: Any, args: Any, output: Any) -> None:
         """A hook on the forward's output: its gradient is the backward pass's first (one Python call a
-        pass, where a hook per parameter would cost one per gradient)."""
+        pass, where a hook per parameter would cost one per gradient). From here to the pass's end,
+        collectives are the backward's: FSDP's hooks on the same output may gather before this one runs."""
+        self.phase = "backward" if torch.is_grad_enabled() else None
         if tracer.get_recorder().enabled and torch.is_grad_enabled():
             for t in _tensors(output):
                 if t.requires_grad:
@@ -99,6 +111,7 @@ class DdpWatch(Watch):
 
     def _close_backward(self) -> None:
         sync, opened, self._sync, self._backward, self._launched = self._sync, self._backward, None, None, False
+        self.phase = None
         close_span(sync)
         close_span(opened)
 
@@ -184,14 +197,19 @@ def _rebuild_reducer(ddp: DistributedDataParallel) -> None:
 _destroy: dict[str, Any] = {}   # the original destroy_process_group while ours is installed
 
 
-def start_timeline(ddp: DistributedDataParallel) -> bool:
-    """Start this rank's timeline for a DDP job unless one is configured (hvd.init, an earlier watch);
-    True when a timeline records or may record (DYNAMIC), False when the environment asks for none."""
+def start_timeline(ddp: DistributedDataParallel | FSDPModule) -> bool:
+    """Start this rank's timeline for a DDP or FSDP job unless one is configured (hvd.init, an earlier
+    watch), and record torch.distributed's collectives; True when a timeline records or may record
+    (DYNAMIC), False when the environment asks for none."""
     if tracer.configured():
-        return tracer.get_recorder().enabled or tracer.dynamic()
+        on = tracer.get_recorder().enabled or tracer.dynamic()
+        if on:
+            ddp_collectives.install()
+        return on
     if settings_from_env().spec is None:
         return False
-    group = ddp.process_group
+    ddp_collectives.install()
+    group = ddp.process_group if isinstance(ddp, DistributedDataParallel) else distributed_c10d._get_default_group()
     clock_group = group if dist.get_backend(group) == "gloo" else dist.new_group(backend="gloo")
     offset, unc = ddp_clock.measure(clock_group)
     tracer.configure(_meta(ddp, group, offset, unc))
@@ -200,17 +218,19 @@ def start_timeline(ddp: DistributedDataParallel) -> bool:
     return True
 
 
-def _meta(ddp: DistributedDataParallel, group: dist.ProcessGroup, offset: int, unc: int) -> dict:
+def _meta(ddp: DistributedDataParallel | FSDPModule, group: dist.ProcessGroup, offset: int, unc: int) -> dict:
     size = dist.get_world_size(group)
     env = os.environ
+    common = {"rank": dist.get_rank(group), "size": size,
+              "local_rank": int(env["LOCAL_RANK"]) if "LOCAL_RANK" in env else None,
+              "local_size": int(env["LOCAL_WORLD_SIZE"]) if "LOCAL_WORLD_SIZE" in env else None,
+              "host": socket.gethostname(), "pid": os.getpid(), "backend": str(dist.get_backend(group)),
+              "clock_offset_ns": offset, "clock_offset_uncertainty_ns": unc,
+              "process_sets": {0: list(range(size))}}
+    if not isinstance(ddp, DistributedDataParallel):
+        return {**common, "source": V.SOURCE_FSDP}
     hooks = ddp._comm_hooks
-    return {"rank": dist.get_rank(group), "size": size,
-            "local_rank": int(env["LOCAL_RANK"]) if "LOCAL_RANK" in env else None,
-            "local_size": int(env["LOCAL_WORLD_SIZE"]) if "LOCAL_WORLD_SIZE" in env else None,
-            "host": socket.gethostname(), "pid": os.getpid(), "backend": str(dist.get_backend(group)),
-            "fusion_threshold": int(ddp.bucket_bytes_cap), "clock_offset_ns": offset,
-            "clock_offset_uncertainty_ns": unc, "process_sets": {0: list(range(size))},
-            "source": V.SOURCE_DDP,
+    return {**common, "fusion_threshold": int(ddp.bucket_bytes_cap), "source": V.SOURCE_DDP,
             "ddp": {"bucket_cap_bytes": int(ddp.bucket_bytes_cap),
                     "first_bucket_cap_bytes": int(ddp._bucket_config.first_bucket_bytes_cap),
                     "gradient_as_bucket_view": bool(ddp.gradient_as_bucket_view),

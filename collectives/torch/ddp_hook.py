@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
+from collectives.torch import ddp_collectives
 from tracer import vocab as V
 from tracer.recorder import get_recorder
 
@@ -77,9 +78,9 @@ class BucketHook:
         buf = bucket.buffer()
         if self.averages:   # allreduce_hook with our callback for its own: one Python callback, as without watch
             buf.div_(self.size)
-            fut = dist.all_reduce(buf, group=self.group, async_op=True).get_future()
+            fut = ddp_collectives.unrecorded(dist.all_reduce, buf, group=self.group, async_op=True).get_future()
         else:
-            fut = self.inner(self.state, bucket)
+            fut = ddp_collectives.unrecorded(self.inner, self.state, bucket)
         t_queued = rec.now()
         index = bucket.index()
         params = [self.names.get(id(p), "?") for p in bucket.parameters()]

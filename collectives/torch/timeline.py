@@ -4,6 +4,7 @@ also traces a DistributedDataParallel module's buckets and phases (:mod:`collect
 from __future__ import annotations
 
 import torch
+from torch.distributed.fsdp import FSDPModule
 from torch.nn.parallel import DistributedDataParallel
 
 from collectives import timeline as _timeline
@@ -15,13 +16,14 @@ __all__ = ["region", "checkpoint", "wrap_loader", "watch", "profile", "TimedLoad
 
 def watch(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None) -> Watch:
     """FORWARD for each call of ``model`` (the root module); given a DistributedDataParallel module,
-    also its buckets, BACKWARD and OPTIMIZER_STEP (of ``optimizer``, else of the optimizer found
+    or an FSDP2 root module (``fully_shard``), also its buckets (DDP), the torch.distributed
+    collectives called while it is watched, BACKWARD and OPTIMIZER_STEP (of ``optimizer``, else of the optimizer found
     stepping its parameters), starting the timeline without ``hvd.init()`` (docs/DDP.md). Returns
     the removable handle."""
-    if isinstance(model, DistributedDataParallel):
+    if isinstance(model, (DistributedDataParallel, FSDPModule)):
         from collectives.torch.ddp import DdpWatch
         return DdpWatch(model, optimizer)
     if optimizer is not None:
-        raise ValueError("hvd.timeline.watch: optimizer= applies to a DistributedDataParallel module "
+        raise ValueError("hvd.timeline.watch: optimizer= applies to a DistributedDataParallel or FSDP module "
                          "(DistributedOptimizer records its own steps)")
     return _timeline.watch(model)

@@ -1,7 +1,8 @@
 """hvd.timeline.watch on a real DistributedDataParallel job: one torchrun launch (2 ranks, gloo, CPU,
 tests/torch/ddp_job.py) trains the same model with and without the watch, with DDP's default
-reduction and with fp16_compress_hook registered before the watch; the tests read its traces, what
-summarize and merge make of them, and the trained parameters."""
+reduction and with fp16_compress_hook registered before the watch, then a model with a bucket cap far
+too small for it, then plants a hang and writes torch's Flight Recorder dumps; the tests read its
+traces, what summarize and merge make of them, the trained parameters and the dumps."""
 from __future__ import annotations
 
 import json
@@ -26,12 +27,13 @@ def job(tmp_path_factory):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={RANKS}",
            Path(ddp_job.__file__), out]
     rc, log = run_job(cmd, checkout_env({"RINGSCOPE_TIMELINE": f"{traces}/", "OMP_NUM_THREADS": "1",
-                                         "RINGSCOPE_TIMELINE_COUNTERS_HZ": "0"}), timeout=240)
+                                         "RINGSCOPE_TIMELINE_COUNTERS_HZ": "0", "TORCH_FR_BUFFER_SIZE": "2000"}),
+                      timeout=240)
     assert rc == 0, f"torchrun exited {rc}\n{log[-6000:]}"
     results = [json.loads((out / f"result.{r}.json").read_text()) for r in range(RANKS)]
     params = [torch.load(out / f"params.{r}.pt") for r in range(RANKS)]
     trace = [json.loads((traces / f"rank-{r:05d}.json").read_text()) for r in range(RANKS)]
-    return {"dir": traces, "results": results, "params": params, "trace": trace}
+    return {"dir": traces, "results": results, "params": params, "trace": trace, "out": out}
 
 
 def _x(trace, name):
@@ -44,11 +46,12 @@ def _in_steps(events, steps):
 
 
 @pytest.mark.parametrize("run, watched", [("plain", "plain_watched"), ("fp16", "fp16_watched"),
-                                          ("fp16", "fp16_after_watch")])
+                                          ("fp16", "fp16_after_watch"), ("fsdp", "fsdp_watched")])
 def test_watch_leaves_training_bit_identical(job, run, watched):
     for params in job["params"]:
         assert all(torch.equal(a, b) for a, b in zip(params[run], params[watched], strict=True))
     assert not all(torch.equal(a, b) for a, b in zip(job["params"][0]["plain"], job["params"][0]["fp16"]))
+    assert not all(torch.equal(a, b) for a, b in zip(job["params"][0]["fsdp"], job["params"][1]["fsdp"]))   # shards
 
 
 def test_trace_says_where_it_came_from_and_lines_ranks_up(job):
@@ -58,7 +61,7 @@ def test_trace_says_where_it_came_from_and_lines_ranks_up(job):
         assert meta["ddp"]["bucket_cap_bytes"] == int(ddp_job.BUCKET_CAP_MB * 1024 * 1024)
         assert meta["ddp"]["comm_hook"] is None   # the first watched run kept DDP's own reduction
         assert meta["clock_offset_uncertainty_ns"] is not None and 0 <= meta["clock_offset_uncertainty_ns"] < 50e6
-    assert all(res["closed_at_destroy"] for res in job["results"])
+    assert all(res["closed_at_destroy"] for res in job["results"])   # the small-cap run's trace, the last
     offsets = [t["otherData"][V.VERSION_KEY]["clock_offset_ns"] for t in job["trace"]]
     assert offsets[0] == 0 and offsets[1] == pytest.approx(ddp_job.SKEW_US * 1000, abs=5e6)   # rank 1 skewed
 
@@ -127,12 +130,72 @@ def test_summarize_reads_ddp_and_gives_no_runtime_advice(job, capsys):
     assert main([str(job["dir"]), "--full", "--no-cache"]) == 0
     text = capsys.readouterr().out
     assert "ddp" in text and "Stragglers" in text and "Where the step went" in text
-    for advice in ("RINGSCOPE_", "HOROVOD_", "FUSION_THRESHOLD", "CYCLE_TIME"):
+    for advice in HOROVOD_ADVICE:
         assert advice not in text
     assert main([str(job["dir"]), "--json", "--no-cache"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert {f["kind"] for f in summary["findings"]}.isdisjoint({"fusion_threshold", "fusion_starved", "exposed"})
+    kinds = {f["kind"] for f in summary["findings"]}
+    assert kinds.isdisjoint({"fusion_threshold", "fusion_starved", "exposed", "bucket_cap_small"}), kinds
     assert summary["headline"]["ranks"] == RANKS
+    buckets = summary["ddp"]["buckets"]   # the usual layout of the 10 KiB cap: 2 buckets a step
+    assert [b["bucket"] for b in buckets] == [0, 1] and sum(b["bytes"] for b in buckets) == PARAM_BYTES
+
+
+HOROVOD_ADVICE = ("RINGSCOPE_", "HOROVOD_", "FUSION_THRESHOLD", "CYCLE_TIME", "hierarchical")
+
+
+def test_too_small_bucket_cap_gets_the_figure_to_try(job, capsys):
+    from viewer.cli.summarize import main
+    small = job["out"] / ddp_job.SMALL_CAP_DIR
+    assert main([str(small), "--json", "--no-cache"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    found = [f for f in summary["findings"] if f["kind"] == "bucket_cap_small"]
+    grads = ddp_job.SMALL_LAYERS * 4 * (ddp_job.SMALL_WIDTH + 1) * ddp_job.SMALL_WIDTH
+    assert len(found) == 1 and found[0]["evidence"]["value"] == ddp_job.SMALL_LAYERS   # a bucket per layer
+    msg = found[0]["message"]
+    assert f"bucket_cap_mb={ddp_job.SMALL_CAP_MB:g} splits" in msg
+    from viewer.findings.ddp import figure_mb
+    assert f"bucket_cap_mb={figure_mb(grads / 4):g})" in msg and figure_mb(grads / 4) > ddp_job.SMALL_CAP_MB
+    assert sum(b["bytes"] for b in summary["ddp"]["buckets"]) == grads
+    assert main([str(small), "--full", "--no-cache"]) == 0
+    text = capsys.readouterr().out
+    assert "DDP buckets" in text and not any(a in text for a in HOROVOD_ADVICE)
+
+
+def test_whatif_and_tune_refuse_a_ddp_trace_in_one_line(job, capsys):
+    from viewer.cli import tune, whatif
+    for cli in (whatif, tune):
+        assert cli.main([str(job["dir"])]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and "DDP" in err and not any(a in err for a in HOROVOD_ADVICE)
+
+
+def test_flight_recorder_dumps_name_the_rank_that_skipped_a_collective(job, capsys):
+    from viewer import flight_recorder as fr
+    from viewer.cli.summarize import main
+    fr_dir = job["out"] / ddp_job.FR_DIR
+    result = fr.analyze(fr.read_dir(fr_dir))
+    default, hung = result["groups"]   # DDP's group, then the planted hang's
+    assert default["ranks"] == hung["ranks"] == list(range(RANKS))
+    assert not default["missing"] and not default["mismatched"]
+    assert min(default["last_completed"].values()) > 10   # DDP's buckets: gloo's work is recorded
+    skipped = hung["missing"]
+    assert len(skipped) == 1 and skipped[0]["missing_ranks"] == [ddp_job.HANG_RANK]
+    assert skipped[0]["seq"] == 2 and skipped[0]["op"] == "gloo:all_reduce" and skipped[0]["sizes"] == [[99]]
+    assert hung["last_enqueued"] == {0: 2, 1: 1}
+    assert main([str(fr_dir)]) == 0
+    text = capsys.readouterr().out
+    assert "rank(s) 1 never issued collective #2, gloo:all_reduce (Float [99])" in text
+
+
+def test_flight_recorder_reader_runs_no_code(tmp_path, capsys):
+    import pickle
+
+    from viewer import flight_recorder as fr
+    (tmp_path / "rank_0").write_bytes(pickle.dumps({"version": "2.10", "pg_status": {}, "entries": [Path(".")]}))
+    assert not fr.is_dump_dir(tmp_path)   # a class in it: not read (a real dump holds none)
+    (tmp_path / "rank_0").write_bytes(pickle.dumps({"version": "2.10", "pg_status": {}, "entries": []}))
+    assert fr.is_dump_dir(tmp_path) and fr.analyze(fr.read_dir(tmp_path))["groups"] == []
 
 
 def test_merge_lines_the_ranks_up(job, tmp_path):
@@ -159,3 +222,63 @@ def test_dashboard_pages_and_timeline(job):
         assert page(held)
     names = {t.name for t in timeline_figure(held.timeline.window(ranks=[1])).data}
     assert {"COMM", "SYNCHRONIZE", "BACKWARD", "FORWARD"} <= names, names
+
+
+def _fsdp_trace(job, rank):
+    return json.loads((job["out"] / ddp_job.FSDP_DIR / f"rank-{rank:05d}.json").read_text())
+
+
+def test_fsdp_units_all_gather_and_reduce_scatter_with_their_phase(job):
+    steps = job["results"][0]["steps"]["fsdp_watched"]
+    units = 3   # the model's three Linear layers, each a fully_shard unit (the root holds no parameter)
+    for r in range(RANKS):
+        trace = _fsdp_trace(job, r)
+        fused = _in_steps(_x(trace, V.FUSED_RESPONSE), steps)
+        for step in range(*steps):
+            mine = [e["args"] for e in fused if e["args"]["step"] == step]
+            gathers = [a for a in mine if a["op"] == V.ALLGATHER]
+            scatters = [a for a in mine if a["op"] == V.REDUCESCATTER]
+            # each unit gathered for the forward, again (resharded after it) for the backward, and
+            # reduce-scatters its gradients in the backward
+            assert sorted(a["phase"] for a in gathers) == ["backward"] * units + ["forward"] * units, gathers
+            assert [a["phase"] for a in scatters] == ["backward"] * units
+        phases = {n: _in_steps(_x(trace, n), steps) for n in (V.FORWARD, V.BACKWARD, V.OPTIMIZER_STEP)}
+        assert all(len(v) == ddp_job.STEPS for v in phases.values())
+    # the k-th collective of a group is the same on each rank: same response, op and bytes
+    per_rank = [sorted((e["args"]["response"], e["args"]["op"], e["args"]["bytes"])
+                       for e in _x(_fsdp_trace(job, r), V.FUSED_RESPONSE)) for r in range(RANKS)]
+    assert per_rank[0] == per_rank[1]
+
+
+def test_raw_collectives_are_recorded_with_their_group(job):
+    groups = job["results"][0]["groups"]
+    last = job["results"][0]["steps"]["fsdp_watched"][1]
+    floats = 4 * ddp_job.RAW_NUMEL
+    for r in range(RANKS):
+        raw = [e for e in _x(_fsdp_trace(job, r), V.FUSED_RESPONSE) if e["args"]["step"] == last]
+        got = [(e["args"]["op"], e["args"]["process_set"], e["args"]["bytes"]) for e in raw]
+        default, own = int(groups["default"]), int(groups["own"])
+        assert got == [(V.ALLREDUCE, default, floats), (V.ALLGATHER, default, floats),
+                       (V.REDUCESCATTER, default, floats), (V.BROADCAST, default, floats), (V.BARRIER, default, 0),
+                       (V.ALLREDUCE, own, floats)], got   # the last one async: recorded at its completion
+        assert all("phase" not in e["args"] for e in raw)   # outside the watched module's passes
+
+
+def test_summarize_reads_fsdp_without_runtime_advice(job, capsys):
+    from viewer.cli.summarize import main
+    assert main([str(job["out"] / ddp_job.FSDP_DIR), "--full", "--no-cache"]) == 0
+    text = capsys.readouterr().out
+    assert "Where the step went" in text and not any(a in text for a in HOROVOD_ADVICE)
+
+
+def test_flight_recorder_names_a_member_without_a_dump(job, tmp_path):
+    """Rank 0's real dump alone, its pg_config filled as NCCL's recorder fills it (gloo's is empty)."""
+    import pickle
+
+    from viewer import flight_recorder as fr
+    dump = pickle.loads((job["out"] / ddp_job.FR_DIR / "rank_0").read_bytes())
+    dump["pg_config"] = {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}}
+    (tmp_path / "rank_0").write_bytes(pickle.dumps(dump))
+    default = fr.analyze(fr.read_dir(tmp_path))["groups"][0]
+    assert default["group"] == "0" and default["no_dump"] == [1] and not default["missing"]
+    assert "no dump from member rank(s) 1" in "\n".join(fr.report(fr.analyze(fr.read_dir(tmp_path))))

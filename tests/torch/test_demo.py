@@ -125,3 +125,16 @@ def test_new_scenarios_on_the_command_line(tmp_path):
         cmd, _ = demo.train_command(ns, tmp_path)
         assert cmd[cmd.index("--scenario") + 1] == scenario
         assert cmd[cmd.index("--steps") + 1] == str(demo.DEFAULT_STEPS[scenario])
+
+
+def test_ddp_demo_runs_torchrun_with_the_timeline_set(tmp_path, capsys):
+    from viewer.cli import demo
+    ns = demo.parse(["--ddp", "--scenario", "straggler", "--ranks", "4", "--out", str(tmp_path)])
+    cmd, env = demo.train_command(ns, tmp_path)
+    assert cmd[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4"]
+    assert cmd[5] == str(demo.DDP_SCRIPT) and cmd[cmd.index("--scenario") + 1] == "straggler"
+    assert env["RINGSCOPE_TIMELINE"].endswith("/") and str(demo.ROOT) in env["PYTHONPATH"]
+    for args in (["--ddp", "--scenario", "hang"], ["--scenario", "small-buckets"]):   # each needs the other
+        with pytest.raises(SystemExit):
+            demo.parse(args)
+    assert "--ddp" in capsys.readouterr().err

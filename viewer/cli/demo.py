@@ -14,6 +14,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN_SCRIPT = ROOT / "collectives" / "torch" / "demo_train.py"
+DDP_SCRIPT = ROOT / "collectives" / "torch" / "demo_ddp.py"   # --ddp: torch's DDP under torchrun
+DDP_SCENARIOS = ("healthy", "straggler", "slow-data", "cpu-contention", "small-buckets")
 # slow-data: rank 2's loader sleeps 40 ms per batch; cpu-contention: rank 2 shares its core with 5 busy processes
 DEFAULT_STEPS = {"healthy": 20, "straggler": 20, "tiny-tensors": 20, "large-tensors": 10,
                  "hang": 8, "slow-data": 20, "cpu-contention": 20}
@@ -32,7 +34,10 @@ def parse(argv):
         "dashboard."))
     p.add_argument("--ranks", type=int, default=4, help="number of ranks (default 4)")
     p.add_argument("--steps", type=int, help="training steps (default: 8-20 by scenario)")
-    p.add_argument("--scenario", choices=SCENARIOS, default="healthy")
+    p.add_argument("--scenario", choices=SCENARIOS + ("small-buckets",), default="healthy")
+    p.add_argument("--ddp", action="store_true",
+                   help="train under torch's DistributedDataParallel (gloo, torchrun) instead of our runtime; "
+                        f"scenarios {', '.join(DDP_SCENARIOS)}")
     p.add_argument("--out", help="run directory for the traces "
                                  "(default ringscope-runs/demo-<scenario>-<time>)")
     p.add_argument("--no-view", action="store_true", help="exit after the summary")
@@ -40,6 +45,10 @@ def parse(argv):
     ns = p.parse_args(argv)
     if ns.ranks < 1:
         p.error("--ranks must be at least 1")
+    if ns.ddp and ns.scenario not in DDP_SCENARIOS:
+        p.error(f"--ddp runs the scenarios {', '.join(DDP_SCENARIOS)}")
+    if not ns.ddp and ns.scenario not in SCENARIOS:
+        p.error(f"--scenario {ns.scenario} needs --ddp")
     if ns.steps is not None and ns.steps < 1:
         p.error("--steps must be at least 1")
     if not 0 < ns.port < 65536:
@@ -63,12 +72,17 @@ def prepare_run_dir(run_dir: Path) -> str | None:
 def train_command(ns, run_dir: Path) -> tuple[list[str], dict]:
     """The launcher command line and environment for this demo."""
     opts, extra_env = SETTINGS.get(ns.scenario, ([], {}))
-    steps = ns.steps or DEFAULT_STEPS[ns.scenario]
+    steps = ns.steps or DEFAULT_STEPS.get(ns.scenario, 20)
+    path = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + (os.pathsep + path if path else "")}
+    if ns.ddp:
+        return ([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ns.ranks}",
+                 str(DDP_SCRIPT), "--scenario", ns.scenario, "--steps", str(steps)],
+                {**env, "RINGSCOPE_TIMELINE": str(run_dir.resolve()) + os.sep, "OMP_NUM_THREADS": "1"})
     cmd = [sys.executable, "-m", "collectives.launcher", "-np", str(ns.ranks),
            "--timeline", str(run_dir.resolve()) + os.sep, *opts, str(TRAIN_SCRIPT),
            "--scenario", ns.scenario, "--steps", str(steps)]
-    path = os.environ.get("PYTHONPATH")
-    return cmd, {**os.environ, "PYTHONPATH": str(ROOT) + (os.pathsep + path if path else ""), **extra_env}
+    return cmd, {**env, **extra_env}
 
 
 def run_training(cmd, env) -> int:
@@ -97,7 +111,8 @@ def main(argv=None) -> int:
         print(f"ringscope demo: {err}", file=sys.stderr)
         return 2
     cmd, env = train_command(ns, run_dir)
-    print(f"ringscope demo: scenario {ns.scenario} on {ns.ranks} ranks, traces in {run_dir}/",
+    print(f"ringscope demo: scenario {ns.scenario} on {ns.ranks} ranks{' (DDP)' if ns.ddp else ''}, "
+          f"traces in {run_dir}/",
           flush=True)
     try:
         rc = run_training(cmd, env)

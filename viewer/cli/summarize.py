@@ -15,7 +15,8 @@ PROGRESS_BYTES = 32 << 20  # show a progress bar when the traces total more than
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ringscope summarize",
                                 description="Summarize a run: findings, stragglers, fusion, bandwidth.")
-    p.add_argument("paths", nargs="+", help="a run directory, or trace files (ringscope or Horovod)")
+    p.add_argument("paths", nargs="+", help="a run directory, or trace files (ringscope or Horovod), or a "
+                   "folder of torch Flight Recorder dumps")
     p.add_argument("--json", action="store_true", help="print the summary as JSON (docs/SUMMARY_JSON.md)")
     p.add_argument("--full", action="store_true",
                    help="print the run's facts, every finding's detail and fix, and every table")
@@ -53,6 +54,10 @@ def main(argv=None) -> int:
     from viewer.errors import TraceError, show_warnings_on_stderr
 
     show_warnings_on_stderr()
+    if len(args.paths) == 1:
+        from viewer import flight_recorder as fr
+        if fr.is_dump_dir(args.paths[0]):
+            return _flight_recorder(args.paths[0], args.json)
     from viewer import memory
     memory.use_system_allocator()
     try:
@@ -82,3 +87,17 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _flight_recorder(path: str, as_json: bool) -> int:
+    """A folder of torch Flight Recorder dumps: who is missing which collective, per process group."""
+    from viewer import flight_recorder as fr
+    from viewer.errors import TraceError
+
+    try:
+        result = fr.analyze(fr.read_dir(path))
+    except TraceError as exc:
+        print(f"ringscope: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2, default=str) if as_json else "\n".join(fr.report(result)))
+    return 0

@@ -15,7 +15,8 @@ EVIDENCE = {"straggler": "stragglers", "late_host": "late_hosts", "phase_imbalan
             "fusion_threshold": "fusion", "fusion_starved": "fusion", "memcpy": "fusion", "exposed": "breakdown",
             "priority": "priority_waits", "alpha_beta": "alpha_beta", "bandwidth": "bandwidth",
             "slow_link": "links", "recoveries": "recoveries", "gpu_idle": "kineto_launch_stats",
-            "launch_overhead": "kineto_launch_stats", "low_overlap": "kineto_overlap"}
+            "launch_overhead": "kineto_launch_stats", "low_overlap": "kineto_overlap",
+            "bucket_cap_small": "ddp_buckets", "reduction_exposed": "ddp_buckets"}
 AT_REST = ("breakdown", "kineto_temporal", "kineto_collectives_summary", "bandwidth")
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from viewer.findings import elastic, kineto, ranks, runtime  # noqa: F401  (they declare the rules)
+from viewer.findings import ddp, elastic, kineto, ranks, runtime  # noqa: F401  (they declare the rules)
 from viewer.findings.rule import COLUMNS, JSON_COLUMNS, RULES
 
 __all__ = ["JSON_COLUMNS", "evaluate"]

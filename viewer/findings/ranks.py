@@ -40,7 +40,9 @@ def stragglers(run, peak=None):
         if rank in on_late_host:
             continue
         cost = _cost(r["per_step_ns"], share, r["steps"])
-        msg = f"rank {rank} was last in {r['pct_last']:.0f} % of negotiations and cost the others {cost}"
+        msg = (f"rank {rank} was the last to have its bucket ready in {r['pct_last']:.0f} % of DDP's buckets "
+               f"and cost the others {cost}" if "ddp" in run.has else
+               f"rank {rank} was last in {r['pct_last']:.0f} % of negotiations and cost the others {cost}")
         if rank in why:
             msg += "; " + why[rank]
         else:

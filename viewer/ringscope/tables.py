@@ -261,7 +261,7 @@ def parse_file(path, warn: bool = True) -> dict:
     info = {"rank": rank, **{k: meta.get(k) if isinstance(meta.get(k), str) else None for k in ("host", "backend")},
             **{k: meta.get(k) for k in ("pid", "local_rank", "size", "base_epoch_ns")},
             **{k: meta.get(k, sd.get(k)) for k in ("clock_offset_ns", "clock_offset_uncertainty_ns")},
-            "file": str(path), "format": "ddp" if meta.get("source") == V.SOURCE_DDP else "ringscope",
+            "file": str(path), "format": _format(meta.get("source")),
             "truncated": not closed, "closed": closed,
             "events_dropped": sd.get("events_dropped"), "events_skipped": sum(s["events"] for s in reader.skipped),
             "last_ts_ns": int(round(last_us * 1000)), "cpu_set": _cpu_set(meta.get("cpu_set"))}
@@ -270,3 +270,8 @@ def parse_file(path, warn: bool = True) -> dict:
     if warn:
         warn_damage(path, meta, closed)
     return {**out, "rank_info": info, "meta": meta}
+
+
+def _format(source) -> str:
+    """A trace's format from its run meta's ``source``: a watched torch job's (ddp, fsdp) or ours."""
+    return source if source in (V.SOURCE_DDP, V.SOURCE_FSDP) else "ringscope"

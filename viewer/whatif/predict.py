@@ -23,6 +23,9 @@ class ModelError(ValueError):
 
 def fit(run: Run) -> Model:
     """The model fitted on the run's rebuilt steps (:class:`ModelError`: none); its headline beside it."""
+    if "ddp" in run.has:
+        raise ModelError("a DDP job's trace: the replay models the runtime's fusion threshold and cycle time, "
+                         "which DDP does not have (its buckets follow bucket_cap_mb; summarize gives the DDP findings)")
     tables = run.tables
     steps = rebuild.rebuild(tables)
     if not steps:
