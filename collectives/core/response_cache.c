@@ -375,7 +375,7 @@ static PyObject *ct_plan(CacheTable *t, PyObject *const *a, Py_ssize_t n) {
         PyList_SET_ITEM(out, j, item);
     }
 done:
-    for (Py_ssize_t i = 0; mine && i < k; i++) Py_XDECREF(mine[i]);
+    for (Py_ssize_t i = 0; mine && i < nb; i++) Py_XDECREF(mine[i]);   /* (NULL past k) */
     PyMem_Free(units);
     PyMem_Free(order);
     PyMem_Free(starts);
