@@ -1,5 +1,6 @@
-"""Build hooks for the required C extensions: the tracer's recorder (``tracer._record``), the
-engine's native core (``collectives._core``, which calls the recorder's C API, tracer/record_api.h),
+"""Build hooks for the required C extensions: the tracer's recorder (``tracer._record``), the fusion
+plan (``tracer._fusion_rules``), the engine's native core (``collectives._core``, which calls the
+recorder's and the fusion plan's C APIs, tracer/record_api.h and tracer/fusion_api.h),
 the bit round's MPI calls (``collectives._round``, against the mpich wheel's mpi.h and libmpi) and
 the viewer's event scanner (``viewer.io._eventscan``); everything else is in pyproject.toml."""
 import importlib.metadata
@@ -24,8 +25,10 @@ ROUND = "collectives/core/round_mpi.c"
 RUNTIME = sys.platform.startswith("linux")
 mpi_include, mpi_lib = mpich_dirs() if RUNTIME else ("", "")
 core_headers = sorted(glob("collectives/core/*.h") + glob("tracer/*.h"))
-setup(ext_modules=[e for e in [Extension("tracer._record", sorted(glob("tracer/*.c")),
-                             depends=sorted(glob("tracer/*.h")), extra_compile_args=["-O2"]),
+setup(ext_modules=[e for e in [Extension("tracer._record", ["tracer/_record.c"], depends=["tracer/record_api.h"],
+                             extra_compile_args=["-O2"]),
+                   Extension("tracer._fusion_rules", ["tracer/_fusion_rules.c"], depends=["tracer/fusion_api.h"],
+                             extra_compile_args=["-O2", "-std=gnu11"]),
                    Extension("collectives._core", sorted(set(glob("collectives/core/*.c")) - {ROUND}),
                              include_dirs=["tracer", "collectives/core"], depends=core_headers,
                              extra_compile_args=["-O2", "-std=gnu11"]),

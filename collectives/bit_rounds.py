@@ -27,7 +27,6 @@ import numpy as np
 
 from collectives import messages as M
 from collectives._core import bits_of, put_bits
-from collectives.fusion import by_priority, fuse
 from collectives.response_cache import ResponseCache
 from tracer import vocab as V
 from tracer.fusion_rules import IDLE_CYCLES
@@ -86,8 +85,8 @@ class BitRounds:
         c = self.caches.get(set_id)
         if c is None:
             c = self.caches[set_id] = ResponseCache(self.capacity)
-            self.pending[set_id] = {}
-            self.stale[set_id] = {}
+            self.pending[set_id] = c.pending   # (the table's own: its lookup and plan use them)
+            self.stale[set_id] = c.stale
         return c
 
     def drop_set(self, set_id: int) -> list:
@@ -111,10 +110,10 @@ class BitRounds:
         out = []
         for sid in self.pending:
             out += self.pending[sid].values()
-            self.pending[sid] = {}
+            self.pending[sid].clear()
             for held in self.stale[sid].values():
                 out += held
-            self.stale[sid] = {}
+            self.stale[sid].clear()
         return out
 
     def busy(self) -> bool:
@@ -199,35 +198,25 @@ class BitRounds:
 
     def responses(self, sid: int, bits, threshold: int, my_rank: int) -> list:
         """The cached responses of set ``sid`` for ``bits`` (ready everywhere and valid), in the
-        order every member derives: priority, then bit; fused like the coordinator's. Returns
-        [(response, entries)]; a rank that joined has None for the tensors it lacks."""
-        cache, pend = self.caches[sid], self.pending[sid]
-        items = []
-        for bit in bits:
-            c = cache.entries.get(bit)
-            if c is None:
-                continue
-            items.append((c, pend.pop(bit, None)))
-        items = by_priority(items, lambda it: it[0].priority)
+        order every member derives: priority, then bit; fused like the coordinator's (the table's
+        plan, in C, with the fusion rule's one implementation). Returns [(response, entries)]; a
+        rank that joined has None for the tensors it lacks."""
         out = []
-        for batch in fuse(items, _fuse_key, _bytes, threshold):
-            c0 = batch[0][0]
+        for cached, names, entries, nbytes, missing in self.caches[sid].plan(bits, threshold):
+            c0 = cached[0]
             n = self.cached_ids.get(sid, 0)
             self.cached_ids[sid] = n + 1
-            resp = M.Response(CACHED_ID_BASE * (sid + 1) + n, V.ALLREDUCE,
-                              [c.name for c, _ in batch], process_set=sid, dtype=c0.dtype,
-                              reduce_op=c0.reduce_op, prescale=c0.prescale,
+            resp = M.Response(CACHED_ID_BASE * (sid + 1) + n, V.ALLREDUCE, names, process_set=sid,
+                              dtype=c0.dtype, reduce_op=c0.reduce_op, prescale=c0.prescale,
                               postscale=c0.postscale, backend=c0.backend, device=c0.device,
-                              nbytes=sum(c.nbytes for c, _ in batch), adapter=c0.adapter,
-                              priority=c0.priority)
-            entries = [e for _, e in batch]
-            if any(e is None for e in entries):
+                              nbytes=nbytes, adapter=c0.adapter, priority=c0.priority)
+            if missing:
                 if not self._posted_joined():
-                    missing = [c.name for c, e in batch if e is None]
-                    raise RuntimeError(f"bit round: cached tensors {missing} ready everywhere "
+                    lost = [c.name for c, e in zip(cached, entries) if e is None]
+                    raise RuntimeError(f"bit round: cached tensors {lost} ready everywhere "
                                        "but never submitted on this rank")
                 resp.joined = [my_rank]   # this rank reduces zeros for the ones it lacks
-                resp.shapes = {c.name: c.shape for c, _ in batch}
+                resp.shapes = {c.name: c.shape for c in cached}
             out.append((resp, entries))
         return out
 
@@ -242,12 +231,3 @@ class BitRounds:
     def wait_s(self, now: float) -> float:
         return max(0.0, self._next_post - now)
 
-
-def _fuse_key(item):
-    c = item[0]
-    return (c.dtype, c.reduce_op, c.prescale, c.postscale, c.device, c.backend, c.adapter,
-            c.priority)
-
-
-def _bytes(item):
-    return item[0].nbytes

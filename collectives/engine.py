@@ -24,8 +24,7 @@ import traceback
 from collectives import engine_trace as trace
 from collectives import messages as M
 from collectives import mpi_wait
-from collectives import response_cache as RC
-from collectives._core import SubmitQueue, prepare_setup
+from collectives._core import SubmitQueue, prepare_setup, route
 from collectives.config import cpu_backend
 from collectives.coordinator import Coordinator
 from collectives.entry import Entry
@@ -271,27 +270,15 @@ class Engine:
             self._sends.append(self.ctrl.isend((self.rank, reqs), dest=0, tag=M.TAG_REQUEST))
 
     def _route(self, entries) -> list:
-        """Put cache hits under their bits (and stale ones aside); return what goes to rank 0."""
-        rounds, full, member = self._rounds, [], {}
-        for e in entries:
+        """Put cache hits under their bits (and stale ones aside, in the core); return what goes
+        to rank 0."""
+        rounds = self._rounds
+        full = entries if rounds.bypass else route(entries, rounds.caches)
+        for e in full:   # (no cache holds a join or a shutdown)
             if e.op_type == V.JOIN:
                 rounds.joined = True
             elif e.op_type == M.SHUTDOWN:
                 rounds.leaving = True
-            sid = e.process_set
-            if sid not in member:
-                member[sid] = self.sets.get(sid).rank >= 0
-            if rounds.bypass or not RC.cacheable(e) or not member[sid]:
-                full.append(e)
-                continue
-            status, c = rounds.cache(e.process_set).lookup(e)
-            if status == RC.HIT:
-                rounds.pending[e.process_set][c.bit] = e
-                e.trace_key = c.trace_key
-            elif status == RC.CHANGED:   # held until every member has dropped the bit
-                rounds.stale[e.process_set].setdefault(c.bit, []).append(e)
-            else:
-                full.append(e)
         return full
 
     def _round_step(self) -> bool:

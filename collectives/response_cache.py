@@ -5,13 +5,16 @@ member runs the same responses in the same order (bit_rounds.py orders them), so
 bit on every rank, and the same entry: what every member agreed on (validation.py made them equal).
 A name keeps its bit for the life of the cache; once ``capacity`` names have bits, newer names take
 the coordinator's path every time. An entry whose request changes is invalidated by the bit rounds
-(on every member at the same round) and comes back through the coordinator.
+(on every member at the same round) and comes back through the coordinator. The per-tensor work
+(the lookup of a submission, the plan of the fused responses) is the native core's
+(collectives/core/response_cache.c).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from collectives import messages as M
+from collectives._core import CacheTable
 from tracer import vocab as V
 
 HIT, MISS, CHANGED = 0, 1, 2
@@ -22,7 +25,6 @@ class Cached:
     """What the members agreed on for one tensor (the response is rebuilt from it)."""
     bit: int
     name: str
-    signature: tuple      # signature(entry) of the request it answers
     nbytes: int
     shape: tuple
     dtype: str
@@ -36,31 +38,16 @@ class Cached:
     trace_key: tuple      # the immutable key handed to the tracer step after step
 
 
-def signature(e) -> tuple:
-    """What must not change for a cached response to answer ``e`` (tracer's trace_key aside).
-    Built for every cached submission, so from the entry's fields as they are (the enum member,
-    the adapter object: equal exactly when their values are)."""
-    return (e.op_type, e.dtype, e.shape, e.reduce_op, e.prescale, e.postscale,
-            e.device.partition(":")[0], e.backend, e.priority, e.adapter)
-
-
 def cacheable(e) -> bool:
     return e.op_type == V.ALLREDUCE and e.group is None
 
 
-class ResponseCache:
-    def __init__(self, capacity: int):
-        self.capacity = capacity
-        self.bit_of: dict[str, int] = {}        # name -> bit, for good
-        self.entries: dict[int, Cached] = {}    # bit -> entry, while valid
-
-    def lookup(self, e) -> tuple[int, Cached | None]:
-        """(HIT, entry) | (CHANGED, the stale entry) | (MISS, None)."""
-        bit = self.bit_of.get(e.name)
-        c = None if bit is None else self.entries.get(bit)
-        if c is None:
-            return MISS, None
-        return (HIT, c) if c.signature == signature(e) else (CHANGED, c)
+class ResponseCache(CacheTable):
+    """One set's cache: which name has which bit and its record are kept here; the table (C) holds
+    each bit's record, the signature a submission must have for it to answer (the entry's op type,
+    dtype, shape, reduce op, scale factors, device kind, backend, priority and adapter), the
+    entries pending under the bits (``pending``) or held for a stale bit's drop (``stale``), and
+    does the lookup (``lookup``, ``collectives._core.route``) and the fused plan (``plan``)."""
 
     def put(self, resp: M.Response, entries) -> None:
         """Keep what ``resp`` (a cacheable response this member just ran) answered; ``entries``
@@ -71,15 +58,11 @@ class ResponseCache:
                 if len(self.bit_of) >= self.capacity:
                     continue
                 bit = self.bit_of[e.name] = len(self.bit_of)
-            sig = signature(e)
             if e.trace_key is not None and e.trace_key[-1] == e.priority:
                 key = e.trace_key
             else:
                 key = (e.name, e.op_type, e.nbytes, e.dtype, e.shape, e.reduce_op.value,
                        e.process_set, e.priority)
-            self.entries[bit] = Cached(bit, e.name, sig, e.nbytes, e.shape, e.dtype,
-                                       resp.reduce_op, resp.prescale, resp.postscale, resp.device,
-                                       resp.backend, resp.adapter, resp.priority, key)
-
-    def invalidate(self, bit: int) -> None:
-        self.entries.pop(bit, None)
+            self.keep(Cached(bit, e.name, e.nbytes, e.shape, e.dtype, resp.reduce_op, resp.prescale,
+                             resp.postscale, resp.device, resp.backend, resp.adapter, resp.priority,
+                             key), e)

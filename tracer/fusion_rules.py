@@ -1,6 +1,8 @@
 """The fusion planning rules, shared by the runtime's coordinator and response cache
 (:mod:`collectives.fusion`, :mod:`collectives.bit_rounds`) and the viewer's what-if replay
-(:mod:`viewer.whatif`), so that both plan alike. Pure Python, no imports beyond the vocabulary.
+(:mod:`viewer.whatif`), so that both plan alike. The plan itself (priority order, then greedy fusion)
+is one C function, ``tracer._fusion_rules.plan`` (tracer/_fusion_rules.c), which the engine's native
+core calls directly (tracer/fusion_api.h): :func:`by_priority` and :func:`fuse` wrap it.
 
 - Only an allreduce without an error fuses (:func:`fusable`); two units fuse when their keys match.
 - Higher priority is planned first; readiness order among equals (:func:`by_priority`).
@@ -15,6 +17,9 @@
 from __future__ import annotations
 
 from tracer import vocab as V
+from tracer.native import load
+
+plan = load("tracer._fusion_rules").plan
 
 IDLE_CYCLES = 8   # the bit rounds' longest gap while every rank is idle, in cycles (runtime and replay)
 
@@ -26,32 +31,17 @@ def fusable(op_type: str, error: object = None) -> bool:
 
 def by_priority(units, priority_of) -> list:
     """Higher priority first; readiness order among equals (a stable sort)."""
-    if all(priority_of(u) == 0 for u in units):
-        return list(units)
-    return sorted(units, key=lambda u: -priority_of(u))
+    units = list(units)
+    return [units[b[0]] for b in plan([priority_of(u) for u in units], None, None, 0)]
 
 
 def fuse(units, key_of, bytes_of, threshold: int) -> list[list]:
     """Greedy fusion, shared by the coordinator and the response cache: each unit in turn takes
     every later unit with the same key (None: never fused) while the byte total stays within
     ``threshold``; a unit that does not fit is skipped over and starts a later batch."""
-    left = [(key_of(u), bytes_of(u), u) for u in units]   # (each unit's key and size, once)
-    out = []
-    while left:
-        key, total, first = left[0]
-        batch, rest = [first], []
-        if key is not None and threshold > 0:
-            for item in left[1:]:
-                if item[0] == key and total + item[1] <= threshold:
-                    batch.append(item[2])
-                    total += item[1]
-                else:
-                    rest.append(item)
-        else:
-            rest = left[1:]
-        out.append(batch)
-        left = rest
-    return out
+    units, ids = list(units), {}
+    keys = [-1 if (k := key_of(u)) is None else ids.setdefault(k, len(ids)) for u in units]
+    return [[units[i] for i in b] for b in plan(None, keys, [bytes_of(u) for u in units], threshold)]
 
 
 def flush_due(waited_s: float, cycle_time_s: float, ready_bytes: int, threshold: int,

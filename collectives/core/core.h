@@ -4,8 +4,9 @@
  * submit-time fill of a host array's allreduce), handle.c (an op's pending result and its
  * completion), submit_queue.c (admission, the submit queue, the ops in flight, completion),
  * fusion_buffer.c (the packing plan of a fused response on the host), bit_words.c (the bit
- * rounds' words), module.c (the module, the tracer's C API, the vocabulary). A thread that waits (a user's thread
- * on a handle, the engine for work) sleeps on a futex with the GIL released.
+ * rounds' words), response_cache.c (the cache's table: the lookup and the plan of fused
+ * responses), module.c (the module, the tracer's C API, the vocabulary). A thread that waits (a
+ * user's thread on a handle, the engine for work) sleeps on a futex with the GIL released.
  */
 #ifndef RINGSCOPE_CORE_H
 #define RINGSCOPE_CORE_H
@@ -56,6 +57,11 @@ int rs_queue_words(PyObject *queue, atomic_int **seq, atomic_int **sleeping);
 /* fusion_buffer.c: the packing plan of a fused response on the host */
 PyObject *rs_pack(PyObject *m, PyObject *const *a, Py_ssize_t n);
 PyObject *rs_unpack(PyObject *m, PyObject *const *a, Py_ssize_t n);
+
+/* response_cache.c: the response cache's table, the lookup (route) and the plan of fused responses */
+extern PyTypeObject rs_CacheTableType;
+int rs_cache_init(void);
+PyObject *rs_route(PyObject *m, PyObject *const *a, Py_ssize_t n);
 
 /* bit_words.c: the bit rounds' words */
 PyObject *rs_put_bits(PyObject *m, PyObject *const *a, Py_ssize_t n);

@@ -31,6 +31,9 @@ static PyMethodDef methods[] = {
     {"unpack", (PyCFunction)(void (*)(void))rs_unpack, METH_FASTCALL,
      "unpack(buf, outputs) -> bool: consecutive pieces of buf into the outputs (False: one is not "
      "C-contiguous and writable, nothing copied)"},
+    {"route", (PyCFunction)(void (*)(void))rs_route, METH_FASTCALL,
+     "route(entries, tables) -> what goes to the coordinator (the others wait under their cache "
+     "bits, or are held for a stale bit's drop)"},
     {"put_bits", (PyCFunction)(void (*)(void))rs_put_bits, METH_FASTCALL,
      "put_bits(words, offset, bits, on): set (or clear) bits of the words from ``offset``"},
     {"bits_of", (PyCFunction)(void (*)(void))rs_bits_of, METH_FASTCALL,
@@ -68,13 +71,14 @@ PyMODINIT_FUNC PyInit__core(void) {
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!(*names[i].p = PyUnicode_InternFromString(names[i].s))) return NULL;
     if (PyType_Ready(&rs_HandleType) < 0 || PyType_Ready(&rs_SubmitQueueType) < 0 ||
-        rs_entry_setup() < 0 || rs_prepare_init() < 0)
+        rs_entry_setup() < 0 || rs_prepare_init() < 0 || rs_cache_init() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "Handle", (PyObject *)&rs_HandleType) < 0 ||
         PyModule_AddObjectRef(m, "Entry", (PyObject *)&rs_EntryType) < 0 ||
-        PyModule_AddObjectRef(m, "SubmitQueue", (PyObject *)&rs_SubmitQueueType) < 0) {
+        PyModule_AddObjectRef(m, "SubmitQueue", (PyObject *)&rs_SubmitQueueType) < 0 ||
+        PyModule_AddObjectRef(m, "CacheTable", (PyObject *)&rs_CacheTableType) < 0) {
         Py_DECREF(m);
         return NULL;
     }
