@@ -1,6 +1,6 @@
 """HolisticTraceAnalysis on one trace directory, run by HTA's own interpreter (never ringscope's
 venv: HTA is no dependency). Prints ``BENCH_JSON`` with its parse time and, with ``--figures``, its
-overlap and temporal breakdown per rank.
+overlap, temporal breakdown and idle time per rank: the answer ``ringscope summarize`` is timed against.
 
     $RINGSCOPE_HTA_PYTHON bench/kineto_hta_probe.py TRACE_DIR [--figures]
 """
@@ -29,6 +29,9 @@ def main() -> None:
         out["temporal_pct"] = {int(r): [float(c), float(n), float(i)] for r, c, n, i in
                                zip(tb["rank"], tb["compute_time_pctg"], tb["non_compute_time_pctg"],
                                    tb["idle_time_pctg"])}
+        idle = a.get_idle_time_breakdown(visualize=False)[0]
+        out["idle_us"] = {f"{int(r)}/{int(s)}/{c}": float(t) for r, s, c, t in
+                          zip(idle["rank"], idle["stream"], idle["idle_category"], idle["idle_time"])}
     print("BENCH_JSON " + json.dumps(out), flush=True)
 
 
