@@ -34,6 +34,10 @@ NEEDS = {"demo": {"runtime": "mpi4py", "torch": "torch"}, "run": {"runtime": "mp
          "cluster": {"runtime": "mpi4py"}}
 EXTRA_OF = {"mpi4py": "runtime", "torch": "torch", "nvtx": "nvtx", "pynvml": "gpu"}   # module -> its extra
 PACKAGES = ("collectives", "tracer", "viewer")   # ringscope's top-level names: generic, so checked (_stray)
+# the commands that print or write their answer and hold nothing open: as the process's command, they end
+# once their output is flushed, without the interpreter's teardown (freeing pandas', Arrow's and the run's
+# objects one by one: ~0.13 CPU s of a 38 MB Kineto summary's 1.3)
+ENDS_AT_ONCE = {"summarize", "merge", "whatif", "tune"}
 HOME = Path(__file__).resolve().parents[2]   # the folder holding this viewer/, and so tracer/ and collectives/
 
 
@@ -117,7 +121,9 @@ def _import_error_line(cmd: str, e: ImportError) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``ringscope`` console script."""
+    """Entry point of the ``ringscope`` console script (``argv`` None: the process's own arguments, and a
+    command of :data:`ENDS_AT_ONCE` ends the process)."""
+    own = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(_usage())
@@ -144,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return subprocess.call([sys.executable, "-m", target, *rest], cwd=cwd)
     try:
-        return int(importlib.import_module(target).main(rest) or 0)
+        code = int(importlib.import_module(target).main(rest) or 0)
     except BrokenPipeError:   # the reader went away (``| head``): stop quietly, as a killed pipe would
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # the exit's flush must not raise
         return 141
@@ -154,3 +160,17 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(line, file=sys.stderr)
         return 2
+    if own and cmd in ENDS_AT_ONCE:
+        _end(code)
+    return code
+
+
+def _end(code: int) -> None:
+    """Flush the output and end the process with ``code``; if the flush fails (a closed pipe), return and
+    let the interpreter's exit report it as before."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:
+        return
+    os._exit(code)
