@@ -29,6 +29,7 @@ class Run:
         self.tables = tables
         self.source = source
         self._memo: dict[tuple[str, tuple[tuple[str, Any], ...]], Any] = {}
+        self._shared: dict[Any, Any] = {}
 
     @classmethod
     def load(cls, path: RunSource, cache: bool = True, cache_dir: str | os.PathLike[str] | None = None,
@@ -90,6 +91,12 @@ class Run:
             self._memo[key] = a.compute(self, **params)
             memory.release()   # the analysis's intermediate frames: gone, not kept by the allocator
         return self._memo[key]
+
+    def shared(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """``compute()``, once per run: an intermediate table several analyses read that is no analysis itself."""
+        if key not in self._shared:
+            self._shared[key] = compute()
+        return self._shared[key]
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("_") or name not in registry.ANALYSES:

@@ -26,12 +26,11 @@ def test_figures_agree_with_hta_run_here(name):
     line = [x for x in p.stdout.splitlines() if x.startswith("BENCH_JSON ")]
     assert p.returncode == 0 and line, p.stderr[-2000:]
     hta = json.loads(line[-1][len("BENCH_JSON "):])
-    from viewer.kineto import gpu_time
     from viewer.run import Run
 
     run = Run.load(SHARED / name)
-    tb = gpu_time.temporal_breakdown(run.tables).set_index("rank")
-    ov = gpu_time.comm_comp_overlap(run.tables).set_index("rank")
+    tb = run.kineto_temporal().set_index("rank")
+    ov = run.kineto_overlap().set_index("rank")
     for rank, (compute, non_compute, idle) in hta["temporal_pct"].items():
         got = tb.loc[int(rank)]
         assert abs(got["compute_pct"] - compute) <= 0.5 and abs(got["non_compute_pct"] - non_compute) <= 0.5

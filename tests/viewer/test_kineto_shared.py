@@ -36,11 +36,9 @@ def _run(name):
 
 @pytest.mark.parametrize("name", sorted(HTA))
 def test_agrees_with_hta(name):
-    from viewer.kineto import gpu_time
-
     run = _run(name)
-    tb = gpu_time.temporal_breakdown(run.tables).set_index("rank")
-    ov = gpu_time.comm_comp_overlap(run.tables).set_index("rank")
+    tb = run.kineto_temporal().set_index("rank")
+    ov = run.kineto_overlap().set_index("rank")
     assert sorted(tb.index) == sorted(HTA[name])
     for rank, (overlap_pct, compute, non_compute, idle) in HTA[name].items():
         got = tb.loc[rank]
@@ -57,16 +55,17 @@ def test_agrees_with_hta(name):
 def test_exact_times_differ_from_hta_rounding_only_by_short_kernels():
     """Without HTA's µs rounding, idle shrinks (kernels keep their sub-µs parts), never grows."""
     from viewer.kineto import gpu_time
+    from viewer.kineto.kernels import gpu_work
 
     run = _run("nccl_2rank")
-    hta = gpu_time.temporal_breakdown(run.tables).iloc[0]
-    exact = gpu_time.temporal_breakdown(run.tables, hta_rounding=False).iloc[0]
+    hta = run.kineto_temporal().iloc[0]
+    exact = gpu_time.temporal_breakdown(gpu_work(run.tables, hta_rounding=False)).iloc[0]
     assert exact["idle_pct"] < hta["idle_pct"] and exact["compute_pct"] > hta["compute_pct"]
     assert abs(exact["idle_pct"] - hta["idle_pct"]) < 1.0
 
 
 def test_nccl_2rank_collectives_steps_and_streams():
-    from viewer.kineto import collectives, gpu_time
+    from viewer.kineto import collectives
 
     run = _run("nccl_2rank")
     assert run.ranks["rank"].tolist() == [0] and run.size == 2 and run.ranks["closed"].all()
@@ -76,10 +75,10 @@ def test_nccl_2rank_collectives_steps_and_streams():
     first = t[t["op"] == "ALLREDUCE"].iloc[0]
     assert first["bytes"] == 2049000 * 4 and first["n"] == 2 and first["factor"] == 1.0   # 2(n-1)/n, n = 2
     assert first["algbw_gbps"] == pytest.approx(first["bytes"] / (first["time_us"] * 1e3), rel=1e-9)
-    per_step = gpu_time.step_breakdown(run.tables)
+    per_step = run.kineto_steps()
     assert per_step["step"].tolist() == [4, 5, 6] and (per_step["collectives"] == 7).all()
     assert (per_step["exposed_comm_ns"] <= per_step["communication_ns"]).all() and (per_step["gpu_idle_ns"] >= 0).all()
-    st = gpu_time.stream_table(run.tables).set_index("stream")
+    st = run.kineto_streams().set_index("stream")
     assert set(st.index) == {"gpu:7", "gpu:40"}
     assert st.loc["gpu:40", "communication_ns"] > 0 and st.loc["gpu:40", "compute_ns"] == 0
 

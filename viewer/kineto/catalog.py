@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from viewer.analyses import stragglers
-from viewer.kineto import collectives, gpu_time, launches
+from viewer.kineto import collectives, gpu_time, kernels, launches
 from viewer.registry import Column as C
 from viewer.registry import Table, analysis
 
 RANK = C("rank", "rank", "count")
+
+
+def _work(run, include_last_step: bool = False):
+    """The GPU work the analyses count (:func:`viewer.kineto.kernels.gpu_work`), built once per run."""
+    return run.shared(("kineto.gpu_work", include_last_step),
+                      lambda: kernels.gpu_work(run.tables, include_last_step=include_last_step))
 
 
 @analysis(needs=("kineto",), json="rows", key="kineto.temporal_breakdown", table=Table(
@@ -17,7 +23,7 @@ RANK = C("rank", "rank", "count")
         C("communication_ns", "communication", "ns"))))
 def kineto_temporal(run):
     """Per rank: GPU time in compute, non-compute and idle (HTA's temporal breakdown)."""
-    return gpu_time.temporal_breakdown(run.tables)
+    return gpu_time.temporal_breakdown(_work(run))
 
 
 @analysis(needs=("kineto",), json="rows", key="kineto.overlap", table=Table(
@@ -26,7 +32,7 @@ def kineto_temporal(run):
         C("exposed_ns", "exposed", "ns"), C("overlap_pct", "overlap", "pct"))))
 def kineto_overlap(run):
     """Per rank: the share of NCCL kernel time during which a compute kernel also ran."""
-    return gpu_time.comm_comp_overlap(run.tables)
+    return gpu_time.comm_comp_overlap(_work(run))
 
 
 @analysis(needs=("kineto",))
@@ -51,13 +57,13 @@ def kineto_collectives_summary(run):
     C("gpu_idle_ns", "GPU idle", "ns"), C("collectives", "collectives", "count"))))
 def kineto_steps(run):
     """Per rank and ProfilerStep: GPU busy, compute, communication, exposed communication, idle."""
-    return gpu_time.step_breakdown(run.tables)
+    return gpu_time.step_breakdown(run.tables, _work(run, include_last_step=True))
 
 
 @analysis(needs=("kineto",), json="rows", key="kineto.streams")
 def kineto_streams(run):
     """Per rank and GPU stream: its kernels and how busy it was."""
-    return gpu_time.stream_table(run.tables)
+    return gpu_time.stream_table(_work(run))
 
 
 @analysis(needs=("kineto",))
@@ -86,7 +92,7 @@ def kineto_rank_stragglers(run):
 @analysis(needs=("kineto",))
 def kineto_kernel_launches(run):
     """One row per kernel, memcpy and memset: its launch call, launch delay and the GPU idle time before it."""
-    return launches.kernel_launches(run.tables)
+    return launches.kernel_launches(run.tables, _work(run))
 
 
 @analysis(needs=("kineto",), json="rows", key="kineto.launch_stats", table=Table(

@@ -1,9 +1,10 @@
-"""Where a Kineto run's GPU time went, per rank, stream and step (HTA's definitions, docs/KINETO.md)."""
+"""Where a Kineto run's GPU time went, per rank, stream and step (HTA's definitions, docs/KINETO.md), from its
+GPU work (``viewer.kineto.kernels.gpu_work``: the analyses share one)."""
 from __future__ import annotations
 
 import pandas as pd
 
-from viewer.kineto.kernels import gpu_work, overlap_ns, step_spans, union_ns
+from viewer.kineto.kernels import KINDS, step_spans, union_ns
 
 TEMPORAL = ["rank", "kernel_time_ns", "idle_ns", "compute_ns", "non_compute_ns", "communication_ns",
             "memory_ns", "idle_pct", "compute_pct", "non_compute_pct"]
@@ -16,11 +17,14 @@ NAN = float("nan")
 
 
 def unions(g) -> dict:
-    """ns covered by the work ``g``: per kind, in all (``busy``) and by communication during compute."""
-    out = {k: union_ns(x["t_ns"], x["end_ns"]) for k, x in g.groupby("kind")}
-    comm, comp = g[g["kind"] == "communication"], g[g["kind"] == "compute"]
-    out["overlap"] = overlap_ns(comm["t_ns"], comm["end_ns"], comp["t_ns"], comp["end_ns"])
-    out["busy"] = union_ns(g["t_ns"], g["end_ns"])
+    """ns covered by the work ``g``: per kind it holds, in all (``busy``), and by communication during compute
+    (``overlap``: |comm| + |compute| − |comm ∪ compute|)."""
+    t, e = g["t_ns"].to_numpy(), g["end_ns"].to_numpy()
+    of = {k: (g["kind"] == k).to_numpy(dtype=bool) for k in KINDS}
+    out = {k: union_ns(t[sel], e[sel]) for k, sel in of.items() if sel.any()}
+    both = of["communication"] | of["compute"]
+    out["overlap"] = out.get("communication", 0) + out.get("compute", 0) - union_ns(t[both], e[both])
+    out["busy"] = union_ns(t, e)
     return out
 
 
@@ -28,10 +32,10 @@ def _span(g) -> int:
     return int(g["end_ns"].max() - g["t_ns"].min())
 
 
-def temporal_breakdown(tables, hta_rounding: bool = True):
+def temporal_breakdown(work):
     """One row per rank with GPU work: compute, non-compute (kernel time − compute − idle) and idle."""
     rows = []
-    for rank, g in gpu_work(tables, hta_rounding=hta_rounding).groupby("rank", sort=True):
+    for rank, g in work.groupby("rank", sort=True):
         span, u = _span(g), unions(g)
         compute, idle = u.get("compute", 0), span - u["busy"]
         non_compute = span - compute - idle
@@ -41,20 +45,20 @@ def temporal_breakdown(tables, hta_rounding: bool = True):
     return pd.DataFrame(rows, columns=TEMPORAL)
 
 
-def comm_comp_overlap(tables):
+def comm_comp_overlap(work):
     """One row per rank with GPU work (``overlap_pct`` NaN when it ran no NCCL kernel)."""
     rows = []
-    for rank, g in gpu_work(tables).groupby("rank", sort=True):
+    for rank, g in work.groupby("rank", sort=True):
         u = unions(g)
         comm, both = u.get("communication", 0), u["overlap"]
         rows.append([int(rank), comm, u.get("compute", 0), both, comm - both, 100.0 * both / comm if comm else NAN])
     return pd.DataFrame(rows, columns=OVERLAP)
 
 
-def stream_table(tables):
+def stream_table(work):
     """One row per rank and GPU stream: its work, busy time (of the rank's kernel time) and top kernel."""
     rows = []
-    for rank, r in gpu_work(tables).groupby("rank", sort=True):
+    for rank, r in work.groupby("rank", sort=True):
         span = _span(r)
         for stream, g in r.groupby("thread", sort=True):
             u = unions(g)
@@ -65,14 +69,14 @@ def stream_table(tables):
     return pd.DataFrame(rows, columns=STREAMS)
 
 
-def step_breakdown(tables):
-    """One row per rank and ProfilerStep (the last included); GPU columns NaN without GPU work."""
-    work = {k: g for k, g in gpu_work(tables, include_last_step=True).groupby(["rank", "step"])}
+def step_breakdown(tables, work):
+    """One row per rank and ProfilerStep; ``work``: the last step's included. GPU columns NaN without GPU work."""
+    by_step = {k: g for k, g in work.groupby(["rank", "step"])}
     comms = {k: g for k, g in tables.fused_ops.groupby(["rank", "step"])}
     spans = step_spans(tables.events)[["rank", "step", "start_ns", "end_ns"]]
     rows = []
     for rank, step, start, end in spans.itertuples(index=False):
-        g, c = work.get((rank, step)), comms.get((rank, step))
+        g, c = by_step.get((rank, step)), comms.get((rank, step))
         n_coll = 0 if c is None else len(c)
         if g is None or not len(g):
             comm = NAN if c is None else union_ns(c["start_ns"], c["end_ns"])

@@ -9,6 +9,7 @@ import pandas as pd
 from viewer.kineto.comms import COMM_KERNEL
 
 WORK_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+KINDS = ("compute", "communication", "memory", "other")   # what kernel_kind says
 _MEMORY = re.compile(r"^(Memcpy|Memset|dma)")
 _NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
 
@@ -38,9 +39,9 @@ def gpu_work(tables, include_last_step: bool = False, hta_rounding: bool = True)
                         "name": g["name"].to_numpy(), "t_ns": g["t_ns"].to_numpy(),
                         "end_ns": (g["t_ns"] + g["dur_ns"]).to_numpy(), "step": g["step"].to_numpy()})
     out["launch_ns"] = g["launch_ns"].to_numpy(dtype="float64", na_value=np.nan)   # a Kineto run's events have it
-    s = step_spans(events).groupby("rank").agg(n=("step", "size"), start=("start_ns", "max"), end=("end_ns", "max"))
-    s = s[s["n"] >= 2]
-    limit = out["rank"].map(s["end" if include_last_step else "start"]).to_numpy(dtype="float64")
+    spans = step_spans(events).groupby("rank")
+    last = spans["end_ns" if include_last_step else "start_ns"].max()[spans.size() >= 2]   # of ranks with steps
+    limit = out["rank"].map(last).to_numpy(dtype="float64")
     launched = out["launch_ns"].to_numpy()
     out = out[np.isnan(limit) | ((launched <= limit) if include_last_step else (launched < limit))]
     out = out.reset_index(drop=True)
@@ -61,7 +62,7 @@ def _phases(tables, ranks):
     r = tables.ranks
     off = dict(zip(r["rank"].tolist(), r["clock_offset_ns"].fillna(0).astype("int64").tolist()))
     table = {k: (origin + v) % 1000 for k, v in off.items()}
-    return np.array([table.get(k, origin % 1000) for k in ranks.tolist()], dtype="int64")
+    return pd.Series(ranks).map(table).fillna(origin % 1000).to_numpy(dtype="int64")
 
 
 def union_ns(starts, ends) -> int:
@@ -77,10 +78,3 @@ def union_ns(starts, ends) -> int:
     lo = s[new]
     hi = np.maximum.reduceat(e, np.flatnonzero(new))
     return int((hi - lo).sum())
-
-
-def overlap_ns(a_starts, a_ends, b_starts, b_ends) -> int:
-    """Length of (union of a) ∩ (union of b): |A| + |B| − |A ∪ B|."""
-    both_s = np.r_[np.asarray(a_starts, dtype="int64"), np.asarray(b_starts, dtype="int64")]
-    both_e = np.r_[np.asarray(a_ends, dtype="int64"), np.asarray(b_ends, dtype="int64")]
-    return union_ns(a_starts, a_ends) + union_ns(b_starts, b_ends) - union_ns(both_s, both_e)

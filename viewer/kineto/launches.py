@@ -4,8 +4,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from viewer.kineto.kernels import gpu_work
-
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 COLUMNS = ["rank", "step", "name", "kind", "t_ns", "end_ns", "launch_ns", "launch_dur_ns", "delay_ns", "gap_ns",
            "host_wait_ns", "waited", "short", "where"]
@@ -15,9 +13,8 @@ STATS = ["rank", "work", "launched", "launch_median_ns", "work_median_ns", "dela
 WHERE = ("step start", "in step", "outside steps")
 
 
-def kernel_launches(tables) -> pd.DataFrame:
-    """One row per piece of GPU work (``COLUMNS``), in start order per rank (NaN: no launch call)."""
-    work = gpu_work(tables)
+def kernel_launches(tables, work) -> pd.DataFrame:
+    """One row per piece of GPU ``work`` (``COLUMNS``), in start order per rank (NaN: no launch call)."""
     if not len(work):
         return pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS})
     ev = tables.events
