@@ -90,11 +90,11 @@ def _whole(cmd: list[str], env: dict) -> dict:
     return {"wall_s": wall, "cpu_s": after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime}
 
 
-def command_pairs(path: Path, hta: str, reps: int, pycache: Path) -> dict:
+def command_pairs(path: Path, hta: str, reps: int) -> dict:
     """``reps`` alternated pairs of whole commands on ``path``: ringscope's summarize, HTA's same answer. Both
-    run with their bytecode cached in ``pycache`` (as an installed package's is; a first, unmeasured run of
-    each writes it), whatever ``PYTHONDONTWRITEBYTECODE`` says here."""
-    env = {"PYTHONDONTWRITEBYTECODE": None, "PYTHONPYCACHEPREFIX": str(pycache)}
+    run with their bytecode cached, as an installed package's is (a first, unmeasured run of each writes
+    what is missing), whatever ``PYTHONDONTWRITEBYTECODE`` says here."""
+    env = {"PYTHONDONTWRITEBYTECODE": None}
     ours = [sys.executable, "-m", "viewer.cli", "summarize", str(path), "--json", "--no-cache"]
     theirs = [hta, str(ROOT / "bench" / "kineto_hta_probe.py"), str(path.parent), "--figures"]
     for cmd in (ours, theirs):
@@ -160,7 +160,7 @@ def run(quick: bool) -> dict:
             rows.append(row)
         if hta and COMMAND_TRACE in inputs:
             path = inputs[COMMAND_TRACE]
-            pairs = command_pairs(path, hta, 3 if quick else 5, work / "pycache")
+            pairs = command_pairs(path, hta, 3 if quick else 5)
             raw[f"{COMMAND_TRACE}.command"] = pairs
             row, metrics[f"kineto.command_speedup_vs_hta.{COMMAND_TRACE}"] = _command_row(
                 COMMAND_TRACE, path.stat().st_size / 1e6, pairs)

@@ -66,6 +66,9 @@ TARGETS = [
            "Kineto trace parsed >= 10x faster than HolisticTraceAnalysis (issue 29)"),
     Target("kineto.peak_mem_vs_trace", "<=", 3.0, "ratio",
            "Kineto parse peak memory <= 3x the uncompressed trace (issue 29)"),
+    Target("kineto.command_speedup_vs_hta", ">=", 10.0, "ratio",
+           "ringscope summarize on a ~35 MB Kineto trace, whole process, >= 10x faster than HTA 0.5's import, "
+           "parse, temporal breakdown, overlap and idle time (wall seconds; issue 43)"),
     Target("multihost.hier_speedup", ">=", 1.3, "ratio",
            "hierarchical allreduce >= 1.3x faster than the flat ring at >= 4 MiB, 2 hosts x 2 ranks, "
            "1 Gbit/s links (issue 31)"),

@@ -64,6 +64,21 @@ def test_exact_times_differ_from_hta_rounding_only_by_short_kernels():
     assert abs(exact["idle_pct"] - hta["idle_pct"]) < 1.0
 
 
+def test_the_analyses_share_one_gpu_work_and_leave_it_as_built():
+    """The Kineto analyses read one GPU work table a run (and one with the last step): none changes it."""
+    import pandas as pd
+
+    from viewer import summary
+    from viewer.kineto.kernels import gpu_work
+
+    run = _run("nccl_2rank")
+    summary.build_summary(run, steps=True)
+    for last in (False, True):
+        shared = run.shared(("kineto.gpu_work", last), lambda: None)   # built by the analyses, not now
+        assert shared is not None
+        pd.testing.assert_frame_equal(shared, gpu_work(run.tables, include_last_step=last))
+
+
 def test_nccl_2rank_collectives_steps_and_streams():
     from viewer.kineto import collectives
 
