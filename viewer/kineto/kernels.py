@@ -40,7 +40,7 @@ def gpu_work(tables, include_last_step: bool = False, hta_rounding: bool = True)
                         "end_ns": (g["t_ns"] + g["dur_ns"]).to_numpy(), "step": g["step"].to_numpy()})
     out["launch_ns"] = g["launch_ns"].to_numpy(dtype="float64", na_value=np.nan)   # a Kineto run's events have it
     spans = step_spans(events).groupby("rank")
-    last = spans["end_ns" if include_last_step else "start_ns"].max()[spans.size() >= 2]   # of ranks with steps
+    last = spans["end_ns" if include_last_step else "start_ns"].max()[spans.size() >= 2]   # a one-step rank keeps all
     limit = out["rank"].map(last).to_numpy(dtype="float64")
     launched = out["launch_ns"].to_numpy()
     out = out[np.isnan(limit) | ((launched <= limit) if include_last_step else (launched < limit))]
