@@ -53,6 +53,7 @@ def _verdict(h: dict, ph: list[dict], rk: dict, lk: dict) -> str:
 
 def coincides(h: dict, ph: list[dict], changed: list[dict]) -> list[str]:
     """A change beyond the noise that coincides with a setting change, in words."""
+    changed = [s for s in changed if s["a"] is not None and s["b"] is not None]   # not recorded: not a change
     if not h["significant"] or not changed:
         return []
     comm = [s for s in changed if s["name"] in settings.COMMUNICATION]

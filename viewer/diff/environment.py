@@ -3,13 +3,14 @@ per-step test cannot tell a busier machine from slower code."""
 from __future__ import annotations
 
 from tracer import vocab as V
+from viewer.summary import hosts
 
-CPU_SHIFT = 0.2    # the ranks' CPU share, relative: more than this and the machine differed
-LOAD_SHIFT = 0.5   # the host's 1-minute load, relative (the ranks' own load is in it)
+OTHERS_SHIFT = 1.0   # cores: other processes' load moved by a core or more and the machine differed
 
 
 def machine(run, steps) -> dict | None:
-    """Mean over the steady steps of the ranks' ``cpu_pct`` (% of one core) and the hosts' ``load1``; None
+    """Mean over the steady steps of the ranks' ``cpu_pct`` (% of one core), the hosts' ``load1``, and
+    ``others_load``: the load beside the ranks' own (load1 less the cores the host's ranks used); None
     when the trace has no system counters (older traces, Kineto, Horovod)."""
     ev = run.events
     sel = ((ev["ph"] == "C") & ev["name"].isin([V.COUNTER_CPU_PCT, V.COUNTER_LOAD1])).to_numpy(dtype=bool,
@@ -20,24 +21,20 @@ def machine(run, steps) -> dict | None:
     if not len(c):
         return None
     means = c.groupby(c["name"].astype(str))["value"].mean()
-    return {"cpu_pct": float(means[V.COUNTER_CPU_PCT]) if V.COUNTER_CPU_PCT in means else None,
-            "load1": float(means[V.COUNTER_LOAD1]) if V.COUNTER_LOAD1 in means else None}
-
-
-def _shift(a, b) -> float | None:
-    return None if a is None or b is None or a <= 0 else abs(b - a) / a
+    cpu = float(means[V.COUNTER_CPU_PCT]) if V.COUNTER_CPU_PCT in means else None
+    load = float(means[V.COUNTER_LOAD1]) if V.COUNTER_LOAD1 in means else None
+    per_host = run.size / max(1, len(hosts(run.ranks)))
+    return {"cpu_pct": cpu, "load1": load,
+            "others_load": None if cpu is None or load is None else load - per_host * cpu / 100}
 
 
 def cautions(a: dict | None, b: dict | None) -> list[str]:
-    """A sentence when the ranks' CPU share or the host's load differed between the runs."""
-    if a is None or b is None:
+    """A sentence when other processes loaded the machine differently in the two runs (the ranks' own CPU
+    share is the run's: it drops when they wait more, on a slower link say)."""
+    if a is None or b is None or a["others_load"] is None or b["others_load"] is None:
         return []
-    parts = []
-    if (s := _shift(a["cpu_pct"], b["cpu_pct"])) is not None and s > CPU_SHIFT:
-        parts.append(f"the ranks' CPU share {a['cpu_pct']:.1f} % → {b['cpu_pct']:.1f} % of a core")
-    if (s := _shift(a["load1"], b["load1"])) is not None and s > LOAD_SHIFT:
-        parts.append(f"the host's 1-minute load {a['load1']:.1f} → {b['load1']:.1f}")
-    if not parts:
+    if abs(b["others_load"] - a["others_load"]) < OTHERS_SHIFT:
         return []
-    return [f"The machine differed between the runs ({'; '.join(parts)}): part of the change may be the "
-            "machine's, not the run's (the test sees the noise within each run, not a busier machine)."]
+    return [f"The machine differed between the runs (other processes' load beside the ranks' "
+            f"{a['others_load']:.1f} → {b['others_load']:.1f} cores): part of the change may be the machine's, "
+            "not the run's (the test sees the noise within each run, not a busier machine)."]
