@@ -96,15 +96,14 @@ def _framework(step: Step, done: list, no_straggler: bool, extra_ns: dict | None
         for k, gap in enumerate(c.gaps):
             _spans(c, k, seg[-1], g, cpu)
             a = seg[-1] + gap + g * c.cpu_ns(k)
-            waits.append((a, max([a, *(done[i] for i in c.waits_for[k])])))
+            waits.append((a, max([a, *map(done.__getitem__, c.waits_for[k])])))
             seg.append(waits[-1][1])
         _spans(c, len(c.gaps), seg[-1], g, cpu)
-        late = (done[i] for i in c.unwaited)
-        end = max([seg[-1] + c.tail_ns + g * c.cpu_ns(len(c.gaps)), *late])
+        end = max([seg[-1] + c.tail_ns + g * c.cpu_ns(len(c.gaps)), *map(done.__getitem__, c.unwaited)])
         chains[r] = (seg, waits, end, start, cpu)
-        for i, t in enumerate(step.tensors):
+        for sub, t in zip(submit, step.tensors):
             k, off, before = t.submit[src]
-            submit[i][r] = seg[k] + off + g * before
+            sub[r] = seg[k] + off + g * before
     return chains, submit
 
 
