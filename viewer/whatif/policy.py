@@ -2,6 +2,7 @@
 cache's bit rounds (:func:`rounds`), both with :mod:`tracer.fusion_rules`. Times: ns, the common axis."""
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 
@@ -35,14 +36,17 @@ def coordinator(idx, tensors, submit, threshold, cycle_ns, tick_ns=0.0) -> list[
     if not idx:
         return []
     ready = {i: max(submit[i].values()) for i in idx}
-    first = np.array([min(submit[i].values()) for i in idx], dtype=float)
-    last = np.array([ready[i] for i in idx], dtype=float)
-    origin = float(first.min())
+    first = sorted(float(min(submit[i].values())) for i in idx)
+    last = sorted(float(t) for t in ready.values())
+    origin = first[0]
     order = sorted(idx, key=lambda i: ready[i])
-    heap = sorted({_up(t, origin, tick_ns) for t in (*last.tolist(), *first.tolist())})
+    times = np.array([*last, *first])
+    if tick_ns > 0:   # _up over all of them at once
+        times = origin + np.ceil((times - origin) / tick_ns - 1e-9) * tick_ns
+    heap = np.unique(times).tolist()
     out: list = []
     pool: list = []
-    t_first, k = 0.0, 0
+    t_first, k, nbytes = 0.0, 0, 0
     while heap:
         t = heapq.heappop(heap)
         while k < len(order) and ready[order[k]] <= t:
@@ -50,14 +54,15 @@ def coordinator(idx, tensors, submit, threshold, cycle_ns, tick_ns=0.0) -> list[
                 t_first = t
                 heapq.heappush(heap, _up(t + cycle_ns, origin, tick_ns))
             pool.append(order[k])
+            nbytes += tensors[order[k]].nbytes
             k += 1
         if not pool:
             continue
-        partial = bool(np.any((first <= t) & (last > t)))
-        nbytes = sum(tensors[i].nbytes for i in pool)
+        # some tensor partly submitted: (first <= t < last) for one, as each first <= its last
+        partial = bisect.bisect_right(first, t) > bisect.bisect_right(last, t)
         if flush_due((t - t_first) / 1e9, cycle_ns / 1e9, nbytes, threshold, partial):
             out += [(t, b) for b in _plan(pool, tensors, threshold, False)]
-            pool = []
+            pool, nbytes = [], 0
     return out
 
 

@@ -38,6 +38,7 @@ class Chain:
     phases: list = field(default_factory=list)   # (name, segment, offset, dur)
     cpu: list | None = None      # per segment (gaps, then the tail): [(from, to)] offsets of CPU work;
                                  # None: no phases recorded, all of it counts as CPU work
+    unwaited: list = field(default_factory=list)   # indices into Step.tensors no wait consumed: the end waits
 
     def cpu_ns(self, k: int) -> int:
         """CPU work in segment ``k`` (k = len(gaps): the tail)."""
@@ -143,6 +144,8 @@ def _build_step(s, windows, by_rank, syncs, phases, fused, backends, has_steps):
         for r, w in t.wait.items():
             if w >= 0:
                 chains[r].waits_for[w].append(i)
+            else:
+                chains[r].unwaited.append(i)
     return Step(s, t0, {r: b - a for r, (a, b) in windows.items()}, chains, full,
                 _responses(fused, windows))
 

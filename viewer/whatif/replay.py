@@ -49,26 +49,29 @@ class Model:
                        ranks=s.ranks or self.size)
 
 
-def cost_of(model: Model, s: Settings, backend: str, op: str, nbytes: int, busy: float = 0.0) -> float:
+def fit_of(model: Model, s: Settings, backend: str, op: str) -> costs.Fit | None:
+    """The cost fit of a response of this backend and op under ``s`` (None: no fit for the op)."""
     f = model.fits.get((backend, op)) or next((v for k, v in model.fits.items() if k[1] == op), None)
-    if f is None:
-        return 0.0
-    if s.ranks and s.ranks != model.size:
+    if f is not None and s.ranks and s.ranks != model.size:
         f = costs.ring_extrapolate(f, model.size, s.ranks)
-    return f.cost_ns(nbytes, s.bandwidth_scale, s.latency_scale, busy)
+    return f
 
 
-def _busy_share(spans: list, a: float, e: float) -> float:
-    """The share of ranks doing CPU work during [a, e] (``spans``: per rank, an array of spans)."""
-    if not spans or e <= a:
+def _busy_share(spans: tuple, a: float, e: float) -> float:
+    """The share of ranks doing CPU work during [a, e] (``spans``: from :func:`_span_arrays`)."""
+    starts, ends, ranks, n = spans
+    if not n or e <= a:
         return 0.0
-    tot = sum(float(np.clip(np.minimum(sp[:, 1], e) - np.maximum(sp[:, 0], a), 0.0, None).sum())
-              for sp in spans if len(sp))
-    return tot / (len(spans) * (e - a))
+    ov = np.maximum(np.minimum(ends, e) - np.maximum(starts, a), 0.0)
+    return sum(float(ov[r].sum()) for r in ranks) / (n * (e - a))
 
 
-def _span_arrays(chains: dict) -> list:
-    return [np.asarray(ch[4], dtype=float).reshape(-1, 2) for ch in chains.values()]
+def _span_arrays(chains: dict) -> tuple:
+    """Every rank's CPU spans in one array: (starts, ends, each rank's slice of them if any, how many ranks)."""
+    per = [len(ch[4]) for ch in chains.values()]
+    cut = np.cumsum([0, *per]).tolist()
+    spans = np.array([sp for ch in chains.values() for sp in ch[4]], dtype=float).reshape(-1, 2)
+    return spans[:, 0], spans[:, 1], [slice(a, b) for a, b in zip(cut, cut[1:]) if b > a], len(per)
 
 
 def _median_rank(step: Step) -> int:
@@ -93,15 +96,14 @@ def _framework(step: Step, done: list, no_straggler: bool, extra_ns: dict | None
         for k, gap in enumerate(c.gaps):
             _spans(c, k, seg[-1], g, cpu)
             a = seg[-1] + gap + g * c.cpu_ns(k)
-            waits.append((a, max([a, *(done[i] for i in c.waits_for[k])])))
+            waits.append((a, max([a, *map(done.__getitem__, c.waits_for[k])])))
             seg.append(waits[-1][1])
         _spans(c, len(c.gaps), seg[-1], g, cpu)
-        late = (done[i] for i, t in enumerate(step.tensors) if t.wait.get(src, -1) < 0)
-        end = max([seg[-1] + c.tail_ns + g * c.cpu_ns(len(c.gaps)), *late])
+        end = max([seg[-1] + c.tail_ns + g * c.cpu_ns(len(c.gaps)), *map(done.__getitem__, c.unwaited)])
         chains[r] = (seg, waits, end, start, cpu)
-        for i, t in enumerate(step.tensors):
+        for sub, t in zip(submit, step.tensors):
             k, off, before = t.submit[src]
-            submit[i][r] = seg[k] + off + g * before
+            sub[r] = seg[k] + off + g * before
     return chains, submit
 
 
@@ -154,9 +156,11 @@ def _execute(model, s, step, submit, spans=None, idle_from=None):
         nbytes = sum(step.tensors[i].nbytes for i in batch)
         a = max(d, free)
         on_cpu = t0.backend not in GPU_BACKENDS
-        own = cost_of(model, s, t0.backend, t0.op, nbytes)
-        busy = _busy_share(spans, a, a + own) if spans is not None and on_cpu else 0.0
-        free = a + (cost_of(model, s, t0.backend, t0.op, nbytes, busy) if busy else own)
+        f = fit_of(model, s, t0.backend, t0.op)
+        own = f.cost_ns(nbytes, s.bandwidth_scale, s.latency_scale) if f else 0.0
+        # the share of ranks computing meanwhile only matters to a fit with a contention term
+        busy = _busy_share(spans, a, a + own) if spans is not None and on_cpu and f and f.contention else 0.0
+        free = a + (f.cost_ns(nbytes, s.bandwidth_scale, s.latency_scale, busy) if busy else own)
         runs.append((a, free, batch))
         if on_cpu:
             cpu.append((a, free, own / (free - a) if free > a else 1.0))
