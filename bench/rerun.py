@@ -2,7 +2,6 @@
 checking predictions against real reruns (tests/whatif, bench/whatif_accuracy.py)."""
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 from pathlib import Path
@@ -18,7 +17,7 @@ def record(scenario: str, ranks: int, steps: int, out: Path, fusion_threshold_mb
     two runs of one setting at 2 ranks on 2 cores came out up to 1.6x apart as the scheduler placed
     the ranks, which drowns the model's error. With more ranks than cores they stay unbound (bound,
     the pairs sharing a core still differed run to run, and by more)."""
-    ns = argparse.Namespace(scenario=scenario, ranks=ranks, steps=steps, out=str(out))
+    ns = demo.parse(["--scenario", scenario, "--ranks", str(ranks), "--steps", str(steps), "--out", str(out)])
     err = demo.prepare_run_dir(out)
     if err:
         raise RuntimeError(err)
