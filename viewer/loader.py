@@ -166,7 +166,7 @@ def _concat_events(dfs: list):
     import numpy as np
     import pandas as pd
 
-    dfs = [d for d in dfs if d is not None and len(d)]
+    given, dfs = dfs, [d for d in dfs if d is not None and len(d)]
     if len(dfs) <= 1 or any(list(d.columns) != list(dfs[0].columns) for d in dfs):
         ev = frames.concat("events", dfs)
         if ev["rank"].nunique() > 1:
@@ -177,8 +177,13 @@ def _concat_events(dfs: list):
     if (rank != rank[0]).any():
         order = np.lexsort((rank, np.concatenate([d["t_ns"].to_numpy() for d in dfs])))
     del rank
+    names = list(dfs[0].columns)
+    # columns by name (popping a frame's column rebuilds its blocks), the frames let go: each column is freed
+    # once gathered
+    dfs = [dict(d.items()) for d in dfs]
+    given.clear()
     cols = {}
-    for c in list(dfs[0].columns):
+    for c in names:
         col = pd.concat(frames.same_categories([d.pop(c) for d in dfs]), ignore_index=True)
         cols[c] = col if order is None else pd.Series(_take(col.array, order), name=c, copy=False)
         del col
