@@ -21,11 +21,11 @@ from bench import machine, report, targets
 
 GROUPS = ("allreduce", "fusion", "negotiation", "tracer", "analyzer", "dashboard", "horovod", "kineto",
           "multihost")
-OPT_IN = ("whatif",)   # only with --only: minutes of real 4-rank reruns
+OPT_IN = ("whatif", "scale")   # only with --only: minutes of real 4-rank reruns; tens of minutes at 1,024 ranks
 MODULE = {"allreduce": "bench.allreduce", "fusion": "bench.fusion", "horovod": "bench.yardstick",
           "negotiation": "bench.negotiation_scale", "tracer": "bench.tracer",
           "analyzer": "bench.analyzer", "dashboard": "bench.dashboard", "kineto": "bench.kineto",
-          "whatif": "bench.whatif_accuracy", "multihost": "bench.multihost"}
+          "whatif": "bench.whatif_accuracy", "multihost": "bench.multihost", "scale": "bench.scale"}
 
 
 def parse(argv):

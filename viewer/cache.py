@@ -1,4 +1,8 @@
-"""Cache of a loaded run's tables (Arrow IPC, lz4), keyed by every trace's path, size and mtime, with its warnings."""
+"""The run's columnar store, which is its parse cache: each trace file's tables (local times, as parsed) as
+Parquet, ``rank-NNNNN.<table>.parquet``, with its ``rank-NNNNN.json`` (rank info, metadata, the warnings its
+parse gave) and the run's ``run.json`` beside them. An entry is keyed on every trace's path, size and mtime
+and a digest of the code that makes the tables; it is written to a temporary directory and renamed into
+place whole, so a reader never sees half of one and two processes building it at once both finish."""
 from __future__ import annotations
 
 import contextlib
@@ -11,14 +15,11 @@ import shutil
 import warnings
 from pathlib import Path
 
-import pyarrow as pa
-
-from viewer import frames
 from viewer.io.chrome_json import file_signature
-from viewer.schema import RunTables
 
 CACHE_DIRNAME = ".ringscope-cache"  # matches .gitignore
-_TABLES = ("events", "tensor_ops", "fused_ops", "readiness", "cycles", "ranks")
+TABLES = ("events", "tensor_ops", "fused_ops", "readiness", "cycles")   # a file's tables (``ranks``: the run's)
+RUN_INFO = "run.json"
 
 
 @functools.cache
@@ -34,7 +35,7 @@ def cache_version() -> str:
 
 
 def cache_root(trace: Path, cache_dir=None) -> Path:
-    """Directory holding the cache entries for ``trace`` (a run's first file)."""
+    """Directory holding the store entries for ``trace`` (a run's first file)."""
     if cache_dir:
         return Path(cache_dir)
     env = os.environ.get("RINGSCOPE_CACHE_DIR")
@@ -59,29 +60,63 @@ def _key(files: list[Path], manifest: Path | None) -> str:
     return _prefix(files) + hashlib.sha1(raw.encode()).hexdigest()[:16]
 
 
-def load(files: list[Path], manifest: Path | None = None, cache_dir=None):
-    """The cached :class:`RunTables` of these files, its warnings given again; None when stale or absent."""
-    entry = cache_root(files[0], cache_dir) / _key(files, manifest)
-    info_file = entry / "info.json"
-    if not info_file.exists():
-        return None
+def entry_dir(files: list[Path], manifest: Path | None = None, cache_dir=None) -> Path:
+    """Where the store of these files (as they are now) lives, built or not."""
+    return cache_root(files[0], cache_dir) / _key(files, manifest)
+
+
+def rank_stem(i: int) -> str:
+    """The name stem of the ``i``-th trace file's tables and info in an entry."""
+    return f"rank-{i:05d}"
+
+
+# ---- one file's tables -----------------------------------------------------------------------------
+
+def write_rank(d: Path, i: int, parsed: dict) -> None:
+    """Write the ``i``-th file's parsed tables and info into ``d`` (no info when JSON would change it: then
+    :func:`commit` stores nothing)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for t in TABLES:
+        table = pa.Table.from_pandas(parsed[t], preserve_index=False, nthreads=1)
+        pq.write_table(table, d / f"{rank_stem(i)}.{t}.parquet", compression="lz4", use_dictionary=True,
+                       row_group_size=1 << 17)
+        del table
+    info = {"rank_info": parsed["rank_info"], "meta": parsed["meta"]}
     try:
-        info = json.loads(info_file.read_text())
-        tables = {}
-        for t in _TABLES:
-            # one block per column: reordering columns to the schema then copies nothing; no threads
-            # (see store)
-            with pa.ipc.open_file(entry / f"{t}.arrow", options=pa.ipc.IpcReadOptions(use_threads=False)) as f:
-                df = f.read_all().to_pandas(split_blocks=True, self_destruct=True)
-            if t == "fused_ops" and "tensors" in df:
-                df["tensors"] = [list(x) if x is not None else [] for x in df["tensors"]]
-            tables[t] = frames.conform(t, df)
-        warned = [(_category(w["category"]), w["message"], w["filename"], w["lineno"]) for w in info["warnings"]]
-    except Exception:  # a broken cache entry is just a miss
-        return None
-    for category, message, filename, lineno in warned:
-        warnings.warn_explicit(message, category, filename, lineno)
-    return RunTables(meta=info["meta"], **tables)
+        text = json.dumps(info, default=_not_json)
+    except (_NotJson, ValueError):
+        return
+    if json.loads(text) == info:
+        (d / f"{rank_stem(i)}.json").write_text(text)
+
+
+def read_rank(d: Path, i: int, info: dict | None = None) -> dict:
+    """The ``i``-th file's parsed tables from ``d``, as its parse gave them (``info``: its info, when known)."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    if info is None:
+        info = json.loads((d / f"{rank_stem(i)}.json").read_text())
+    out: dict = {"rank_info": info["rank_info"], "meta": info["meta"]}
+    for t in TABLES:
+        # one block per column: reordering columns to the schema then copies nothing; no threads (see write)
+        df = pq.read_table(d / f"{rank_stem(i)}.{t}.parquet", use_threads=False).to_pandas(
+            split_blocks=True, self_destruct=True)
+        for c in df.columns:   # Parquet keeps no type for no categories: the parsers' is text
+            if isinstance(df[c].dtype, pd.CategoricalDtype) and not len(df[c].cat.categories):
+                df[c] = df[c].cat.set_categories(pd.Index([], dtype="str"))
+        if t == "fused_ops" and "tensors" in df:
+            df["tensors"] = [list(x) if x is not None else [] for x in df["tensors"]]
+        out[t] = df
+    return out
+
+
+def replay(caught: list[dict]) -> None:
+    """Give again the warnings :func:`recorded` made."""
+    for w in caught:
+        warnings.warn_explicit(w["message"], _category(w["category"]), w["filename"], w["lineno"])
 
 
 @contextlib.contextmanager
@@ -97,35 +132,74 @@ def recording():
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
-def store(files: list[Path], tables, caught: list, manifest: Path | None = None, cache_dir=None) -> None:
-    """Write ``tables`` and the warnings their load gave; a failure leaves no entry."""
-    root = cache_root(files[0], cache_dir)
-    entry = root / _key(files, manifest)
-    tmp = root / (entry.name + f".tmp{os.getpid()}")
+def recorded(w) -> dict:
+    """A caught warning as JSON (its class by name)."""
+    return {"category": f"{w.category.__module__}:{w.category.__qualname__}", "message": str(w.message),
+            "filename": w.filename, "lineno": w.lineno}
+
+
+class _NotJson(TypeError):
+    """A value JSON would not give back as it is: the entry is not stored."""
+
+
+def _not_json(o):
+    raise _NotJson(type(o).__name__)
+
+
+# ---- a run's entry ---------------------------------------------------------------------------------
+
+def load(files: list[Path], manifest: Path | None = None, cache_dir=None) -> tuple[list[dict], dict] | None:
+    """The stored parse of these files (each kept file's tables and info, in file order) and the run's info;
+    None when stale, absent or unreadable."""
+    entry = entry_dir(files, manifest, cache_dir)
     try:
-        info = {"meta": tables.meta, "warnings": [
-            {"category": f"{w.category.__module__}:{w.category.__qualname__}", "message": str(w.message),
-             "filename": w.filename, "lineno": w.lineno} for w in caught]}
-        text = json.dumps(info)
-        if json.loads(text) != info:
+        run = json.loads((entry / RUN_INFO).read_text())
+        parsed = [read_rank(entry, i) for i in run["kept"]]
+        for w in run["warnings"]:
+            _category(w["category"])
+    except Exception:  # a broken or absent entry is just a miss
+        return None
+    return parsed, run
+
+
+def building(files: list[Path], manifest: Path | None = None, cache_dir=None) -> Path | None:
+    """A fresh temporary directory to build this run's entry in; None when the store cannot be written."""
+    root = cache_root(files[0], cache_dir)
+    tmp = root / (_key(files, manifest) + f".tmp{os.getpid()}")
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    except OSError:
+        return None
+    return tmp
+
+
+def commit(tmp: Path, files: list[Path], run: dict, manifest: Path | None = None, cache_dir=None) -> None:
+    """Make ``tmp`` the run's entry (with ``run``: kept files, shifts, warnings); never leaves a partial one."""
+    entry = entry_dir(files, manifest, cache_dir)
+    try:
+        text = json.dumps(run, default=_not_json)
+        if json.loads(text) != run:   # e.g. a tuple in the run's meta
+            raise _NotJson("run info")
+        (tmp / RUN_INFO).write_text(text)
+        for i in run["kept"]:   # a file whose info JSON would change was not stored
+            if not (tmp / f"{rank_stem(i)}.json").exists():
+                raise _NotJson(rank_stem(i))
+        try:
+            tmp.rename(entry)
+        except OSError:   # another process built it first: theirs is the same
+            shutil.rmtree(tmp, ignore_errors=True)
             return
-        tmp.mkdir(parents=True, exist_ok=True)
-        # no threads: on a few busy cores they cost more CPU than they save wall time, and the memory they
-        # free stays in their own malloc arenas (~100 MB held after writing 196 MB of trace's tables)
-        options = pa.ipc.IpcWriteOptions(compression="lz4", use_threads=False)
-        for t in _TABLES:
-            table = pa.Table.from_pandas(getattr(tables, t), preserve_index=False, nthreads=1)
-            with pa.ipc.new_file(tmp / f"{t}.arrow", table.schema, options=options) as f:
-                f.write_table(table, max_chunksize=1 << 16)
-            del table
-        (tmp / "info.json").write_text(text)
-        for old in root.glob(_prefix(files) + "*"):   # this list's entries for older versions of its files
-            if old.is_dir() and ".tmp" not in old.name:
+        for old in entry.parent.glob(_prefix(files) + "*"):   # this list's entries for older versions of its files
+            if old.is_dir() and old != entry and ".tmp" not in old.name:
                 shutil.rmtree(old, ignore_errors=True)
-        if entry.exists():
-            shutil.rmtree(entry, ignore_errors=True)
-        tmp.rename(entry)
     except Exception:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def discard(tmp: Path | None) -> None:
+    """Remove a build directory that will not become an entry."""
+    if tmp is not None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -138,4 +212,3 @@ def _category(name: str) -> type[Warning]:
     if not (isinstance(cls, type) and issubclass(cls, Warning)):
         raise ValueError(name)
     return cls
-

@@ -18,6 +18,10 @@ class TruncatedTraceWarning(UserWarning):
     """A trace ended in the middle of an event; every complete event before it was kept."""
 
 
+class UnreadableTraceWarning(UserWarning):
+    """A run's trace that cannot be read, or a rank with none: left out, the others analysed."""
+
+
 def describe_skipped(skipped: list, limit: int = 3) -> str:
     """``3 damaged line(s), 4 event(s) lost: line 102 (why), ...`` for a file's skipped lines."""
     events = sum(s["events"] for s in skipped)

@@ -1,12 +1,14 @@
 """Find a run's trace files, parse each one and align them on one time axis (or fetch the run from the cache)."""
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 from viewer import cache as _cache
 from viewer import frames, memory
 from viewer.errors import TraceError
-from viewer.io.files import detect_format, trace_files
+from viewer.io.files import trace_files
+from viewer.parse import parse_all, parse_one  # noqa: F401  (parse_one: one file, for tools)
 from viewer.ringscope import elastic
 from viewer.schema import RunTables
 
@@ -39,22 +41,8 @@ def find_traces(path) -> list[Path]:
     return files
 
 
-def parse_one(path: Path) -> dict:
-    """Per-file tables (local times)."""
-    fmt = detect_format(path)
-    if fmt == "merged":
-        raise TraceError(path, "a merged trace (ringscope merge output): load the per-rank traces instead")
-    if fmt == "horovod":
-        from viewer.horovod import parse_file
-    elif fmt == "kineto":
-        from viewer.kineto.tables import parse_file
-    else:
-        from viewer.ringscope.tables import parse_file
-    return parse_file(path)
-
-
 def load_run(paths, use_cache: bool = True, cache_dir=None, progress=None) -> RunTables:
-    """A run (a directory, one file or several) as :class:`RunTables`, from the cache when no file changed."""
+    """A run (a directory, one file or several) as :class:`RunTables`, from its store when no file changed."""
     manifest = elastic.read_manifest(paths) if isinstance(paths, (str, Path)) and elastic.is_elastic(paths) else None
     member = elastic.Members(paths, manifest) if manifest else None   # each file's generation
     if member is not None:
@@ -64,35 +52,49 @@ def load_run(paths, use_cache: bool = True, cache_dir=None, progress=None) -> Ru
     else:
         files = [f for p in paths for f in find_traces(p)]
     if not use_cache or not files:
-        return _load_files(files, member, manifest, progress)
+        return _load_files(files, member, manifest, progress, store=None)
     manifest_file = Path(paths) / elastic.MANIFEST if manifest else None
     hit = _cache.load(files, manifest_file, cache_dir)
     if hit is not None:
+        parsed, run = hit
         if progress:
             total = sum(f.stat().st_size for f in files)
             progress(total, total, files[-1])
-        return hit
+        with warnings.catch_warnings():   # the first load's warnings are given again, in its order
+            warnings.simplefilter("ignore")
+            tables = _finish(parsed, None, manifest)
+        _cache.replay(run["warnings"])
+        return tables
+    tmp = _cache.building(files, manifest_file, cache_dir)
     with _cache.recording() as caught:
-        tables = _load_files(files, member, manifest, progress)
-    _cache.store(files, tables, caught, manifest_file, cache_dir)
+        try:
+            tables = _load_files(files, member, manifest, progress, store=tmp)
+        except BaseException:
+            _cache.discard(tmp)
+            raise
+    if tmp is not None:
+        _cache.commit(tmp, files, {"kept": tables.meta.pop("_kept"), "warnings": [_cache.recorded(w) for w in caught],
+                                   "shifts": tables.meta.pop("_shifts")}, manifest_file, cache_dir)
     memory.release()
     return tables
 
 
-def _load_files(files: list[Path], member, manifest: dict | None, progress) -> RunTables:
-    total = sum(f.stat().st_size for f in files)
-    done = 0
-    parsed = []
-    for f in files:
-        p = member.parse(parse_one, f) if member is not None else parse_one(f)
-        if p is not None:   # None: a stopped world's rank that wrote nothing (reported)
-            parsed.append(p)
-        memory.release()
-        done += f.stat().st_size
-        if progress:
-            progress(done, total, f)
+def _load_files(files: list[Path], member, manifest: dict | None, progress, store: Path | None) -> RunTables:
+    """Parse ``files`` (each into ``store`` too, when given) and assemble them; ``meta`` keeps ``_kept`` (the
+    files parsed, by index) and ``_shifts`` (each one's shift onto the common axis) when ``store`` is given."""
+    kept, parsed = parse_all(files, member, progress, store)
     if member is not None:
         member.report()
+    tables = _finish(parsed, kept, manifest)
+    if store is None:
+        tables.meta.pop("_kept", None)
+        tables.meta.pop("_shifts", None)
+    memory.release()
+    return tables
+
+
+def _finish(parsed: list[dict], kept: list[int] | None, manifest: dict | None) -> RunTables:
+    """The parsed files joined into the run: Kineto's attached and aligned, an elastic run's numbered on."""
     if any(p["rank_info"].get("format") == "kineto" for p in parsed):
         from viewer.kineto.attach import attach
         from viewer.kineto.clock import apply
@@ -102,7 +104,9 @@ def _load_files(files: list[Path], member, manifest: dict | None, progress) -> R
     if manifest:
         elastic.continue_occurrences(parsed)
     tables = assemble(parsed, manifest)
-    memory.release()
+    if kept is not None:
+        tables.meta["_kept"] = kept
+        tables.meta["_shifts"] = {p["rank_info"]["file"]: p["rank_info"]["shift_ns"] for p in parsed}
     return tables
 
 
@@ -129,6 +133,8 @@ def assemble(parsed: list[dict], elastic_manifest: dict | None = None) -> RunTab
         known += [g["start_epoch_ns"] for g in elastic_manifest["generations"]]
     origin = min(known) if known else None
     shifts = [0 if base is None or origin is None else base - origin for base in bases]
+    for p, shift in zip(parsed, shifts):
+        p["rank_info"]["shift_ns"] = shift   # its tables' times + shift: the common axis (the store's views)
     out = {}
     for t, cols in _TIME_COLUMNS.items():
         dfs = []
@@ -160,7 +166,7 @@ def _concat_events(dfs: list):
     import numpy as np
     import pandas as pd
 
-    dfs = [d for d in dfs if d is not None and len(d)]
+    given, dfs = dfs, [d for d in dfs if d is not None and len(d)]
     if len(dfs) <= 1 or any(list(d.columns) != list(dfs[0].columns) for d in dfs):
         ev = frames.concat("events", dfs)
         if ev["rank"].nunique() > 1:
@@ -171,8 +177,13 @@ def _concat_events(dfs: list):
     if (rank != rank[0]).any():
         order = np.lexsort((rank, np.concatenate([d["t_ns"].to_numpy() for d in dfs])))
     del rank
+    names = list(dfs[0].columns)
+    # columns by name (popping a frame's column rebuilds its blocks), the frames let go: each column is freed
+    # once gathered
+    dfs = [dict(d.items()) for d in dfs]
+    given.clear()
     cols = {}
-    for c in list(dfs[0].columns):
+    for c in names:
         col = pd.concat(frames.same_categories([d.pop(c) for d in dfs]), ignore_index=True)
         cols[c] = col if order is None else pd.Series(_take(col.array, order), name=c, copy=False)
         del col

@@ -102,18 +102,18 @@ def test_cache_dir_option(tmp_path):
     assert any((tmp_path / "elsewhere").iterdir())
 
 
-def test_a_meta_json_would_change_is_not_cached(tmp_path):
-    from viewer import cache
-    from viewer.loader import load_run
+def test_a_meta_json_would_change_is_not_stored(tmp_path, monkeypatch):
+    from viewer.ringscope import tables
 
     paths = tracegen.write_run(tmp_path / "run", size=1, steps=1)
-    tables = load_run(paths, use_cache=False)
-    tables.meta["ranks_loaded"] = (0,)   # JSON gives a list back
-    cache.store(paths, tables, [], cache_dir=tmp_path / "cache")
-    assert cache.load(paths, cache_dir=tmp_path / "cache") is None
-    tables.meta["ranks_loaded"] = [0]
-    cache.store(paths, tables, [], cache_dir=tmp_path / "cache")
-    assert cache.load(paths, cache_dir=tmp_path / "cache").meta == tables.meta
+    parse = tables.parse_file
+    monkeypatch.setattr(tables, "parse_file", lambda p: {**(q := parse(p)), "meta": {**q["meta"], "t": (0,)}})
+    Run.load(paths, cache_dir=tmp_path / "cache")   # JSON gives a list back: no entry
+    assert cache.load(paths, cache_dir=tmp_path / "cache") is None and not any((tmp_path / "cache").iterdir())
+    monkeypatch.setattr(tables, "parse_file", parse)
+    a = Run.load(paths, cache_dir=tmp_path / "cache")
+    assert cache.load(paths, cache_dir=tmp_path / "cache") is not None
+    assert Run.load(paths, cache_dir=tmp_path / "cache").meta == a.meta
 
 
 def test_warnings_before_a_failed_load_are_still_given(tmp_path):

@@ -21,6 +21,7 @@ COMMANDS = {
     "cluster": ("module", "collectives.cluster", "rehearsal cluster of namespaced hosts: up, hosts, down"),
     "summarize": ("viewer", "viewer.cli.summarize", "summarize a run: findings, stragglers, fusion, bandwidth"),
     "merge": ("viewer", "viewer.cli.merge", "merge per-rank traces into one aligned Chrome trace"),
+    "query": ("viewer", "viewer.cli.query", "SQL over a run's tables (DuckDB over its store)"),
     "whatif": ("viewer", "viewer.cli.whatif", "predict a run's step time under other settings"),
     "tune": ("viewer", "viewer.cli.tune", "search fusion threshold x cycle time on the what-if model"),
     "diff": ("viewer", "viewer.cli.diff", "what changed between two runs: step, phases, collectives, ranks"),
