@@ -191,10 +191,7 @@ def test_finding_evidence_opens_the_timeline_at_its_window_and_ranks(server, pag
     """The straggler finding's link: the Timeline tab, only rank 3's lanes, the window of its worst step."""
     page.goto(server.url)
     page.wait_for_selector("#findings a.evidence", timeout=60_000)
-    # the Overview's first line (waited for: the body can be drawn again as the URL's view is restored)
-    page.wait_for_function("() => (document.querySelector('#ov-verdict') || {innerText: ''}).innerText"
-                           ".startsWith('Rank 3 is the straggler')", timeout=30_000)
-    page.wait_for_selector("#findings a.evidence", timeout=30_000)
+    assert page.inner_text("#ov-verdict").startswith("Rank 3 is the straggler")   # the Overview's first line
     page.click("#findings a.evidence >> nth=0")
     page.wait_for_function("() => document.querySelector('#tab-timeline[aria-selected=true]') !== null", timeout=20_000)
     page.wait_for_function("""() => {

@@ -28,7 +28,7 @@ def register(app, ctx):
         if held is None:
             raise PreventUpdate
         shown = pages.applicable(held.run)
-        return tab_list(shown), no_update if tab in shown else "overview"
+        return tab_list(shown), no_update if tab is None or tab in shown else "overview"   # None: not opened yet
 
     def fill(page, build):
         @app.callback(Output(f"{page}-body", "children"), Input("tabs", "value"), Input("run-a", "value"))
