@@ -1,7 +1,7 @@
 """Issue 42's dashboard in real headless Chromium, on every sample run and a shared Kineto trace, served by one
 dashboard (conftest's every_run_server, shared with test_consistency): the verdict above the fold at 1400x1000,
-each finding's evidence link opening its step and ranks on the timeline, a copied URL restoring the view, only the
-pages that apply, and the dark theme."""
+each finding's evidence link opening its step and ranks on the timeline, its heatmap cell or its bandwidth point,
+a copied URL restoring the view (drawn once), only the pages that apply, and the dark theme."""
 from __future__ import annotations
 
 import json
@@ -53,6 +53,45 @@ def open_overview(page, served, path, run):
                            arg=run.headline()["verdict"], timeout=60_000)
 
 
+def opens_timeline(page, run, ev):
+    """The timeline at the evidence's window (else its first step's, else the whole run) on its ranks."""
+    page.wait_for_selector(f"#tab-timeline{SELECTED}", timeout=20_000)
+    want = ev["window_ns"] or (step_window(run, ev["steps"][0]) if ev["steps"] else None)
+    if want:
+        wait_range(page, want, int(run.events["t_ns"].min()))
+    pinned = set(ev["ranks"]) & {int(r) for r in run.events["rank"].unique()}
+    if pinned:
+        page.wait_for_function("(want) => { const gd = document.querySelector('#tl-graph .js-plotly-plot');"
+                               "const ys = gd.data.flatMap(t => Array.from(t.y || [])).filter(y => y);"
+                               "return ys.length > 0 && ys.every(y => "
+                               "want.some(r => String(y).match(new RegExp('^(r|rank )' + r + '\\\\b'))))}",
+                               arg=sorted(pinned), timeout=30_000)
+        assert set() < lane_ranks(timeline_state(page)["lanes"]) <= pinned   # a dead rank may have no span there
+
+
+def opens_heatmap_cell(page, run, ev):
+    """The Negotiation page, the evidence's ranks outlined at its step on the lateness heatmap."""
+    page.wait_for_selector(f"#tab-negotiation{SELECTED}", timeout=20_000)
+    cells = sorted(f"evidence-{ev['steps'][0]}-{r}" for r in ev["ranks"])
+    page.wait_for_function("(want) => { const gd = document.querySelector('#neg-heatmap .js-plotly-plot');"
+                           "const got = ((gd && gd.layout.shapes) || []).map(s => s.name).filter(n => n && "
+                           "n.startsWith('evidence-')).sort(); return JSON.stringify(got) === JSON.stringify(want); }",
+                           arg=cells, timeout=30_000)
+
+
+def opens_bandwidth_point(page, run, ev):
+    """The Communication page, the evidence's message size marked on the bandwidth chart."""
+    page.wait_for_selector(f"#tab-communication{SELECTED}", timeout=20_000)
+    page.wait_for_function("(x) => { const gd = document.querySelector('#comm-busbw .js-plotly-plot');"
+                           "return gd && gd.data.some(t => t.name.endsWith('n½') && Math.abs(t.x[0] / x - 1) < 1e-6);}",
+                           arg=ev["value"], timeout=30_000)
+
+
+OPENS = {"timeline": opens_timeline, "heatmap": opens_heatmap_cell, "bandwidth": opens_bandwidth_point}
+# the evidence links a sample's findings must include beyond the timeline's
+LINKS = {"straggler": {"heatmap"}, "slow-data": {"heatmap"}, "healthy": {"bandwidth"}}
+
+
 @pytest.mark.parametrize("path", [*SAMPLE_RUNS, KINETO], ids=lambda p: p.name)
 def test_verdict_first_and_every_evidence_link_opens_its_step_and_ranks(served, page, path, artifacts):
     if not path.is_dir():
@@ -62,26 +101,19 @@ def test_verdict_first_and_every_evidence_link_opens_its_step_and_ranks(served, 
     box = page.locator("#ov-verdict").bounding_box()
     assert box["y"] + box["height"] <= 1000   # above the fold at 1400x1000
     page.screenshot(path=str(artifacts / f"views-{path.name}-overview.png"))
-    found = [ev for ev in run.findings()["evidence"] if ev["ranks"] or ev["steps"] or ev["window_ns"]]
-    assert page.locator("#findings a.evidence").count() == len(found)
-    origin = int(run.events["t_ns"].min())
-    drawn = {int(r) for r in run.events["rank"].unique()}
-    for i, ev in enumerate(found):
-        page.click(f"#findings a.evidence >> nth={i}")
-        page.wait_for_selector(f"#tab-timeline{SELECTED}", timeout=20_000)
-        want = ev["window_ns"] or (step_window(run, ev["steps"][0]) if ev["steps"] else None)
-        if want:   # else its ranks over the whole run
-            wait_range(page, want, origin)
-        pinned = set(ev["ranks"]) & drawn
-        if pinned:
-            page.wait_for_function("(want) => { const gd = document.querySelector('#tl-graph .js-plotly-plot');"
-                                   "const ys = gd.data.flatMap(t => Array.from(t.y || [])).filter(y => y);"
-                                   "return ys.length > 0 && ys.every(y => "
-                                   "want.some(r => String(y).match(new RegExp('^(r|rank )' + r + '\\\\b'))))}",
-                                   arg=sorted(pinned), timeout=30_000)
-            assert set() < lane_ranks(timeline_state(page)["lanes"]) <= pinned   # a dead rank may have no span there
-        if i == 0:
-            page.screenshot(path=str(artifacts / f"views-{path.name}-evidence.png"))
+    found = list(run.findings()["evidence"])
+    links = page.evaluate("() => Array.from(document.querySelectorAll('#findings .finding')).flatMap((card, i) =>"
+                          "Array.from(card.querySelectorAll('a.evidence')).map(a => [i, a.classList[1]]))")
+    assert [i for i, kind in links if kind == "timeline"] == [
+        i for i, ev in enumerate(found) if ev["ranks"] or ev["steps"] or ev["window_ns"]]
+    assert LINKS.get(path.name, set()) <= {kind for _, kind in links}
+    shot = set()
+    for k, (i, kind) in enumerate(links):
+        page.click(f"#findings a.evidence >> nth={k}")
+        OPENS[kind](page, run, found[i])
+        if kind not in shot:   # the first link of each kind
+            shot.add(kind)
+            page.screenshot(path=str(artifacts / f"views-{path.name}-evidence-{kind}.png"))
         page.click("#tab-overview")
         page.wait_for_selector("#findings a.evidence", timeout=30_000)
     assert page.errors == []
