@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 
 from tests.dashboard.conftest import HOROVOD, SAMPLES, SHARED, Server, free_port, horovod_file, launch_argv, sample_run
-from viewer.dashboard.layout import PAGES
 
 ROOT = SHARED if SHARED.is_dir() else SAMPLES   # the picker's trace root
 
@@ -52,19 +51,6 @@ def plot_data(page, graph_id: str):
 
 def lanes(page) -> set:
     return {y for t in plot_data(page, "tl-graph")["data"] for y in t["y"]}
-
-
-def test_every_page_renders_without_console_errors(server, page, artifacts):
-    page.goto(server.url)
-    page.wait_for_selector(PAGE_READY["overview"], timeout=60_000)
-    assert page.inner_text("#card-straggler .card-value") == "rank 3"  # planted in the sample run
-    for value, _label in PAGES:
-        open_tab(page, value)
-        page.wait_for_timeout(500)
-        page.screenshot(path=str(artifacts / f"page-{value}.png"), full_page=True)
-        if value == "fusion":
-            assert page.locator("#fus-fill .barlayer .point").count() > 0
-    assert page.errors == []
 
 
 def test_heatmap_click_narrows_the_timeline_to_that_rank(server, page, artifacts):
@@ -191,10 +177,7 @@ def test_finding_evidence_opens_the_timeline_at_its_window_and_ranks(server, pag
     """The straggler finding's link: the Timeline tab, only rank 3's lanes, the window of its worst step."""
     page.goto(server.url)
     page.wait_for_selector("#findings a.evidence", timeout=60_000)
-    # the Overview's first line (waited for: the body can be drawn again as the URL's view is restored)
-    page.wait_for_function("() => (document.querySelector('#ov-verdict') || {innerText: ''}).innerText"
-                           ".startsWith('Rank 3 is the straggler')", timeout=30_000)
-    page.wait_for_selector("#findings a.evidence", timeout=30_000)
+    assert page.inner_text("#ov-verdict").startswith("Rank 3 is the straggler")   # the Overview's first line
     page.click("#findings a.evidence >> nth=0")
     page.wait_for_function("() => document.querySelector('#tab-timeline[aria-selected=true]') !== null", timeout=20_000)
     page.wait_for_function("""() => {

@@ -80,12 +80,15 @@ def test_64_ranks_open_with_a_lane_each(straggler):
 def test_kineto_lanes_are_named_by_stream_and_thread_and_cpu_spans_by_kind(kineto):
     idx = kineto.timeline
     labels = [ln.label for ln in idx.lanes]
-    assert {"r0 stream 7", "r0 stream 40", "r0 stream 7 annotations", "r0 thread 2910249 (main)",
-            "r0 thread 2919752"} <= set(labels)
+    # the CPU threads by the names the trace's thread_name metadata gives them (torch names tid 2919752 twice:
+    # the last name holds); a thread it leaves unnamed keeps its id
+    assert {"r0 stream 7", "r0 stream 40", "r0 stream 7 annotations", "r0 pt_main_thread", "r0 pt_autograd_0",
+            "r0 thread -549452224"} <= set(labels)
     assert not any("cpu:" in lab or "gpu:" in lab for lab in labels)
     gpu40 = next(ln for ln in idx.lanes if ln.label == "r0 stream 40")
     assert len(gpu40.start) == 21   # the NCCL kernels, one lane, no overlap
     assert idx.window(px=800).lanes == [f"r0 {RANK}"]
+    assert kineto.run.meta["thread_names"] == {"0": {"cpu:2910249": "pt_main_thread", "cpu:2919752": "pt_autograd_0"}}
     view = idx.window(px=100_000, max_bars=100_000, expand=[0])
     by_lane = {p: set(d["y"]) for p, d in view.bars.items()}
     assert by_lane["GPU NCCL"] == {"r0 stream 40"}
@@ -94,6 +97,15 @@ def test_kineto_lanes_are_named_by_stream_and_thread_and_cpu_spans_by_kind(kinet
     fig = figure(kineto)
     assert [a.text for a in fig.layout.annotations if (a.name or "").startswith("step-label-")] == \
         [f"step {s}" for s in (4, 5, 6)]   # ProfilerStep#4..6
+
+
+def test_threads_sharing_a_name_keep_their_ids_and_the_steps_thread_its_role():
+    path = SHARED / "kineto_traces" / "pair_128rank_job"   # each rank's two threads are named "python3.8"
+    if not path.is_dir():
+        pytest.skip(f"real Kineto trace {path} is absent (../shared not mounted)")
+    labels = {ln.label.split(" ·")[0] for ln in Registry().add_path(path).timeline.lanes}
+    assert {"r0 python3.8 4037 (main)", "r0 python3.8 23695", "r1 python3.8 4045 (main)",
+            "r1 python3.8 23704"} <= labels
 
 
 def _events(data: bytes) -> list:

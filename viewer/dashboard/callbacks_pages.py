@@ -10,6 +10,8 @@ from viewer.dashboard.layout import tab_list
 
 BODIES = {"overview": overview.body, "breakdown": pages.breakdown, "negotiation": pages.negotiation,
           "fusion": pages.fusion}
+# what a body reads beside its run: the Negotiation page outlines the view's step on its pinned ranks
+VIEW = {"negotiation": (Input("tl-step", "value"), Input("tl-ranks", "value"))}
 KNOBS = ("wi-threshold", "wi-cycle", "wi-bandwidth", "wi-latency", "wi-ranks", "wi-flags")
 
 
@@ -28,15 +30,16 @@ def register(app, ctx):
         if held is None:
             raise PreventUpdate
         shown = pages.applicable(held.run)
-        return tab_list(shown), no_update if tab in shown else "overview"
+        return tab_list(shown), no_update if tab is None or tab in shown else "overview"   # None: not opened yet
 
     def fill(page, build):
-        @app.callback(Output(f"{page}-body", "children"), Input("tabs", "value"), Input("run-a", "value"))
-        def _fill(tab, run_id):
+        @app.callback(Output(f"{page}-body", "children"), Input("tabs", "value"), Input("run-a", "value"),
+                      *VIEW.get(page, ()))
+        def _fill(tab, run_id, *view):
             if tab == page and run_id and ctx.registry.get(run_id) is None and run_id in ctx.registry.evicted:
                 return empty(f"The run {ctx.registry.evicted[run_id]} ({run_id}) was unloaded to make room for newer "
                              "runs: open or upload it again", "evicted-hint")
-            return build(held_of(tab, page, run_id))
+            return build(held_of(tab, page, run_id), *view)
 
     for page, build in BODIES.items():
         fill(page, build)

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 import orjson
-from dash import Input, Output, State, dcc
+from dash import Input, Output, State, callback_context, dcc, no_update
 from dash.exceptions import PreventUpdate
 
 from viewer.dashboard.fig_timeline import add_critical_path, add_flows, add_reset_bands, timeline_figure
@@ -67,18 +67,27 @@ def register(app, ctx):
             raise PreventUpdate
         return held
 
-    @app.callback(Output("tl-ranks", "options"), Output("tl-expand", "options"), Input("run-a", "value"))
-    def rank_options(run_id):
-        options = [{"label": f"rank {r}", "value": r} for r in held_of(run_id).timeline.ranks]
-        return options, options
-
     # One small callback per way of choosing the window. They must stay separate: Dash drops an
     # in-flight request of a callback when the same callback fires again, and the graph reports an
     # autosize relayout after every redraw, which would otherwise cancel a step or heatmap choice.
-    @app.callback(Output("tl-window", "data"), Output("tl-ranks", "value"), Output("tl-expand", "value"),
-                  Input("run-a", "value"))
-    def new_run(_run_id):
-        return None, None, None  # the whole run, every rank, one lane each
+    # view is the one writer (no allow_duplicate) of the window, ranks, threads and step: Dash holds a callback
+    # while a pending one has its inputs as plain outputs, so the graph and the URL wait for it (one draw). The
+    # rank choices come with them: a dropdown drops a value its options lack, pinned ranks among them
+    @app.callback(Output("tl-ranks", "options"), Output("tl-expand", "options"), Output("tl-window", "data"),
+                  Output("tl-ranks", "value"), Output("tl-expand", "value"), Output("tl-step", "value"),
+                  Input("run-a", "value"), Input("url-pending", "data"))
+    def view(run_id, q):
+        """A new run opens whole, every rank, one lane each; a restored URL (callbacks_url) opens its window, else
+        its step's, on its ranks (those the run has)."""
+        held = held_of(run_id)
+        options = [{"label": f"rank {r}", "value": r} for r in held.timeline.ranks]
+        if "url-pending.data" not in callback_context.triggered_prop_ids or not q:
+            return options, options, None, None, None, None
+        ranks = [r for r in q["ranks"] or () if r in held.timeline.ranks] or None
+        new = "run-a.value" in callback_context.triggered_prop_ids
+        step = q["step"]
+        window = q["window"] or (step_window(held.run, step) if step is not None else None)
+        return options, options, window, ranks, None if new else no_update, step
 
     @app.callback(Output("tl-expand", "value", allow_duplicate=True), Input("tl-graph", "clickData"),
                   State("tl-expand", "value"), prevent_initial_call=True)
@@ -104,11 +113,14 @@ def register(app, ctx):
         return None
 
     @app.callback(Output("tl-window", "data", allow_duplicate=True), Input("tl-step", "value"),
-                  State("run-a", "value"), prevent_initial_call=True)
-    def go_to_step(step, run_id):
+                  State("run-a", "value"), State("tl-window", "data"), State("url-pending", "data"),
+                  prevent_initial_call=True)
+    def go_to_step(step, run_id, shown, restored):
+        if restored and step == restored["step"] and restored["window"] and shown == restored["window"]:
+            raise PreventUpdate   # a URL's step with its own window (a zoom into the step): that window stands
         win = step_window(held_of(run_id).run, int(step)) if step is not None else None
-        if win is None:
-            raise PreventUpdate
+        if win is None or list(win) == shown:
+            raise PreventUpdate   # shown already (view opened it): drawing it again would be a second draw
         return list(win)
 
     @app.callback(Output("tl-graph", "figure"), Input("tabs", "value"), Input("run-a", "value"),

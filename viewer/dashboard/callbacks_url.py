@@ -35,30 +35,26 @@ def parse(search: str) -> dict:
 def register(app, ctx):
     pages = {value for value, _ in PAGES}
 
-    # restore waits for what resets the timeline on a new run (its window and ranks as State), then the
-    # timeline's part waits for that reset and for the new run's rank options: Dash runs a callback only
-    # once no pending one writes its inputs or states
-    @app.callback(Output("run-a", "value", allow_duplicate=True), Output("tabs", "value", allow_duplicate=True),
-                  Output("url-pending", "data"), Input("url", "search"), State("url-written", "data"),
-                  State("tl-window", "data"), State("tl-ranks", "value"), prevent_initial_call="initial_duplicate")
-    def restore(search, written, _window, _ranks):
+    # The layout opens on no page, so the first restore chooses it (the URL's, else the Overview) and a body is
+    # drawn once, for the URL's view; a restore sets only what changed (a value set again redraws what reads it).
+    # The timeline's window, ranks and step follow url-pending (callbacks_timeline's view), set first: Dash asks
+    # for the callbacks of a response's outputs in their order and holds one while an asked one writes its inputs,
+    # so the view holds the timeline's graph and the URL until it has set them (one draw, one write).
+    @app.callback(Output("url-pending", "data"), Output("run-a", "value", allow_duplicate=True),
+                  Output("tabs", "value", allow_duplicate=True), Input("url", "search"), State("url-written", "data"),
+                  State("run-a", "value"), State("tabs", "value"), prevent_initial_call="initial_duplicate")
+    def restore(search, written, run_now, page_now):
         if search == written:
             raise PreventUpdate   # the view this page just wrote
         q = parse(search)
-        run = q["run"] if q["run"] and ctx.registry.get(q["run"]) is not None else no_update
-        return run, q["page"] if q["page"] in pages else no_update, {**q, "search": search}
+        run = q["run"] if q["run"] and ctx.registry.get(q["run"]) is not None else run_now
+        page = q["page"] if q["page"] in pages else page_now or "overview"
+        return {**q, "search": search}, run if run != run_now else no_update, page if page != page_now else no_update
 
-    @app.callback(Output("tl-window", "data", allow_duplicate=True), Output("tl-ranks", "value", allow_duplicate=True),
-                  Output("tl-step", "value", allow_duplicate=True), Input("url-pending", "data"),
-                  State("tl-window", "data"), State("tl-ranks", "value"), State("tl-ranks", "options"),
-                  prevent_initial_call=True)
-    def restore_timeline(q, _window, _ranks, options):
-        held = {o["value"] for o in options or ()}
-        ranks = [r for r in q["ranks"] or () if r in held] or None
-        # a window is shown as it is; a step alone opens that step's window (the timeline's own step box)
-        return q["window"], ranks, None if q["window"] else q["step"]
-
-    @app.callback(Output("url", "search"), Output("url-written", "data"), Input("run-a", "value"),
+    # allow_duplicate on what writes the URL: Dash names such an output apart (search@<hash>), so restore, which
+    # reads the URL, is not downstream of the view it restored; else every callback here is downstream of every
+    # other (a loop), and Dash, holding none, runs them in any order
+    @app.callback(Output("url", "search", allow_duplicate=True), Output("url-written", "data"), Input("run-a", "value"),
                   Input("tabs", "value"), Input("tl-step", "value"), Input("tl-ranks", "value"),
                   Input("tl-window", "data"), State("url-pending", "data"), prevent_initial_call=True)
     def write(run_id, page, step, ranks, window, restored):

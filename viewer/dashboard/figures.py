@@ -68,10 +68,11 @@ def _bar(name: str, ranks: list, ns, colour: str, **marker) -> go.Bar:
                   for v in ns], hovertemplate="%{x}: %{customdata}<extra>" + name + "</extra>", **marker)
 
 
-def lateness_heatmap(matrix, hosts: dict | None = None) -> go.Figure:
+def lateness_heatmap(matrix, hosts: dict | None = None, step=None, marked=()) -> go.Figure:
     """Mean lateness behind the first ready rank (``run.lateness()``, ns; drawn in ms), ranks by steps.
     Past MAX_STEP_COLUMNS steps a column is the mean of a bin, named by its first step; with two or more
-    ``hosts`` (``{rank: host}``) each row names its host and a rule separates hosts."""
+    ``hosts`` (``{rank: host}``) each row names its host and a rule separates hosts. The cells of ``step`` on
+    the ranks ``marked`` (a finding's evidence) are outlined."""
     fig = go.Figure()
     steps = np.asarray(matrix.columns)
     z = matrix.to_numpy(dtype=float) / 1e6
@@ -93,6 +94,12 @@ def lateness_heatmap(matrix, hosts: dict | None = None) -> go.Figure:
         if hosts and ha != hb:
             fig.add_shape(type="line", xref="paper", yref="y", x0=0, x1=1, y0=(a + b) / 2, y1=(a + b) / 2,
                           line={"color": "#222", "width": 2}, name=f"host-rule-{hb}")
+    col = int(np.searchsorted(steps, step, side="right")) - 1 if step is not None and len(steps) else -1
+    edges = np.r_[steps, steps[-1] + (steps[-1] - steps[-2] if len(steps) > 1 else 1)] if col >= 0 else ()
+    for r in (r for r in marked if r in ranks and col >= 0):
+        y = r if len(ranks) >= 2 else 0   # one rank: a category axis, its row at 0
+        fig.add_shape(type="rect", xref="x", yref="y", x0=edges[col] - 0.5, x1=edges[col + 1] - 0.5, y0=y - 0.5,
+                      y1=y + 0.5, line={"color": LATE, "width": 3}, name=f"evidence-{edges[col]}-{r}")
     return _styled(
         fig, "Lateness behind the first ready rank (click a cell to open it on the timeline)",
         max(260, 30 * len(ranks) + 140), margin={"l": 80 if hosts else 60, "r": 20, "t": 40, "b": 50},
@@ -169,6 +176,11 @@ def busbw_figure(bw, fits, peak_gbps=None, peak_given: bool = False) -> go.Figur
             y = float(d["factor"].median()) * x / (f.alpha_us * 1e3 + x / f.beta_gbps)
             fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line={"color": colour, "dash": "dot"},
                                      name=f"{name} fit: α {units.fmt(f.alpha_us, 'us')}, β {units.rate(f.beta_gbps)}"))
+            # n½, where the fit reaches half its bandwidth: smaller messages are latency-bound (a finding's evidence)
+            fig.add_trace(go.Scatter(x=[f.half_bw_bytes], y=[float(d["factor"].median()) * f.beta_gbps / 2],
+                                     mode="markers+text", text=[f"n½ {units.size(f.half_bw_bytes)}"],
+                                     textposition="top center", name=f"{name} n½",
+                                     marker={"color": colour, "size": 12, "symbol": "diamond"}))
     if peak_gbps:
         fig.add_hline(y=peak_gbps, line_dash="dash", line_color=REFERENCE,
                       annotation_text=f"{'given peak' if peak_given else 'best observed'} {units.rate(peak_gbps)}")

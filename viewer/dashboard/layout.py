@@ -13,8 +13,10 @@ PAGES = [("overview", "Overview"), ("timeline", "Timeline"), ("breakdown", "Brea
 
 
 def body(page: str, *controls, content=None):
-    """A page: its controls, then the body its callback fills."""
-    return html.Div([*controls, dcc.Loading(html.Div(content, id=f"{page}-body"), type="dot")], className="page")
+    """A page: its controls, then the body its callback fills, hidden behind a spinner only while that callback
+    runs (not while a part of the body loads, as the Overview's charts after its verdict)."""
+    return html.Div([*controls, dcc.Loading(html.Div(content, id=f"{page}-body"), type="dot",
+                                            target_components={f"{page}-body": "children"})], className="page")
 
 
 def controls(*children):
@@ -93,7 +95,7 @@ def build_layout(run_options, run_a, run_b, picker_options, max_upload_mb, banne
                  banner_class="banner hidden"):
     tabs = dmc.Tabs([dmc.TabsList(tab_list([v for v, _ in PAGES]), id="tabs-list"),
                      *(dmc.TabsPanel(page(value), value=value) for value, _ in PAGES)],
-                    id="tabs", value="overview", keepMounted=False)
+                    id="tabs", value=None, keepMounted=False)   # no page until the URL is read: callbacks_url
     return dmc.MantineProvider([
         dcc.Location(id="url", refresh=False), dcc.Store(id="url-pending"), dcc.Store(id="url-written"),
         header(run_options, run_a, run_b, picker_options, max_upload_mb, list(banner_children), banner_class), tabs,

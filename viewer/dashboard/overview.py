@@ -69,19 +69,32 @@ def cards(run) -> dmc.SimpleGrid:
                           cols=5, spacing="sm", my="md")
 
 
-def evidence_links(run_id: str, ev: dict) -> list:
-    """Links that open a finding's evidence on the timeline (its window, else its first step) with its ranks."""
-    if not (ev["ranks"] or ev["steps"] or ev["window_ns"]):
-        return []
-    ranks = ev["ranks"]
-    parts = [f"rank {', '.join(map(str, ranks))}" if ranks else "", f"step {ev['steps'][0]}" if ev["steps"] else "",
-             units.duration(ev["window_ns"][1] - ev["window_ns"][0]) if ev["window_ns"] else ""]
-    to = href(run_id, "timeline", ranks=ranks, window=ev["window_ns"],
-              step=None if ev["window_ns"] or not ev["steps"] else ev["steps"][0])
-    return [dcc.Link("show evidence: " + ", ".join(p for p in parts if p), href=to, className="evidence")]
+# the metrics whose evidence is where ranks were late at a step: a cell of the lateness heatmap
+LATENESS_METRICS = ("wait_imposed_per_step_ns", "per_step_ns")
 
 
-def finding_card(run_id: str, f) -> dmc.Card:
+def evidence_links(held, ev: dict) -> list:
+    """Links that open a finding's evidence: on the timeline (its window, else its first step) with its ranks; its
+    ranks' cells at that step on the Negotiation page's heatmap; its n½ on the Communication page's bandwidth."""
+    run, links = held.run, []
+    ranks, steps = ev["ranks"], ev["steps"]
+    if ranks or steps or ev["window_ns"]:
+        parts = [f"rank {', '.join(map(str, ranks))}" if ranks else "", f"step {steps[0]}" if steps else "",
+                 units.duration(ev["window_ns"][1] - ev["window_ns"][0]) if ev["window_ns"] else ""]
+        to = href(held.id, "timeline", ranks=ranks, window=ev["window_ns"],
+                  step=None if ev["window_ns"] or not steps else steps[0])
+        links.append(dcc.Link("show evidence: " + ", ".join(p for p in parts if p), href=to,
+                              className="evidence timeline"))
+    if ranks and steps and ev["metric"] in LATENESS_METRICS and run.why_not("negotiations") is None:
+        links.append(dcc.Link(f"on the heatmap: step {steps[0]}", href=href(held.id, "negotiation", steps[0], ranks),
+                              className="evidence heatmap"))
+    if ev["metric"] == "half_bw_bytes" and run.why_not("op_bandwidth") is None:
+        links.append(dcc.Link(f"on the bandwidth chart: n½ {units.size(ev['value'])}",
+                              href=href(held.id, "communication"), className="evidence bandwidth"))
+    return links
+
+
+def finding_card(held, f) -> dmc.Card:
     colour, label = SEVERITY.get(f.severity, ("gray", f"○ {f.severity}"))
     detail, _, fix = f.message.rpartition(": ")   # a finding's message ends in its fix
     ev = f.evidence
@@ -92,7 +105,7 @@ def finding_card(run_id: str, f) -> dmc.Card:
                    dmc.Text(f.title, fw=600, className="finding-title"),
                    dmc.Text(impact, size="sm", c="dimmed") if impact else None], gap="sm", wrap="nowrap"),
         dmc.Text(["Fix: ", fix], size="sm", mt=4) if fix else None,
-        dmc.Group([*evidence_links(run_id, ev),
+        dmc.Group([*evidence_links(held, ev),
                    html.Details([html.Summary("detail"), dmc.Text(detail, size="sm")], className="detail")],
                   gap="lg", mt=4),
     ], withBorder=True, padding="sm", className="finding")
@@ -102,7 +115,7 @@ def findings_list(held):
     found = held.run.findings()
     if not len(found):
         return empty("Nothing stands out in this run", "findings")
-    return dmc.Stack([finding_card(held.id, f) for f in found.itertuples(index=False)], gap="xs", id="findings")
+    return dmc.Stack([finding_card(held, f) for f in found.itertuples(index=False)], gap="xs", id="findings")
 
 
 def charts(held) -> list:

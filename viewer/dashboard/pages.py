@@ -60,14 +60,16 @@ def root_causes(run):
                             className="finding") for r in causes.itertuples(index=False)], id="bd-rootcause")
 
 
-def negotiation(held) -> list:
+def negotiation(held, step=None, ranks=None) -> list:
+    """The lateness heatmap (the view's ``step`` on its pinned ``ranks`` outlined: a finding's evidence), who was
+    last, and the waits."""
     run = held.run
     if why := unavailable(run, "negotiations", "Negotiation"):
         return [why]
     if not len(run.negotiations()):
         return [empty("Negotiation: no tensor was negotiated by every rank")]
     hosts = hosts_of(run.ranks)
-    return [graph("neg-heatmap", figures.lateness_heatmap(run.lateness(), hosts)),
+    return [graph("neg-heatmap", figures.lateness_heatmap(run.lateness(), hosts, step, ranks or ())),
             graph("neg-last", figures.times_last_bar(run.stragglers(), hosts)),
             *_tables(run, [("stragglers", "neg-stragglers-table", 0), ("tensor_waits", "neg-wait-table", 0)])]
 

@@ -50,7 +50,7 @@ class Held:
 
     @cached_property
     def timeline(self) -> TimelineIndex:
-        return TimelineIndex(self.run.events, hosts_of(self.run.ranks))
+        return TimelineIndex(self.run.events, hosts_of(self.run.ranks), self.run.meta.get("thread_names"))
 
     def overlay_nsys(self, specs) -> None:
         """Put the Nsight exports ``specs`` (``FILE`` or ``RANK=FILE``) in as ``gpu:<stream>`` lanes, before

@@ -6,6 +6,7 @@ phases (a phase added there shows here too), then the runtime's own stages, torc
 kernels and elastic resets."""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -105,21 +106,32 @@ class WindowView:
         return self.labels.get(rank) or self.labels.get((rank, thread, depth))
 
 
-def thread_name(thread: str, role: str = "") -> str:
-    """A lane's thread as people name it: torch.profiler's ``gpu:7`` is stream 7, ``cpu:<tid>`` a thread."""
+def thread_name(thread: str, role: str = "", name: str = "") -> str:
+    """A lane's thread as people name it: torch.profiler's ``gpu:7`` is stream 7, ``cpu:<tid>`` the trace's
+    ``name`` for it (else thread <tid>), then its ``role`` unless the name says it."""
     kind, _, rest = thread.partition(":")
     if kind.startswith("gpu") and rest:
         stream, _, ann = rest.partition(":")
         return (f"GPU {kind[3:]} " if kind[3:] else "") + f"stream {stream}" + (f" {ann}" if ann else "")
-    return f"thread {rest}" + (f" ({role})" if role else "") if kind == "cpu" and rest else thread
+    if kind != "cpu" or not rest:
+        return thread
+    name = name or f"thread {rest}"
+    return name + (f" ({role})" if role and role not in name else "")
+
+
+def _unique_names(names: dict) -> dict:
+    """``{thread: name}`` with the thread id after a name two threads share (``cpu:<tid>``: the id)."""
+    seen = Counter(names.values())
+    return {t: f"{n} {t.partition(':')[2]}" if seen[n] > 1 else n for t, n in names.items()}
 
 
 class TimelineIndex:
     """A run's spans in lanes: one per rank (all its spans but its steps, which the axis labels) and, for a rank
     expanded, one per (thread, depth); grouped by ``hosts`` (``{rank: host}``) in order of their first rank. The
-    whole run is its first event to its last event's end (the headline's ``duration_ms``)."""
+    whole run is its first event to its last event's end (the headline's ``duration_ms``). ``thread_names``: the
+    run's ``meta["thread_names"]`` (a Kineto rank's threads, ``{"<rank>": {thread: name}}``)."""
 
-    def __init__(self, events: pd.DataFrame, hosts: dict | None = None):
+    def __init__(self, events: pd.DataFrame, hosts: dict | None = None, thread_names: dict | None = None):
         self.events = events
         self.hosts = dict(hosts or {})
         self.t_min = int(events["t_ns"].min()) if len(events) else 0
@@ -150,9 +162,11 @@ class TimelineIndex:
         rank = col("rank")
         step = phase == 0   # the steps: on the axis, not in a lane
         main = {(r, threads[i]) for r, i in zip(rank[step], tc[step]) if threads[i].startswith("cpu:")}
+        named = {int(r): _unique_names(n) for r, n in (thread_names or {}).items()}
         for r, i, dep, idx in _groups((rank, tc, depth), start, step):
             thr = threads[i]
-            label = f"r{r} {thread_name(thr, 'main' if (r, thr) in main else '')}" + (f" ·{dep}" if dep else "")
+            label = f"r{r} {thread_name(thr, 'main' if (r, thr) in main else '', named.get(r, {}).get(thr, ''))}" \
+                + (f" ·{dep}" if dep else "")
             self.lanes.append(_lane(r, thr, dep, label, idx, start, end, phase, rows))
         for r, idx in _groups((rank,), start, step):
             self.rank_lanes[r] = _lane(r, None, 0, f"r{r} {RANK}", idx, start, end, phase, rows)

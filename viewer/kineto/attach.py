@@ -15,7 +15,11 @@ _MAX_PAIRS, _NEAR_NS = 4_000_000, 10_000_000_000
 
 
 def attach(parsed: list[dict]) -> list[dict]:
-    """``parsed`` with each Kineto file's events moved into our trace of its rank, when there is one."""
+    """``parsed`` with each Kineto file's events moved into our trace of its rank, when there is one; every file's
+    meta holds every Kineto rank's thread names (the run's meta is one file's)."""
+    names = {r: n for p in parsed for r, n in p["meta"].get("thread_names", {}).items()}
+    for p in parsed:
+        p["meta"]["thread_names"] = names
     ours = {p["rank_info"]["rank"]: p for p in parsed
             if p["rank_info"].get("format") != "kineto" and p["meta"].get("part") in (None, 0)}
     out, alignment = [], []

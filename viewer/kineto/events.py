@@ -85,6 +85,7 @@ class Events:
     def __init__(self, scanned: dict, data):
         self.bad: dict = {}
         self.process_labels: dict = {}
+        self.thread_names: dict = {}   # (pid, tid) -> the trace's name of that thread or stream
         ph_st, ph, ph_v = _col(scanned, "ph", np.int32)
         name_st, name, name_v = _col(scanned, "name", np.int32)
         ts_st, ts, _ = _col(scanned, "ts", np.float64)
@@ -159,14 +160,17 @@ class Events:
         return np.where(st[rows] == _READ, v[rows], fill)
 
     def _meta(self, data, starts, ends, rows) -> None:
-        """Process labels from the metadata events (each parsed alone: there are a few)."""
+        """Process labels and thread names from the metadata events (each parsed alone: there are a few)."""
         for r in rows:
             e = _whole(data, starts[r], ends[r]) or {}
             a = e.get("args")
-            pid = e.get("pid")
-            if e.get("name") == "process_labels" and a.__class__ is dict and a.get("labels").__class__ is str \
-                    and pid.__class__ in (int, str):
+            pid, tid = e.get("pid"), e.get("tid")
+            if a.__class__ is not dict or pid.__class__ not in (int, str):
+                continue
+            if e.get("name") == "process_labels" and a.get("labels").__class__ is str:
                 self.process_labels[pid] = a["labels"]
+            elif e.get("name") == "thread_name" and a.get("name").__class__ is str and tid.__class__ in (int, str):
+                self.thread_names[(pid, tid)] = a["name"]   # torch may name a thread twice: the last one holds
 
 
 def _whole(data, lo, hi):

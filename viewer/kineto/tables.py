@@ -18,6 +18,7 @@ FORMAT = "kineto"
 _STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 _FILE_RANK = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_]?(\d+)", re.I)
 _EPOCH_US = 9.4e14   # ts beyond this (year 2000 in µs) is already wall-clock time
+_TORCH_THREAD = re.compile(r"thread -?\d+ \((.+)\)")   # torch.profiler's thread_name: "thread 1102 (pt_main_thread)"
 
 
 def rank_from_name(path) -> int | None:
@@ -46,7 +47,7 @@ def parse_file(path, warn: bool = True) -> dict:
     backend = backend if isinstance(backend, str) else None
     _drop_far(cols, ev, reader)
     t0 = float(np.floor(cols["ts"].min()))   # whole µs: local times stay on the rank's own µs grid
-    out = _tables(cols, ev, rank, t0, world, backend)
+    out, names = _tables(cols, ev, rank, t0, world, backend)
     base = _base_epoch_ns(hdr.get("baseTimeNanoseconds"), t0)
     closed = not reader.dropped
     last = int((out["events"]["t_ns"] + out["events"]["dur_ns"]).max())
@@ -59,7 +60,8 @@ def parse_file(path, warn: bool = True) -> dict:
         "events_dropped": None, "closed": closed, "events_skipped": sum(x["events"] for x in reader.skipped),
         "last_ts_ns": last,
     }
-    out["meta"] = {"size": world or 1, "backend": backend, "format": FORMAT,
+    # the CPU threads' names, by rank (the run's meta is one file's: viewer.kineto.attach gives each file all)
+    out["meta"] = {"size": world or 1, "backend": backend, "format": FORMAT, "thread_names": {str(rank): names},
                    "_stop_offset": reader.stop_offset, "_size": reader.size, "_n_events": reader.n_events,
                    "_skipped": reader.skipped, "_damage": reader.damage, "_last_local_ns": last}
     if warn:
@@ -100,7 +102,7 @@ def _tables(cols: dict, ev: Events, rank: int, t0: float, world, backend) -> dic
     launcher = launch_rows(cols["corr"], gpu_cat)
     launch_ns = np.where(launcher >= 0, t_ns[np.maximum(launcher, 0)], 0)
     step = _steps(ev, cols, t_ns, dur_ns, gpu_cat, launcher)
-    th_codes, th_values = _thread_labels(ev, cols, cat_values, gpu_lut)
+    th_codes, th_values, names = _thread_labels(ev, cols, cat_values, gpu_lut)
     depth = _depth(th_codes, t_ns, dur_ns)
     thread_of = list(ev.threads)
     comms = collectives(cols, ev.special, lambda r: thread_of[cols["thread"][r]], launcher, world, backend)
@@ -122,7 +124,7 @@ def _tables(cols: dict, ev: Events, rank: int, t0: float, world, backend) -> dic
     }, copy=False))
     fused, ops = _comm_tables(comms, rank, t_ns, dur_ns, step, world)
     return {"events": events, "fused_ops": fused, "tensor_ops": ops,
-            "readiness": frames.empty("readiness"), "cycles": frames.empty("cycles")}
+            "readiness": frames.empty("readiness"), "cycles": frames.empty("cycles")}, names
 
 
 def launch_rows(corr, gpu):
@@ -150,9 +152,11 @@ def _steps(ev: Events, cols, t_ns, dur_ns, gpu, launcher):
 
 
 def _thread_labels(ev: Events, cols, cat_values, gpu_cat):
-    """(codes per row, labels) for the lanes: cpu:<tid>, gpu:<stream>, gpu:<stream>:annotations."""
+    """(codes per row, labels, {cpu label: the thread's name}) for the lanes: cpu:<tid>, gpu:<stream>,
+    gpu:<stream>:annotations; a name as the trace's thread_name gives it, torch's "thread <tid> (" and ")" cut."""
     keys = list(ev.threads)
     labels: dict = {}
+    names: dict = {}
     codes = np.empty(len(keys), dtype="int32")
     # a thread key is GPU when its rows are GPU events: look at the first row of each
     first = np.full(len(keys), -1, dtype="int64")
@@ -170,8 +174,10 @@ def _thread_labels(ev: Events, cols, cat_values, gpu_cat):
             label = "profiler"
         else:
             label = f"cpu:{tid}"
+            if (name := ev.thread_names.get((pid, tid), "").strip()):
+                names[label] = m[1] if (m := _TORCH_THREAD.fullmatch(name)) else name
         codes[k] = labels.setdefault(label, len(labels))
-    return codes[th], list(labels)
+    return codes[th], list(labels), names
 
 
 def _depth(threads, t_ns, dur_ns):
