@@ -8,7 +8,7 @@ from viewer import cache as _cache
 from viewer import frames, memory
 from viewer.errors import TraceError
 from viewer.io.files import trace_files
-from viewer.parse import parse_all, parse_one  # noqa: F401  (parse_one: one file, for tools)
+from viewer.parse import parse_all, parse_one, report_missing  # noqa: F401  (parse_one: one file, for tools)
 from viewer.ringscope import elastic
 from viewer.schema import RunTables
 
@@ -86,6 +86,8 @@ def _load_files(files: list[Path], member, manifest: dict | None, progress, stor
     if member is not None:
         member.report()
     tables = _finish(parsed, kept, manifest)
+    if member is None and len(files) > 1:
+        report_missing(parsed)
     if store is None:
         tables.meta.pop("_kept", None)
         tables.meta.pop("_shifts", None)

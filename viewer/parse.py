@@ -53,8 +53,6 @@ def parse_all(files: list[Path], member=None, progress=None, store: Path | None 
     for path, problem in bad:
         warnings.warn(UnreadableTraceWarning(f"{path}: {problem}; left out, the other {len(parsed)} trace(s) "
                                              "analysed"), stacklevel=2)
-    if tolerant:
-        _report_missing(parsed)
     return kept, parsed
 
 
@@ -134,8 +132,9 @@ def _parse_into(f: str, dest: str, i: int):
     return {"rank_info": p["rank_info"], "meta": p["meta"]}, [_cache.recorded(w) for w in caught], None
 
 
-def _report_missing(parsed: list[dict]) -> None:
-    """One line naming the ranks of a run of our traces that have no trace."""
+def report_missing(parsed: list[dict]) -> None:
+    """One line naming the ranks of a run of our traces that have no trace (once its files are known to be
+    one trace a rank: two files of one rank are the error to report)."""
     infos = [p["rank_info"] for p in parsed]
     if not infos or any(ri.get("format") != "ringscope" for ri in infos):
         return
@@ -145,4 +144,4 @@ def _report_missing(parsed: list[dict]) -> None:
         shown = ", ".join(map(str, missing[:20])) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
         warnings.warn(UnreadableTraceWarning(
             f"{Path(infos[0]['file']).parent}: {len(missing)} of {size} ranks have no trace (rank {shown}); "
-            f"the other {size - len(missing)} analysed"), stacklevel=3)
+            f"the other {size - len(missing)} analysed"), stacklevel=4)
