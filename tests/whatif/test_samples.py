@@ -42,6 +42,8 @@ def test_knobs_move_the_right_way(scenario):
         # a few tensors of several MB: one collective each either way, so fusion hardly matters
         # (a real 4-rank rerun of this scenario unfused: 129 ms against 133 fused)
         assert abs(off / base - 1) < 0.02
+    elif scenario == "healthy":   # no straggler hides the unfused collectives
+        assert off > 1.2 * base
     else:
         assert off > base                                            # fusion off: more collectives
     assert _mean(m, Settings(bandwidth_scale=4)) < base
