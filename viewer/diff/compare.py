@@ -29,7 +29,7 @@ def _verdict(h: dict, ph: list[dict], rk: dict, lk: dict) -> str:
     if not h["significant"]:
         p = "" if h["p_value"] is None else f", p = {h['p_value']:.2f}"
         return f"{head}: no change beyond the noise{p}."
-    out = f"{head}, beyond the noise (p = {h['p_value']:.3f})"
+    out = f"{head}, beyond the steps' noise (p = {h['p_value']:.3f})"
     same_way = [p for p in ph if p["delta_ms"] * h["change_ms"] > 0]
     if same_way:
         top = max(same_way, key=lambda p: abs(p["delta_ms"]))

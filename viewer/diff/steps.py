@@ -62,7 +62,8 @@ def headline(a_steps: pd.Series, b_steps: pd.Series) -> dict:
     warm = f"; each run's first step dropped as warm-up when it has {WARMUP_MIN_STEPS} or more"
     out["compared"] = (f"per-step time (the mean over ranks) of A's {_range(a_steps)} ({len(a)}) against B's "
                        f"{_range(b_steps)} ({len(b)}){warm}; Mann–Whitney U, two-sided, α = {ALPHA}; the change "
-                       f"of the mean step with its 95 % bootstrap interval")
+                       f"of the mean step with its 95 % bootstrap interval; one run a side, so the test sees "
+                       f"the noise between steps, not between reruns, which can be larger: rerun A to see it")
     if len(a) >= 2 and len(b) >= 2:
         from scipy import stats
 
