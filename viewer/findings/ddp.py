@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from viewer import units
-from viewer.findings.rule import finding, rule, step_window
+from viewer.findings.rule import finding, most_exposed, rule, step_window
 
 MANY_BUCKETS = 8              # buckets a step from which each one's fixed latency adds up
 LATENCY_BOUND = 4 << 20       # a bucket under this pays mostly a collective's fixed cost, on any link
@@ -53,19 +53,11 @@ def bucket_cap(run, peak=None):
 @rule("ddp", "steps")
 def reduction_exposed(run, peak=None):
     """The training thread waited for the buckets after its backward pass, on the rank where it waited most."""
-    by_rank = run.breakdown()
-    by_rank = by_rank[by_rank["exposed_comm_ns"].notna() & (by_rank["step_ns"] > 0)]
     lay, buckets = run.ddp_layout(), run.ddp_buckets()
-    if not len(by_rank) or lay is None or not len(buckets):
+    worst = most_exposed(run) if lay is not None and len(buckets) else None
+    if worst is None:
         return []
-    share = 100.0 * by_rank["exposed_comm_ns"].astype("float64") / by_rank["step_ns"]
-    w = by_rank.loc[share.idxmax()]
-    pct, rank = float(share.max()), int(w["rank"])
-    if pct < 20:
-        return []
-    steps = run.breakdown_steps()
-    mine = steps[(steps["rank"] == rank) & (steps["step"] >= 0) & steps["exposed_comm_ns"].notna()]
-    step = int(mine.loc[mine["exposed_comm_ns"].astype("float64").idxmax(), "step"]) if len(mine) else None
+    pct, rank, w, step = worst
     first, tail = buckets.iloc[0], buckets.loc[buckets["exposed_ns"].idxmax()]
     msg = (f"on rank {rank} the backward pass waited {units.duration(w['exposed_comm_ns'])} a step for its buckets "
            f"after its own work ended ({pct:.0f} % of the step), the most for bucket {int(tail['bucket'])} "

@@ -66,3 +66,21 @@ def at_worst_step(run, rows: list[dict], neg) -> list[dict]:
         step = int(mine.groupby("step")["wait_imposed_ns"].sum().idxmax()) if len(mine) else None
         row["evidence"].update(steps=[] if step is None else [step], window_ns=step_window(run, step, ranks))
     return rows
+
+
+def most_exposed(run, at_least: float = 20.0):
+    """(share %, rank, its breakdown row, its most exposed step) on the rank whose step is most exposed
+    communication, when that share is ``at_least`` % or more; else None."""
+    by_rank = run.breakdown()
+    by_rank = by_rank[by_rank["exposed_comm_ns"].notna() & (by_rank["step_ns"] > 0)]
+    if not len(by_rank):
+        return None
+    share = 100.0 * by_rank["exposed_comm_ns"].astype("float64") / by_rank["step_ns"]
+    row = by_rank.loc[share.idxmax()]
+    pct, rank = float(share.max()), int(row["rank"])
+    if pct < at_least:
+        return None
+    steps = run.breakdown_steps()
+    mine = steps[(steps["rank"] == rank) & (steps["step"] >= 0) & steps["exposed_comm_ns"].notna()]
+    step = int(mine.loc[mine["exposed_comm_ns"].astype("float64").idxmax(), "step"]) if len(mine) else None
+    return pct, rank, row, step

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from viewer import units
 from viewer.analyses.communication import credible
-from viewer.findings.rule import finding, optional, rule, step_window
+from viewer.findings.rule import finding, most_exposed, optional, rule, step_window
 
 
 def _prefix(run) -> str:
@@ -47,18 +47,10 @@ def fusion(run, peak=None):
 @rule("runtime", "steps", unless=("ddp",))
 def exposed(run, peak=None):
     """Communication the framework waited on, on the rank where it was the largest share of the step."""
-    by_rank = run.breakdown()
-    by_rank = by_rank[by_rank["exposed_comm_ns"].notna() & (by_rank["step_ns"] > 0)]
-    if not len(by_rank):
+    worst = most_exposed(run)
+    if worst is None:
         return []
-    share = 100.0 * by_rank["exposed_comm_ns"].astype("float64") / by_rank["step_ns"]
-    w = by_rank.loc[share.idxmax()]
-    pct, rank = float(share.max()), int(w["rank"])
-    if pct < 20:
-        return []
-    steps = run.breakdown_steps()
-    mine = steps[(steps["rank"] == rank) & (steps["step"] >= 0) & steps["exposed_comm_ns"].notna()]
-    step = int(mine.loc[mine["exposed_comm_ns"].astype("float64").idxmax(), "step"]) if len(mine) else None
+    pct, rank, w, step = worst
     return [finding(
         "exposed", "medium", 20 + pct / 5, f"communication was exposed for {pct:.0f} % of the step on rank {rank}",
         f"communication was exposed for {pct:.0f} % of each step on rank {rank} "
