@@ -10,6 +10,7 @@ import pytest
 from tests.viewer.conftest import SAMPLES
 from tests.viewer.phase_runs import write_run
 from viewer.cli import diff as cli
+from viewer.cli.diff_text import lines
 from viewer.diff.compare import diff_runs, diff_sides
 from viewer.run import Run
 
@@ -60,14 +61,15 @@ def test_a_planted_30ms_loader_is_called_three_a_side(loaded):
 
 def test_cli_takes_runs_a_side_and_fails_if_slower_on_their_spread(reruns, capsys):
     same, slower = (list(map(str, x)) for x in reruns)
-    assert cli.main(["--a", *same[:3], "--b", *same[3:], "--json", "--fail-if-slower", "0"]) == 0
-    d = json.loads(capsys.readouterr().out)
-    assert d["runs"] == [3, 3] and [r["source"] for r in d["b"]["runs"]] == same[3:]
-    assert d["a"]["source"] in same[:3]   # the median run, which the collectives and ranks come from
-    assert cli.main(["--a", *same[:3], "--b", *slower, "--fail-if-slower", "40"]) == cli.EXIT_SLOWER
+    argv = ["--a", *same[:3], "--b", *slower, "--json", "--fail-if-slower", "40", "--no-cache"]
+    assert cli.main(argv) == cli.EXIT_SLOWER
     out = capsys.readouterr()
-    assert "3 runs, their mean step" in out.out and "slower than A by more than 40 %" in out.err
-    assert cli.main([same[0], slower[0], "--json"]) == 0
+    d = json.loads(out.out)
+    assert "slower than A by more than 40 %" in out.err
+    assert d["runs"] == [3, 3] and [r["source"] for r in d["b"]["runs"]] == slower
+    assert d["a"]["source"] in same[:3]   # the median run, which the collectives and ranks come from
+    assert "  A: 3 runs, their mean step" in "\n".join(lines(d))
+    assert cli.main([same[0], slower[0], "--json", "--no-cache"]) == 0
     assert json.loads(capsys.readouterr().out)["runs"] == [1, 1]   # A B: one run a side, as before
 
 
@@ -90,3 +92,10 @@ def test_runs_of_one_side_with_different_settings_are_a_caution():
     healthy, tiny = Run.load(SAMPLES / "healthy", cache=False), Run.load(SAMPLES / "tiny-tensors", cache=False)
     d = diff_sides([healthy, tiny], [healthy], ["h", "t"], ["h"])
     assert any(c.startswith("A's runs differ in") and "fusion_threshold (t)" in c for c in d["cautions"])
+
+
+def test_one_run_against_several_pools_their_spread_and_one_against_one_is_diff_runs(loaded):
+    same, slower = loaded
+    d = diff_sides(same[:3], slower[:1])
+    assert d["testable"] and d["significant"] and "Student's t-test (pooled" in d["compared"]
+    assert diff_sides(same[:1], slower[:1]) == diff_runs(same[0], slower[0])
