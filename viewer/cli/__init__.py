@@ -24,7 +24,7 @@ COMMANDS = {
     "query": ("viewer", "viewer.cli.query", "SQL over a run's tables (DuckDB over its store)"),
     "whatif": ("viewer", "viewer.cli.whatif", "predict a run's step time under other settings"),
     "tune": ("viewer", "viewer.cli.tune", "search fusion threshold x cycle time on the what-if model"),
-    "diff": ("viewer", "viewer.cli.diff", "what changed between two runs: step, phases, collectives, ranks"),
+    "diff": ("viewer", "viewer.cli.diff", "what changed between two runs or reruns: step, phases, collectives, ranks"),
     "view": ("viewer", "viewer.dashboard.serve", "start the dashboard for one or more runs"),
     "bench": ("module", "bench", "run the benchmarks side by side"),
 }

@@ -1,4 +1,5 @@
-"""``ringscope diff A B [--json] [--csv DIR] [--fail-if-slower PCT] [--top N]``: what changed between two runs."""
+"""``ringscope diff A B [--json] [--csv DIR] [--fail-if-slower PCT] [--top N]``: what changed between two runs;
+``ringscope diff --a A1 A2 A3 --b B1 B2 B3 ...``: between reruns of each, against the spread between them."""
 from __future__ import annotations
 
 import argparse
@@ -10,13 +11,18 @@ from pathlib import Path
 # without pandas.
 
 EXIT_SLOWER = 1   # --fail-if-slower: B is slower by more than PCT, beyond the noise
+USAGE = ("ringscope diff A B [options]\n       ringscope diff --a A1 [A2 ...] --b B1 [B2 ...] [options]")
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ringscope diff", description=(
-        "What changed between two runs: step time against the noise, phases, collectives, ranks, settings."))
-    p.add_argument("a", help="the run before: a run directory or a trace file (ringscope, Kineto, Horovod)")
-    p.add_argument("b", help="the run after")
+    p = argparse.ArgumentParser(prog="ringscope diff", usage=USAGE, description=(
+        "What changed between two runs: step time against the noise, phases, collectives, ranks, settings. "
+        "With several runs a side (reruns of one setting), the change is tested against the spread between them."))
+    p.add_argument("runs", nargs="*", metavar="A B",
+                   help="the run before and the run after: a run directory or a trace file (ringscope, Kineto, "
+                        "Horovod)")
+    p.add_argument("--a", nargs="+", metavar="RUN", help="the runs before (reruns of one setting), instead of A")
+    p.add_argument("--b", nargs="+", metavar="RUN", help="the runs after, instead of B")
     p.add_argument("--json", action="store_true", help="print the diff as JSON (docs/DIFF.md)")
     p.add_argument("--csv", metavar="DIR", help="also write phases, collectives, movers, ranks and settings as CSV")
     p.add_argument("--fail-if-slower", type=float, metavar="PCT",
@@ -24,6 +30,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=5, metavar="N", help="movers shown (default 5)")
     p.add_argument("--no-cache", action="store_true", help="parse again, ignoring the parse cache")
     return p
+
+
+def sides(p: argparse.ArgumentParser, args) -> tuple[list[str], list[str]]:
+    """The runs before and after: two positionals, or ``--a`` and ``--b`` (argparse's error otherwise)."""
+    if args.runs:
+        if args.a or args.b:
+            p.error("give A B, or --a and --b, not both")
+        if len(args.runs) != 2:
+            p.error(f"expected two runs, A and B, got {len(args.runs)} (several a side: --a A1 A2 ... --b B1 B2 ...)")
+        return [args.runs[0]], [args.runs[1]]
+    if not args.a or not args.b:
+        p.error("expected two runs, A and B, or --a RUN... and --b RUN...")
+    return args.a, args.b
 
 
 def slower_beyond(d: dict, pct: float) -> bool:
@@ -50,22 +69,25 @@ def write_csv(d: dict, out: Path) -> None:
 
 def main(argv=None) -> int:
     """Entry point; 2 on bad input (one line on stderr), 1 when ``--fail-if-slower`` trips, else 0."""
-    args = _parser().parse_args(argv)
+    p = _parser()
+    args = p.parse_args(argv)
+    a_paths, b_paths = sides(p, args)
     from viewer.errors import TraceError, show_warnings_on_stderr
 
     show_warnings_on_stderr()
     from viewer.run import Run
 
-    runs = []
-    for path in (args.a, args.b):
+    loaded: dict[str, object] = {}
+    for path in a_paths + b_paths:
         try:
-            runs.append(Run.load(path, cache=not args.no_cache))
+            if path not in loaded:
+                loaded[path] = Run.load(path, cache=not args.no_cache)
         except TraceError as exc:
             print(f"ringscope: {exc}", file=sys.stderr)
             return 2
-    from viewer.diff.compare import diff_runs
+    from viewer.diff.compare import diff_sides
 
-    d = diff_runs(*runs, a_source=args.a, b_source=args.b, top=args.top)
+    d = diff_sides([loaded[x] for x in a_paths], [loaded[x] for x in b_paths], a_paths, b_paths, top=args.top)
     if args.csv:
         try:
             write_csv(d, Path(args.csv))

@@ -30,12 +30,16 @@ def lines(d: dict) -> list[str]:
     if lo is not None:
         out.append(f"  change {_signed(d['change_ms'])} ({d['change_pct']:+.1f} %, 95 % interval "
                    f"{lo:+.1f} % to {hi:+.1f} %)")
-    def run_line(which, r):
+    def run_lines(which, r):
         median = "" if r["representative_step"] is None else f"; its median step: {r['representative_step']}"
-        return f"  {which}: {r['source']} ({r['format']}, {r['ranks']} ranks, {r['steps']} steps{median})"
+        line = f"{r['source']} ({r['format']}, {r['ranks']} ranks, {r['steps']} steps{median})"
+        if len(r["runs"]) == 1:
+            return [f"  {which}: {line}"]
+        each = [f"    {x['source']}: {ms(x['step_ms'])}" for x in r["runs"]]
+        return [f"  {which}: {len(r['runs'])} runs, their mean step {ms(r['step_ms'])}; collectives, movers and "
+                f"ranks from its median run, {line}", *each]
 
-    out += [run_line("A", a), run_line("B", b),
-            f"  compared: {d['compared']}"]
+    out += [*run_lines("A", a), *run_lines("B", b), f"  compared: {d['compared']}"]
     if d["phases"]:
         out += ["", "Where the change went, per step (mean over ranks; other: the remainder)"]
         out += _table([[p["phase"], ms(p["a_ms"]), ms(p["b_ms"]), _signed(p["delta_ms"])] for p in d["phases"]],

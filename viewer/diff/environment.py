@@ -28,13 +28,16 @@ def machine(run, steps) -> dict | None:
             "others_load": None if cpu is None or load is None else load - per_host * cpu / 100}
 
 
-def cautions(a: dict | None, b: dict | None) -> list[str]:
+def cautions(a: dict | None, b: dict | None, between_runs: bool = False) -> list[str]:
     """A sentence when other processes loaded the machine differently in the two runs (the ranks' own CPU
-    share is the run's: it drops when they wait more, on a slower link say)."""
+    share is the run's: it drops when they wait more, on a slower link say); ``between_runs``: the test
+    saw the spread between several runs a side, which a machine busier on one side only still escapes."""
     if a is None or b is None or a["others_load"] is None or b["others_load"] is None:
         return []
     if abs(b["others_load"] - a["others_load"]) < OTHERS_SHIFT:
         return []
     return [f"The machine differed between the runs (other processes' load beside the ranks' "
             f"{a['others_load']:.1f} → {b['others_load']:.1f} cores): part of the change may be the machine's, "
-            "not the run's (the test sees the noise within each run, not a busier machine)."]
+            "not the run's " + ("(the test sees the spread between each side's runs, not a machine busier on one "
+                                "side)." if between_runs else "(the test sees the noise within each run, not a "
+                                "busier machine).")]

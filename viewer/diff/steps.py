@@ -49,7 +49,7 @@ def headline(a_steps: pd.Series, b_steps: pd.Series) -> dict:
     """The step time of each run (mean of its steady steps), the change, and Mann–Whitney's verdict on it."""
     out: dict = {"a_step_ms": None, "b_step_ms": None, "change_ms": None, "change_pct": None,
                  "change_ci_pct": [None, None], "p_value": None, "significant": False, "testable": False,
-                 "steps": [len(a_steps), len(b_steps)]}
+                 "steps": [len(a_steps), len(b_steps)], "runs": [1, 1]}
     if not len(a_steps) or not len(b_steps):
         missing = [n for n, s in (("A", a_steps), ("B", b_steps)) if not len(s)]
         out["compared"] = (f"nothing: {' and '.join(missing)} mark{'s' if len(missing) == 1 else ''} no steps "
@@ -63,7 +63,8 @@ def headline(a_steps: pd.Series, b_steps: pd.Series) -> dict:
     out["compared"] = (f"per-step time (the mean over ranks) of A's {_range(a_steps)} ({len(a)}) against B's "
                        f"{_range(b_steps)} ({len(b)}){warm}; Mann–Whitney U, two-sided, α = {ALPHA}; the change "
                        f"of the mean step with its 95 % bootstrap interval; one run a side, so the test sees "
-                       f"the noise between steps, not between reruns, which can be larger: rerun A to see it")
+                       f"the noise between steps, not between reruns, which can be larger: give several runs a side "
+                       "(--a A1 A2 A3 --b B1 B2 B3) to see it")
     if len(a) >= 2 and len(b) >= 2:
         from scipy import stats
 
