@@ -236,7 +236,10 @@ def _meta(ddp: DistributedDataParallel | FSDPModule, group: dist.ProcessGroup, o
                     "gradient_as_bucket_view": bool(ddp.gradient_as_bucket_view),
                     "static_graph": bool(ddp.static_graph),
                     "find_unused_parameters": bool(ddp.find_unused_parameters),
-                    "comm_hook": getattr(hooks[0][0], "__qualname__", None) if hooks else None}}
+                    "comm_hook": getattr(hooks[0][0], "__qualname__", None) if hooks else None,
+                    # registration order: whatif --bucket-cap-mb re-buckets them (viewer/whatif/buckets.py)
+                    "params": [[n, p.numel() * p.element_size()] for n, p in ddp.module.named_parameters()
+                               if p.requires_grad]}}
 
 
 def _close_at_destroy() -> None:
