@@ -170,6 +170,22 @@ def test_whatif_and_tune_refuse_a_ddp_trace_in_one_line(job, capsys):
         assert "\n" not in err and "DDP" in err and not any(a in err for a in HOROVOD_ADVICE)
 
 
+def test_bucket_cut_is_torchs():
+    """bench/ddp_bucket_model.py cuts the parameters as torch's reducer rebuilds its buckets (gradient order)."""
+    import random
+
+    import torch.distributed as dist
+
+    from bench.ddp_bucket_model import cut
+    rng = random.Random(1)
+    for _ in range(100):
+        numels = [rng.choice([1, 3, 100, 1000, 5000, 20000]) for _ in range(rng.randint(1, 40))]
+        first, cap = rng.choice([4_000, 80_000, 200_000]), rng.choice([2_000, 20_000, 240_000])
+        torchs, _ = dist._compute_bucket_assignment_by_size(
+            [torch.empty(n) for n in numels], [first, cap], [False] * len(numels), list(range(len(numels))))
+        assert [len(b) for b in torchs] == cut([4 * n for n in numels], first, cap)
+
+
 def test_flight_recorder_dumps_name_the_rank_that_skipped_a_collective(job, capsys):
     from viewer import flight_recorder as fr
     from viewer.cli.summarize import main
