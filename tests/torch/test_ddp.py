@@ -46,7 +46,8 @@ def _in_steps(events, steps):
 
 
 @pytest.mark.parametrize("run, watched", [("plain", "plain_watched"), ("fp16", "fp16_watched"),
-                                          ("fp16", "fp16_after_watch"), ("fsdp", "fsdp_watched")])
+                                          ("fp16", "fp16_after_watch"), ("fsdp", "fsdp_watched"),
+                                          ("fsdp1", "fsdp1_watched")])
 def test_watch_leaves_training_bit_identical(job, run, watched):
     for params in job["params"]:
         assert all(torch.equal(a, b) for a, b in zip(params[run], params[watched], strict=True))
@@ -244,9 +245,10 @@ def _fsdp_trace(job, rank):
     return json.loads((job["out"] / ddp_job.FSDP_DIR / f"rank-{rank:05d}.json").read_text())
 
 
-def test_fsdp_units_all_gather_and_reduce_scatter_with_their_phase(job):
-    steps = job["results"][0]["steps"]["fsdp_watched"]
-    units = 3   # the model's three Linear layers, each a fully_shard unit (the root holds no parameter)
+@pytest.mark.parametrize("run", ["fsdp_watched", "fsdp1_watched"])   # FSDP2, FSDP1
+def test_fsdp_units_all_gather_and_reduce_scatter_with_their_phase(job, run):
+    steps = job["results"][0]["steps"][run]
+    units = 3   # the model's three Linear layers, each a unit (the root holds no parameter)
     for r in range(RANKS):
         trace = _fsdp_trace(job, r)
         fused = _in_steps(_x(trace, V.FUSED_RESPONSE), steps)
@@ -268,7 +270,7 @@ def test_fsdp_units_all_gather_and_reduce_scatter_with_their_phase(job):
 
 def test_raw_collectives_are_recorded_with_their_group(job):
     groups = job["results"][0]["groups"]
-    last = job["results"][0]["steps"]["fsdp_watched"][1]
+    last = job["results"][0]["steps"]["fsdp1_watched"][1]   # the last watched run
     floats = 4 * ddp_job.RAW_NUMEL
     for r in range(RANKS):
         raw = [e for e in _x(_fsdp_trace(job, r), V.FUSED_RESPONSE) if e["args"]["step"] == last]
