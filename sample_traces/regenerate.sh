@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 SCENARIOS=("$@")
 [ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(healthy straggler tiny-tensors large-tensors hang slow-data cpu-contention
-                                        two-hosts-slow-link elastic)
+                                        two-hosts-slow-link elastic ddp-straggler)
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 for s in "${SCENARIOS[@]}"; do
   # the root-cause scenarios (and healthy, their negative) compare phases step by step: a few more steps
@@ -68,6 +68,10 @@ for s in "${SCENARIOS[@]}"; do
       tests/elastic/train_elastic.py --log "$tmp/log.jsonl" --kill-rank 2 --kill-at-step 10 \
       --touch "$tmp/grow" --touch-at-step 16 --step-sleep 0.03
     rm -rf "$tmp"
+  elif [ "$s" = ddp-straggler ]; then
+    # torch's DDP on gloo under torchrun, traced by hvd.timeline.watch, each rank bound to a core; 8 steps
+    # (DDP's first is its one-bucket step)
+    "$PY" -m viewer.cli demo --ddp --scenario straggler --ranks 4 --steps "${STEPS:-8}" --out "$out" --no-view
   else
     "$PY" -m viewer.cli demo --scenario "$s" --ranks 4 --steps "$n" --out "$out" --no-view
   fi

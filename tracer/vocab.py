@@ -220,8 +220,9 @@ ELASTIC_RESTORE = "ELASTIC_RESTORE"  # fetching + restoring + syncing the commit
 # ---- torch DDP jobs traced without the runtime (issue 44): see docs/DDP.md ----------------------
 # run meta "source": where the trace came from, "ddp" (absent: ringscope's runtime); "ddp": DDP's
 # settings ({bucket_cap_bytes, first_bucket_cap_bytes, gradient_as_bucket_view, static_graph,
-# find_unused_parameters, comm_hook}). Each bucket is a tensor op named bucket.<index>, a
-# FUSED_RESPONSE listing it (args ARG_BUCKET, ARG_PARAMS) and a <BACKEND>_ALLREDUCE activity.
+# find_unused_parameters, comm_hook, params: [[name, bytes], ...] in registration order}). Each bucket
+# is a tensor op named bucket.<index>, a FUSED_RESPONSE listing it (args ARG_BUCKET, ARG_PARAMS) and a
+# <BACKEND>_ALLREDUCE activity.
 SOURCE_DDP = "ddp"
 ARG_BUCKET = "bucket"          # FUSED_RESPONSE of a DDP bucket: its index
 ARG_PARAMS = "params"          # FUSED_RESPONSE of a DDP bucket: the names of the parameters it holds

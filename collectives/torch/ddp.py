@@ -27,7 +27,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch.distributed import distributed_c10d
-from torch.distributed.fsdp import FSDPModule
+from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
 from torch.nn.parallel import DistributedDataParallel
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
@@ -39,15 +39,16 @@ from tracer import vocab as V
 from tracer.config import settings_from_env
 
 _engine: Any = torch.autograd.Variable._execution_engine   # queue_callback: run at a pass's end
+Watched = DistributedDataParallel | FSDPModule | FullyShardedDataParallel   # FSDP1's FullyShardedDataParallel
 
 
 class DdpWatch(Watch):
-    """The hooks :func:`watch` put on a DDP module, or an FSDP2 root module (``fully_shard``: no buckets;
+    """The hooks :func:`watch` put on a DDP module, or an FSDP root module (FSDP2's ``fully_shard`` or FSDP1's
+    FullyShardedDataParallel: no buckets;
     its all-gathers and reduce-scatters are recorded as collectives). The communication hook stays,
     recording nothing, after ``remove()``: a reducer keeps the hook it was given."""
 
-    def __init__(self, ddp: DistributedDataParallel | FSDPModule, optimizer: torch.optim.Optimizer | None = None
-                 ) -> None:
+    def __init__(self, ddp: Watched, optimizer: torch.optim.Optimizer | None = None) -> None:
         super().__init__(ddp)
         self.ddp = ddp
         self.phase: str | None = None    # "forward" or "backward" while one runs: the collectives' phase
@@ -197,7 +198,7 @@ def _rebuild_reducer(ddp: DistributedDataParallel) -> None:
 _destroy: dict[str, Any] = {}   # the original destroy_process_group while ours is installed
 
 
-def start_timeline(ddp: DistributedDataParallel | FSDPModule) -> bool:
+def start_timeline(ddp: Watched) -> bool:
     """Start this rank's timeline for a DDP or FSDP job unless one is configured (hvd.init, an earlier
     watch), and record torch.distributed's collectives; True when a timeline records or may record
     (DYNAMIC), False when the environment asks for none."""
@@ -209,7 +210,8 @@ def start_timeline(ddp: DistributedDataParallel | FSDPModule) -> bool:
     if settings_from_env().spec is None:
         return False
     ddp_collectives.install()
-    group = ddp.process_group if isinstance(ddp, DistributedDataParallel) else distributed_c10d._get_default_group()
+    group = (ddp.process_group if isinstance(ddp, (DistributedDataParallel, FullyShardedDataParallel))
+             else distributed_c10d._get_default_group())
     clock_group = group if dist.get_backend(group) == "gloo" else dist.new_group(backend="gloo")
     offset, unc = ddp_clock.measure(clock_group)
     tracer.configure(_meta(ddp, group, offset, unc))
@@ -218,7 +220,7 @@ def start_timeline(ddp: DistributedDataParallel | FSDPModule) -> bool:
     return True
 
 
-def _meta(ddp: DistributedDataParallel | FSDPModule, group: dist.ProcessGroup, offset: int, unc: int) -> dict:
+def _meta(ddp: Watched, group: dist.ProcessGroup, offset: int, unc: int) -> dict:
     size = dist.get_world_size(group)
     env = os.environ
     common = {"rank": dist.get_rank(group), "size": size,
@@ -236,7 +238,10 @@ def _meta(ddp: DistributedDataParallel | FSDPModule, group: dist.ProcessGroup, o
                     "gradient_as_bucket_view": bool(ddp.gradient_as_bucket_view),
                     "static_graph": bool(ddp.static_graph),
                     "find_unused_parameters": bool(ddp.find_unused_parameters),
-                    "comm_hook": getattr(hooks[0][0], "__qualname__", None) if hooks else None}}
+                    "comm_hook": getattr(hooks[0][0], "__qualname__", None) if hooks else None,
+                    # registration order: whatif --bucket-cap-mb re-buckets them (viewer/whatif/buckets.py)
+                    "params": [[n, p.numel() * p.element_size()] for n, p in ddp.module.named_parameters()
+                               if p.requires_grad]}}
 
 
 def _close_at_destroy() -> None:

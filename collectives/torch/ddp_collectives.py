@@ -1,10 +1,10 @@
 """torch.distributed's collectives, recorded while a watch's timeline is on (docs/DDP.md): ``all_reduce``,
-``all_gather_into_tensor`` / ``all_gather_single``, ``reduce_scatter_tensor`` / ``reduce_scatter_single``,
-``broadcast`` and ``barrier`` are replaced in ``torch.distributed`` by wrappers that call them unchanged and
-write each call in the runtime's vocabulary, as the DDP hook writes a bucket: a tensor op named
-``<op>.<group>``, a FUSED_RESPONSE and the collective (``GLOO_ALLGATHER``, ...) over the same span, with its
-bytes, the process group (``process_set``: the group's name in c10d) and the ``phase`` it ran in (FSDP2's
-unit all-gathers: "forward", or "backward" for the backward pass's prefetches).
+``all_gather_into_tensor`` / ``all_gather_single`` / ``all_gather`` (FSDP1's on CPU), ``reduce_scatter_tensor``
+/ ``reduce_scatter_single``, ``broadcast`` and ``barrier`` are replaced in ``torch.distributed`` by wrappers
+that call them unchanged and write each call in the runtime's vocabulary, as the DDP hook writes a bucket: a
+tensor op named ``<op>.<group>``, a FUSED_RESPONSE and the collective (``GLOO_ALLGATHER``, ...) over the same
+span, with its bytes, the process group (``process_set``: the group's name in c10d) and the ``phase`` it ran
+in (FSDP's unit all-gathers: "forward", or "backward" for the backward pass's prefetches).
 
 A synchronous call is recorded when it returns; an asynchronous one when its future completes (one
 callback on the backend's thread). The response id is the k-th call on its group, offset by the group:
@@ -29,6 +29,7 @@ from tracer import vocab as V
 from tracer.recorder import get_recorder
 
 OPS = {"all_reduce": V.ALLREDUCE, "all_gather_into_tensor": V.ALLGATHER, "all_gather_single": V.ALLGATHER,
+       "all_gather": V.ALLGATHER,
        "reduce_scatter_tensor": V.REDUCESCATTER, "reduce_scatter_single": V.REDUCESCATTER,
        "broadcast": V.BROADCAST, "barrier": V.BARRIER}
 GROUP_ID = 1 << 32   # response = (group + 1) * GROUP_ID + k: apart from the buckets' ids and each other's

@@ -5,6 +5,9 @@ DistributedDataParallel on gloo, launched by torchrun, traced by ``hvd.timeline.
 --scenario straggler``. Scenarios (as ``demo_train``'s): healthy; straggler (one rank sleeps extra every
 step, outside any phase); slow-data (one rank's loader sleeps before each batch); cpu-contention (one
 rank shares its core with busy processes); small-buckets (bucket_cap_mb far too small for the model).
+Each rank is bound to one core, the local ranks in blocks (4 ranks on 2 cores: 0-1 on the first, 2-3 on
+the second), so the scheduler does not move ranks between cores mid-step; the straggler (the last rank)
+shares its core with the rank before it, which computes faster while the straggler sleeps.
 """
 from __future__ import annotations
 
@@ -51,6 +54,9 @@ def main(argv=None) -> int:
     from collectives.torch.demo_train import share_cores
 
     torch.set_num_threads(1)
+    cores = sorted(os.sched_getaffinity(0))
+    local, local_size = int(os.environ.get("LOCAL_RANK", "0")), int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    os.sched_setaffinity(0, {cores[local * len(cores) // local_size % len(cores)]})   # the threads inherit it
     dist.init_process_group("gloo")
     rank, size = dist.get_rank(), dist.get_world_size()
     affected = rank == ns.slow_rank % size

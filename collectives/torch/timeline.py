@@ -4,7 +4,7 @@ also traces a DistributedDataParallel module's buckets and phases (:mod:`collect
 from __future__ import annotations
 
 import torch
-from torch.distributed.fsdp import FSDPModule
+from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
 from torch.nn.parallel import DistributedDataParallel
 
 from collectives import timeline as _timeline
@@ -15,12 +15,12 @@ __all__ = ["region", "checkpoint", "wrap_loader", "watch", "profile", "TimedLoad
 
 
 def watch(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None) -> Watch:
-    """FORWARD for each call of ``model`` (the root module); given a DistributedDataParallel module,
-    or an FSDP2 root module (``fully_shard``), also its buckets (DDP), the torch.distributed
-    collectives called while it is watched, BACKWARD and OPTIMIZER_STEP (of ``optimizer``, else of the optimizer found
-    stepping its parameters), starting the timeline without ``hvd.init()`` (docs/DDP.md). Returns
-    the removable handle."""
-    if isinstance(model, (DistributedDataParallel, FSDPModule)):
+    """FORWARD for each call of ``model`` (the root module); given a DistributedDataParallel module, or an
+    FSDP root module (FSDP2's ``fully_shard``, or FSDP1's FullyShardedDataParallel), also its buckets (DDP),
+    the torch.distributed collectives called while it is watched, BACKWARD and OPTIMIZER_STEP (of
+    ``optimizer``, else of the optimizer found stepping its parameters), starting the timeline without
+    ``hvd.init()`` (docs/DDP.md). Returns the removable handle."""
+    if isinstance(model, (DistributedDataParallel, FSDPModule, FullyShardedDataParallel)):
         from collectives.torch.ddp import DdpWatch
         return DdpWatch(model, optimizer)
     if optimizer is not None:

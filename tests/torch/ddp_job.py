@@ -3,10 +3,10 @@ five times from the same seed and data: plain DDP, DDP with fp16_compress_hook, 
 watched (the hook registered before the watch), and fp16 registered after the watch, with
 RINGSCOPE_TIMELINE set by the test; then, traced into OUT/small_cap/, a model of many small layers with a
 bucket cap far too small for it; then a planted hang (rank 1 skips an all_reduce) and each rank's
-Flight Recorder dump, in OUT/fr/; then, traced into OUT/fsdp/, the model as FSDP2 units (trained before
-any watch too) and each raw collective a watch records. Writes each run's parameters, the step ranges
-each watched run had, the groups' names, and whether the last trace was complete right after
-destroy_process_group(), to OUT (argv[1])."""
+Flight Recorder dump, in OUT/fr/; then, traced into OUT/fsdp/, the model as FSDP2 units, then as FSDP1
+units (each also trained before any watch), and each raw collective a watch records. Writes each run's
+parameters, the step ranges each watched run had, the groups' names, and whether the last trace was
+complete right after destroy_process_group(), to OUT (argv[1])."""
 from __future__ import annotations
 
 import datetime
@@ -18,7 +18,8 @@ import time
 import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import FullyShardedDataParallel, fully_shard
+from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 from torch.nn.parallel import DistributedDataParallel
 
 SKEW_US = 250_000   # rank 1's wall clock runs ahead by this (read when tracer.clock is imported)
@@ -101,6 +102,21 @@ def fsdp(rank: int, watched: bool) -> tuple[list, list]:
     return [p.to_local().detach().clone() for p in net.parameters()], [first, tracer.get_recorder().step]
 
 
+def fsdp1(rank: int, watched: bool) -> tuple[list, list]:
+    """FSDP1: FullyShardedDataParallel with each Linear a unit (CPU); this rank's flat shards after."""
+    net = FullyShardedDataParallel(model(), auto_wrap_policy=ModuleWrapPolicy({torch.nn.Linear}),
+                                   device_id=torch.device("cpu"))
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    if watched:
+        hvd.timeline.watch(net, optimizer=opt)
+    first = tracer.get_recorder().step
+    for x, y in batches(rank):
+        torch.nn.functional.mse_loss(net(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+    return [p.detach().clone() for p in net.parameters()], [first, tracer.get_recorder().step]
+
+
 def raw_collectives(rank: int) -> dict:
     """Each collective a watch records, on the default group, and an async all_reduce on a group of its
     own (its arguments by position); returns the groups' names."""
@@ -137,6 +153,7 @@ def main(out: str) -> None:
     rank = dist.get_rank()
     params, steps = {}, {}
     params["fsdp"], steps["fsdp"] = fsdp(rank, watched=False)   # before any watch: nothing recorded
+    params["fsdp1"], steps["fsdp1"] = fsdp1(rank, watched=False)
     for name, fp16, watched in (("plain", False, False), ("fp16", True, False), ("plain_watched", False, True),
                                 ("fp16_watched", True, True)):
         params[name], steps[name] = train(rank, fp16, watched)
@@ -148,6 +165,7 @@ def main(out: str) -> None:
     planted_hang(rank, os.path.join(out, FR_DIR))
     tracer.start_timeline(os.path.join(out, FSDP_DIR) + "/")
     params["fsdp_watched"], steps["fsdp_watched"] = fsdp(rank, watched=True)
+    params["fsdp1_watched"], steps["fsdp1_watched"] = fsdp1(rank, watched=True)
     groups = raw_collectives(rank)
     torch.save(params, os.path.join(out, f"params.{rank}.pt"))
     trace = os.path.join(out, FSDP_DIR, f"rank-{rank:05d}.json")

@@ -46,7 +46,8 @@ def _in_steps(events, steps):
 
 
 @pytest.mark.parametrize("run, watched", [("plain", "plain_watched"), ("fp16", "fp16_watched"),
-                                          ("fp16", "fp16_after_watch"), ("fsdp", "fsdp_watched")])
+                                          ("fp16", "fp16_after_watch"), ("fsdp", "fsdp_watched"),
+                                          ("fsdp1", "fsdp1_watched")])
 def test_watch_leaves_training_bit_identical(job, run, watched):
     for params in job["params"]:
         assert all(torch.equal(a, b) for a, b in zip(params[run], params[watched], strict=True))
@@ -170,6 +171,22 @@ def test_whatif_and_tune_refuse_a_ddp_trace_in_one_line(job, capsys):
         assert "\n" not in err and "DDP" in err and not any(a in err for a in HOROVOD_ADVICE)
 
 
+def test_bucket_cut_is_torchs():
+    """bench/ddp_bucket_model.py cuts the parameters as torch's reducer rebuilds its buckets (gradient order)."""
+    import random
+
+    import torch.distributed as dist
+
+    from bench.ddp_bucket_model import cut
+    rng = random.Random(1)
+    for _ in range(100):
+        numels = [rng.choice([1, 3, 100, 1000, 5000, 20000]) for _ in range(rng.randint(1, 40))]
+        first, cap = rng.choice([4_000, 80_000, 200_000]), rng.choice([2_000, 20_000, 240_000])
+        torchs, _ = dist._compute_bucket_assignment_by_size(
+            [torch.empty(n) for n in numels], [first, cap], [False] * len(numels), list(range(len(numels))))
+        assert [len(b) for b in torchs] == cut([4 * n for n in numels], first, cap)
+
+
 def test_flight_recorder_dumps_name_the_rank_that_skipped_a_collective(job, capsys):
     from viewer import flight_recorder as fr
     from viewer.cli.summarize import main
@@ -228,9 +245,10 @@ def _fsdp_trace(job, rank):
     return json.loads((job["out"] / ddp_job.FSDP_DIR / f"rank-{rank:05d}.json").read_text())
 
 
-def test_fsdp_units_all_gather_and_reduce_scatter_with_their_phase(job):
-    steps = job["results"][0]["steps"]["fsdp_watched"]
-    units = 3   # the model's three Linear layers, each a fully_shard unit (the root holds no parameter)
+@pytest.mark.parametrize("run", ["fsdp_watched", "fsdp1_watched"])   # FSDP2, FSDP1
+def test_fsdp_units_all_gather_and_reduce_scatter_with_their_phase(job, run):
+    steps = job["results"][0]["steps"][run]
+    units = 3   # the model's three Linear layers, each a unit (the root holds no parameter)
     for r in range(RANKS):
         trace = _fsdp_trace(job, r)
         fused = _in_steps(_x(trace, V.FUSED_RESPONSE), steps)
@@ -252,7 +270,7 @@ def test_fsdp_units_all_gather_and_reduce_scatter_with_their_phase(job):
 
 def test_raw_collectives_are_recorded_with_their_group(job):
     groups = job["results"][0]["groups"]
-    last = job["results"][0]["steps"]["fsdp_watched"][1]
+    last = job["results"][0]["steps"]["fsdp1_watched"][1]   # the last watched run
     floats = 4 * ddp_job.RAW_NUMEL
     for r in range(RANKS):
         raw = [e for e in _x(_fsdp_trace(job, r), V.FUSED_RESPONSE) if e["args"]["step"] == last]

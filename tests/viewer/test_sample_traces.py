@@ -44,6 +44,20 @@ def test_straggler_rank_found():
     assert any(m.startswith(f"rank {int(top['rank'])} was last in") for m in msgs), msgs
 
 
+def test_ddp_straggler_found_in_ddps_words():
+    """torch's DDP (gloo, torchrun, watched): the planted rank (the last) is named by its buckets, its
+    lateness put down to time no phase covers (the planted sleep between steps), and no finding gives
+    the runtime's advice."""
+    run = _run("ddp-straggler")
+    assert run.meta["source"] == "ddp" and "ddp" in run.has
+    top = run.stragglers().iloc[0]
+    assert int(top["rank"]) == run.size - 1 and top["pct_last"] >= 60
+    f = run.findings().set_index("kind")
+    msg = f.loc["straggler", "message"]
+    assert f"rank {run.size - 1} was the last to have its bucket ready" in msg and "untraced time" in msg
+    assert set(f.index) <= {"straggler", "reduction_exposed", "bucket_cap_small"}, set(f.index)
+
+
 def test_tiny_tensors_starve_fusion():
     run = _run("tiny-tensors")
     from viewer.analyses import fusion
