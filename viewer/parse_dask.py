@@ -32,7 +32,9 @@ def parse_on_cluster(files: list[Path], address: str, progress, store: Path | No
         raise ModuleNotFoundError(f"{ENV} is set: parsing on a Dask cluster needs pip install 'ringscope[cluster]'",
                                   name=exc.name) from None
 
-    logging.getLogger("distributed").setLevel(logging.WARNING)   # its start-up lines are not the command's output
+    # its start-up lines and a local cluster's shutdown ("killing" a worker slow to stop) are not the command's
+    # output; what fails the parse is one line of ours
+    logging.getLogger("distributed").setLevel(logging.ERROR)
     cluster = None
     try:
         if address == "local":
@@ -50,7 +52,7 @@ def parse_on_cluster(files: list[Path], address: str, progress, store: Path | No
         _same_code(client, address)
         n = len(files)
         futures = client.map(_one_at_a_time, [parse_into] * n, [str(f) for f in files], [str(dest)] * n, range(n),
-                             pure=False)
+                             cwd=os.getcwd(), pure=False)
         return _gather(files, futures, dest, store, progress)
     finally:
         client.close()
@@ -60,14 +62,25 @@ def parse_on_cluster(files: list[Path], address: str, progress, store: Path | No
             _cache.discard(dest)
 
 
-def _one_at_a_time(parse_into, f: str, dest: str, i: int):
+def _one_at_a_time(parse_into, f: str, dest: str, i: int, cwd: str):
     """``parse_into`` in a worker, one parse at a time per worker process: it records warnings process-wide
-    (``warnings.catch_warnings``), so two threads' parses would mix theirs (and the parse holds the GIL anyway)."""
+    (``warnings.catch_warnings``), so two threads' parses would mix theirs (and the parse holds the GIL anyway).
+    Relative paths are this machine's: resolved from its working directory (shared storage), and kept as written,
+    as the tables and warnings name the files."""
     with _ONE_PARSE:
-        return parse_into(f, dest, i)
+        here = os.getcwd()
+        if cwd != here:
+            os.chdir(cwd)
+        try:
+            return parse_into(f, dest, i)
+        finally:
+            if cwd != here:
+                os.chdir(here)
 
 
 def _gather(files, futures, dest: Path, store: Path | None, progress):
+    from distributed import KilledWorker
+
     total, done = sum(f.stat().st_size for f in files), 0
     kept, parsed, bad = [], [], []
     for i, (f, fut) in enumerate(zip(files, futures)):   # in file order, as the store numbers them
@@ -79,6 +92,8 @@ def _gather(files, futures, dest: Path, store: Path | None, progress):
         except OSError as exc:
             raise TraceError(dest, f"a Dask worker or this machine cannot use it ({exc.strerror or exc}): the traces "
                              "and the store must be on storage every worker sees at the same path") from None
+        except KilledWorker as exc:   # the parse took its workers down (memory?) on several tries
+            raise TraceError(f, f"the Dask workers that parsed it died ({exc})") from None
         if error is not None:
             bad.append(error)
         else:
