@@ -9,7 +9,7 @@ import orjson
 from tracer import vocab as V
 from viewer.analyses.recoveries import PARTS
 from viewer.errors import TraceError, describe_skipped, warn_damage
-from viewer.io.chrome_json import TraceReader
+from viewer.io.chrome_json import TraceReader, read_header
 from viewer.io.files import detect_format
 from viewer.io.ranges import CHROME_PHASES, MAX_US
 from viewer.loader import check_ranks, find_traces
@@ -40,8 +40,9 @@ class MergePlan:
     elastic: dict | None = None   # an elastic run's elastic.json (its resets get a lane of their own)
 
 
-def plan_merge(paths) -> MergePlan:
-    """Work out each rank's clock shift from its recorded base and clock offset (headers only)."""
+def plan_merge(paths, ranks: set[int] | None = None) -> MergePlan:
+    """Work out each rank's clock shift from its recorded base and clock offset (headers only); ``ranks``: merge
+    only these (time 0 stays the whole run's, so a subset lines up with the full merge)."""
     manifest, gen_of = None, {}
     if isinstance(paths, (str, Path)) and elastic.is_elastic(paths):
         manifest = elastic.read_manifest(paths)
@@ -54,10 +55,14 @@ def plan_merge(paths) -> MergePlan:
         fmt = detect_format(f)
         if fmt == "merged":
             raise TraceError(f, "already a merged trace: merge the per-rank traces instead")
-        reader = TraceReader(f)
-        meta = reader.other(V.VERSION_KEY)
+        # the header alone (a few KiB: a subset of a 1,024-rank run reads little of the others); Horovod's
+        # clock is in its first events
+        reader = TraceReader(f) if fmt == "horovod" else None
+        other = (reader.header if reader else read_header(f)).get("otherData")
+        meta = other.get(V.VERSION_KEY) if isinstance(other, dict) else None
+        meta = meta if isinstance(meta, dict) else {}
         base = _int(meta.get("base_epoch_ns"))
-        if fmt == "horovod":   # its wall clock: in the first events' args
+        if reader is not None:   # its wall clock: in the first events' args
             args = [e["args"] for e in next(reader.chunks(), [])[:5] if isinstance(e.get("args"), dict)]
             base = next((a["start_time_since_epoch_in_micros"] * 1000 for a in reversed(args)
                          if _int(a.get("start_time_since_epoch_in_micros")) is not None), None)
@@ -70,10 +75,28 @@ def plan_merge(paths) -> MergePlan:
     if known and manifest:   # time 0: the job's start, as the loader has it
         known += [g["start_epoch_ns"] for g in manifest["generations"]]
     origin = min(known) if known else None
-    ranks = [RankSource(r, f, fmt, 0 if a is None or origin is None else a - origin, host,
+    sources = [RankSource(r, f, fmt, 0 if a is None or origin is None else a - origin, host,
                         legacy=fmt == "horovod" and a is None, generation=gen_of.get(Path(f)))
              for r, f, fmt, a, host, _ in entries]
-    return MergePlan(origin, sorted(ranks, key=lambda s: (s.rank, s.generation or 0)), manifest)
+    if ranks is not None:
+        have = sorted({s.rank for s in sources})
+        unknown = sorted(ranks - set(have))
+        if unknown:
+            raise TraceError(paths if isinstance(paths, (str, Path)) else files[0].parent,
+                             f"no trace of rank {_spans(unknown)} (the run has ranks {_spans(have)})")
+        sources = [s for s in sources if s.rank in ranks]
+    return MergePlan(origin, sorted(sources, key=lambda s: (s.rank, s.generation or 0)), manifest)
+
+
+def _spans(ranks: list[int]) -> str:
+    """``0-3, 7`` for sorted ranks."""
+    out: list[list[int]] = []
+    for r in ranks:
+        if out and r == out[-1][1] + 1:
+            out[-1][1] = r
+        else:
+            out.append([r, r])
+    return ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in out)
 
 
 def _int(v):

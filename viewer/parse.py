@@ -8,7 +8,7 @@ import warnings
 from pathlib import Path
 
 from viewer import cache as _cache
-from viewer import memory
+from viewer import memory, parse_dask
 from viewer.errors import TraceError, UnreadableTraceWarning
 from viewer.io.files import detect_format
 
@@ -44,7 +44,10 @@ def parse_all(files: list[Path], member=None, progress=None, store: Path | None 
     ``member``: an elastic run's generations (parsed here, one after another: their state is shared)."""
     workers = 1 if member is not None else workers_for(files)
     tolerant = member is None and len(files) > 1
-    if workers > 1:
+    address = parse_dask.scheduler() if member is None else None
+    if address:   # on a Dask cluster (docs/CLUSTER.md)
+        kept, parsed, bad = parse_dask.parse_on_cluster(files, address, progress, store, _parse_into)
+    elif workers > 1:
         kept, parsed, bad = _in_workers(files, workers, progress, store)
     else:
         kept, parsed, bad = _here(files, member, progress, store, tolerant)

@@ -131,6 +131,9 @@ def test_a_missing_extra_is_one_line_with_the_fix(venv):
     r = run(venv, "ringscope", "demo", "--no-view")
     assert r.returncode == 2 and "pip install 'ringscope[runtime,torch]'" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+    r = run(venv, "ringscope", "summarize", str(SAMPLE), "--no-cache", "--scheduler", "local")
+    assert r.returncode == 2 and r.stderr.strip() == \
+        "ringscope summarize: needs distributed: pip install 'ringscope[cluster]'"
 
 
 def test_a_checkout_that_shadows_the_install_says_the_fix(venv, tmp_path):

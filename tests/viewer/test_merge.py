@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 
 from tests.viewer import tracegen
 from tests.viewer.conftest import ROOT
@@ -118,3 +119,55 @@ def test_tensor_threads_keep_their_names(tmp_path):
     assert {e["ph"] for e in life} == {"X", "B", "E"}
     assert all(names[(e["pid"], e["tid"])] == e["name"] for e in life)
     _check_nesting(evs)
+
+
+def _merged(path):
+    d = json.loads(path.read_text())
+    return d, sorted({e["pid"] for e in d["traceEvents"] if e.get("name") == "process_name"})
+
+
+def test_merge_of_some_ranks_reads_only_theirs(tmp_path, capsys, monkeypatch):
+    from viewer.cli.merge import main
+
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)   # the CLI prints them: restored after
+
+    run = tmp_path / "run"
+    tracegen.write_run(run, size=6, steps=2, offsets={5: 3_000_000})
+    tracegen.write_rank(run / "rank-2.json", 2, 6, tracegen.rank_events(2, 6, steps=2),   # started 4 ms earlier
+                        meta={"base_epoch_ns": tracegen.BASE_EPOCH_NS - 4_000_000})
+    bad = run / "rank-1.json"   # damaged after its header: a merge that read it would say so
+    bad.write_text(bad.read_text().replace('"ph": "X"', '"ph": X', 1))
+    assert main([str(run), "-o", str(tmp_path / "sub.json"), "--ranks", "0,4-5"]) == 0
+    assert "rank-1.json" not in capsys.readouterr().err
+    assert main([str(run), "-o", str(tmp_path / "all.json"), "--ranks", "0-5"]) == 0
+    assert "rank-1.json: 1 damaged line" in capsys.readouterr().err
+    d, pids = _merged(tmp_path / "sub.json")
+    assert pids == [0, 4, 5]
+    full = plan_merge(run)   # time 0 is the whole run's (rank 2 started first), so the subset lines up with it
+    assert d["otherData"][MERGED_KEY]["origin_epoch_ns"] == full.origin_epoch_ns == tracegen.BASE_EPOCH_NS - 4_000_000
+    fused = {}
+    for e in d["traceEvents"]:
+        if e.get("name") == "FUSED_RESPONSE":
+            fused.setdefault(e["args"]["response"], set()).add(e["ts"])
+    assert fused and all(len(v) == 1 for v in fused.values())   # rank 5's offset applied
+    for spec, says in [("4-2", "runs backwards"), ("0,x", "'x' is not a rank"), ("3,7-9", "no trace of rank 7-9")]:
+        assert main([str(run), "-o", str(tmp_path / "bad.json"), "--ranks", spec]) == 2
+        err = capsys.readouterr().err
+        assert says in err and err.count("\n") == 1, err
+    assert not (tmp_path / "bad.json").exists()
+
+
+def test_top_late_merges_the_latest_ranks_and_a_reference(tmp_path, capsys, monkeypatch):
+    from viewer.cli.merge import main
+
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)
+    monkeypatch.setenv("RINGSCOPE_CACHE_DIR", str(tmp_path / "store"))
+    tracegen.write_run(tmp_path / "run", size=5, steps=3, late_rank=3)
+    assert main([str(tmp_path / "run"), "-o", str(tmp_path / "late.json"), "--top-late", "1"]) == 0
+    assert "(late: 3; reference: 0)" in capsys.readouterr().out
+    assert _merged(tmp_path / "late.json")[1] == [0, 3]
+    # rank 0 late itself: the reference is the most punctual rank (tracegen's ranks submit 10 us apart)
+    tracegen.write_run(tmp_path / "run0", size=4, steps=3, late_rank=0)
+    assert main([str(tmp_path / "run0"), "-o", str(tmp_path / "late0.json"), "--top-late", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "(late: 0; reference: 1)" in out and _merged(tmp_path / "late0.json")[1] == [0, 1]

@@ -33,7 +33,8 @@ COMMANDS = {
 # command -> the extras it needs, each with the module that tells it is installed (the analyst's commands: none)
 NEEDS = {"demo": {"runtime": "mpi4py", "torch": "torch"}, "run": {"runtime": "mpi4py"},
          "cluster": {"runtime": "mpi4py"}}
-EXTRA_OF = {"mpi4py": "runtime", "torch": "torch", "nvtx": "nvtx", "pynvml": "gpu"}   # module -> its extra
+EXTRA_OF = {"mpi4py": "runtime", "torch": "torch", "nvtx": "nvtx", "pynvml": "gpu",   # module -> its extra
+            "distributed": "cluster", "dask": "cluster"}
 PACKAGES = ("collectives", "tracer", "viewer")   # ringscope's top-level names: generic, so checked (_stray)
 # the commands that print or write their answer and hold nothing open: as the process's command, they end
 # once their output is flushed, without the interpreter's teardown (freeing pandas', Arrow's and the run's

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -27,6 +28,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--peak-busbw", type=float, metavar="GBPS", help="link peak bus bandwidth (GB/s)")
     p.add_argument("--no-cache", action="store_true", help="parse again, ignoring the parse cache")
     p.add_argument("--cache-dir", metavar="DIR", help="where the parse cache lives")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="parse on a Dask cluster: its scheduler (tcp://host:8786), "
+                   "or 'local' for one on this machine; the traces and the store on shared storage (docs/CLUSTER.md)")
     return p
 
 
@@ -51,6 +54,9 @@ def _load(args):
 def main(argv=None) -> int:
     """Entry point; returns the exit code (2 on bad input, with one line on stderr)."""
     args = _parser().parse_args(argv)
+    if args.scheduler:
+        from viewer import parse_dask
+        os.environ[parse_dask.ENV] = args.scheduler   # the loader's parse reads it, as when set by hand
     from viewer.errors import TraceError, show_warnings_on_stderr
 
     show_warnings_on_stderr()

@@ -263,3 +263,16 @@ def file_signature(path) -> tuple[int, int]:
     """(size, mtime_ns) of a file: the cache key."""
     st = os.stat(path)
     return st.st_size, st.st_mtime_ns
+
+
+def read_header(path) -> dict:
+    """The keys before the event array, read from the file's first bytes (the whole file only when they run past
+    them, or for an array-form trace); a file that is no trace raises :class:`TraceError` as a full read would."""
+    from viewer.io.files import first_bytes
+
+    head = first_bytes(Path(path))
+    if b'"traceEvents"' not in head:
+        return JsonTrace(path).header
+    header: dict = {}
+    find_events_start(head, None, header, str(path))
+    return header
