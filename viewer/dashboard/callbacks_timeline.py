@@ -11,7 +11,13 @@ import orjson
 from dash import Input, Output, State, callback_context, dcc, no_update
 from dash.exceptions import PreventUpdate
 
-from viewer.dashboard.fig_timeline import add_critical_path, add_flows, add_reset_bands, timeline_figure
+from viewer.dashboard.fig_timeline import (
+    add_critical_path,
+    add_flows,
+    add_launch_flows,
+    add_reset_bands,
+    timeline_figure,
+)
 from viewer.findings.rule import step_window
 from viewer.kineto.merge import write_merged as write_kineto
 from viewer.merge import plan_merge, write_merged
@@ -150,6 +156,8 @@ def figure(held, window=None, ranks=None, expand=None, critical=None):
     fig = timeline_figure(win, title=held.label + ":", steps=run.step_times(), late_rank=late)
     if win.expanded and run.why_not("fusion_ops") is None:
         add_flows(fig, run.tensor_ops, run.fused_ops, win)
+    if win.expanded and "kineto" in run.has:
+        add_launch_flows(fig, run.events, win)
     if run.why_not("recoveries") is None:
         add_reset_bands(fig, run.recoveries(), win)
     if critical and run.why_not("critical_path"):
