@@ -27,7 +27,8 @@ def timeline_figure(view, title: str = "", steps=None, late_rank=None) -> go.Fig
     """Horizontal bars per phase over the window's lanes; x in ms since the run's first event; ``steps``
     (``Run.step_times()``) labels the axis at each step's start, ``late_rank`` (the headline's) is marked."""
     lanes = list(view.lanes)
-    merged = f" · {view.n_merged_bars:,} merged bars" if view.n_merged_bars else ""
+    merged = (f" · {view.n_hidden:,} under others" if view.n_hidden else "") + \
+        (f" · {view.n_merged_bars:,} merged bars" if view.n_merged_bars else "")
     late = [k for k, r in enumerate(view.ranks) if r == late_rank]
     shapes, notes = step_labels(steps, view) if steps is not None else ([], [])
     if late:   # the late rank's lanes: a band behind them (lane k sits at category position len - 1 - k)
