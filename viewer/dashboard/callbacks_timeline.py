@@ -18,6 +18,7 @@ from viewer.dashboard.fig_timeline import (
     add_reset_bands,
     timeline_figure,
 )
+from viewer.dashboard.outliers import timeline_ranks
 from viewer.findings.rule import step_window
 from viewer.kineto.merge import write_merged as write_kineto
 from viewer.merge import plan_merge, write_merged
@@ -83,13 +84,16 @@ def register(app, ctx):
                   Output("tl-ranks", "value"), Output("tl-expand", "value"), Output("tl-step", "value"),
                   Input("run-a", "value"), Input("url-pending", "data"))
     def view(run_id, q):
-        """A new run opens whole, every rank, one lane each; a restored URL (callbacks_url) opens its window, else
-        its step's, on its ranks (those the run has)."""
+        """A new run opens whole, one lane a rank: every rank, or past ``MANY_RANKS`` its outliers; a restored URL
+        (callbacks_url) opens its window, else its step's, on its ranks (those the run has), else as a new run. The
+        choice of ranks lists the outliers first."""
         held = held_of(run_id)
-        options = [{"label": f"rank {r}", "value": r} for r in held.timeline.ranks]
+        order, opening = timeline_ranks(held.timeline.ranks, held.outliers)
+        marked = set(held.outliers)
+        options = [{"label": f"rank {r}" + (" · outlier" if r in marked else ""), "value": r} for r in order]
         if "url-pending.data" not in callback_context.triggered_prop_ids or not q:
-            return options, options, None, None, None, None
-        ranks = [r for r in q["ranks"] or () if r in held.timeline.ranks] or None
+            return options, options, None, opening, None, None
+        ranks = [r for r in q["ranks"] or () if r in held.timeline.ranks] or opening
         new = "run-a.value" in callback_context.triggered_prop_ids
         step = q["step"]
         window = q["window"] or (step_window(held.run, step) if step is not None else None)
