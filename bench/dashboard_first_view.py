@@ -22,6 +22,7 @@ import json
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -35,12 +36,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start(events: int, port: int, ranks: int = 4):
+def _start(events: int, port: int, ranks: int, work: str):
     """The server, up: 4 ranks are the straggler sample stretched in time; more are the healthy sample's ranks
     replicated, eight a host, with a straggler planted at rank 2N/3 (``planted``)."""
     name, planted = ("straggler", "None") if ranks == 4 else ("healthy", str(2 * ranks // 3))
-    code = ("import gzip, tempfile\nfrom pathlib import Path\nfrom bench import tracegen\nfrom viewer import Run\n"
-            "from viewer.dashboard.serve import serve\nsrc = Path(tempfile.mkdtemp())\n"
+    code = ("import gzip\nfrom pathlib import Path\nfrom bench import tracegen\nfrom viewer import Run\n"
+            f"from viewer.dashboard.serve import serve\nsrc = Path({work!r})\n"
             f"for f in sorted(Path('sample_traces/{name}').glob('rank-*.json.gz')):\n"
             "    (src / f.name[:-3]).write_bytes(gzip.decompress(f.read_bytes()))\n"
             f"tracegen.build(src, src / 'run', {ranks}, {events} // {ranks}, straggler={planted}, "
@@ -65,7 +66,8 @@ def measure(events: int, chromium: str, ranks: int = 4) -> dict:
     from playwright.sync_api import sync_playwright
 
     port = _free_port()
-    proc, up_s = _start(events, port, ranks)
+    work = tempfile.TemporaryDirectory()   # the run's files, gone with the measurement
+    proc, up_s = _start(events, port, ranks, work.name)
     sizes = []
     try:
         with sync_playwright() as p:
@@ -116,6 +118,7 @@ def measure(events: int, chromium: str, ranks: int = 4) -> dict:
     finally:
         proc.terminate()
         proc.wait(10)
+        work.cleanup()
     return {"events": events, "ranks": ranks, "planted": 2 * ranks // 3 if ranks != 4 else 3,
             "server_up_s": round(up_s, 2), "overview_s": round(overview_s, 2),
             "heatmap_after_overview_s": round(heatmap_s, 2), "top_outlier": top_outlier,
