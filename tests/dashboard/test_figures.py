@@ -135,6 +135,11 @@ def test_kineto_run_shows_its_gpu_time_and_says_why_the_rest_is_missing(straggle
     held = Registry().add_path(path)
     text = _text(overview.body(held))
     assert '"ov-kineto"' in text and '"ov-kineto-overlap"' in text
+    # its rank x step heatmap: step time and exposed NCCL time (torch.profiler's steps); no negotiation, no lateness
+    assert list(held.matrices) == ["step", "exposed"] and '"ov-heatmap"' in text
+    steps = held.run.kineto_steps()
+    assert held.matrices["exposed"].loc[0].sum() == pytest.approx(
+        steps[(steps["rank"] == 0) & (steps["step"] >= 0)]["exposed_comm_ns"].astype(float).sum())
     for v in held.run.kineto_overlap()["overlap_pct"]:   # the declared table's figures, as summarize prints them
         assert f'"{units.pct(v)}"' in text
     bd = _text(pages.breakdown(held))   # no runtime phases: said in words, and the per-step table instead

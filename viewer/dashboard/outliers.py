@@ -25,11 +25,12 @@ def matrices(run) -> dict[str, pd.DataFrame]:
     st = st[st["step"] >= 0]
     if len(st):
         out["step"] = _pivot(st, "dur_ns")
-    if run.why_not("breakdown_steps") is None:
-        b = run.breakdown_steps()
-        b = b[(b["step"] >= 0) & b["exposed_comm_ns"].notna()]
-        if len(b):
-            out["exposed"] = _pivot(b, "exposed_comm_ns")
+    for name in ("breakdown_steps", "kineto_steps"):   # the runtime's steps, else torch.profiler's (as the headline)
+        if run.why_not(name) is None and "exposed" not in out:
+            b = run.get(name)
+            b = b[(b["step"] >= 0) & b["exposed_comm_ns"].notna()]
+            if len(b):
+                out["exposed"] = _pivot(b, "exposed_comm_ns")
     return out
 
 
