@@ -152,8 +152,8 @@ def outlier_lists(held, mats: dict):
 
 
 def charts(held) -> list:
-    """Step time per rank and where the step went on each rank (past ``outliers.MANY_RANKS`` ranks: their spread,
-    and the outliers')."""
+    """The rank x step heatmap and the outliers (a cell opens the timeline), then step time per rank and where the
+    step went on each rank (past ``outliers.MANY_RANKS`` ranks: their spread, and the outliers')."""
     run = held.run
     st = run.step_times()
     by_rank = run.breakdown() if run.why_not("breakdown") is None else None
@@ -162,7 +162,7 @@ def charts(held) -> list:
     if phases and many:
         by_rank = by_rank[by_rank["rank"].isin(held.outliers)]
     why = run.why_not("breakdown") or "no rank has a complete step"
-    return [dmc.SimpleGrid([
+    return [*rank_steps(held), dmc.SimpleGrid([
         graph("ov-steps", figures.step_time_figure(st, run.headline()["late_rank"], held.outliers)) if len(st) else
         empty(f"Step time per rank: needs {NEEDS['steps']}", "ov-steps"),
         graph("ov-breakdown", figures.breakdown_bars(by_rank, run.headline()["ranks"] if many else None)) if phases
@@ -171,11 +171,10 @@ def charts(held) -> list:
 
 
 def body(held) -> list:
-    """The verdict, findings, cards and the rank x step heatmap with the outliers at once (a cell opens the
-    timeline); the charts follow (callbacks_pages draws them into ov-charts)."""
+    """The verdict, findings and cards at once; the charts follow (callbacks_pages draws them into ov-charts)."""
     run = held.run
     return [dmc.Title(run.headline()["verdict"], order=2, id="ov-verdict", className="verdict", my="sm"),
-            findings_list(held), cards(run), *rank_steps(held), dcc.Store(id="ov-charts-run", data=held.id),
+            findings_list(held), cards(run), dcc.Store(id="ov-charts-run", data=held.id),
             dcc.Loading(html.Div(id="ov-charts"), type="dot"),
             *(analysis_table(run, name, tid) for name, tid in TABLES if run.why_not(name) is None),
             dmc.Title("Run facts", order=4, mt="md", mb="xs"),
