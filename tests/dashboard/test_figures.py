@@ -136,7 +136,7 @@ def test_kineto_run_shows_its_gpu_time_and_says_why_the_rest_is_missing(straggle
     text = _text(overview.body(held))
     assert '"ov-kineto"' in text and '"ov-kineto-overlap"' in text
     # its rank x step heatmap: step time and exposed NCCL time (torch.profiler's steps); no negotiation, no lateness
-    assert list(held.matrices) == ["step", "exposed"] and '"ov-heatmap"' in text
+    assert list(held.matrices) == ["step", "exposed"] and '"ov-heatmap"' in _text(overview.charts(held))
     steps = held.run.kineto_steps()
     assert held.matrices["exposed"].loc[0].sum() == pytest.approx(
         steps[(steps["rank"] == 0) & (steps["step"] >= 0)]["exposed_comm_ns"].astype(float).sum())
