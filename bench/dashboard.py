@@ -1,5 +1,5 @@
 """Dashboard group: time to first view of a 1M-event run in headless Chromium, and bytes sent; the timeline
-of a 64-rank run drawn in-process.
+of a 64-rank run drawn in-process; the first view and the rank x step heatmap of a run of many ranks (issue 43).
 
 The first-view measurement is the dashboard engineer's ``bench/dashboard_first_view.py`` (a real
 server, a real headless Chromium through playwright, a synthetic 1M-event run built as tables);
@@ -17,6 +17,7 @@ SCRIPT = Path(__file__).resolve().parent / "dashboard_first_view.py"
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_traces" / "straggler"
 EVENTS = 1_000_000
 TIMELINE_RANKS = 64
+MANY_EVENTS_PER_RANK = 2_000
 
 
 def timeline_draw(events_per_rank: int, reps: int) -> dict:
@@ -55,10 +56,38 @@ def timeline_draw(events_per_rank: int, reps: int) -> dict:
             "draw_s": stats.median(draws), "bytes": len(payload)}
 
 
-def _measure() -> dict:
+def many_ranks(quick: bool, rows: list, metrics: dict, notes: list, raw: dict) -> None:
+    """Issue 43's views at scale: the first view of a run of ``RINGSCOPE_BENCH_DASH_RANKS`` ranks (default 256,
+    quick 64; 1024 is the target's) of ``MANY_EVENTS_PER_RANK`` events each, once."""
+    import os
+    ranks = int(os.environ.get("RINGSCOPE_BENCH_DASH_RANKS", 64 if quick else 256))
+    try:
+        r = raw["many_ranks"] = _measure(ranks * MANY_EVENTS_PER_RANK, ranks)
+    except BenchError as exc:
+        notes.append(f"{ranks} ranks: {exc}")
+        return
+    for key, label, unit in (
+            ("server_up_s", "server up (build and load the run, not part of the view)", "s"),
+            ("overview_s", "first view: navigation -> overview cards", "s"),
+            ("heatmap_after_overview_s", "rank x step heatmap drawn, after the cards", "s"),
+            ("timeline_first_view_s", "timeline tab -> bars drawn", "s"),
+            ("timeline_lanes", "timeline lanes it opens with", "lanes"),
+            ("top_outlier", f"first outlier listed (planted straggler: rank {r['planted']})", "rank")):
+        rows.append({"measure": f"{ranks} ranks: {label}", "value": r[key], "unit": unit})
+    detail = f"{ranks} ranks x {MANY_EVENTS_PER_RANK:,} events, once"
+    metrics[f"dashboard.first_view_s.ranks_{ranks}"] = {"value": r["overview_s"], "detail": detail}
+    metrics[f"dashboard.heatmap_after_first_view_s.ranks_{ranks}"] = {"value": r["heatmap_after_overview_s"],
+                                                                     "detail": detail}
+    notes.append(f"{ranks} ranks: sample_traces/healthy replicated by bench/tracegen, {MANY_EVENTS_PER_RANK:,} events "
+                 "a rank (a few steps: the views' cost grows with ranks x steps, the load's with events, which the "
+                 "analyzer group measures); the planted straggler "
+                 + ("is" if r["top_outlier"] == r["planted"] else "is NOT") + " the first outlier listed")
+
+
+def _measure(events: int = EVENTS, ranks: int = 4) -> dict:
     import sys
-    out = run_text([sys.executable, str(SCRIPT), "--json", "--events", str(EVENTS)],
-                   timeout=400, label="dashboard_first_view.py")
+    out = run_text([sys.executable, str(SCRIPT), "--json", "--events", str(events), "--ranks", str(ranks)],
+                   timeout=400 + 2 * ranks, label="dashboard_first_view.py")
     lines = [ln for ln in out.splitlines() if ln.startswith("{")]
     if not lines:
         raise BenchError(f"dashboard_first_view.py printed no JSON\n{out[-2000:]}")
@@ -84,15 +113,17 @@ def run(quick: bool) -> dict:
             raw["runs"].append(_measure())
     except BenchError as exc:
         notes.append(str(exc))
+    many_ranks(quick, rows, metrics, notes, raw)
     runs = raw["runs"]
     if not runs:
         return {"rows": rows, "metrics": metrics, "notes": notes, "raw": raw, "columns": cols}
     med = {k: stats.median([r[k] for r in runs]) for k in
-           ("server_up_s", "overview_s", "timeline_first_view_s", "zoom_redraw_s",
+           ("server_up_s", "overview_s", "heatmap_after_overview_s", "timeline_first_view_s", "zoom_redraw_s",
             "timeline_callback_bytes", "total_bytes", "timeline_bars")}
     for key, label, unit in (
             ("server_up_s", "server up (build tables, not part of the view)", "s"),
             ("overview_s", "first view: navigation -> overview cards", "s"),
+            ("heatmap_after_overview_s", "rank x step heatmap drawn, after the cards", "s"),
             ("timeline_first_view_s", "first view: timeline tab -> bars drawn", "s"),
             ("zoom_redraw_s", "zoomed timeline redraw", "s"),
             ("timeline_bars", "timeline bars drawn", "bars"),

@@ -56,6 +56,13 @@ def lanes(page) -> set:
 def test_heatmap_click_narrows_the_timeline_to_that_rank(server, page, artifacts):
     page.goto(server.url)
     page.wait_for_selector(PAGE_READY["overview"], timeout=60_000)
+    # the Overview's hub: the rank x step heatmap, lateness first, and the outliers beside it
+    page.wait_for_selector("#ov-heatmap .main-svg .hm", timeout=30_000, state="attached")
+    if server.main_is_real:
+        assert page.locator("#ov-outliers .outliers.lateness .outlier").first.inner_text().startswith("rank 3:")
+    page.locator("#ov-metric label", has_text="step time").click()
+    page.wait_for_function("() => document.querySelector('#ov-heatmap .js-plotly-plot')._fullData[0].colorbar"
+                           ".title.text === 'ms'", timeout=20_000)
     open_tab(page, "timeline")
     before = lanes(page)
     assert len({lane.split()[0] for lane in before}) > 1  # several ranks before the click

@@ -27,7 +27,7 @@ def legacy():
 
 def test_heatmap_has_a_row_per_rank_and_marks_the_straggler(straggler):
     matrix = straggler.run.lateness()
-    hm = figures.lateness_heatmap(matrix).data[0]
+    hm = figures.rank_step_heatmap(matrix).data[0]
     assert list(hm.y) == [0, 1, 2, 3]
     assert hm.z.shape == (4, matrix.shape[1])
     assert np.nanmean(hm.z, axis=1).argmax() == 3   # the planted slow rank is the latest row
@@ -36,7 +36,7 @@ def test_heatmap_has_a_row_per_rank_and_marks_the_straggler(straggler):
 
 def test_heatmap_bins_many_steps():
     m = pd.DataFrame(np.ones((2, 1500)), index=[0, 1], columns=range(1500))
-    hm = figures.lateness_heatmap(m).data[0]
+    hm = figures.rank_step_heatmap(m).data[0]
     assert len(hm.x) <= figures.MAX_STEP_COLUMNS
 
 
@@ -98,6 +98,29 @@ def test_step_time_figure_is_capped():
     assert sum(len(t.x) for t in fig.data) <= figures.MAX_STEP_POINTS + 64
 
 
+def test_a_thousand_ranks_draw_as_a_spread_thin_rows_and_their_outliers():
+    from viewer.dashboard import outliers
+
+    rng = np.random.default_rng(0)
+    ranks, steps = np.arange(1024), np.arange(20)
+    late = pd.DataFrame(rng.uniform(0, 1e6, (1024, 20)), index=ranks, columns=steps)
+    late.loc[700] += 30e6   # the planted straggler
+    top = outliers.ranked(late)
+    assert top["rank"].iloc[0] == 700 and len(top) == outliers.TOP and top["mean_ns"].is_monotonic_decreasing
+    assert not len(outliers.ranked(pd.DataFrame(np.ones((3, 2)))))   # nothing stands out: no list
+    order, opening = outliers.timeline_ranks(list(ranks), [700, 5])
+    assert order[:3] == [700, 5, 0] and sorted(order) == list(ranks) and opening == order[:outliers.OPEN_LANES]
+    assert outliers.timeline_ranks([0, 1, 2], [2])[1] is None   # a small run opens on every rank
+    fig = figures.rank_step_heatmap(late)
+    assert fig.layout.height == figures.MAX_HEATMAP_PX and fig.data[0].ygap == 0 and fig.layout.yaxis.tickvals is None
+    st = pd.DataFrame({"rank": np.repeat(ranks, 20), "step": np.tile(steps, 1024), "dur_ns": 1e6})
+    st.loc[st["rank"] == 700, "dur_ns"] = 2e6
+    fig = figures.step_time_figure(st, late=700, outliers=[700, 3])
+    assert [t.name for t in fig.data] == [None, "10-90 % of ranks", "median rank", "slowest rank", "rank 700 (late)",
+                                          "rank 3"]
+    assert max(fig.data[3].y) == 2.0 and fig.data[2].y[0] == 1.0
+
+
 def _text(components) -> str:
     return json.dumps(components, cls=plotly.utils.PlotlyJSONEncoder)
 
@@ -112,6 +135,11 @@ def test_kineto_run_shows_its_gpu_time_and_says_why_the_rest_is_missing(straggle
     held = Registry().add_path(path)
     text = _text(overview.body(held))
     assert '"ov-kineto"' in text and '"ov-kineto-overlap"' in text
+    # its rank x step heatmap: step time and exposed NCCL time (torch.profiler's steps); no negotiation, no lateness
+    assert list(held.matrices) == ["step", "exposed"] and '"ov-heatmap"' in _text(overview.charts(held))
+    steps = held.run.kineto_steps()
+    assert held.matrices["exposed"].loc[0].sum() == pytest.approx(
+        steps[(steps["rank"] == 0) & (steps["step"] >= 0)]["exposed_comm_ns"].astype(float).sum())
     for v in held.run.kineto_overlap()["overlap_pct"]:   # the declared table's figures, as summarize prints them
         assert f'"{units.pct(v)}"' in text
     bd = _text(pages.breakdown(held))   # no runtime phases: said in words, and the per-step table instead

@@ -49,7 +49,7 @@ def test_one_host_run_has_no_host_groups():
 
 
 def test_heatmap_names_hosts_and_rules_between_them(two_hosts):
-    fig = figures.lateness_heatmap(two_hosts.run.lateness(), hosts_of(two_hosts.run.ranks))
+    fig = figures.rank_step_heatmap(two_hosts.run.lateness(), hosts_of(two_hosts.run.ranks))
     assert list(fig.data[0].y) == [0, 1, 2, 3]   # still rank numbers: a click opens that rank
     assert list(fig.layout.yaxis.ticktext) == ["0 (h0)", "1 (h0)", "2 (h1)", "3 (h1)"]
     (rule,) = fig.layout.shapes
@@ -63,5 +63,5 @@ def test_round_robin_hosts_group_lanes_out_of_rank_order(tmp_path):
     win = idx.window(px=400)
     order = list(dict.fromkeys(int(lane.split()[0][1:]) for lane in win.lanes))
     assert order == [0, 2, 1, 3] and host_runs(win.hosts)[0][0] == "h0"
-    fig = figures.lateness_heatmap(run.lateness(), {0: "h0", 1: "h1", 2: "h0", 3: "h1"})
+    fig = figures.rank_step_heatmap(run.lateness(), {0: "h0", 1: "h1", 2: "h0", 3: "h1"})
     assert len(fig.layout.shapes) == 3   # every neighbouring pair of ranks is on two hosts

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from tests.dashboard.conftest import SAMPLES, replicated_run
-from viewer.dashboard.timeline_agg import TimelineIndex, _coverage
+from viewer.dashboard.timeline_agg import TimelineIndex, _coverage, _on_top
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +25,16 @@ def test_coverage_matches_brute_force():
     fast = _coverage(s, e, edges)
     slow = [sum(max(0.0, min(b, hi) - max(a, lo)) for a, b in zip(s, e)) for lo, hi in zip(edges[:-1], edges[1:])]
     assert np.allclose(fast, slow)
+
+
+def test_spans_wholly_under_those_drawn_over_them_are_not_sent():
+    # drawn in phase order, then by start: 0-10 (phase 1) is under 0-10 (phase 2) and 2-4 under it too;
+    # 5-20 (phase 1) shows from 10 to 20; 12-14 (phase 0) is under 5-20, but not 18-30 (phase 0), which passes it
+    s, e = np.array([0, 0, 2, 5, 12, 18]), np.array([10, 10, 4, 20, 14, 30])
+    ph = np.array([1, 2, 1, 1, 0, 0])
+    shown = _on_top(s, e, ph, np.ones(6, dtype=bool), 0, 1.0, 40)
+    assert shown.tolist() == [False, True, False, True, False, True]
+    assert not _on_top(s, e, ph, np.zeros(6, dtype=bool), 0, 1.0, 40).any()   # only exact spans are drawn
 
 
 def _spans(ev):
@@ -64,7 +74,7 @@ def test_zoomed_window_draws_each_span_exactly(index, run):
     assert all(label.startswith("r1 ") for label in view.lanes) and len(view.lanes) == 8
     sel = _spans(ev)
     sel = sel[(sel["rank"] == 1) & (sel["t_ns"] < t1) & (sel["t_ns"] + sel["dur_ns"] > t0)]
-    assert view.n_exact == len(sel)
+    assert view.n_exact + view.n_hidden == len(sel) and view.n_exact > 0   # each drawn, or wholly under those drawn
     neg = view.bars["NEGOTIATE"]   # drawn in ms since the run's first event
     lo, hi = (t0 - ev["t_ns"].min()) / 1e6, (t1 - ev["t_ns"].min()) / 1e6
     assert min(neg["base"]) >= lo - 1e-9 and max(neg["base"] + neg["width"]) <= hi + 1e-9

@@ -99,6 +99,24 @@ def test_kineto_lanes_are_named_by_stream_and_thread_and_cpu_spans_by_kind(kinet
         [f"step {s}" for s in (4, 5, 6)]   # ProfilerStep#4..6
 
 
+def test_kineto_launch_calls_flow_to_their_gpu_work_in_a_window_within_the_budget(kineto):
+    ev = kineto.run.events
+    t0 = int(kineto.run.step_times()["start_ns"].iloc[1])
+    win = [t0, t0 + 50_000_000]
+    fig = figure(kineto, window=win, expand=[0])
+    flows = next(t for t in fig.data if t.name == "launch → GPU")
+    gpu = ev[ev["launch_ns"].notna() & (ev["t_ns"] >= win[0]) & (ev["launch_ns"] <= win[1])]
+    xs = np.array([x for x in flows.x if x is not None]).reshape(-1, 2)
+    assert len(xs) == len(gpu) and 0 < len(xs) <= MAX_FLOWS and (xs[:, 0] <= xs[:, 1]).all()   # launched, then ran
+    assert {y.split(" ·")[0] for y in flows.y[0::3]} == {"r0 pt_main_thread"}   # the launching thread's lanes
+    assert set(flows.y[1::3]) == {"r0 stream 7", "r0 stream 40"}   # the NCCL kernels' stream among them
+    assert flows.hovertext[0].startswith("cudaLaunchKernel → ")
+    whole = figure(kineto, expand=[0])   # the whole run: too many to follow, the title says so
+    assert "launch → GPU" not in {t.name for t in whole.data}
+    assert f"{int(ev['launch_ns'].notna().sum()):,} launch → GPU flows: zoom in" in whole.layout.title.text
+    assert "launch → GPU" not in {t.name for t in figure(kineto, window=win).data}   # one lane a rank: none
+
+
 def test_threads_sharing_a_name_keep_their_ids_and_the_steps_thread_its_role():
     path = SHARED / "kineto_traces" / "pair_128rank_job"   # each rank's two threads are named "python3.8"
     if not path.is_dir():

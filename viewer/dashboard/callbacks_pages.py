@@ -51,6 +51,15 @@ def register(app, ctx):
             raise PreventUpdate
         return overview.charts(held)
 
+    @app.callback(Output("ov-heatmap", "figure"), Input("ov-metric", "value"), State("ov-charts-run", "data"),
+                  prevent_initial_call=True)
+    def overview_metric(metric, run_id):
+        """The rank x step heatmap of another metric."""
+        held = ctx.registry.get(run_id) if run_id else None
+        if held is None or metric not in held.matrices:
+            raise PreventUpdate
+        return overview.rank_steps(held, metric)[1].figure
+
     @app.callback(Output("communication-body", "children"), Input("tabs", "value"), Input("run-a", "value"),
                   Input("comm-peak", "value"))
     def communication(tab, run_id, peak):

@@ -11,7 +11,14 @@ import orjson
 from dash import Input, Output, State, callback_context, dcc, no_update
 from dash.exceptions import PreventUpdate
 
-from viewer.dashboard.fig_timeline import add_critical_path, add_flows, add_reset_bands, timeline_figure
+from viewer.dashboard.fig_timeline import (
+    add_critical_path,
+    add_flows,
+    add_launch_flows,
+    add_reset_bands,
+    timeline_figure,
+)
+from viewer.dashboard.outliers import timeline_ranks
 from viewer.findings.rule import step_window
 from viewer.kineto.merge import write_merged as write_kineto
 from viewer.merge import plan_merge, write_merged
@@ -77,13 +84,16 @@ def register(app, ctx):
                   Output("tl-ranks", "value"), Output("tl-expand", "value"), Output("tl-step", "value"),
                   Input("run-a", "value"), Input("url-pending", "data"))
     def view(run_id, q):
-        """A new run opens whole, every rank, one lane each; a restored URL (callbacks_url) opens its window, else
-        its step's, on its ranks (those the run has)."""
+        """A new run opens whole, one lane a rank: every rank, or past ``MANY_RANKS`` its outliers; a restored URL
+        (callbacks_url) opens its window, else its step's, on its ranks (those the run has), else as a new run. The
+        choice of ranks lists the outliers first."""
         held = held_of(run_id)
-        options = [{"label": f"rank {r}", "value": r} for r in held.timeline.ranks]
+        order, opening = timeline_ranks(held.timeline.ranks, held.outliers)
+        marked = set(held.outliers)
+        options = [{"label": f"rank {r}" + (" · outlier" if r in marked else ""), "value": r} for r in order]
         if "url-pending.data" not in callback_context.triggered_prop_ids or not q:
-            return options, options, None, None, None, None
-        ranks = [r for r in q["ranks"] or () if r in held.timeline.ranks] or None
+            return options, options, None, opening, None, None
+        ranks = [r for r in q["ranks"] or () if r in held.timeline.ranks] or opening
         new = "run-a.value" in callback_context.triggered_prop_ids
         step = q["step"]
         window = q["window"] or (step_window(held.run, step) if step is not None else None)
@@ -150,6 +160,8 @@ def figure(held, window=None, ranks=None, expand=None, critical=None):
     fig = timeline_figure(win, title=held.label + ":", steps=run.step_times(), late_rank=late)
     if win.expanded and run.why_not("fusion_ops") is None:
         add_flows(fig, run.tensor_ops, run.fused_ops, win)
+    if win.expanded and "kineto" in run.has:
+        add_launch_flows(fig, run.events, win)
     if run.why_not("recoveries") is None:
         add_reset_bands(fig, run.recoveries(), win)
     if critical and run.why_not("critical_path"):

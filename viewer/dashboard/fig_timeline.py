@@ -5,11 +5,13 @@ from __future__ import annotations
 import functools
 import itertools
 
+import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 
 from viewer import units
 from viewer.dashboard.timeline_agg import PHASES
+from viewer.kineto.launches import LAUNCH_CATS
 
 MAX_STEPS = 200   # critical paths drawn per window (the widest windows hold the most steps)
 MAX_STEP_LABELS = 40
@@ -25,7 +27,8 @@ def timeline_figure(view, title: str = "", steps=None, late_rank=None) -> go.Fig
     """Horizontal bars per phase over the window's lanes; x in ms since the run's first event; ``steps``
     (``Run.step_times()``) labels the axis at each step's start, ``late_rank`` (the headline's) is marked."""
     lanes = list(view.lanes)
-    merged = f" · {view.n_merged_bars:,} merged bars" if view.n_merged_bars else ""
+    merged = (f" · {view.n_hidden:,} under others" if view.n_hidden else "") + \
+        (f" · {view.n_merged_bars:,} merged bars" if view.n_merged_bars else "")
     late = [k for k, r in enumerate(view.ranks) if r == late_rank]
     shapes, notes = step_labels(steps, view) if steps is not None else ([], [])
     if late:   # the late rank's lanes: a band behind them (lane k sits at category position len - 1 - k)
@@ -182,20 +185,55 @@ def add_reset_bands(fig: go.Figure, rec, win) -> None:
 
 def add_flows(fig: go.Figure, ops, fused, win) -> None:
     """An arrow from each tensor's submission (its thread's lane) to the start of the fused response that ran
-    it (the fusion thread's lane), on the ranks expanded in ``win``; none while the window holds more than
-    ``MAX_FLOWS`` (too dense to follow: zoom in)."""
+    it (the fusion thread's lane), on the ranks expanded in ``win``."""
     ops = ops[ops["rank"].isin(win.expanded)]
     f = ops.merge(fused[["rank", "response", "start_ns"]], on=["rank", "response"], suffixes=("", "_fused"))
     f = f[(f["start_ns_fused"] >= win.t0_ns) & (f["submit_ns"] <= win.t1_ns)]
-    if not 0 < len(f) <= MAX_FLOWS:
+    text = [f"{t}: submitted → response {r} ({units.duration(b - a)})"
+            for t, r, a, b in zip(f["tensor"], f["response"], f["submit_ns"], f["start_ns_fused"])]
+    ranks = f["rank"].tolist()
+    _draw_flows(fig, "submission → fused response", win, f["submit_ns"], f["start_ns_fused"],
+                [win.lane_of(r, "tensor", 0) for r in ranks], [win.lane_of(r, "fusion", 0) for r in ranks], text)
+
+
+def add_launch_flows(fig: go.Figure, events, win) -> None:
+    """An arrow from each CUDA launch call (its CPU thread's lane) to the start of the GPU work it launched (its
+    stream's lane), on the ranks expanded in ``win``: torch.profiler's correlation ids (its ``ac2g`` flows),
+    which the events keep as the GPU row's ``launch_ns``."""
+    ev = events[events["rank"].isin(win.expanded)]
+    gpu = ev[ev["launch_ns"].notna()]
+    gpu = gpu[(gpu["t_ns"] >= win.t0_ns) & (gpu["launch_ns"] <= win.t1_ns)]
+    if not len(gpu) or len(gpu) > MAX_FLOWS:   # too many: the note, without joining them
+        _draw_flows(fig, "launch → GPU", win, gpu["launch_ns"], gpu["t_ns"], [], [], [])
         return
-    xs, ys, text = [], [], []
-    for r in f.itertuples(index=False):
-        label = f"{r.tensor}: submitted → response {r.response} ({units.duration(r.start_ns_fused - r.submit_ns)})"
-        xs += [(r.submit_ns - win.origin_ns) / 1e6, (r.start_ns_fused - win.origin_ns) / 1e6, None]
-        ys += [win.lane_of(r.rank, "tensor", 0), win.lane_of(r.rank, "fusion", 0), None]
-        text += [label, label, None]
-    fig.add_trace(go.Scatter(name="submission → fused response", x=xs, y=ys, mode="lines+markers",
-                             hovertext=text, hoverinfo="text", line={"color": "rgba(60,60,60,0.45)", "width": 1},
-                             marker={"symbol": ["circle", "arrow", "circle"] * len(f), "angleref": "previous",
-                                     "size": [4, 9, 0] * len(f), "color": "rgba(60,60,60,0.7)"}, connectgaps=False))
+    calls = ev[ev["cat"].isin(LAUNCH_CATS)].drop_duplicates(["rank", "t_ns"])[["rank", "t_ns", "thread", "depth",
+                                                                                "name"]]
+    f = gpu[["rank", "thread", "depth", "name", "t_ns", "launch_ns"]].merge(
+        calls, left_on=["rank", "launch_ns"], right_on=["rank", "t_ns"], suffixes=("", "_cpu"))
+    text = [f"{c} → {units.duration(b - a)} → {n[:80]}" for c, n, a, b in
+            zip(f["name_cpu"], f["name"], f["launch_ns"], f["t_ns"])]
+    cols = [f[c].to_numpy(dtype=object) for c in ("rank", "thread_cpu", "depth_cpu", "thread", "depth")]
+    _draw_flows(fig, "launch → GPU", win, f["launch_ns"], f["t_ns"],
+                [win.lane_of(int(r), str(t), int(d)) for r, t, d in zip(*cols[:3])],
+                [win.lane_of(int(r), str(t), int(d)) for r, t, d in zip(cols[0], *cols[3:])], text)
+
+
+def _draw_flows(fig: go.Figure, name: str, win, t_from, t_to, lane_from: list, lane_to: list, text: list) -> None:
+    """Arrows ``name`` from (``t_from``, ``lane_from``) to (``t_to``, ``lane_to``) (ns, lanes of ``win``); none while
+    the window holds more than ``MAX_FLOWS`` (too dense to follow), which the title says: zoom in."""
+    n = len(t_from)
+    if n > MAX_FLOWS:
+        fig.layout.title.text += f" · {n:,} {name} flows: zoom in to draw them"
+        return
+    keep = [k for k in range(n) if lane_from[k] is not None and lane_to[k] is not None]
+    if not keep:
+        return
+    a = (np.asarray(t_from, dtype="float64")[keep] - win.origin_ns) / 1e6
+    b = (np.asarray(t_to, dtype="float64")[keep] - win.origin_ns) / 1e6
+    xs = np.column_stack([a, b, np.full(len(keep), np.nan)]).ravel().tolist()
+    ys = [y for k in keep for y in (lane_from[k], lane_to[k], None)]
+    hover = [h for k in keep for h in (text[k], text[k], None)]
+    fig.add_trace(go.Scatter(name=name, x=[None if x != x else x for x in xs], y=ys, mode="lines+markers",
+                             hovertext=hover, hoverinfo="text", line={"color": "rgba(60,60,60,0.45)", "width": 1},
+                             marker={"symbol": ["circle", "arrow", "circle"] * len(keep), "angleref": "previous",
+                                     "size": [4, 9, 0] * len(keep), "color": "rgba(60,60,60,0.7)"}, connectgaps=False))

@@ -7,10 +7,12 @@ import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from viewer import units, vocab
+from viewer.dashboard.outliers import MANY_RANKS, METRICS, TOP
 
 MAX_STEP_POINTS = 20_000   # the Overview's step times, over all ranks
 MAX_OPS_SHOWN = 3000       # busbw points per backend and op
-MAX_STEP_COLUMNS = 600     # the lateness heatmap's
+MAX_STEP_COLUMNS = 600     # the rank x step heatmap's
+MAX_HEATMAP_PX = 760       # its height: past ~20 ranks the rows grow thinner
 MARGIN = {"l": 60, "r": 20, "t": 40, "b": 40}
 # one colour per meaning, each with a label beside it (a legend entry, an annotation or an axis title)
 COLOURS = ["#4c78a8", "#9d755d", "#54a24b", "#b279a2", "#72b7b2"]   # series; run A and run B take the first two
@@ -28,9 +30,12 @@ def _styled(fig: go.Figure, title: str, height: int = 320, **layout) -> go.Figur
                              **{"margin": MARGIN, **layout})
 
 
-def step_time_figure(st, late=None) -> go.Figure:
+def step_time_figure(st, late=None, outliers=()) -> go.Figure:
     """Duration of every step on every rank (``run.step_times()``, in ms) on an axis fitted to them; the
-    ``late`` rank drawn thicker and named so."""
+    ``late`` rank drawn thicker and named so. Past ``MANY_RANKS`` ranks: the ranks' spread per step (median,
+    10-90 %, slowest) and the ``outliers``' own lines."""
+    if st["rank"].nunique() > MANY_RANKS:
+        return _step_spread(st, late, outliers)
     fig = go.Figure()
     per_rank = max(50, MAX_STEP_POINTS // st["rank"].nunique())
     for rank, d in st.groupby("rank"):
@@ -46,9 +51,34 @@ def step_time_figure(st, late=None) -> go.Figure:
                    xaxis={"title": "step", "tickformat": "d", "dtick": max(1, -(-st["step"].nunique() // 12))})
 
 
-def breakdown_bars(by_rank) -> go.Figure:
+def _step_spread(st, late, outliers) -> go.Figure:
+    st = st[st["step"] >= 0]
+    ms = st["dur_ns"].astype("float64") / 1e6
+    q = ms.groupby(st["step"]).quantile([0.1, 0.5, 0.9]).unstack()
+    top = ms.groupby(st["step"]).max()
+    x = q.index.to_numpy()
+    fig = go.Figure([
+        go.Scatter(x=x, y=q[0.9], mode="lines", line={"width": 0}, hoverinfo="skip", showlegend=False),
+        go.Scatter(x=x, y=q[0.1], mode="lines", line={"width": 0}, fill="tonexty", fillcolor="rgba(76,120,168,0.25)",
+                   name="10-90 % of ranks", hovertemplate="step %{x}: 10 % of ranks under %{y:.2f} ms<extra></extra>"),
+        go.Scatter(x=x, y=q[0.5], mode="lines", line={"color": COLOURS[0], "width": 2}, name="median rank",
+                   hovertemplate="step %{x}: median %{y:.2f} ms<extra></extra>"),
+        go.Scatter(x=x, y=top, mode="lines", line={"color": REFERENCE, "width": 1, "dash": "dot"},
+                   name="slowest rank", hovertemplate="step %{x}: slowest %{y:.2f} ms<extra></extra>")])
+    for r in list(dict.fromkeys([*([late] if late is not None else []), *outliers]))[:TOP]:
+        d = st[st["rank"] == r]
+        fig.add_trace(go.Scatter(x=d["step"], y=d["dur_ns"] / 1e6, mode="lines+markers",
+                                 name=f"rank {int(r)}" + (" (late)" if r == late else ""),
+                                 line={"width": 3 if r == late else 1.5, "color": LATE if r == late else None},
+                                 marker={"size": 6, "symbol": "diamond" if r == late else "circle"}))
+    return _styled(fig, f"Step time: the spread of {st['rank'].nunique():,} ranks and the outliers", 280,
+                   yaxis={"title": "ms"}, xaxis={"title": "step", "tickformat": "d"})
+
+
+def breakdown_bars(by_rank, of: int | None = None) -> go.Figure:
     """One stacked bar per rank, a segment per phase of ``viewer/vocab.py`` (mean per step); a rank without
-    phase spans shows its compute as "phases unknown" (never split by guess)."""
+    phase spans shows its compute as "phases unknown" (never split by guess). ``of``: the run's ranks, when
+    ``by_rank`` holds only its outliers."""
     fig = go.Figure()
     d = by_rank[by_rank["other_ns"].notna()]
     ranks = [f"rank {int(r)}" for r in d["rank"]]
@@ -59,7 +89,9 @@ def breakdown_bars(by_rank) -> go.Figure:
             fig.add_trace(_bar("phases unknown", ranks, ns.where(~known, 0.0), "#c7c7c7", marker_pattern_shape="/"))
             ns = ns.where(known, 0.0)
         fig.add_trace(_bar(p.label, ranks, ns, p.colour))
-    return _styled(fig, "Where the step went, mean per step (adds up to the step)", 340, barmode="stack",
+    title = "Where the step went, mean per step (adds up to the step)"
+    title += f": the {len(d)} outliers of {of:,} ranks" if of else ""
+    return _styled(fig, title, 340, barmode="stack",
                    yaxis={"title": "ms per step"}, legend={"orientation": "h", "y": -0.15, "traceorder": "normal"})
 
 
@@ -68,11 +100,14 @@ def _bar(name: str, ranks: list, ns, colour: str, **marker) -> go.Bar:
                   for v in ns], hovertemplate="%{x}: %{customdata}<extra>" + name + "</extra>", **marker)
 
 
-def lateness_heatmap(matrix, hosts: dict | None = None, step=None, marked=()) -> go.Figure:
-    """Mean lateness behind the first ready rank (``run.lateness()``, ns; drawn in ms), ranks by steps.
-    Past MAX_STEP_COLUMNS steps a column is the mean of a bin, named by its first step; with two or more
-    ``hosts`` (``{rank: host}``) each row names its host and a rule separates hosts. The cells of ``step`` on
-    the ranks ``marked`` (a finding's evidence) are outlined."""
+def rank_step_heatmap(matrix, hosts: dict | None = None, step=None, marked=(),
+                      metric: str = "lateness") -> go.Figure:
+    """Ranks by steps of one of ``outliers.METRICS`` (``outliers.matrices``: ns, drawn in ms), for lateness
+    ``run.lateness()``. Past MAX_STEP_COLUMNS steps a column is the mean of a bin, named by its first step; past
+    ``outliers.MANY_RANKS`` ranks the rows are thin and the axis names some. With two or more ``hosts``
+    (``{rank: host}``) each row names its host and a rule separates hosts. The cells of ``step`` on the ranks
+    ``marked`` (a finding's evidence) are outlined."""
+    label, meaning, bar_title = METRICS[metric]
     fig = go.Figure()
     steps = np.asarray(matrix.columns)
     z = matrix.to_numpy(dtype=float) / 1e6
@@ -82,16 +117,17 @@ def lateness_heatmap(matrix, hosts: dict | None = None, step=None, marked=()) ->
         z = np.nanmean(np.pad(z, ((0, 0), (0, pad)), constant_values=np.nan).reshape(len(z), -1, k), axis=2)
         steps = steps[::k]
     ranks = [int(r) for r in matrix.index]
+    many = len(ranks) > MANY_RANKS
     hosts = hosts if hosts and len(set(hosts.values())) > 1 else {}
     on = [hosts.get(r) or "?" for r in ranks]
     fig.add_trace(go.Heatmap(
-        z=z, x=steps, y=ranks, colorscale="YlOrBr", colorbar={"title": "ms late"},
+        z=z, x=steps, y=ranks, colorscale="YlOrBr", colorbar={"title": bar_title},
         customdata=[[h] * z.shape[1] for h in on] if hosts else None,
         hovertemplate="rank %{y}" + (" on %{customdata}" if hosts else "")
-        + " · step %{x}<br>%{z:.3f} ms behind the first rank<extra></extra>",
-        xgap=0, ygap=1))
+        + f" · step %{{x}}<br>%{{z:.3f}} ms {meaning}<extra></extra>",
+        xgap=0, ygap=0 if many else 1))
     for (a, ha), (b, hb) in zip(zip(ranks, on), zip(ranks[1:], on[1:])):
-        if hosts and ha != hb:
+        if hosts and ha != hb and not many:
             fig.add_shape(type="line", xref="paper", yref="y", x0=0, x1=1, y0=(a + b) / 2, y1=(a + b) / 2,
                           line={"color": "#222", "width": 2}, name=f"host-rule-{hb}")
     col = int(np.searchsorted(steps, step, side="right")) - 1 if step is not None and len(steps) else -1
@@ -100,13 +136,16 @@ def lateness_heatmap(matrix, hosts: dict | None = None, step=None, marked=()) ->
         y = r if len(ranks) >= 2 else 0   # one rank: a category axis, its row at 0
         fig.add_shape(type="rect", xref="x", yref="y", x0=edges[col] - 0.5, x1=edges[col + 1] - 0.5, y0=y - 0.5,
                       y1=y + 0.5, line={"color": LATE, "width": 3}, name=f"evidence-{edges[col]}-{r}")
+    title = ("Lateness behind the first ready rank" if metric == "lateness" else f"{label.capitalize()} per step")
+    ticks = {} if many else {"tickmode": "array", "tickvals": ranks,
+                             "ticktext": [f"{r} ({h})" if hosts else str(r) for r, h in zip(ranks, on)], "dtick": 1}
     return _styled(
-        fig, "Lateness behind the first ready rank (click a cell to open it on the timeline)",
-        max(260, 30 * len(ranks) + 140), margin={"l": 80 if hosts else 60, "r": 20, "t": 40, "b": 50},
-        xaxis={"title": "step (Horovod timelines: n-th negotiation)"},
-        yaxis={"title": "rank (host)" if hosts else "rank", "autorange": "reversed", "tickmode": "array",
-               "tickvals": ranks, "ticktext": [f"{r} ({h})" if hosts else str(r) for r, h in zip(ranks, on)],
-               "type": "category" if len(ranks) < 2 else "linear", "dtick": 1})
+        fig, f"{title} (click a cell to open it on the timeline)",
+        min(MAX_HEATMAP_PX, max(260, 30 * len(ranks) + 140)),
+        margin={"l": 80 if hosts else 60, "r": 20, "t": 40, "b": 50},
+        xaxis={"title": "step (Horovod timelines: n-th negotiation)" if metric == "lateness" else "step"},
+        yaxis={"title": "rank (host)" if hosts and not many else "rank", "autorange": "reversed",
+               "type": "category" if len(ranks) < 2 else "linear", **ticks})
 
 
 def times_last_bar(last, hosts: dict | None = None) -> go.Figure:

@@ -1,6 +1,6 @@
 """The Overview page, answer first: the headline's verdict, the ranked findings as cards (each with links to its
-evidence), the headline's figures, then the step time per rank, where the step went, the lateness heatmap, the
-Kineto and elastic tables, and the run's facts."""
+evidence), the headline's figures, then the rank x step heatmap (step time, lateness, exposed communication) with the
+outliers, the step time per rank, where the step went, the Kineto and elastic tables, and the run's facts."""
 from __future__ import annotations
 
 import dash_mantine_components as dmc
@@ -9,9 +9,10 @@ from dash import dcc, html
 from viewer import units
 from viewer.analyses.links import hosts_of
 from viewer.cli.tables import fact_rows
-from viewer.dashboard import figures
+from viewer.dashboard import figures, outliers
 from viewer.dashboard.callbacks_url import href
 from viewer.dashboard.components import analysis_table, card, empty, facts, graph
+from viewer.dashboard.outliers import METRICS
 from viewer.registry import NEEDS
 from viewer.summary import run_facts
 
@@ -118,20 +119,55 @@ def findings_list(held):
     return dmc.Stack([finding_card(held, f) for f in found.itertuples(index=False)], gap="xs", id="findings")
 
 
+def rank_steps(held, metric: str | None = None) -> list:
+    """The rank x step heatmap of ``metric`` (default: the first the run has, lateness first), the choice of
+    metric, and the outlier lists beside it; nothing when the run has no such matrix."""
+    mats = held.matrices
+    if not mats:
+        return []
+    metric = metric if metric in mats else next(iter(mats))
+    return [dmc.SegmentedControl(id="ov-metric", value=metric, size="xs", mt="sm",
+                                 data=[{"value": k, "label": METRICS[k][0]} for k in mats]),
+            graph("ov-heatmap", figures.rank_step_heatmap(mats[metric], hosts_of(held.run.ranks), metric=metric)),
+            outlier_lists(held, mats)]
+
+
+def outlier_lists(held, mats: dict):
+    """Per metric, the ranks with the highest mean over steps beside the ranks' median, each a link to its lane on
+    the timeline, and one to all of them."""
+    cols = []
+    for metric, m in mats.items():
+        top = outliers.ranked(m)
+        if not len(top):
+            continue
+        label = METRICS[metric][0]
+        rows = [dcc.Link(f"rank {int(r)}: {units.duration(v)}", href=href(held.id, "timeline", ranks=[int(r)]),
+                         className="outlier") for r, v in zip(top["rank"], top["mean_ns"])]
+        cols.append(dmc.Stack([
+            dmc.Text(f"Highest {label} (mean a step; median rank {units.duration(top['median_ns'].iloc[0])})",
+                     fw=600, size="sm"),
+            *rows, dcc.Link("these on the timeline", href=href(held.id, "timeline", ranks=top["rank"].tolist()),
+                            className="outliers-timeline")], gap=2, className=f"outliers {metric}"))
+    return dmc.SimpleGrid(cols, cols=3, id="ov-outliers", mb="sm") if cols else None
+
+
 def charts(held) -> list:
-    """Step time per rank, where the step went on each rank, and the lateness heatmap (a cell opens the timeline)."""
+    """The rank x step heatmap and the outliers (a cell opens the timeline), then step time per rank and where the
+    step went on each rank (past ``outliers.MANY_RANKS`` ranks: their spread, and the outliers')."""
     run = held.run
     st = run.step_times()
     by_rank = run.breakdown() if run.why_not("breakdown") is None else None
-    neg = run.why_not("negotiations") is None and len(run.negotiations())
     phases = by_rank is not None and by_rank["other_ns"].notna().any()
+    many = run.headline()["ranks"] > outliers.MANY_RANKS
+    if phases and many:
+        by_rank = by_rank[by_rank["rank"].isin(held.outliers)]
     why = run.why_not("breakdown") or "no rank has a complete step"
-    return [dmc.SimpleGrid([
-        graph("ov-steps", figures.step_time_figure(st, run.headline()["late_rank"])) if len(st) else
+    return [*rank_steps(held), dmc.SimpleGrid([
+        graph("ov-steps", figures.step_time_figure(st, run.headline()["late_rank"], held.outliers)) if len(st) else
         empty(f"Step time per rank: needs {NEEDS['steps']}", "ov-steps"),
-        graph("ov-breakdown", figures.breakdown_bars(by_rank)) if phases else
-        empty(f"Where the step went: {why}", "ov-breakdown"),
-    ], cols=2), graph("ov-heatmap", figures.lateness_heatmap(run.lateness(), hosts_of(run.ranks))) if neg else None]
+        graph("ov-breakdown", figures.breakdown_bars(by_rank, run.headline()["ranks"] if many else None)) if phases
+        else empty(f"Where the step went: {why}", "ov-breakdown"),
+    ], cols=2)]
 
 
 def body(held) -> list:

@@ -69,7 +69,7 @@ def negotiation(held, step=None, ranks=None) -> list:
     if not len(run.negotiations()):
         return [empty("Negotiation: no tensor was negotiated by every rank")]
     hosts = hosts_of(run.ranks)
-    return [graph("neg-heatmap", figures.lateness_heatmap(run.lateness(), hosts, step, ranks or ())),
+    return [graph("neg-heatmap", figures.rank_step_heatmap(run.lateness(), hosts, step, ranks or ())),
             graph("neg-last", figures.times_last_bar(run.stragglers(), hosts)),
             *_tables(run, [("stragglers", "neg-stragglers-table", 0), ("tensor_waits", "neg-wait-table", 0)])]
 

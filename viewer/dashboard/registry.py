@@ -12,6 +12,7 @@ from pathlib import Path
 
 from viewer import Run
 from viewer.analyses.links import hosts_of
+from viewer.dashboard import outliers
 from viewer.dashboard.timeline_agg import TimelineIndex
 from viewer.nsys.attach import attach_nsys, with_gpu_rows
 from viewer.nsys.errors import NsysError
@@ -52,6 +53,16 @@ class Held:
     def timeline(self) -> TimelineIndex:
         return TimelineIndex(self.run.events, hosts_of(self.run.ranks), self.run.meta.get("thread_names"))
 
+    @cached_property
+    def matrices(self) -> dict:
+        """The Overview's rank x step matrices (``outliers.matrices``)."""
+        return outliers.matrices(self.run)
+
+    @cached_property
+    def outliers(self) -> list[int]:
+        """The ranks that stand out, most telling first (``outliers.outlier_ranks``)."""
+        return outliers.outlier_ranks(self.run, self.matrices)
+
     def overlay_nsys(self, specs) -> None:
         """Put the Nsight exports ``specs`` (``FILE`` or ``RANK=FILE``) in as ``gpu:<stream>`` lanes, before
         ``warm()``; the mapping and alignment lines join the notes (the banner)."""
@@ -63,9 +74,11 @@ class Held:
         self.notes += list(ov.warnings) + [f"Nsight overlay: {line}" for line in ov.report_lines()]
 
     def warm(self) -> Held:
-        """Compute what the first views show (the timeline's index, the headline) so that they only render."""
+        """Compute what the first views show (the timeline's index, the headline, the outliers) so that they only
+        render."""
         _ = self.timeline
         self.run.headline()
+        _ = self.outliers
         return self
 
 

@@ -90,6 +90,7 @@ class WindowView:
     bars: dict = field(default_factory=dict)  # phase -> {"y","base","width","opacity","text"}
     n_events: int = 0                # spans overlapping the window
     n_exact: int = 0
+    n_hidden: int = 0                # spans long enough to draw exactly but wholly under those drawn over them
     n_merged_bars: int = 0
 
     @property
@@ -208,8 +209,12 @@ class TimelineIndex:
         binned = []
         for ln, (s, e, ph, rows), v in zip(lanes, clipped, vis):
             exact = v >= min_exact
-            _add_exact(acc, self.events, ln, s[exact] - self.t_min, e[exact] - self.t_min, ph[exact], rows[exact])
-            view.n_exact += int(exact.sum())
+            shown = exact & _on_top(s, e, ph, exact, t0, bin_ns / 2, 2 * px)
+            _add_exact(acc, self.events, ln, s[shown] - self.t_min, e[shown] - self.t_min, ph[shown], rows[shown])
+            view.n_exact += int(shown.sum())
+            view.n_hidden += int(exact.sum() - shown.sum())
+            for q in np.unique(ph[exact & ~shown]):   # a phase wholly under others keeps its legend entry
+                _put(acc, int(q), ln.label, np.empty(0), np.empty(0), np.empty(0), [])
             binned.append(_bins(s[~exact] - t0, e[~exact] - t0, ph[~exact], t1 - t0, px))
         step = 1   # bins merged into one: doubled until the bars fit
         while True:
@@ -252,6 +257,30 @@ def _clip(ln: Lane, t0: int, t1: int):
     s, e = ln.start[lo:hi], ln.end[lo:hi]
     m = e > t0
     return np.maximum(s[m], t0), np.minimum(e[m], t1), ln.phase[lo:hi][m], ln.rows[lo:hi][m]
+
+
+def _on_top(s, e, ph, exact, t0, col_ns, cols):
+    """Which ``exact`` spans of a lane show: not wholly under the opaque exact spans drawn after them (a higher
+    phase, else a later start), in columns of ``col_ns`` (half a pixel). A rank's one lane holds all its threads'
+    spans, most of them under others (a tensor's op under its neighbours'): the browser would draw them unseen."""
+    idx = np.flatnonzero(exact)
+    keep = np.zeros(len(s), dtype=bool)
+    if not len(idx):
+        return keep
+    lo = np.clip(((s[idx] - t0) / col_ns).astype(np.int64), 0, cols - 1)
+    hi = np.clip(np.ceil((e[idx] - t0) / col_ns).astype(np.int64), lo + 1, cols)
+    covered = np.zeros(cols, dtype=bool)
+    left = cols
+    for k in np.lexsort((s[idx], ph[idx]))[::-1]:   # the last drawn first
+        a, b = lo[k], hi[k]
+        seen = b - a - int(np.count_nonzero(covered[a:b]))
+        if seen:
+            keep[idx[k]] = True
+            covered[a:b] = True
+            left -= seen
+            if not left:
+                break
+    return keep
 
 
 def _put(acc, phase, y, base, width, opacity, text):
