@@ -43,11 +43,18 @@ def test_gpu_lanes_show_on_the_timeline(overlaid, page, artifacts, tmp_path):
         page.wait_for_selector("#tl-graph .main-svg .barlayer .point", timeout=30_000, state="attached")
         page.fill("#tl-step", "1")
         page.wait_for_function("() => document.querySelector('#tl-graph .js-plotly-plot').data"
+                               ".some(t => t.name === 'GPU NCCL')", timeout=30_000)
+        # on a rank's one lane the GPU's NCCL kernels lie under the CPU's NCCL span of the same time, so
+        # they are not sent, and the legend keeps them; a rank's lane, clicked, opens into its streams
+        page.evaluate("""() => {
+            const gd = document.querySelector('#tl-graph .js-plotly-plot');
+            gd.emit('plotly_click', {points: [{y: 'r0 \u25b8', x: 100}]});
+        }""")
+        page.wait_for_function("() => document.querySelector('#tl-graph .js-plotly-plot').data"
                                ".some(t => t.name === 'GPU NCCL' && t.y.length > 0)", timeout=30_000)
         data = plot_data(page, "tl-graph")["data"]
         gpu = {y for t in data if t["name"] == "GPU NCCL" for y in t["y"]}
-        assert {f"r{r}" for r in range(4)} <= {y.split()[0] for y in gpu}
-        assert all(y.endswith("\u25b8") for y in gpu)   # on each rank's one lane (a stream's lane once expanded)
+        assert gpu and all(y.startswith("r0 ") and not y.endswith("\u25b8") for y in gpu)   # rank 0's streams
         page.screenshot(path=str(artifacts / "timeline-nsight-gpu-lanes.png"), full_page=True)
         assert page.errors == []
     finally:
