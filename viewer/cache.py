@@ -1,6 +1,8 @@
 """The run's columnar store, which is its parse cache: each trace file's tables (local times, as parsed) as
 Parquet, ``rank-NNNNN.<table>.parquet``, with its ``rank-NNNNN.json`` (rank info, metadata, the warnings its
-parse gave) and the run's ``run.json`` beside them. An entry is keyed on every trace's path, size and mtime
+parse gave); the run's tables as the loader made them (aligned on one time axis, merged), ``run.<table>.parquet``,
+which a hit reads back as they are; and the run's ``run.json`` (the files kept, their shifts, the warnings, the
+run's metadata and its tables' column types). An entry is keyed on every trace's path, size and mtime
 and a digest of the code that makes the tables; it is written to a temporary directory and renamed into
 place whole, so a reader never sees half of one and two processes building it at once both finish."""
 from __future__ import annotations
@@ -19,6 +21,8 @@ from viewer.io.chrome_json import file_signature
 
 CACHE_DIRNAME = ".ringscope-cache"  # matches .gitignore
 TABLES = ("events", "tensor_ops", "fused_ops", "readiness", "cycles")   # a file's tables (``ranks``: the run's)
+RUN_TABLES = (*TABLES, "ranks")
+_SLICE = 1 << 20   # rows of a run table written at once (one row group)
 RUN_INFO = "run.json"
 
 
@@ -146,20 +150,73 @@ def _not_json(o):
     raise _NotJson(type(o).__name__)
 
 
+# ---- the run's tables ------------------------------------------------------------------------------
+
+def write_tables(d: Path, tables: dict) -> dict:
+    """Write the run's tables (``{name: DataFrame}``) into ``d``; each one's column types, which
+    :func:`read_tables` needs (a categorical's categories among them: Parquet keeps only those used)."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    columns = {}
+    for t, df in tables.items():
+        spec = {}
+        for c in df.columns:
+            dtype = df[c].dtype
+            if isinstance(dtype, pd.CategoricalDtype):
+                spec[c] = {"categories": dtype.categories.tolist(), "of": str(dtype.categories.dtype)}
+            elif str(dtype) == "object" and (t, c) != ("fused_ops", "tensors"):
+                raise _NotJson(f"{t}.{c}")   # a column of Python objects Parquet may not give back as they are
+            else:
+                spec[c] = str(dtype)
+        columns[t] = spec
+        schema = pa.Schema.from_pandas(df.head(_SLICE), preserve_index=False)
+        if "tensors" in schema.names:   # lists of names, also where the first slice's are all empty
+            schema = schema.set(schema.get_field_index("tensors"), pa.field("tensors", pa.list_(pa.string())))
+        with pq.ParquetWriter(d / f"run.{t}.parquet", schema, compression="lz4", use_dictionary=True) as w:
+            for i in range(0, max(len(df), 1), _SLICE):   # a slice at a time: no second copy of a big table
+                w.write_table(pa.Table.from_pandas(df.iloc[i:i + _SLICE], schema=schema, preserve_index=False))
+    return columns
+
+
+def read_tables(d: Path, columns: dict) -> dict:
+    """The run's tables from ``d``, each column of the type :func:`write_tables` noted."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    out = {}
+    for t, spec in columns.items():
+        df = pq.read_table(d / f"run.{t}.parquet").to_pandas(split_blocks=True, self_destruct=True)
+        for c, dtype in spec.items():
+            if isinstance(dtype, dict):
+                cats = pd.Index(dtype["categories"], dtype=dtype["of"])
+                got = df[c].dtype
+                if not (isinstance(got, pd.CategoricalDtype) and got.categories.equals(cats)
+                        and got.categories.dtype == cats.dtype):
+                    df[c] = df[c].astype(pd.CategoricalDtype(cats))
+            elif c == "tensors" and t == "fused_ops":
+                df[c] = [list(x) if x is not None else [] for x in df[c]]
+            elif str(df[c].dtype) != dtype:
+                df[c] = df[c].astype(dtype)
+        out[t] = df
+    return out
+
+
 # ---- a run's entry ---------------------------------------------------------------------------------
 
-def load(files: list[Path], manifest: Path | None = None, cache_dir=None) -> tuple[list[dict], dict] | None:
-    """The stored parse of these files (each kept file's tables and info, in file order) and the run's info;
-    None when stale, absent or unreadable."""
+def load(files: list[Path], manifest: Path | None = None, cache_dir=None) -> tuple[dict, dict] | None:
+    """The stored run of these files (its tables, by name) and the run's info (``meta`` among it); None when
+    stale, absent or unreadable."""
     entry = entry_dir(files, manifest, cache_dir)
     try:
         run = json.loads((entry / RUN_INFO).read_text())
-        parsed = [read_rank(entry, i) for i in run["kept"]]
         for w in run["warnings"]:
             _category(w["category"])
+        tables = read_tables(entry, run["columns"])
     except Exception:  # a broken or absent entry is just a miss
         return None
-    return parsed, run
+    return tables, run
 
 
 def building(files: list[Path], manifest: Path | None = None, cache_dir=None) -> Path | None:
@@ -174,10 +231,14 @@ def building(files: list[Path], manifest: Path | None = None, cache_dir=None) ->
     return tmp
 
 
-def commit(tmp: Path, files: list[Path], run: dict, manifest: Path | None = None, cache_dir=None) -> None:
-    """Make ``tmp`` the run's entry (with ``run``: kept files, shifts, warnings); never leaves a partial one."""
+def commit(tmp: Path, files: list[Path], run: dict, manifest: Path | None = None, cache_dir=None,
+           tables: dict | None = None) -> None:
+    """Make ``tmp`` the run's entry (with ``run``: kept files, shifts, warnings, the run's meta; ``tables``: the
+    run's, written first); never leaves a partial one."""
     entry = entry_dir(files, manifest, cache_dir)
     try:
+        if tables is not None:
+            run = {**run, "columns": write_tables(tmp, tables)}
         text = json.dumps(run, default=_not_json)
         if json.loads(text) != run:   # e.g. a tuple in the run's meta
             raise _NotJson("run info")

@@ -1,7 +1,6 @@
 """Find a run's trace files, parse each one and align them on one time axis (or fetch the run from the cache)."""
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 from viewer import cache as _cache
@@ -55,16 +54,14 @@ def load_run(paths, use_cache: bool = True, cache_dir=None, progress=None) -> Ru
         return _load_files(files, member, manifest, progress, store=None)
     manifest_file = Path(paths) / elastic.MANIFEST if manifest else None
     hit = _cache.load(files, manifest_file, cache_dir)
-    if hit is not None:
-        parsed, run = hit
+    if hit is not None:   # the run's tables as the first load made them: no alignment, no merge
+        stored, run = hit
         if progress:
             total = sum(f.stat().st_size for f in files)
             progress(total, total, files[-1])
-        with warnings.catch_warnings():   # the first load's warnings are given again, in its order
-            warnings.simplefilter("ignore")
-            tables = _finish(parsed, None, manifest)
-        _cache.replay(run["warnings"])
-        return tables
+        _cache.replay(run["warnings"])   # the first load's warnings, in its order
+        memory.release()
+        return RunTables(meta=run["meta"], **stored)
     tmp = _cache.building(files, manifest_file, cache_dir)
     with _cache.recording() as caught:
         try:
@@ -73,8 +70,10 @@ def load_run(paths, use_cache: bool = True, cache_dir=None, progress=None) -> Ru
             _cache.discard(tmp)
             raise
     if tmp is not None:
-        _cache.commit(tmp, files, {"kept": tables.meta.pop("_kept"), "warnings": [_cache.recorded(w) for w in caught],
-                                   "shifts": tables.meta.pop("_shifts")}, manifest_file, cache_dir)
+        run = {"kept": tables.meta.pop("_kept"), "warnings": [_cache.recorded(w) for w in caught],
+               "shifts": tables.meta.pop("_shifts"), "meta": tables.meta}
+        _cache.commit(tmp, files, run, manifest_file, cache_dir,
+                      tables={t: getattr(tables, t) for t in _cache.RUN_TABLES})
     memory.release()
     return tables
 

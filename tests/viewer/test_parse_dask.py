@@ -36,5 +36,6 @@ def test_summarize_on_a_dask_cluster_writes_the_same_store(tmp_path):
     assert "rank-00009.json: wrong shape" in there[1] and there[1] == here[1]
     (a,), (b,) = (tmp_path / "here").iterdir(), (tmp_path / "there").iterdir()
     files = sorted(p.name for p in a.iterdir())
-    assert files == sorted(p.name for p in b.iterdir()) and len(files) == 4 * 6 + 1   # 4 ranks' tables and info
+    # 4 ranks' tables and info, the run's 6 tables and its info
+    assert files == sorted(p.name for p in b.iterdir()) and len(files) == 4 * 6 + 6 + 1
     assert all((a / f).read_bytes() == (b / f).read_bytes() for f in files)

@@ -46,3 +46,11 @@ def test_the_text_table_and_bad_sql(tmp_path, capsys):
     assert err.startswith("ringscope: query: Parser Error: syntax error")
     rc, out, err = _query(capsys, tmp_path, "SELECT * FROM no_table")
     assert rc == 2 and "no_table does not exist" in err and err.count("\n") == 1
+
+
+def test_an_elastic_runs_views_number_occurrences_on_across_generations(tmp_path, capsys):
+    run_dir = ROOT / "sample_traces" / "elastic"
+    ops = Run.load(run_dir, cache=False).tensor_ops
+    rc = query.main([str(run_dir), "SELECT count(*) AS n, max(occurrence) AS last FROM tensor_ops", "--json",
+                     "--cache-dir", str(tmp_path / "store")])
+    assert rc == 0 and json.loads(capsys.readouterr().out) == [{"n": len(ops), "last": int(ops["occurrence"].max())}]

@@ -164,3 +164,17 @@ def test_summarize_tables(runs):
     out = p.stdout
     assert "Where the step went" in out and "Why the late ranks are late" in out and "unknown" in out
     assert "Where each step went, per rank" in out and " ? " in out
+
+
+def test_the_others_median_leaves_out_each_cell_once_ties_and_gaps_included():
+    import numpy as np
+
+    from viewer.analyses.rootcause import others_median
+
+    nan = np.nan
+    m = np.array([[1.0, 2.0, 2.0, 9.0],      # a tie: leaving out either 2 leaves 1, 2, 9
+                  [4.0, nan, 6.0, 10.0],     # a gap: its own figure is the whole row's median
+                  [5.0, nan, nan, nan]])     # nobody else: no median
+    np.testing.assert_array_equal(others_median(m), [[2.0, 2.0, 2.0, 2.0],
+                                                     [8.0, 6.0, 7.0, 5.0],
+                                                     [nan, 5.0, 5.0, 5.0]])

@@ -38,10 +38,30 @@ def test_an_entry_is_each_files_tables_and_info_beside_the_runs(tmp_path):
     (entry,) = (tmp_path / "store").iterdir()
     assert sorted(p.name for p in entry.iterdir()) == sorted(
         [f"rank-0000{i}.{t}.parquet" for i in range(3) for t in cache.TABLES]
-        + [f"rank-0000{i}.json" for i in range(3)] + ["run.json"])
+        + [f"rank-0000{i}.json" for i in range(3)] + [f"run.{t}.parquet" for t in TABLES] + ["run.json"])
     run = json.loads((entry / "run.json").read_text())
     assert run["kept"] == [0, 1, 2] and set(run["shifts"]) == {str(p) for p in paths}
+    assert run["meta"] == a.meta
     _same(a, Run.load(tmp_path / "run", cache_dir=tmp_path / "store"))   # from the store
+
+
+def test_a_hit_reads_the_runs_tables_as_the_first_load_made_them(tmp_path, monkeypatch):
+    """Categories no row uses, an empty table's and Kineto's extra column come back; the files are not read."""
+    tracegen.write_run(tmp_path / "run", size=2, steps=2)
+    first = Run.load(tmp_path / "run", cache_dir=tmp_path / "store")
+    assert first.events["name"].cat.categories.is_monotonic_increasing
+    (entry,) = (tmp_path / "store").iterdir()
+    ev = first.events.assign(name=first.events["name"].cat.add_categories(["~UNUSED"]),
+                             launch_ns=pd.array([None] * len(first.events), dtype="Int64"))
+    tables = {t: getattr(first, t) for t in cache.RUN_TABLES} | {"events": ev,
+                                                                  "cycles": first.cycles.iloc[:0]}
+    run = json.loads((entry / "run.json").read_text())
+    run["columns"] = cache.write_tables(entry, tables)
+    (entry / "run.json").write_text(json.dumps(run))
+    monkeypatch.setattr("viewer.parse.parse_one", lambda f: pytest.fail(f"{f} parsed again"))
+    again = Run.load(tmp_path / "run", cache_dir=tmp_path / "store")
+    for t, df in tables.items():
+        pd.testing.assert_frame_equal(getattr(again, t), df, obj=t)
 
 
 def test_workers_give_the_same_tables_with_and_without_the_store(tmp_path, monkeypatch):

@@ -1,6 +1,9 @@
 """Why a rank is late: each phase's median excess per step over the other ranks', and its counters."""
 from __future__ import annotations
 
+import warnings
+
+import numpy as np
 import pandas as pd
 
 from tracer import vocab as V
@@ -26,32 +29,73 @@ COLUMNS = ["rank", "late", "pct_last", "lateness_ns", "steps_compared", "phases_
            *[p.replace("_ns", "_excess_ns") for p in PHASES], "counters", "message"]
 
 
+def others_median(m):
+    """Each cell's row median over the row's other cells (``m``: 2-D float, NaN missing and left out; NaN where
+    no other value): pandas' figure for a row without that column, in one pass over all columns."""
+    cnt = (~np.isnan(m)).sum(axis=1, keepdims=True)
+    s = np.sort(m, axis=1)   # NaN last
+    pos = np.empty(m.shape, dtype="int64")   # each cell's place in its sorted row (NaN: past the values)
+    np.put_along_axis(pos, np.argsort(m, axis=1, kind="stable"), np.arange(m.shape[1])[None, :], axis=1)
+    pos = np.minimum(pos, cnt)
+    n = cnt - (pos < cnt)   # the others' values
+    lo, hi = (n - 1) // 2, n // 2
+    last = max(m.shape[1] - 1, 0)
+
+    def nth(i):   # the i-th of the others' sorted values: past the cell's own place, one further
+        return np.take_along_axis(s, np.clip(i + (i >= pos), 0, last), axis=1)
+
+    with np.errstate(invalid="ignore"):
+        return np.where(n > 0, np.where(n % 2 == 1, nth(lo), (nth(lo) + nth(hi)) / 2), np.nan)
+
+
 def submit_lateness(neg):
     """Per rank and numbered step: how much later it submitted its last tensor than the others' median."""
     if neg is None or not len(neg) or not (neg["step"] >= 0).any():
         return pd.DataFrame({"rank": pd.Series(dtype="int64"), "step": pd.Series(dtype="int64"),
                              "lateness_ns": pd.Series(dtype="float64")})
     last = neg[neg["step"] >= 0].groupby(["step", "rank"])["ready_ns"].max().unstack("rank")
-    rows = []
-    for r in last.columns:
-        others = last.drop(columns=r).median(axis=1)
-        rows.append(pd.DataFrame({"rank": int(r), "step": last.index.to_numpy(),
-                                  "lateness_ns": (last[r] - others).to_numpy(dtype="float64")}))
-    return pd.concat(rows, ignore_index=True).dropna()
+    m = last.astype("float64").to_numpy()
+    late = m - others_median(m)
+    return pd.DataFrame({"rank": np.repeat(last.columns.to_numpy(dtype="int64"), len(last)),
+                         "step": np.tile(last.index.to_numpy(), len(last.columns)),
+                         "lateness_ns": late.T.ravel()}).dropna()
 
 
-def phase_excess(bd, rank: int):
-    """``(excess_ns, others_ns, steps_longer per bucket, steps compared)`` of ``rank`` against the others."""
+def phase_excesses(bd) -> dict:
+    """``{rank: (excess_ns, others_ns, steps_longer per bucket; steps compared)}`` against the other ranks'
+    median, each step's (one row per rank and step, as the step breakdown has it); a rank with no step to
+    compare is left out (see :func:`no_excess`)."""
     bd = bd[(bd["step"] >= 0) & bd["phases_known"] & bd["other_ns"].notna()]
-    mine = bd[bd["rank"] == rank].set_index("step")
-    med = bd[bd["rank"] != rank].groupby("step")[list(PHASES)].median()
-    steps = mine.index.intersection(med.index)
-    if not len(steps):
-        return pd.DataFrame(columns=["excess_ns", "others_ns", "steps_longer"], dtype="float64"), 0
-    theirs = med.loc[steps].astype("float64")
-    diff = mine.loc[steps, list(PHASES)].astype("float64") - theirs
-    return pd.DataFrame({"excess_ns": diff.median(), "others_ns": theirs.median(),
-                         "steps_longer": (diff > 0).mean()}), int(len(steps))
+    if not len(bd):
+        return {}
+    ranks, r_of = np.unique(bd["rank"].to_numpy(), return_inverse=True)
+    steps, s_of = np.unique(bd["step"].to_numpy(), return_inverse=True)
+    here = np.zeros((len(steps), len(ranks)), dtype=bool)
+    here[s_of, r_of] = True
+    compared = here & (here.sum(axis=1, keepdims=True) > 1)   # the rank's steps that others have too
+    phases = list(PHASES)
+    mine = np.full((len(phases), len(steps), len(ranks)), np.nan)
+    for i, p in enumerate(phases):
+        mine[i, s_of, r_of] = bd[p].astype("float64").to_numpy()
+    theirs = np.stack([others_median(x) for x in mine])
+    diff = mine - theirs
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # a bucket no step has a value of: NaN, as pandas'
+        for j, r in enumerate(ranks):
+            at = compared[:, j]
+            n = int(at.sum())
+            if not n:
+                continue
+            d, t = diff[:, at, j], theirs[:, at, j]
+            out[int(r)] = (pd.DataFrame({"excess_ns": np.nanmedian(d, axis=1), "others_ns": np.nanmedian(t, axis=1),
+                                         "steps_longer": (d > 0).sum(axis=1) / n}, index=phases), n)
+    return out
+
+
+def no_excess():
+    """A rank's phase excess where no step compares: no bucket, 0 steps."""
+    return pd.DataFrame(columns=["excess_ns", "others_ns", "steps_longer"], dtype="float64"), 0
 
 
 def counter_differences(events, rank: int):
@@ -97,6 +141,7 @@ def root_causes(bd, neg, late, events, strag=None):
     floor = max(MIN_EFFECT_NS, MIN_EFFECT_OF_STEP * median_step)
     has_counters = bool(events["name"].isin(list(COUNTER_FLOOR)).any())
     lateness = submit_lateness(neg)
+    excesses = phase_excesses(bd) if len(bd) else {}
     rows = []
     flagged = set()
     for _, lr in (late.iterrows() if late is not None else ()):
@@ -104,19 +149,19 @@ def root_causes(bd, neg, late, events, strag=None):
         flagged.add(r)
         mine = lateness[lateness["rank"] == r]["lateness_ns"]
         late_ns = float(mine.median()) if len(mine) else float(lr["median_lateness_ns"])
-        rows.append(_late_row(bd, events, r, float(lr["pct_last"]), late_ns, floor, has_counters))
+        rows.append(_late_row(bd, events, excesses, r, float(lr["pct_last"]), late_ns, floor, has_counters))
     pct = {} if strag is None or not len(strag) else dict(zip(strag["rank"].astype(int), strag["pct_last"]))
     known = bd.loc[(bd["step"] >= 0) & bd["phases_known"], "rank"].unique().tolist() if len(bd) else []
     for r in sorted(set(int(k) for k in known) - flagged):
-        row = _imbalance_row(bd, events, r, float(pct.get(r, 0.0)), median_step, floor)
+        row = _imbalance_row(events, excesses, r, float(pct.get(r, 0.0)), median_step, floor)
         if row is not None:
             rows.append(row)
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def _late_row(bd, events, r, pct_last, late_ns, floor, has_counters):
+def _late_row(bd, events, excesses, r, pct_last, late_ns, floor, has_counters):
     known = bool(bd.loc[bd["rank"] == r, "phases_known"].any()) if len(bd) else False
-    ex, n = phase_excess(bd, r) if known else (None, 0)
+    ex, n = (excesses.get(r) or no_excess()) if known else (None, 0)
     excess = {} if ex is None else ex["excess_ns"].to_dict()
     diffs = counter_differences(events, r)
     order = [p for p, v in sorted(excess.items(), key=lambda kv: -kv[1]) if p != "other_ns" and v >= floor]
@@ -150,9 +195,9 @@ def _late_row(bd, events, r, pct_last, late_ns, floor, has_counters):
                 msg)
 
 
-def _imbalance_row(bd, events, r, pct_last, median_step, floor):
+def _imbalance_row(events, excesses, r, pct_last, median_step, floor):
     """A row for a rank not flagged late whose phase is far off, else None."""
-    ex, n = phase_excess(bd, r)
+    ex, n = excesses.get(r) or no_excess()
     if not n:
         return None
     far = ex[(ex.index != "other_ns") & (ex["excess_ns"] >= max(floor, IMBALANCE_OF_STEP * median_step))
