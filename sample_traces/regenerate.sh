@@ -69,9 +69,9 @@ for s in "${SCENARIOS[@]}"; do
       --touch "$tmp/grow" --touch-at-step 16 --step-sleep 0.03
     rm -rf "$tmp"
   elif [ "$s" = ddp-straggler ]; then
-    # torch's DDP on gloo under torchrun, traced by hvd.timeline.watch, each rank bound to a core; 8 steps
+    # torch's DDP on gloo under torchrun, traced by hvd.timeline.watch, each rank bound to a core; 12 steps
     # (DDP's first is its one-bucket step)
-    "$PY" -m viewer.cli demo --ddp --scenario straggler --ranks 4 --steps "${STEPS:-8}" --out "$out" --no-view
+    "$PY" -m viewer.cli demo --ddp --scenario straggler --ranks 4 --steps "${STEPS:-12}" --out "$out" --no-view
   else
     "$PY" -m viewer.cli demo --scenario "$s" --ranks 4 --steps "$n" --out "$out" --no-view
   fi
