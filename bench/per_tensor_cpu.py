@@ -8,8 +8,9 @@ Instructions: the probe under ``valgrind --tool=callgrind --separate-threads=yes
 counts; a thread's instructions per tensor are the difference of its totals over the difference of
 tensors, so start-up and shutdown cancel out. ``--keep DIR`` keeps callgrind's files there (for
 ``callgrind_annotate``: where the instructions go). The user's thread is callgrind's thread 1; the
-engine's is the other thread whose count grows with the steps. Instruction counts repeat under load
-(the user's thread to ~0.2 %); the engine's include its polling, which depends on timing (±30 %).
+engine's is the other thread whose count grows with the steps. Instruction counts do not follow the
+load, but they move between runs: the user's thread by up to ~3k a tensor (start-up differs by up
+to ~30 M instructions), the engine's with its polling, which depends on timing (±30 %).
 """
 from __future__ import annotations
 

@@ -13,6 +13,9 @@ from collectives._core import pack as _pack
 from collectives._core import unpack as _unpack
 
 SUPPORTED_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8")
+# bytes per element of every dtype an adapter carries (the torch adapter's bfloat16 too)
+ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1,
+            "int16": 2, "int32": 4, "int64": 8}
 
 
 class TensorAdapter:

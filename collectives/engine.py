@@ -344,7 +344,7 @@ class Engine:
             entries = [e if e is not None else self._stand_in(resp, n)
                        for e, n in zip(entries, resp.names)]
         else:
-            self._count(entries)
+            self._count(resp, entries)
             self.stats["cached_responses"] += 1
         self._exec.run(resp, entries, t_response)
         if self._reported:
@@ -471,17 +471,17 @@ class Engine:
                 raise RuntimeError(f"response {resp.id} names tensors this rank never submitted: "
                                    f"{missing}")
             else:
-                self._count(entries)
+                self._count(resp, entries)
                 self._exec.run(resp, entries, t_response)
                 self._keep(resp, entries)
 
-    def _count(self, entries):
-        self.stats["responses"] += 1
-        self.stats["tensors"] += len(entries)
-        self.stats["max_fused"] = max(self.stats["max_fused"], len(entries))
-        if len(entries) > 1:
-            self.stats["max_fused_bytes"] = max(self.stats["max_fused_bytes"],
-                                                sum(e.nbytes for e in entries))
+    def _count(self, resp, entries):
+        stats = self.stats
+        stats["responses"] += 1
+        stats["tensors"] += len(entries)
+        stats["max_fused"] = max(stats["max_fused"], len(entries))
+        if len(entries) > 1:   # (a response's bytes are its tensors')
+            stats["max_fused_bytes"] = max(stats["max_fused_bytes"], resp.nbytes)
 
     def _keep(self, resp, entries):
         """Every member caches a cacheable response at the same point of the common order."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collectives import messages as M
+from collectives.adapters import ITEMSIZE
 from collectives.backends.registry import get_backend
 from collectives.ops import ReduceOp, backend_op
 from tracer import get_recorder
@@ -62,7 +63,7 @@ class Executor:
                     src = None
             fused = False
         else:
-            total = sum(e.meta["numel"] for e in entries)
+            total = resp.nbytes // ITEMSIZE[resp.dtype]   # (the response's bytes are its tensors')
             buf = self.buffers.get(ad, entries[0].device, resp.dtype, total)
             t0 = rec.now() if rec.enabled else 0
             ad.pack(buf, [e.tensor for e in entries])
@@ -88,7 +89,9 @@ class Executor:
         if rec.enabled:
             rec.complete(V.TID_FUSION, V.MEMCPY_OUT_FUSION_BUFFER, V.CAT_MEMCPY, t0, rec.now(),
                          {V.ARG_RESPONSE: resp.id})
-        self.complete_many([(e, ad.result(e, out), None) for e, out in zip(entries, outs)])
+        # (an in-place op's result is its output, which unpack filled)
+        self.complete_many([(e, out if out is e.output else ad.result(e, out), None)
+                            for e, out in zip(entries, outs)])
 
     def _output_flat(self, e, copy_input):
         """A flat buffer for e's result (input copied in when asked): ``entry.output``'s own memory

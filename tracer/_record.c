@@ -43,7 +43,7 @@ typedef struct {
 } Core;
 
 static PyTypeObject CoreType, SpanType;
-static PyObject *s_stamp, *s_trace_key, *s_submit_ns, *s_step, *s_end;
+static PyObject *s_stamp, *s_trace_key, *s_submit_ns, *s_step, *s_end, *s_enabled;
 
 static void rec_clear(Rec *r) {
     Py_XDECREF(r->name);
@@ -988,7 +988,7 @@ static inline int is_core(PyObject *rec) { return PyObject_TypeCheck(rec, &CoreT
 
 static int api_enabled(PyObject *rec) {
     if (is_core(rec)) return ((Core *)rec)->enabled && !((Core *)rec)->closed;
-    PyObject *v = PyObject_GetAttrString(rec, "enabled");
+    PyObject *v = PyObject_GetAttr(rec, s_enabled);
     if (!v) return -1;
     int r = PyObject_IsTrue(v);
     Py_DECREF(v);
@@ -1050,7 +1050,7 @@ PyMODINIT_FUNC PyInit__record(void) {
         return NULL;
     struct { PyObject **p; const char *s; } strs[] = {
         {&s_stamp, "stamp"}, {&s_trace_key, "trace_key"}, {&s_submit_ns, "submit_ns"},
-        {&s_step, "step"}, {&s_end, "end"}};
+        {&s_step, "step"}, {&s_end, "end"}, {&s_enabled, "enabled"}};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
         if (!(*strs[i].p = PyUnicode_InternFromString(strs[i].s))) return NULL;
     if (!(idle = PyObject_CallNoArgs((PyObject *)&IdleType))) return NULL;

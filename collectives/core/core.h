@@ -21,9 +21,8 @@
 extern const RecordAPI *rs_rec;
 extern PyObject *rs_SYNCHRONIZE, *rs_CAT_FRAMEWORK, *rs_ARG_TENSOR, *rs_ARG_STEP;
 extern int rs_TID_FRAMEWORK;
-/* interned attribute names of collectives.entry.Entry */
-extern PyObject *rs_s_name, *rs_s_nbytes, *rs_s_op_type, *rs_s_stamp, *rs_s_handle, *rs_s_meta,
-    *rs_s_received_splits;
+/* interned attribute names: an Entry's stamp (read back from a list of ops), a Handle's splits */
+extern PyObject *rs_s_stamp, *rs_s_received_splits;
 /* collectives.handles.CollectiveError (set by collectives.handles) */
 extern PyObject *rs_CollectiveError;
 

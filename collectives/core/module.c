@@ -4,8 +4,7 @@
 const RecordAPI *rs_rec;
 PyObject *rs_SYNCHRONIZE, *rs_CAT_FRAMEWORK, *rs_ARG_TENSOR, *rs_ARG_STEP;
 int rs_TID_FRAMEWORK;
-PyObject *rs_s_name, *rs_s_nbytes, *rs_s_op_type, *rs_s_stamp, *rs_s_handle, *rs_s_meta,
-    *rs_s_received_splits;
+PyObject *rs_s_stamp, *rs_s_received_splits;
 PyObject *rs_CollectiveError;
 
 static PyObject *set_error_type(PyObject *m, PyObject *t) {
@@ -65,9 +64,7 @@ static int vocab(void) {
 PyMODINIT_FUNC PyInit__core(void) {
     if (!(rs_rec = record_api_import()) || vocab() < 0) return NULL;
     struct { PyObject **p; const char *s; } names[] = {
-        {&rs_s_name, "name"}, {&rs_s_nbytes, "nbytes"}, {&rs_s_op_type, "op_type"},
-        {&rs_s_stamp, "stamp"}, {&rs_s_handle, "handle"}, {&rs_s_meta, "meta"},
-        {&rs_s_received_splits, "received_splits"}};
+        {&rs_s_stamp, "stamp"}, {&rs_s_received_splits, "received_splits"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!(*names[i].p = PyUnicode_InternFromString(names[i].s))) return NULL;
     if (PyType_Ready(&rs_HandleType) < 0 || PyType_Ready(&rs_SubmitQueueType) < 0 ||

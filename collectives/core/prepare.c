@@ -28,7 +28,7 @@ int rs_prepare_init(void) {
         if (!(dtype_names[(int)fmt[i].c] = PyUnicode_InternFromString(fmt[i].name))) return -1;
     s_allreduce = PyUnicode_InternFromString("ALLREDUCE");
     s_numel = PyUnicode_InternFromString("numel");
-    s_value = PyUnicode_InternFromString("value");
+    s_value = PyUnicode_InternFromString("_value_");   /* (``value`` is a Python property) */
     s_cpu = PyUnicode_InternFromString("cpu");
     return s_allreduce && s_numel && s_value && s_cpu ? 0 : -1;
 }

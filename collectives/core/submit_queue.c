@@ -75,36 +75,37 @@ static int refused(SubmitQueue *q) {
     return 1;
 }
 
-static long long nbytes_of(PyObject *e) {
-    PyObject *v = PyObject_GetAttr(e, rs_s_nbytes);
-    long long n = v ? PyLong_AsLongLong(v) : -1;
-    Py_XDECREF(v);
-    return n;
+static long long nbytes_of(RsEntry *e) {
+    return PyLong_AsLongLong(e->nbytes);
 }
 
-/* admit(entries) -> [Handle]: submit ops (ValueError for a name already in flight) */
-static PyObject *sq_admit(SubmitQueue *q, PyObject *entries) {
-    PyObject *seq = PySequence_Fast(entries, "entries must be a sequence");
-    if (!seq) return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject **es = PySequence_Fast_ITEMS(seq);
-    PyObject *handles = PyList_New(n), *names = PyList_New(n), *stamp = NULL;
-    if (!handles || !names) goto fail;
+static int entries_only(PyObject **es, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!Py_IS_TYPE(es[i], &rs_EntryType)) {
+            PyErr_Format(PyExc_TypeError, "expected collectives.entry.Entry objects, got %.100s",
+                         Py_TYPE(es[i])->tp_name);
+            return -1;
+        }
+    return 0;
+}
+
+/* Admit ``n`` entries (each an Entry): a new Handle each into ``hs`` (new references, NULL on
+ * failure), the duplicate-name check, the tracer's stamp, the in-flight table, the queue. */
+static int admit_all(SubmitQueue *q, PyObject **es, Py_ssize_t n, PyObject **hs) {
+    PyObject *stamp = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) hs[i] = NULL;
+    if (entries_only(es, n) < 0) return -1;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *name = PyObject_GetAttr(es[i], rs_s_name);
-        if (!name) goto fail;
-        PyList_SET_ITEM(names, i, name);
-        PyObject *h = rs_handle_new(name);
-        if (!h) goto fail;
-        PyList_SET_ITEM(handles, i, h);
-        if (PyObject_SetAttr(es[i], rs_s_handle, h) < 0) goto fail;
+        RsEntry *e = (RsEntry *)es[i];
+        if (!(hs[i] = rs_handle_new(e->name))) goto fail;
+        Py_XSETREF(e->handle, Py_NewRef(hs[i]));
     }
     if (refused(q)) goto fail;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *name = PyList_GET_ITEM(names, i);
+        PyObject *name = ((RsEntry *)es[i])->name;
         int dup = PyDict_Contains(q->inflight, name);
         for (Py_ssize_t j = 0; !dup && j < i; j++)
-            dup = PyObject_RichCompareBool(name, PyList_GET_ITEM(names, j), Py_EQ);
+            dup = PyObject_RichCompareBool(name, ((RsEntry *)es[j])->name, Py_EQ);
         if (dup < 0) goto fail;
         if (dup) {
             PyErr_Format(PyExc_ValueError, "a collective named %R is already in flight on rank "
@@ -120,31 +121,38 @@ static PyObject *sq_admit(SubmitQueue *q, PyObject *entries) {
         Py_XSETREF(last_stamper, Py_NewRef(rec));
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *e = es[i];
+        RsEntry *e = (RsEntry *)es[i];
         long long nb = nbytes_of(e);
         if (nb == -1 && PyErr_Occurred()) goto fail;
         if (stamp) {
-            PyObject *op = PyObject_GetAttr(e, rs_s_op_type);
-            int control = op ? PySet_Contains(q->control, op) : -1;
-            Py_XDECREF(op);
-            if (control < 0 || (!control && PyObject_SetAttr(e, rs_s_stamp, stamp) < 0)) goto fail;
+            int control = PySet_Contains(q->control, e->op_type);
+            if (control < 0) goto fail;
+            if (!control) Py_XSETREF(e->stamp, Py_NewRef(stamp));
         }
-        if (PyDict_SetItem(q->inflight, PyList_GET_ITEM(names, i), e) < 0 ||
-            PyList_Append(q->queue, e) < 0)
+        if (PyDict_SetItem(q->inflight, e->name, es[i]) < 0 || PyList_Append(q->queue, es[i]) < 0)
             goto fail;
         q->bytes += nb;
     }
     signal_work(q);
-    Py_DECREF(seq);
-    Py_DECREF(names);
     Py_XDECREF(stamp);
-    return handles;
+    return 0;
 fail:
-    Py_DECREF(seq);
-    Py_XDECREF(handles);
-    Py_XDECREF(names);
+    for (Py_ssize_t i = 0; i < n; i++) Py_CLEAR(hs[i]);
     Py_XDECREF(stamp);
-    return NULL;
+    return -1;
+}
+
+/* admit(entries) -> [Handle]: submit ops (ValueError for a name already in flight) */
+static PyObject *sq_admit(SubmitQueue *q, PyObject *entries) {
+    PyObject *seq = PySequence_Fast(entries, "entries must be a sequence");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *handles = PyList_New(n);
+    if (!handles || admit_all(q, PySequence_Fast_ITEMS(seq), n,
+                              ((PyListObject *)handles)->ob_item) < 0)
+        Py_CLEAR(handles);
+    Py_DECREF(seq);
+    return handles;
 }
 
 /* submit(entry, default_backend) -> Handle, or None: an allreduce of a host array prepared and
@@ -156,13 +164,8 @@ static PyObject *sq_submit(SubmitQueue *q, PyObject *const *a, Py_ssize_t n) {
     }
     int r = rs_prepare_entry(a[0], a[1]);
     if (r <= 0) return r < 0 ? NULL : Py_NewRef(Py_None);
-    PyObject *one = PyTuple_Pack(1, a[0]);
-    PyObject *hs = one ? sq_admit(q, one) : NULL;
-    Py_XDECREF(one);
-    if (!hs) return NULL;
-    PyObject *h = Py_NewRef(PyList_GET_ITEM(hs, 0));
-    Py_DECREF(hs);
-    return h;
+    PyObject *e = a[0], *h;
+    return admit_all(q, &e, 1, &h) < 0 ? NULL : h;
 }
 
 /* take() -> the entries admitted since the last take, in order */
@@ -268,45 +271,34 @@ static PyObject *sq_complete(SubmitQueue *q, PyObject *done) {
     if (!ops || !results || !errors) goto fail;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *d = PySequence_Fast_GET_ITEM(seq, i);
-        if (!PyTuple_Check(d) || PyTuple_GET_SIZE(d) != 3) {
-            PyErr_SetString(PyExc_TypeError, "complete() takes (entry, result, error) tuples");
+        if (!PyTuple_Check(d) || PyTuple_GET_SIZE(d) != 3 ||
+            !Py_IS_TYPE(PyTuple_GET_ITEM(d, 0), &rs_EntryType)) {
+            PyErr_SetString(PyExc_TypeError, "complete() takes (Entry, result, error) tuples");
             goto fail;
         }
-        PyObject *e = PyTuple_GET_ITEM(d, 0);
-        PyObject *name = PyObject_GetAttr(e, rs_s_name);
-        if (!name) goto fail;
-        PyObject *was = PyDict_GetItemWithError(q->inflight, name);
+        RsEntry *e = (RsEntry *)PyTuple_GET_ITEM(d, 0);
+        PyObject *was = PyDict_GetItemWithError(q->inflight, e->name);
         if (!was) {
-            Py_DECREF(name);
             if (PyErr_Occurred()) goto fail;
             continue;
         }
-        int bad = PyDict_DelItem(q->inflight, name) < 0;
-        Py_DECREF(name);
-        long long nb = bad ? -1 : nbytes_of(e);
-        if (bad || (nb == -1 && PyErr_Occurred())) goto fail;
+        long long nb = PyDict_DelItem(q->inflight, e->name) < 0 ? -1 : nbytes_of(e);
+        if (nb == -1 && PyErr_Occurred()) goto fail;
         q->bytes -= nb;
-        if (PyList_Append(ops, e) < 0 || PyList_Append(results, PyTuple_GET_ITEM(d, 1)) < 0 ||
+        if (PyList_Append(ops, (PyObject *)e) < 0 ||
+            PyList_Append(results, PyTuple_GET_ITEM(d, 1)) < 0 ||
             PyList_Append(errors, PyTuple_GET_ITEM(d, 2)) < 0)
             goto fail;
     }
     if (record_ends(ops, errors) < 0) goto fail;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ops); i++) {
-        PyObject *e = PyList_GET_ITEM(ops, i);
-        PyObject *h = PyObject_GetAttr(e, rs_s_handle);
-        PyObject *meta = h ? PyObject_GetAttr(e, rs_s_meta) : NULL;
-        if (!meta) {
-            Py_XDECREF(h);
+        RsEntry *e = (RsEntry *)PyList_GET_ITEM(ops, i);
+        PyObject *h = e->handle;
+        PyObject *splits = e->meta && PyDict_Check(e->meta) ?
+            PyDict_GetItemWithError(e->meta, rs_s_received_splits) : NULL;
+        if ((splits && PyObject_SetAttr(h, rs_s_received_splits, splits) < 0) || PyErr_Occurred() ||
+            rs_handle_finish(h, PyList_GET_ITEM(results, i), PyList_GET_ITEM(errors, i)) < 0)
             goto fail;
-        }
-        PyObject *splits = PyDict_Check(meta) ?
-            PyDict_GetItemWithError(meta, rs_s_received_splits) : NULL;
-        int bad = (splits && PyObject_SetAttr(h, rs_s_received_splits, splits) < 0) ||
-            PyErr_Occurred() ||
-            rs_handle_finish(h, PyList_GET_ITEM(results, i), PyList_GET_ITEM(errors, i)) < 0;
-        Py_DECREF(meta);
-        Py_DECREF(h);
-        if (bad) goto fail;
     }
     Py_DECREF(seq);
     Py_DECREF(ops);

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     import numpy as np
 
     from collectives.api import OpArg
-    from collectives.engine import Engine
     from collectives.handles import Handle as _CoreHandle
     from collectives.process_sets import ProcessSet
 
@@ -53,11 +52,13 @@ class Handle(Generic[T]):
 
     __slots__ = ("id", "_inner", "_finish", "_keep", "_result", "_done")
 
-    def __init__(self, hid: int, inner: _CoreHandle | list[_CoreHandle] | None, finish: Callable[[Any], T],
-                 keep: object) -> None:
+    def __init__(self, hid: int, inner: _CoreHandle | list[_CoreHandle] | None,
+                 finish: Callable[[Any], T] | None, keep: object, result: T | None = None) -> None:
+        """``finish`` makes the op's output from the engine's; None: the output is ``result``
+        (an in-place op's tensor, which the engine wrote)."""
         self.id, self._finish, self._keep = hid, finish, keep
         self._inner = inner   # None once finished
-        self._result: T | None = None
+        self._result = result
         self._done = False
 
     def __repr__(self) -> str:
@@ -82,9 +83,10 @@ def synchronize(handle: Handle[T]) -> T:
     inner = handle._inner
     if inner is not None:
         raw = [h.wait() for h in inner] if isinstance(inner, list) else inner.wait()
-        handle._result = handle._finish(raw)
+        if handle._finish is not None:
+            handle._result = handle._finish(raw)
         handle._done, handle._inner, handle._keep = True, None, None
-    return cast(T, handle._result)
+    return handle._result  # type: ignore[return-value]  # a T once done (cast() costs a call)
 
 
 def resolve_op(op: OpArg | _AdasumOp | None = None, average: bool | None = None) -> OpArg:
@@ -137,12 +139,8 @@ def _name(prefix: str, name: str | None, process_set: ProcessSet | None = None) 
     return f"{prefix}.noname.{n}" if sid == 0 else f"{prefix}.noname.set{sid}.{n}"
 
 
-def _engine_obj() -> Engine:
-    return _engine.get_engine()
-
-
 def _use_gloo() -> bool:
-    return _engine_obj().config.backend == "gloo"
+    return _engine.get_engine().config.backend == "gloo"
 
 
 def _entry(op_type: str, name: str, tensor: torch.Tensor, output: torch.Tensor | None = None,
@@ -170,7 +168,7 @@ def _entry(op_type: str, name: str, tensor: torch.Tensor, output: torch.Tensor |
 
 
 def _enqueue(entry: Entry) -> _CoreHandle:
-    return _engine_obj().enqueue(entry)
+    return _engine.get_engine().enqueue(entry)
 
 
 def _finisher(tensor: torch.Tensor, output: torch.Tensor | None,
@@ -193,6 +191,8 @@ def _allreduce_async(tensor: torch.Tensor, output: torch.Tensor | None, name: st
     hid = next(_handle_ids)
     e = _entry(V.ALLREDUCE, _name("allreduce", name, process_set), tensor, output, op,
                float(prescale_factor), float(postscale_factor), -1, None, process_set, int(priority))
+    if output is not None and e.output is not None:   # written in place: no finisher to call
+        return Handle(hid, _enqueue(e), None, e, output)
     return Handle(hid, _enqueue(e), _finisher(tensor, output, e), e)
 
 
@@ -242,7 +242,7 @@ def _grouped_async(tensors: Iterable[torch.Tensor], outputs: Iterable[torch.Tens
                       priority=int(priority))
                for i, (t, o) in enumerate(zip(tensors, outs))]
     finishers = [_finisher(t, o, e) for t, o, e in zip(tensors, outs, entries)]
-    handles = list(_engine_obj().enqueue_group(entries, group=base))
+    handles = list(_engine.get_engine().enqueue_group(entries, group=base))
     return Handle(hid, handles, lambda rs: [f(r) for f, r in zip(finishers, rs)], entries)
 
 
@@ -331,7 +331,7 @@ def _group_async(op_type: str, prefix: str, tensors: Iterable[torch.Tensor], nam
     entries = [_entry(op_type, f"{base}_{i}", t, process_set=process_set, **kw)
                for i, t in enumerate(tensors)]
     finishers = [_finisher(t, None) for t in tensors]
-    handles = list(_engine_obj().enqueue_group(entries, group=None))
+    handles = list(_engine.get_engine().enqueue_group(entries, group=None))
     return Handle(hid, handles, lambda rs: [f(r) for f, r in zip(finishers, rs)], entries)
 
 
@@ -366,9 +366,10 @@ def sparse_allreduce_async(tensor: torch.Tensor, name: str | None, op: OpArg | _
     parts = _group_async(V.ALLGATHER, "allgather", [sp.indices().t().contiguous(), sp.values()],
                          name, process_set)
     n = pset(process_set).size()
+    to_parts = cast(Callable[[list[_Raw]], list[torch.Tensor]], parts._finish)   # (a group's)
 
     def finish(raw: list[_Raw]) -> torch.Tensor:
-        indices, values = parts._finish(raw)
+        indices, values = to_parts(raw)
         if op == Average:
             values = values / n
         return torch.sparse_coo_tensor(indices.t(), values, tensor.shape, check_invariants=True)

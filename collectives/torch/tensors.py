@@ -20,10 +20,15 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray:
 
 def numpy_of(tensor: torch.Tensor) -> tuple[np.ndarray, bool]:
     """The tensor's values as a numpy array, and whether that array is a view of its memory."""
+    # (every tensor method or property costs ~0.5k instructions: the common case asks one, and
+    # lets numpy() refuse what it cannot view)
+    if tensor.is_contiguous():
+        try:
+            return tensor.numpy(), True
+        except (TypeError, RuntimeError):
+            pass   # not on the CPU, requires grad, bfloat16, or a conjugate or negative bit
     if not tensor.is_cpu:
         raise TypeError(f"to_numpy() wants a CPU tensor, got one on {tensor.device}")
-    # (tensor methods that go through the dispatcher drop and retake the GIL, which costs ~15 µs
-    # while the engine thread runs: only the calls this tensor needs)
     t = tensor.detach() if tensor.requires_grad else tensor
     wire = _WIRE_DTYPE.get(t.dtype)
     view = wire is None
