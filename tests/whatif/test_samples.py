@@ -64,21 +64,24 @@ def test_a_long_cycle_delays_negotiation(scenario):
     assert _mean(m, Settings(cycle_time_ms=200.0)) > _mean(m, Settings())
 
 
-@pytest.mark.parametrize("scenario", ("straggler", "tiny-tensors"))
-def test_a_longer_cycle_fuses_more(scenario):
-    """On the coordinator's path (these runs predate the response cache) a longer cycle gathers
+def test_a_longer_cycle_fuses_more():
+    """On the coordinator's path (`tiny-tensors` predates the response cache) a longer cycle gathers
     more per response: fewer collectives. (The step time can go either way: later dispatch, less
     engine work.)"""
-    m = sample_model(scenario)
+    m = sample_model("tiny-tensors")
     runs = [sum(len(replay_step(m, Settings(cycle_time_ms=c), st)["runs"]) for st in m.steps)
             for c in (m.cycle_time_ms, m.cycle_time_ms * 10)]
     assert runs[0] > runs[1]
 
 
 def test_no_straggler_removes_the_planted_delay():
+    """Rank 3 sleeps 60 ms a step while the others compute. With a core per rank, the replay without it
+    saves about those 60 ms; on the run's 2 cores shared by 4 ranks it saves less, since the sleep left
+    the cores to the others (on a quiet host the healthy run's step was ~6 % shorter than the straggler's)."""
     m = sample_model("straggler")
-    base, fixed = _mean(m, Settings()), _mean(m, Settings(no_straggler=True))
-    assert fixed < 0.8 * base   # the straggler sleeps 60 ms of a ~100 ms step
+    alone = replace(m, cores={r: (r, 1) for r in sorted(m.steps[0].chains)})
+    assert 40e6 < _mean(alone, Settings()) - _mean(alone, Settings(no_straggler=True)) < 70e6
+    assert _mean(m, Settings(no_straggler=True)) < _mean(m, Settings())
 
 
 def test_ranks_crowd_only_the_cores_they_share():
