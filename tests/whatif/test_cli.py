@@ -20,9 +20,8 @@ def test_whatif_json_has_the_three_step_times():
     p = _cli("whatif", SAMPLES / "straggler", "--no-straggler", "--json")
     assert p.returncode == 0, p.stderr
     res = json.loads(p.stdout)
-    # rank 3 sleeps 60 ms a step; on its 2 shared cores the others used part of that time (a healthy run
-    # recorded just before it, at the same load, stepped 23 % faster)
-    assert res["predicted_step_ms"] < 0.9 * res["baseline_step_ms"]
+    # rank 3 sleeps 60 ms of a 127 ms step; the healthy run recorded right after it stepped 96 ms
+    assert res["predicted_step_ms"] < 0.8 * res["baseline_step_ms"]
     assert abs(res["baseline_step_ms"] / res["measured_step_ms"] - 1) <= 0.10
     assert res["settings"]["no_straggler"] and res["timeline"] and res["fits"]
 

@@ -75,13 +75,9 @@ def test_a_longer_cycle_fuses_more():
 
 
 def test_no_straggler_removes_the_planted_delay():
-    """Rank 3 sleeps 60 ms a step while the others compute. With a core per rank, the replay without it
-    saves about those 60 ms; on the run's 2 cores shared by 4 ranks it saves less, since the sleep left
-    the cores to the others (on a quiet host the healthy run's step was ~6 % shorter than the straggler's)."""
     m = sample_model("straggler")
-    alone = replace(m, cores={r: (r, 1) for r in sorted(m.steps[0].chains)})
-    assert 40e6 < _mean(alone, Settings()) - _mean(alone, Settings(no_straggler=True)) < 70e6
-    assert _mean(m, Settings(no_straggler=True)) < _mean(m, Settings())
+    base, fixed = _mean(m, Settings()), _mean(m, Settings(no_straggler=True))
+    assert fixed < 0.8 * base   # the straggler sleeps 60 ms of a ~127 ms step (the healthy run: 96 ms)
 
 
 def test_ranks_crowd_only_the_cores_they_share():
