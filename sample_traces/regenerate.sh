@@ -22,7 +22,7 @@ SCENARIOS=("$@")
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 for s in "${SCENARIOS[@]}"; do
   # the root-cause scenarios (and healthy, their negative) compare phases step by step: a few more steps
-  case "$s" in healthy|slow-data|cpu-contention|two-hosts-slow-link) n=${STEPS:-6} ;; *) n=${STEPS:-4} ;; esac
+  case "$s" in healthy|straggler|slow-data|cpu-contention|two-hosts-slow-link) n=${STEPS:-6} ;; *) n=${STEPS:-4} ;; esac
   out="sample_traces/$s"
   if [ "$s" = two-hosts-slow-link ] && [ "$(id -u)" != 0 ]; then
     echo "== $s: skipped (the rehearsal cluster needs root); the committed traces are left as they are"

@@ -1,10 +1,10 @@
-"""The Breakdown page and the timeline's critical path in real headless Chromium, on a run written by the
-real recorder with rank 2's loader slow (tests/viewer/phase_runs.py)."""
+"""The Breakdown page and the timeline's critical path in real headless Chromium, on runs written by the
+real recorder (tests/viewer/phase_runs.py): rank 2's loader slow, and rank 3 late with no phase spans."""
 from __future__ import annotations
 
 import pytest
 
-from tests.dashboard.conftest import SAMPLES, Server, free_port, grid_rows, launch_argv, sample_run
+from tests.dashboard.conftest import SAMPLES, Server, free_port, grid_rows, launch_argv
 from tests.viewer.phase_runs import write_run
 from viewer import vocab
 
@@ -13,7 +13,8 @@ from viewer import vocab
 def server(tmp_path_factory):
     d = tmp_path_factory.mktemp("bd")
     main = write_run(d / "slow-data", steps=6, slow={2: {"data_wait": 40}}, noise=0.1, seed=7)
-    second = sample_run("straggler")   # a real run without phase spans
+    # a script without wrap_loader/watch (every shipped sample now records its phases)
+    second = write_run(d / "straggler", steps=6, phases=False, slow={3: {"forward": 40}}, noise=0.1, seed=8)
     port = free_port()
     srv = Server(launch_argv(main, second, SAMPLES, port), port, d / "log")
     yield srv
@@ -74,8 +75,6 @@ def test_critical_path_toggle_highlights_the_late_rank(server, page, artifacts):
 
 
 def test_run_without_phases_says_unknown(server, page):
-    if sample_run("straggler") is None:
-        pytest.skip("sample_traces/straggler is empty")
     page.goto(server.url)
     page.wait_for_selector("#card-straggler .card-value", timeout=60_000)
     page.click("#run-a")

@@ -71,7 +71,8 @@ def test_zoomed_window_draws_each_span_exactly(index, run):
     t1 = t0 + 5_000_000
     view = index.window(t0, t1, ranks=[1], expand=[1])
     assert view.n_merged_bars == 0
-    assert all(label.startswith("r1 ") for label in view.lanes) and len(view.lanes) == 8
+    # framework ·2: the SYNCHRONIZE inside a phase inside the step
+    assert all(label.startswith("r1 ") for label in view.lanes) and len(view.lanes) == 9
     sel = _spans(ev)
     sel = sel[(sel["rank"] == 1) & (sel["t_ns"] < t1) & (sel["t_ns"] + sel["dur_ns"] > t0)]
     assert view.n_exact + view.n_hidden == len(sel) and view.n_exact > 0   # each drawn, or wholly under those drawn
@@ -104,7 +105,8 @@ def test_nsight_gpu_rows_get_a_lane_per_stream_after_the_runtime_lanes():
     comp = comm.assign(thread="gpu:7", name="volta_sgemm_128x64_nn", t_ns=comm["t_ns"] - 5_000_000,
                        dur_ns=1_000_000, depth=0)
     events = pd.concat([run.events, gpu, comp], ignore_index=True)
-    view = TimelineIndex(events).window(ranks=[1], expand=[1], px=100_000, max_bars=100_000)
+    # pixels of a few µs: each span is drawn exactly
+    view = TimelineIndex(events).window(ranks=[1], expand=[1], px=1_000_000, max_bars=1_000_000)
     assert view.lanes[-1] == "r1 stream 7" and view.lanes[0] == "r1 framework"
     gpu_nccl = view.bars["GPU NCCL"]
     assert set(gpu_nccl["y"]) == {"r1 stream 7"} and len(gpu_nccl["base"]) == int((comm["rank"] == 1).sum())

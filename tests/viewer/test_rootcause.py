@@ -97,6 +97,17 @@ def test_untraced_lateness_is_unexplained(runs):
     assert "no system counter differs" in c["message"]
 
 
+def test_untraced_time_that_grew_more_than_a_phase_is_the_cause(tmp_path):
+    """Rank 3 sleeps 30 ms where no phase covers it, and its backward is 10 ms longer too (as on a loaded
+    host): the backward explains a quarter of the lateness, but the untraced time grew more."""
+    run = Run.load(write_run(tmp_path / "run", gap_ms={3: 30}, slow={3: {"backward": 10}}, noise=0.05, seed=9),
+                   cache=False)
+    c = _cause(run, 3)
+    assert 0.25 * c["lateness_ns"] < c["backward_excess_ns"] < c["other_excess_ns"]
+    assert c["cause"] == "unexplained" and c["explained_by"] == ""
+    assert "nor grew as much as its untraced time" in c["message"] and "hvd.timeline.region" in c["message"]
+
+
 def test_critical_path_runs_through_the_late_rank(runs):
     run = Run.load(runs["slow-data"], cache=False)
     cp = run.critical_path()

@@ -64,12 +64,11 @@ def test_a_long_cycle_delays_negotiation(scenario):
     assert _mean(m, Settings(cycle_time_ms=200.0)) > _mean(m, Settings())
 
 
-@pytest.mark.parametrize("scenario", ("straggler", "tiny-tensors"))
-def test_a_longer_cycle_fuses_more(scenario):
-    """On the coordinator's path (these runs predate the response cache) a longer cycle gathers
+def test_a_longer_cycle_fuses_more():
+    """On the coordinator's path (`tiny-tensors` predates the response cache) a longer cycle gathers
     more per response: fewer collectives. (The step time can go either way: later dispatch, less
     engine work.)"""
-    m = sample_model(scenario)
+    m = sample_model("tiny-tensors")
     runs = [sum(len(replay_step(m, Settings(cycle_time_ms=c), st)["runs"]) for st in m.steps)
             for c in (m.cycle_time_ms, m.cycle_time_ms * 10)]
     assert runs[0] > runs[1]
@@ -78,7 +77,7 @@ def test_a_longer_cycle_fuses_more(scenario):
 def test_no_straggler_removes_the_planted_delay():
     m = sample_model("straggler")
     base, fixed = _mean(m, Settings()), _mean(m, Settings(no_straggler=True))
-    assert fixed < 0.8 * base   # the straggler sleeps 60 ms of a ~100 ms step
+    assert fixed < 0.8 * base   # the straggler sleeps 60 ms of a ~127 ms step (the healthy run: 96 ms)
 
 
 def test_ranks_crowd_only_the_cores_they_share():

@@ -165,7 +165,10 @@ def _late_row(bd, events, excesses, r, pct_last, late_ns, floor, has_counters):
     excess = {} if ex is None else ex["excess_ns"].to_dict()
     diffs = counter_differences(events, r)
     order = [p for p, v in sorted(excess.items(), key=lambda kv: -kv[1]) if p != "other_ns" and v >= floor]
-    named = order[:1] if order and excess[order[0]] >= MIN_SHARE * max(late_ns, 0.0) else []
+    # time no phase covers that grew more than any phase did is the cause, not that phase
+    untraced = excess.get("other_ns", 0.0)
+    outgrown = bool(order) and untraced >= floor and untraced > excess[order[0]]
+    named = order[:1] if order and not outgrown and excess[order[0]] >= MIN_SHARE * max(late_ns, 0.0) else []
     named += [p for p in order[1:] if named and excess[p] >= MIN_SHARE_MORE * max(late_ns, 0.0)]
     total = sum(excess[p] for p in named)
     share = 100.0 * total / late_ns if late_ns > 0 else 0.0
@@ -178,8 +181,9 @@ def _late_row(bd, events, excesses, r, pct_last, late_ns, floor, has_counters):
     elif not named:
         cause = "unexplained"
         msg = (f"no phase explains rank {r}'s lateness of {units.duration(late_ns)} per step (none is "
-               f"{units.duration(floor)} and a quarter of it longer than the others' median)")
-        if excess.get("other_ns", 0.0) >= floor:
+               f"{units.duration(floor)} and a quarter of it longer than the others' median"
+               f"{', nor grew as much as its untraced time' if outgrown else ''})")
+        if untraced >= floor:
             msg += (f"; its untraced time is {units.duration(excess['other_ns'])} longer: "
                     + ADVICE["other_ns"].format(r=r))
     else:
