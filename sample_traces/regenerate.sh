@@ -36,7 +36,7 @@ for s in "${SCENARIOS[@]}"; do
     # job down, and once the stall inspector has reported it, the whole job gets SIGKILL, so no rank
     # closes its trace. (`ringscope demo --scenario hang` instead ends by the stall-shutdown error.)
     RINGSCOPE_STALL_CHECK_TIME_SECONDS=1 PYTHONPATH=. setsid "$PY" -m collectives.launcher -np 4 \
-      --timeline "$out/" collectives/torch/demo_train.py --scenario hang --steps "$n" --hang-step 1 &
+      --timeline "$out/" collectives/torch/demo_train.py --scenario hang --steps 6 --hang-step 3 &
     job=$!
     for _ in $(seq 120); do
       grep -qs '"STALL"' "$out/rank-00000.json" && break
