@@ -91,21 +91,20 @@ def fsdp(rank: int, watched: bool) -> tuple[list, list]:
         if any(True for _ in layer.parameters()):
             fully_shard(layer)
     fully_shard(net)
-    opt = torch.optim.SGD(net.parameters(), lr=0.1)
-    if watched:
-        hvd.timeline.watch(net, optimizer=opt)
-    first = tracer.get_recorder().step
-    for x, y in batches(rank):
-        torch.nn.functional.mse_loss(net(x), y).backward()
-        opt.step()
-        opt.zero_grad()
-    return [p.to_local().detach().clone() for p in net.parameters()], [first, tracer.get_recorder().step]
+    first, last = _train_sharded(net, rank, watched)
+    return [p.to_local().detach().clone() for p in net.parameters()], [first, last]
 
 
 def fsdp1(rank: int, watched: bool) -> tuple[list, list]:
     """FSDP1: FullyShardedDataParallel with each Linear a unit (CPU); this rank's flat shards after."""
     net = FullyShardedDataParallel(model(), auto_wrap_policy=ModuleWrapPolicy({torch.nn.Linear}),
                                    device_id=torch.device("cpu"))
+    first, last = _train_sharded(net, rank, watched)
+    return [p.detach().clone() for p in net.parameters()], [first, last]
+
+
+def _train_sharded(net, rank: int, watched: bool) -> tuple[int, int]:
+    """Train ``net`` on this rank's batches, watched or not; the recorder's step before and after."""
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
     if watched:
         hvd.timeline.watch(net, optimizer=opt)
@@ -114,7 +113,7 @@ def fsdp1(rank: int, watched: bool) -> tuple[list, list]:
         torch.nn.functional.mse_loss(net(x), y).backward()
         opt.step()
         opt.zero_grad()
-    return [p.detach().clone() for p in net.parameters()], [first, tracer.get_recorder().step]
+    return first, tracer.get_recorder().step
 
 
 def raw_collectives(rank: int) -> dict:
