@@ -1,8 +1,9 @@
 """The run's columnar store, which is its parse cache: each trace file's tables (local times, as parsed) as
 Parquet, ``rank-NNNNN.<table>.parquet``, with its ``rank-NNNNN.json`` (rank info, metadata, the warnings its
 parse gave); the run's tables as the loader made them (aligned on one time axis, merged), ``run.<table>.parquet``,
-which a hit reads back as they are; and the run's ``run.json`` (the files kept, their shifts, the warnings, the
-run's metadata and its tables' column types). An entry is keyed on every trace's path, size and mtime
+which a hit reads back as they are (the events when first used, see :class:`viewer.schema.StoredTables`); and the
+run's ``run.json`` (the files kept, their shifts, the warnings, the run's metadata, its tables' column types and
+its events' extent). An entry is keyed on every trace's path, size and mtime
 and a digest of the code that makes the tables; it is written to a temporary directory and renamed into
 place whole, so a reader never sees half of one and two processes building it at once both finish."""
 from __future__ import annotations
@@ -16,8 +17,13 @@ import os
 import shutil
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from viewer.io.chrome_json import file_signature
+from viewer.schema import OP_ROWS_FORMATS, OP_ROWS_THREAD, StoredTables, extent
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CACHE_DIRNAME = ".ringscope-cache"  # matches .gitignore
 TABLES = ("events", "tensor_ops", "fused_ops", "readiness", "cycles")   # a file's tables (``ranks``: the run's)
@@ -182,38 +188,55 @@ def write_tables(d: Path, tables: dict) -> dict:
 
 def read_tables(d: Path, columns: dict) -> dict:
     """The run's tables from ``d``, each column of the type :func:`write_tables` noted."""
+    return {t: read_table(d, t, spec) for t, spec in columns.items()}
+
+
+def read_table(d: Path, t: str, spec: dict, filters: list | None = None) -> pd.DataFrame:
+    """The run's table ``t`` from ``d`` (its rows that pass ``filters``, pyarrow's), typed as ``spec`` notes."""
     import pandas as pd
     import pyarrow.parquet as pq
 
-    out = {}
-    for t, spec in columns.items():
-        df = pq.read_table(d / f"run.{t}.parquet").to_pandas(split_blocks=True, self_destruct=True)
-        for c, dtype in spec.items():
-            if isinstance(dtype, dict):
-                cats = pd.Index(dtype["categories"], dtype=dtype["of"])
-                got = df[c].dtype
-                if not (isinstance(got, pd.CategoricalDtype) and got.categories.equals(cats)
-                        and got.categories.dtype == cats.dtype):
-                    df[c] = df[c].astype(pd.CategoricalDtype(cats))
-            elif c == "tensors" and t == "fused_ops":
-                df[c] = [list(x) if x is not None else [] for x in df[c]]
-            elif str(df[c].dtype) != dtype:
-                df[c] = df[c].astype(dtype)
-        out[t] = df
-    return out
+    df = pq.read_table(d / f"run.{t}.parquet", filters=filters).to_pandas(split_blocks=True, self_destruct=True)
+    for c, dtype in spec.items():
+        if isinstance(dtype, dict):
+            cats = pd.Index(dtype["categories"], dtype=dtype["of"])
+            got = df[c].dtype
+            if not (isinstance(got, pd.CategoricalDtype) and got.categories.equals(cats)
+                    and got.categories.dtype == cats.dtype):
+                df[c] = df[c].astype(pd.CategoricalDtype(cats))
+        elif c == "tensors" and t == "fused_ops":
+            df[c] = [list(x) if x is not None else [] for x in df[c]]
+        elif str(df[c].dtype) != dtype:
+            df[c] = df[c].astype(dtype)
+    return df
+
+
+def stored_tables(d: Path, run: dict) -> StoredTables:
+    """The run's tables from entry ``d``, its events not read until used (then whole, or each op's rows left
+    out where the run's formats rebuilt them from its tensor ops)."""
+    import pyarrow.parquet as pq
+
+    columns = run["columns"]
+    pq.read_metadata(d / "run.events.parquet")   # there and whole: else a miss now, not an error when read
+    tables = read_tables(d, {t: spec for t, spec in columns.items() if t != "events"})
+    formats = {str(f) for f in tables["ranks"]["format"].dropna()}
+    cut = [("thread", "!=", OP_ROWS_THREAD)] if formats and formats <= OP_ROWS_FORMATS else None
+    return StoredTables.unread(functools.partial(read_table, d, "events", columns["events"]),
+                               functools.partial(read_table, d, "events", columns["events"], cut),
+                               tuple(run["events_extent"]), meta=run["meta"], **tables)
 
 
 # ---- a run's entry ---------------------------------------------------------------------------------
 
-def load(files: list[Path], manifest: Path | None = None, cache_dir=None) -> tuple[dict, dict] | None:
-    """The stored run of these files (its tables, by name) and the run's info (``meta`` among it); None when
-    stale, absent or unreadable."""
+def load(files: list[Path], manifest: Path | None = None, cache_dir=None) -> tuple[StoredTables, dict] | None:
+    """The stored run of these files (its tables) and the run's info (``meta`` among it); None when stale,
+    absent or unreadable."""
     entry = entry_dir(files, manifest, cache_dir)
     try:
         run = json.loads((entry / RUN_INFO).read_text())
         for w in run["warnings"]:
             _category(w["category"])
-        tables = read_tables(entry, run["columns"])
+        tables = stored_tables(entry, run)
     except Exception:  # a broken or absent entry is just a miss
         return None
     return tables, run
@@ -238,7 +261,7 @@ def commit(tmp: Path, files: list[Path], run: dict, manifest: Path | None = None
     entry = entry_dir(files, manifest, cache_dir)
     try:
         if tables is not None:
-            run = {**run, "columns": write_tables(tmp, tables)}
+            run = {**run, "columns": write_tables(tmp, tables), "events_extent": list(extent(tables["events"]))}
         text = json.dumps(run, default=_not_json)
         if json.loads(text) != run:   # e.g. a tuple in the run's meta
             raise _NotJson("run info")

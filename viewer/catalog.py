@@ -161,7 +161,7 @@ declare("hangs_by_rank", lambda run: hg.hangs_by_rank(run.hangs()), needs=("runt
             RANK, C("tensors", "tensors", "count"), C("first_step", "first step", "count"), C("names", "names"))))
 # per late rank, the phase that explains its lateness (or why none does); per other rank, a phase far off
 declare("root_cause", lambda run: rc.root_causes(run.breakdown_steps(), run.negotiations(), run.late_ranks(),
-                                                 run.events, run.stragglers()),
+                                                 run.tables.events_without_ops, run.stragglers()),
         needs=("negotiation", "steps"), json="rows", table=Table(
             "Why the late ranks are late, and phases far off on the others (excess per step over the others' median)", (
                 RANK, C("pct_last", "% last", "pct"), C("lateness_ns", "lateness", "ns"), C("cause", "cause"),

@@ -14,7 +14,7 @@ STEP_COLUMNS = ["rank", "step", "start_ns", "end_ns", "dur_ns"]
 
 def step_times(tables) -> pd.DataFrame:
     """Per rank and step: its span, from STEP spans, else ProfilerStep#N, else the step's ops."""
-    ev = tables.events
+    ev = tables.events_without_ops
     sel = ((ev["name"] == V.STEP) & (ev["ph"] == "X")).to_numpy(dtype=bool, na_value=False)
     if sel.any():
         x = ev.loc[sel, ["rank", "step", "t_ns", "dur_ns"]]
@@ -85,11 +85,11 @@ def headline(run, peak_busbw_gbps=None) -> dict:
     alpha, beta = _alpha_beta(run)
     busbw, eff = _busbw(run, peak_busbw_gbps)
     fus = run.fusion() if run.why_not("fusion") is None else None
-    ev = run.events
+    rows, first, last = run.tables.events_extent
     out = {
         "step_ms": None if step is None else step / 1e6, "steps": int(st["step"].nunique()), "ranks": run.size,
         "ranks_loaded": int(run.ranks["rank"].nunique()),
-        "duration_ms": float((ev["t_ns"] + ev["dur_ns"]).max() - ev["t_ns"].min()) / 1e6 if len(ev) else 0.0,
+        "duration_ms": float(last - first) / 1e6 if rows else 0.0,
         "exposed_comm_pct": _exposed_pct(run),
         "late_rank": int(late["rank"].iloc[0]) if late is not None and len(late) else None,
         "late_host": str(hosts["host"].iloc[0]) if hosts is not None and len(hosts) else None,

@@ -61,7 +61,7 @@ def load_run(paths, use_cache: bool = True, cache_dir=None, progress=None) -> Ru
             progress(total, total, files[-1])
         _cache.replay(run["warnings"])   # the first load's warnings, in its order
         memory.release()
-        return RunTables(meta=run["meta"], **stored)
+        return stored
     tmp = _cache.building(files, manifest_file, cache_dir)
     with _cache.recording() as caught:
         try:

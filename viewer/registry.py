@@ -87,7 +87,7 @@ def capabilities(tables: RunTables, has_steps: bool) -> frozenset[str]:
         has |= {"ddp", "runtime"}
     if any(f.startswith("horovod") for f in formats):
         has.add("runtime")
-    if "kineto" in formats or "launch_ns" in tables.events.columns:
+    if "kineto" in formats or "launch_ns" in tables.events_without_ops.columns:
         has.add("kineto")
     ops = tables.tensor_ops
     if "runtime" in has and (len(tables.readiness) or (len(ops) and ops["rank"].nunique() >= 2)):

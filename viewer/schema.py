@@ -3,6 +3,7 @@ each rank's clock offset applied (equal ``t_ns`` on two ranks: the same instant)
 except ``step`` (-1 = unknown) and ``response`` (-1 = none)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,11 @@ EVENTS = {
     "value": "float64",      # counters
     "depth": "int32",        # nesting depth on its thread (0 = outermost)
 }
+
+# The formats whose "tensor" thread holds only each tensor op's rows, rebuilt from ``tensor_ops`` by the parser
+# (viewer/ringscope/events.py): a Horovod timeline's holds its activities too.
+OP_ROWS_THREAD = "tensor"
+OP_ROWS_FORMATS = frozenset({"ringscope", "ddp", "fsdp"})
 
 # One row per tensor operation per rank: the lifecycle of one submitted tensor.
 TENSOR_OPS = {
@@ -131,3 +137,63 @@ class RunTables:
     cycles: pd.DataFrame
     ranks: pd.DataFrame
     meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def events_without_ops(self) -> pd.DataFrame:
+        """``events``, where a format rebuilt each tensor op's rows on the "tensor" thread from ``tensor_ops``
+        without those rows (or with: it may keep them). What the analyses that read neither those rows nor
+        every row read: a store hit then reads a quarter of its events."""
+        return self.events
+
+    @property
+    def events_extent(self) -> tuple[int, int, int]:
+        """``(rows, first start, last end)`` of ``events`` (ns; 0, 0, 0 when none)."""
+        return extent(self.events)
+
+
+def extent(events: pd.DataFrame) -> tuple[int, int, int]:
+    """``(rows, first start, last end)`` of ``events`` (ns; 0, 0, 0 when none)."""
+    if not len(events):
+        return 0, 0, 0
+    return len(events), int(events["t_ns"].min()), int((events["t_ns"] + events["dur_ns"]).max())
+
+
+class StoredTables(RunTables):
+    """A run's tables from its store: ``events`` read whole on first use only; until then the analyses that
+    need neither each op's rows nor every row read ``events_without_ops``, and the run's facts its extent."""
+
+    _events: pd.DataFrame | None
+    _read: Callable[[], pd.DataFrame] | None = None
+    _read_without_ops: Callable[[], pd.DataFrame] | None = None
+    _without_ops: pd.DataFrame | None = None
+    _extent: tuple[int, int, int] | None = None
+
+    @classmethod
+    def unread(cls, read_events: Callable[[], pd.DataFrame], without_ops: Callable[[], pd.DataFrame],
+               events_extent: tuple[int, int, int], **tables: Any) -> StoredTables:
+        """The tables, ``events`` not read yet: ``read_events()`` reads it, ``without_ops()`` its part."""
+        out = cls(events=None, **tables)  # type: ignore[arg-type]   # the setter below: not read yet
+        out._read, out._read_without_ops, out._extent = read_events, without_ops, events_extent
+        return out
+
+    @property  # type: ignore[override]
+    def events(self) -> pd.DataFrame:
+        if self._events is None and self._read is not None:
+            self._events, self._without_ops = self._read(), None
+        return self._events
+
+    @events.setter
+    def events(self, value: pd.DataFrame | None) -> None:
+        self._events = value
+
+    @property
+    def events_without_ops(self) -> pd.DataFrame:
+        if self._events is not None or self._read_without_ops is None:
+            return self.events
+        if self._without_ops is None:
+            self._without_ops = self._read_without_ops()
+        return self._without_ops
+
+    @property
+    def events_extent(self) -> tuple[int, int, int]:
+        return self._extent if self._extent is not None else extent(self.events)

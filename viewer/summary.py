@@ -96,15 +96,15 @@ def write_csv(run, out: Path, peak_busbw_gbps=None) -> None:
 def run_facts(run) -> dict:
     """Facts about the run: source files, format, ranks, backend, duration, counts."""
     m = run.meta
-    ev = run.events
+    rows, first, last = run.tables.events_extent
     return {
         "format": m.get("format"), "files": list(m.get("files") or []), "size": run.size,
         "ranks_loaded": list(m.get("ranks_loaded") or []), "backend": m.get("backend"),
         "fusion_threshold": m.get("fusion_threshold"), "cycle_time_ms": m.get("cycle_time_ms"),
         "origin_epoch_ns": m.get("origin_epoch_ns"),
-        "duration_ns": int((ev["t_ns"] + ev["dur_ns"]).max() - ev["t_ns"].min()) if len(ev) else 0,
+        "duration_ns": last - first,
         "steps": int(run.step_times()["step"].nunique()),
-        "events": int(len(ev)), "tensor_ops": int(len(run.tensor_ops)), "fused_ops": int(len(run.fused_ops)),
+        "events": rows, "tensor_ops": int(len(run.tensor_ops)), "fused_ops": int(len(run.fused_ops)),
         "truncated_ranks": list(m.get("truncated_ranks") or []),
         "clock_offsets_ns": dict(zip(run.ranks["rank"], run.ranks["clock_offset_ns"])),
         "events_skipped": sum(s["events"] for s in m.get("skipped") or []),

@@ -120,3 +120,30 @@ def test_a_run_with_no_readable_trace_is_an_error(tmp_path):
         p.write_text(p.read_text().split("\n")[0] + '\n"traceEvents": [\n{"ph": "s", "pid": 1, "ts": 1, "id": 1}\n]}')
     with pytest.raises(TraceError, match="rank-0.json: no trace events"):
         Run.load(tmp_path / "run", cache=False)
+
+
+def test_a_hits_summary_reads_the_events_but_each_ops_rows_and_is_the_same(tmp_path, monkeypatch):
+    """From the store, a ringscope run's summary reads its events without the "tensor" thread's rows (each op's,
+    rebuilt from its tensor ops); ``events`` reads them whole, once."""
+    from viewer.summary import build_summary
+
+    tracegen.write_run(tmp_path / "run", size=3, steps=3)
+    alone = Run.load(tmp_path / "run", cache=False)
+    Run.load(tmp_path / "run", cache_dir=tmp_path / "store")
+    reads, real = [], cache.read_table
+    monkeypatch.setattr(cache, "read_table", lambda d, t, spec, filters=None: reads.append((t, filters)) or real(
+        d, t, spec, filters))
+    hit = Run.load(tmp_path / "run", cache_dir=tmp_path / "store")
+    assert json.dumps(build_summary(hit)) == json.dumps(build_summary(alone))
+    assert [f for t, f in reads if t == "events"] == [[("thread", "!=", "tensor")]]
+    assert 0 < len(hit.tables.events_without_ops) < len(alone.events)
+    pd.testing.assert_frame_equal(hit.events, alone.events)
+    assert hit.tables.events_without_ops is hit.events and len([t for t, _ in reads if t == "events"]) == 2
+
+
+def test_an_entry_whose_events_file_is_gone_is_a_miss_not_an_error_later(tmp_path):
+    paths = tracegen.write_run(tmp_path / "run", size=2, steps=2)
+    Run.load(tmp_path / "run", cache_dir=tmp_path / "store")
+    (entry,) = (tmp_path / "store").iterdir()
+    (entry / "run.events.parquet").unlink()
+    assert cache.load(paths, cache_dir=tmp_path / "store") is None

@@ -29,7 +29,7 @@ def _step_of(times, step_spans):
 
 def step_breakdown(tables):
     """``COLUMNS`` per (rank, step); ``exposed_ns``: in flight while the framework waited to synchronize."""
-    ev = tables.events
+    ev = tables.events_without_ops
     fw = (ev["thread"] == "framework") & (ev["ph"] == "X") & ev["name"].isin([V.STEP, V.SYNCHRONIZE])
     fw = ev.loc[fw.to_numpy(dtype=bool, na_value=False), ["rank", "name", "t_ns", "dur_ns", "step"]]
     steps_x = fw[fw["name"] == V.STEP].sort_values("t_ns")
@@ -112,7 +112,7 @@ def _with_buckets(comm, buckets):
 
 def phase_buckets(tables):
     """Per rank and STEP span, each instant in its first covering phase (else ``other``); NA without phases."""
-    ev = tables.events
+    ev = tables.events_without_ops
     names = [n for n, _ in _LAYERS] + [V.STEP]
     sel = ((ev["ph"] == "X") & ev["name"].isin(names)).to_numpy(dtype=bool, na_value=False)
     x = ev.loc[sel, ["rank", "name", "cat", "t_ns", "dur_ns", "step"]]

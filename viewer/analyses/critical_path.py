@@ -13,7 +13,7 @@ _TOLERANCE_NS = 1_000   # a SYNCHRONIZE ends a little after the collective it wa
 
 def critical_path(tables, bd=None):
     """Per step, the critical path in time order; ``slowest``: the phase furthest over the others'."""
-    ev, fo, ops = tables.events, tables.fused_ops, tables.tensor_ops
+    ev, fo, ops = tables.events_without_ops, tables.fused_ops, tables.tensor_ops
     empty = pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS})
     sel = ((ev["ph"] == "X") & (ev["name"] == V.SYNCHRONIZE) & (ev["step"] >= 0)).to_numpy(dtype=bool, na_value=False)
     sync = ev.loc[sel, ["rank", "step", "t_ns", "dur_ns", "thread", "depth"]].copy()

@@ -37,7 +37,7 @@ def bucket_steps(tables) -> pd.DataFrame:
                                      "start_ns", "end_ns", "ready_ns", "comm_ns", "exposed_ns"])
     count = fo.groupby(["rank", "step"])["bucket"].transform("size")
     fo = fo[count == count.mode().max()]
-    ev = tables.events
+    ev = tables.events_without_ops
     first = ev[ev["name"].isin(["BACKWARD", "SYNCHRONIZE"]) & (ev["ph"] == "X")]
     first = first.sort_values("t_ns").groupby(["rank", "step", "name"])["t_ns"].first().unstack()
     first = first.reindex(columns=["BACKWARD", "SYNCHRONIZE"])

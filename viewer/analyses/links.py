@@ -35,7 +35,7 @@ def link_ops(tables):
     host = hosts_of(tables.ranks)
     if len(set(host.values())) < 2:
         return _empty(OP_COLUMNS)
-    ev = tables.events
+    ev = tables.events_without_ops
     names = ev["name"]
     sub = ev[names.isin(V.HIERARCHICAL_SUBPHASES).to_numpy(dtype=bool, na_value=False)]
     hier = set(zip(sub["rank"].tolist(), sub["response"].tolist()))
@@ -134,7 +134,7 @@ def by_size(ops):
 
 def _cross_spans(tables, ops, host) -> dict[int, list[tuple[int, int]]]:
     """Per rank: its cross-host RING_ALLREDUCE spans and its host's CROSS_HOST_ALLREDUCE spans."""
-    ev = tables.events
+    ev = tables.events_without_ops
     cross = ops[ops["link"] == CROSS]
     flat = set(cross.loc[cross["algorithm"] != "hierarchical", "response"].tolist())
     out: dict[int, list[tuple[int, int]]] = {}
@@ -158,7 +158,7 @@ def cross_link_cost(tables, ops):
     if ops is None or not len(ops) or not (ops["link"] == CROSS).any():
         return _empty(COST_COLUMNS)
     spans = _cross_spans(tables, ops, host)
-    ev = tables.events
+    ev = tables.events_without_ops
     fw = ev[((ev["thread"] == "framework") & (ev["ph"] == "X")
              & ev["name"].isin([V.STEP, V.SYNCHRONIZE])).to_numpy(dtype=bool, na_value=False)]
     rows = []
@@ -168,7 +168,7 @@ def cross_link_cost(tables, ops):
         steps = mine[(mine["name"] == V.STEP) & (mine["step"] >= 0)]
         windows = list(zip(steps["t_ns"], steps["t_ns"] + steps["dur_ns"]))
         if not windows:
-            r_ev = ev[ev["rank"] == rank]
+            r_ev = tables.events[tables.events["rank"] == rank]   # every row of the rank
             windows = [(int(r_ev["t_ns"].min()), int((r_ev["t_ns"] + r_ev["dur_ns"]).max()))]
         syncs = mine[mine["name"] == V.SYNCHRONIZE]
         cross = intervals.merge(cross)
