@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 from viewer import cache as _cache
 
@@ -31,21 +30,15 @@ def parse_ranks(spec: str) -> set[int]:
 def top_late(path, k: int, cache_dir=None) -> tuple[list[int], int]:
     """The ``k`` ranks the run's ``stragglers`` analysis puts first (most wait imposed on the others; only ranks
     that were ever last to be ready), and the reference rank: rank 0, the coordinator, on whose clock the others
-    are aligned, or when it is among them the most punctual other rank (the least median lateness). The run
-    comes from its store (built first when absent) with the tables that analysis reads, its tensor ops and
-    readiness ticks, and not its events."""
+    are aligned, or when it is among them the most punctual other rank (the least median lateness). The run's
+    tables come from its store (built first when absent), as the loader made them; its events are not read
+    whole."""
     from viewer import query
     from viewer.errors import TraceError
-    from viewer.loader import assemble
-    from viewer.ringscope import elastic
     from viewer.run import Run, Unavailable
 
     entry = query.store_of(path, cache_dir)
-    manifest = elastic.read_manifest(path) if elastic.is_elastic(path) else None
-    parsed = [_ops_of(entry, i) for i in json.loads((entry / _cache.RUN_INFO).read_text())["kept"]]
-    if manifest:
-        elastic.continue_occurrences(parsed)
-    run = Run(assemble(parsed, manifest))   # the loader's alignment, of these tables only
+    run = Run(_cache.stored_tables(entry, json.loads((entry / _cache.RUN_INFO).read_text())))
     try:
         strag = run.stragglers()
     except Unavailable as exc:
@@ -55,18 +48,3 @@ def top_late(path, k: int, cache_dir=None) -> tuple[list[int], int]:
         raise TraceError(path, "--top-late: no rank was ever the last to be ready")
     punctual = strag[~strag["rank"].isin(late)].sort_values(["median_lateness_ns", "rank"])["rank"]
     return late, 0 if 0 not in late or not len(punctual) else int(punctual.iloc[0])
-
-
-def _ops_of(entry: Path, i: int) -> dict:
-    """The ``i``-th file's parse from the store with its tensor ops and readiness ticks, the other tables empty."""
-    import pyarrow.parquet as pq
-
-    from viewer import frames
-
-    stem = entry / _cache.rank_stem(i)
-    info = json.loads(stem.with_name(stem.name + ".json").read_text())
-    out = {"rank_info": info["rank_info"], "meta": info["meta"],
-           **{t: frames.empty(t) for t in ("events", "fused_ops", "cycles")}}
-    for t in ("tensor_ops", "readiness"):
-        out[t] = pq.read_table(stem.with_name(f"{stem.name}.{t}.parquet"), use_threads=False).to_pandas()
-    return out
