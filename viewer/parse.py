@@ -46,7 +46,7 @@ def parse_all(files: list[Path], member=None, progress=None, store: Path | None 
     tolerant = member is None and len(files) > 1
     address = parse_dask.scheduler() if member is None else None
     if address:   # on a Dask cluster (docs/CLUSTER.md)
-        kept, parsed, bad = parse_dask.parse_on_cluster(files, address, progress, store, _parse_into)
+        kept, parsed, bad = parse_dask.parse_on_cluster(files, address, progress, store, _parse_into, collect)
     elif workers > 1:
         kept, parsed, bad = _in_workers(files, workers, progress, store)
     else:
@@ -95,29 +95,35 @@ def _in_workers(files, workers, progress, store):
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(["viewer.parse"])
     dest = store if store is not None else Path(tempfile.mkdtemp(prefix="ringscope-parse-"))
-    total, done = sum(f.stat().st_size for f in files), 0
-    kept, parsed, bad = [], [], []
     try:
         with ProcessPoolExecutor(workers, mp_context=ctx, initializer=memory.use_system_allocator) as pool:
             futures = [pool.submit(_parse_into, str(f), str(dest), i) for i, f in enumerate(files)]
-            for i, (f, fut) in enumerate(zip(files, futures)):
-                info, caught, error = fut.result()
-                _cache.replay(caught)
-                if error is not None:
-                    bad.append(error)
-                else:
-                    kept.append(i)
-                    parsed.append(_cache.read_rank(dest, i, info))
-                    if store is None:
-                        for p in dest.glob(f"{_cache.rank_stem(i)}.*"):
-                            p.unlink()
-                memory.release()
-                done += f.stat().st_size
-                if progress:
-                    progress(done, total, f)
+            return collect(files, (fut.result() for fut in futures), dest, store, progress)
     finally:
         if store is None:
             _cache.discard(dest)
+
+
+def collect(files, results, dest: Path, store: Path | None, progress):
+    """(kept indices, parsed tables, bad (path, problem)) from the workers' ``results`` of :func:`_parse_into`,
+    in file order: each file's warnings replayed here, its tables read back from ``dest`` (then deleted there
+    when the run keeps no store)."""
+    total, done = sum(f.stat().st_size for f in files), 0
+    kept, parsed, bad = [], [], []
+    for i, (f, (info, caught, error)) in enumerate(zip(files, results)):
+        _cache.replay(caught)
+        if error is not None:
+            bad.append(error)
+        else:
+            kept.append(i)
+            parsed.append(_cache.read_rank(dest, i, info))
+            if store is None:
+                for p in dest.glob(f"{_cache.rank_stem(i)}.*"):
+                    p.unlink()
+        memory.release()
+        done += f.stat().st_size
+        if progress:
+            progress(done, total, f)
     return kept, parsed, bad
 
 

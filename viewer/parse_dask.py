@@ -10,7 +10,6 @@ import threading
 from pathlib import Path
 
 from viewer import cache as _cache
-from viewer import memory
 from viewer.errors import TraceError
 
 ENV = "RINGSCOPE_SCHEDULER"   # a scheduler's address (tcp://host:8786), or "local": a cluster on this machine
@@ -23,9 +22,10 @@ def scheduler() -> str | None:
     return os.environ.get(ENV, "").strip() or None
 
 
-def parse_on_cluster(files: list[Path], address: str, progress, store: Path | None, parse_into):
+def parse_on_cluster(files: list[Path], address: str, progress, store: Path | None, parse_into, collect):
     """(kept indices, parsed tables, bad (path, problem)) as ``viewer.parse`` gives them, each file parsed on the
-    cluster by ``parse_into(file, dest, i)`` (``viewer.parse``'s worker function: the same tables and Parquet)."""
+    cluster by ``parse_into(file, dest, i)`` (``viewer.parse``'s worker function: the same tables and Parquet), the
+    results gathered by ``collect`` (``viewer.parse.collect``)."""
     try:
         from distributed import Client, LocalCluster
     except ModuleNotFoundError as exc:   # the CLI turns it into its one line; a notebook reads the fix here
@@ -53,7 +53,7 @@ def parse_on_cluster(files: list[Path], address: str, progress, store: Path | No
         n = len(files)
         futures = client.map(_one_at_a_time, [parse_into] * n, [str(f) for f in files], [str(dest)] * n, range(n),
                              cwd=os.getcwd(), pure=False)
-        return _gather(files, futures, dest, store, progress)
+        return _gather(files, futures, dest, store, progress, collect)
     finally:
         client.close()
         if cluster is not None:
@@ -78,35 +78,24 @@ def _one_at_a_time(parse_into, f: str, dest: str, i: int, cwd: str):
                 os.chdir(here)
 
 
-def _gather(files, futures, dest: Path, store: Path | None, progress):
+def _gather(files, futures, dest: Path, store: Path | None, progress, collect):
+    """``collect`` (:func:`viewer.parse.collect`) of the futures' results, a worker's or a path's failure as one
+    line."""
     from distributed import KilledWorker
 
-    total, done = sum(f.stat().st_size for f in files), 0
-    kept, parsed, bad = [], [], []
-    for i, (f, fut) in enumerate(zip(files, futures)):   # in file order, as the store numbers them
-        try:
-            info, caught, error = fut.result()
-            _cache.replay(caught)
-            if error is None:
-                parsed.append(_cache.read_rank(dest, i, info))
-        except OSError as exc:
-            raise TraceError(dest, f"a Dask worker or this machine cannot use it ({exc.strerror or exc}): the traces "
-                             "and the store must be on storage every worker sees at the same path") from None
-        except KilledWorker as exc:   # the parse took its workers down (memory?) on several tries
-            raise TraceError(f, f"the Dask workers that parsed it died ({exc})") from None
-        if error is not None:
-            bad.append(error)
-        else:
-            kept.append(i)
-            if store is None:
-                for p in dest.glob(f"{_cache.rank_stem(i)}.*"):
-                    p.unlink()
-        fut.release()
-        memory.release()
-        done += f.stat().st_size
-        if progress:
-            progress(done, total, f)
-    return kept, parsed, bad
+    def results():
+        for f, fut in zip(files, futures):
+            try:
+                yield fut.result()
+            except KilledWorker as exc:   # the parse took its workers down (memory?) on several tries
+                raise TraceError(f, f"the Dask workers that parsed it died ({exc})") from None
+            fut.release()
+
+    try:
+        return collect(files, results(), dest, store, progress)
+    except OSError as exc:
+        raise TraceError(dest, f"a Dask worker or this machine cannot use it ({exc.strerror or exc}): the traces "
+                         "and the store must be on storage every worker sees at the same path") from None
 
 
 def _same_code(client, address: str) -> None:
