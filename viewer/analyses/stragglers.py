@@ -67,22 +67,22 @@ def rank_stragglers(neg, size: int | None = None):
     steps = neg["step"].where(neg["step"] >= 0, neg["occurrence"])
     n_steps = max(int(steps.nunique()), 1)
     steps_known = bool((neg["step"] >= 0).any())
-    rows = []
     ranks = sorted(set(neg["rank"].tolist()) | set(range(size or 0)))
-    for r in ranks:
-        mine = neg[neg["rank"] == r]
-        last = mine[mine["is_last"]]
-        waits = intervals.length(zip(last["ready_ns"] - last["wait_imposed_ns"], last["ready_ns"]))
-        n = len(mine)
-        rows.append({
-            "rank": int(r), "negotiations": n, "times_last": int(len(last)),
-            "pct_last": 100.0 * len(last) / n if n else 0.0, "wait_imposed_ns": int(waits),
-            "wait_imposed_per_step_ns": waits / n_steps,
-            "median_lateness_ns": float(mine["lateness_ns"].median()) if n else 0.0,
-            "p90_lateness_ns": float(mine["lateness_ns"].quantile(0.9)) if n else 0.0,
-            "steps": n_steps if steps_known else 0,
-        })
-    out = pd.DataFrame(rows, columns=cols)
+    g = neg.groupby("rank")   # one pass over the rows, not one per rank
+    n = g.size().reindex(ranks, fill_value=0)
+    lateness = g["lateness_ns"]
+    last = neg[neg["is_last"]]
+    code = pd.Index(ranks).get_indexer(last["rank"])
+    waits = intervals.union_lengths(code, last["ready_ns"] - last["wait_imposed_ns"], last["ready_ns"], len(ranks))
+    times_last = np.bincount(code, minlength=len(ranks))
+    out = pd.DataFrame({
+        "rank": np.asarray(ranks, dtype="int64"), "negotiations": n.to_numpy(), "times_last": times_last,
+        "pct_last": np.where(n > 0, 100.0 * times_last / n.clip(lower=1), 0.0), "wait_imposed_ns": waits,
+        "wait_imposed_per_step_ns": waits / n_steps,
+        "median_lateness_ns": lateness.median().astype("float64").reindex(ranks, fill_value=0.0).to_numpy(),
+        "p90_lateness_ns": lateness.quantile(0.9).astype("float64").reindex(ranks, fill_value=0.0).to_numpy(),
+        "steps": n_steps if steps_known else 0,
+    }, columns=cols)
     return out.sort_values(["wait_imposed_ns", "times_last"], ascending=False, ignore_index=True)
 
 
