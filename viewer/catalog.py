@@ -8,8 +8,8 @@ from viewer import headline as H
 from viewer import vocab
 from viewer.analyses import breakdown as B
 from viewer.analyses import communication as comm
+from viewer.analyses import cores, ddp
 from viewer.analyses import critical_path as cp
-from viewer.analyses import ddp
 from viewer.analyses import fusion as fus
 from viewer.analyses import hangs as hg
 from viewer.analyses import links as lk
@@ -55,8 +55,21 @@ declare("tensor_waits", lambda run: st.tensor_waits(st.per_tensor(run.negotiatio
         table=Table("Per-tensor wait (first to last rank ready)", (
             C("tensor", "tensor"), C("negotiations", "negotiations", "count"), C("mean_wait_ns", "mean wait", "ns"),
             C("max_wait_ns", "longest wait", "ns"), C("usual_last_rank", "usually last", "count"))))
-# the ranks flagged late: last far more often than chance, and costing the others more than noise
-declare("late_ranks", lambda run: st.late_ranks(run.stragglers(), run.size, run.step_ns), needs=("negotiation",))
+# the ranks last far more often than chance, and costing the others more than noise
+declare("late_candidates", lambda run: st.late_ranks(run.stragglers(), run.size, run.step_ns), needs=("negotiation",))
+# per rank on CPUs shared by more ranks than CPUs: its group of ranks, their CPUs, ranks per CPU (empty: unknown)
+declare("core_sharing", lambda run: cores.sharing(run.ranks))
+
+
+@analysis(needs=("negotiation",))
+def late_ranks(run):
+    """The ranks flagged late: the candidates but those whose lateness core sharing explains (``root_cause``)."""
+    late = run.late_candidates()
+    if not len(late) or not len(run.core_sharing()) or run.why_not("root_cause"):
+        return late
+    causes = run.root_cause()
+    shared = causes.loc[causes["cause"] == "core_sharing", "rank"]
+    return late[~late["rank"].isin(shared)].reset_index(drop=True)
 
 
 @analysis(needs=("negotiation", "hosts"), json="rows")
@@ -160,8 +173,9 @@ declare("hangs_by_rank", lambda run: hg.hangs_by_rank(run.hangs()), needs=("runt
         table=Table("Never completed, by missing rank", (
             RANK, C("tensors", "tensors", "count"), C("first_step", "first step", "count"), C("names", "names"))))
 # per late rank, the phase that explains its lateness (or why none does); per other rank, a phase far off
-declare("root_cause", lambda run: rc.root_causes(run.breakdown_steps(), run.negotiations(), run.late_ranks(),
-                                                 run.tables.events_without_ops, run.stragglers()),
+declare("root_cause", lambda run: rc.root_causes(run.breakdown_steps(), run.negotiations(), run.late_candidates(),
+                                                 run.tables.events_without_ops, run.stragglers(),
+                                                 run.core_sharing()),
         needs=("negotiation", "steps"), json="rows", table=Table(
             "Why the late ranks are late, and phases far off on the others (excess per step over the others' median)", (
                 RANK, C("pct_last", "% last", "pct"), C("lateness_ns", "lateness", "ns"), C("cause", "cause"),

@@ -35,7 +35,8 @@ class _Op:
 def write_run(out: Path, size: int = 4, steps: int = 12, slow: dict | None = None, phases: bool = True,
               noise: float = 0.05, seed: int = 0, counters: dict | None = None, comm_ms: float = 2.0,
               gap_ms: dict | None = None, hosts: list[str] | None = None,
-              cross_frac: float | None = None, checkpoint_ms: dict | None = None) -> Path:
+              cross_frac: float | None = None, checkpoint_ms: dict | None = None,
+              cpu_sets: dict | None = None) -> Path:
     """Write ``size`` rank traces into ``out`` and return it.
 
     ``slow``: ``{rank: {phase: extra_ms}}`` (phase one of BASE's keys); ``phases``: False writes no
@@ -46,7 +47,8 @@ def write_run(out: Path, size: int = 4, steps: int = 12, slow: dict | None = Non
     runs hierarchically (docs/MULTIHOST.md): every rank's CROSS_HOST_ALLREDUCE of its shard (the
     buffer over its host's ranks) takes that fraction of it, between INTRA_HOST_REDUCE and
     INTRA_HOST_BROADCAST. ``checkpoint_ms``: ``{rank: ms}`` of a CHECKPOINT phase at each step's end,
-    after the optimizer step (hvd.timeline.checkpoint around a save).
+    after the optimizer step (hvd.timeline.checkpoint around a save). ``cpu_sets``: ``{rank: [cpu ids]}``
+    each rank's CPUs (run meta ``cpus`` and ``cpu_set``, as the tracer writes its affinity); none by default.
     """
     out.mkdir(parents=True, exist_ok=True)
     rnd = random.Random(seed)
@@ -54,7 +56,8 @@ def write_run(out: Path, size: int = 4, steps: int = 12, slow: dict | None = Non
     settings = TimelineSettings(spec=str(out) + "/", flush_interval_s=60.0)
     recs = [TimelineRecorder({"rank": r, "size": size, "backend": "ring", "fusion_threshold": 1 << 20,
                               "format_version": V.FORMAT_VERSION, **_layout(hosts, r),
-                              "hierarchical_allreduce": cross_frac is not None},
+                              "hierarchical_allreduce": cross_frac is not None,
+                              **({"cpus": len(cpu_sets[r]), "cpu_set": list(cpu_sets[r])} if cpu_sets else {})},
                              settings, out / f"rank-{r:05d}.json")
             for r in range(size)]
     t = [time.perf_counter_ns() + MS] * size   # every rank's step starts together

@@ -55,7 +55,10 @@ def test_ddp_straggler_found_in_ddps_words():
     f = run.findings().set_index("kind")
     msg = f.loc["straggler", "message"]
     assert f"rank {run.size - 1} was the last to have its bucket ready" in msg and "untraced time" in msg
-    assert set(f.index) <= {"straggler", "reduction_exposed", "bucket_cap_small"}, set(f.index)
+    assert set(f.index) <= {"straggler", "reduction_exposed", "bucket_cap_small", "core_sharing"}, set(f.index)
+    # the ranks are bound two to a core: said once, at info, and no phase of ranks 0-2 blamed on them
+    assert f.loc["core_sharing", "title"] == "ranks 0 and 1 share CPU 0; ranks 2 and 3 share CPU 1"
+    assert f.loc["core_sharing", "severity"] == "info"
 
 
 def test_tiny_tensors_starve_fusion():

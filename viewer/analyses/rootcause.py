@@ -9,6 +9,7 @@ import pandas as pd
 from tracer import vocab as V
 from viewer import units
 from viewer import vocab as VOCAB
+from viewer.analyses import cores
 
 MIN_EFFECT_NS = 1_000_000    # an excess under 1 ms per step is noise on a loaded host
 MIN_EFFECT_OF_STEP = 0.03    # ... and so is one under 3 % of the step
@@ -134,14 +135,19 @@ def counters_text(diffs) -> str:
     return ", ".join(f"{c['counter']} {c['rank_value']:.3g} vs {c['others_value']:.3g}" for c in diffs or []) or "–"
 
 
-def root_causes(bd, neg, late, events, strag=None):
-    """``COLUMNS`` per late rank, and per other rank with a phase far off: the phases that explain it."""
+def root_causes(bd, neg, late, events, strag=None, shared=None):
+    """``COLUMNS`` per late rank, and per other rank with a phase far off: the phases that explain it.
+
+    ``shared`` (:func:`viewer.analyses.cores.sharing`): ranks on CPUs shared by more ranks than CPUs, whose
+    phases may run up to ``stretch`` times the others' from that alone; a late rank or a phase that core sharing
+    explains is a ``core_sharing`` row (not late), not blamed on the rank."""
     median_step = float(bd.loc[bd["step"] >= 0, "step_ns"].median()) if len(bd) else 0.0
     median_step = median_step if median_step == median_step else 0.0
     floor = max(MIN_EFFECT_NS, MIN_EFFECT_OF_STEP * median_step)
     has_counters = bool(events["name"].isin(list(COUNTER_FLOOR)).any())
     lateness = submit_lateness(neg)
     excesses = phase_excesses(bd) if len(bd) else {}
+    stretch = {} if shared is None or not len(shared) else dict(zip(shared["rank"].astype(int), shared["stretch"]))
     rows = []
     flagged = set()
     for _, lr in (late.iterrows() if late is not None else ()):
@@ -149,14 +155,46 @@ def root_causes(bd, neg, late, events, strag=None):
         flagged.add(r)
         mine = lateness[lateness["rank"] == r]["lateness_ns"]
         late_ns = float(mine.median()) if len(mine) else float(lr["median_lateness_ns"])
-        rows.append(_late_row(bd, events, excesses, r, float(lr["pct_last"]), late_ns, floor, has_counters))
+        row = _late_row(bd, events, excesses, r, float(lr["pct_last"]), late_ns, floor, has_counters)
+        if r in stretch and row["phases_known"] and row["steps_compared"]:
+            row = _shared_late_row(excesses[r], row, stretch[r], floor, shared) or row
+        rows.append(row)
     pct = {} if strag is None or not len(strag) else dict(zip(strag["rank"].astype(int), strag["pct_last"]))
     known = bd.loc[(bd["step"] >= 0) & bd["phases_known"], "rank"].unique().tolist() if len(bd) else []
     for r in sorted(set(int(k) for k in known) - flagged):
-        row = _imbalance_row(events, excesses, r, float(pct.get(r, 0.0)), median_step, floor)
+        row = _imbalance_row(events, excesses, r, float(pct.get(r, 0.0)), median_step, floor, stretch.get(r), shared)
         if row is not None:
             rows.append(row)
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def beyond_sharing(ex, stretch: float | None):
+    """Each phase's excess beyond what sharing CPUs explains: such a rank's phase may take up to ``stretch``
+    times the others' median (:func:`viewer.analyses.cores.sharing`)."""
+    return ex["excess_ns"] - (stretch - 1.0) * ex["others_ns"].clip(lower=0.0) if stretch else ex["excess_ns"]
+
+
+def _sharing_note(r, stretch, shared) -> str:
+    return (f"no more than core sharing explains ({cores.describe(shared, r)}: a phase can take up to {stretch:.3g}x "
+            "as long as on another rank)")
+
+
+def _shared_late_row(rank_ex, row, stretch, floor, shared):
+    """A ``core_sharing`` row for a late rank none of whose phases is longer than core sharing explains, by
+    ``floor`` in all (else None)."""
+    ex, n = rank_ex
+    if float(beyond_sharing(ex, stretch).clip(lower=0.0).sum()) >= floor:
+        return None
+    r = row["rank"]
+    longer = [p for p in ex.sort_values("excess_ns", ascending=False).index if ex.loc[p, "excess_ns"] >= floor]
+    excess = ex["excess_ns"].to_dict()
+    what = (f"its {_parts(longer, excess)} longer per step than the others' median" if longer
+            else "none of its phases is longer than the others' median by more than noise")
+    msg = f"rank {r} was last in {row['pct_last']:.0f} % of negotiations and {what}, "
+    msg += _sharing_note(r, stretch, shared)
+    total = sum(excess[p] for p in longer)
+    return {**row, "late": False, "cause": "core_sharing", "explained_by": ", ".join(PHASES[p] for p in longer),
+            "excess_ns": float(total), "share_pct": 0.0, "message": msg}
 
 
 def _late_row(bd, events, excesses, r, pct_last, late_ns, floor, has_counters):
@@ -199,20 +237,30 @@ def _late_row(bd, events, excesses, r, pct_last, late_ns, floor, has_counters):
                 msg)
 
 
-def _imbalance_row(events, excesses, r, pct_last, median_step, floor):
-    """A row for a rank not flagged late whose phase is far off, else None."""
+def _imbalance_row(events, excesses, r, pct_last, median_step, floor, stretch=None, shared=None):
+    """A row for a rank not flagged late whose phase is far off, else None (``core_sharing`` when every such
+    phase is within what its ``stretch`` from sharing CPUs explains)."""
     ex, n = excesses.get(r) or no_excess()
     if not n:
         return None
-    far = ex[(ex.index != "other_ns") & (ex["excess_ns"] >= max(floor, IMBALANCE_OF_STEP * median_step))
-             & (ex["excess_ns"] >= IMBALANCE_RELATIVE * ex["others_ns"]) & (ex["steps_longer"] >= IMBALANCE_STEPS)]
+
+    def far_off(excess):
+        return ((ex.index != "other_ns") & (excess >= max(floor, IMBALANCE_OF_STEP * median_step))
+                & (excess >= IMBALANCE_RELATIVE * ex["others_ns"]) & (ex["steps_longer"] >= IMBALANCE_STEPS))
+
+    far = ex[far_off(ex["excess_ns"])]
     if not len(far):
         return None
-    named = far.sort_values("excess_ns", ascending=False).index.tolist()
+    own = ex[far_off(beyond_sharing(ex, stretch))]
+    named = (own if len(own) else far).sort_values("excess_ns", ascending=False).index.tolist()
     excess = ex["excess_ns"].to_dict()
     total = sum(excess[p] for p in named)
     share = 100.0 * total / median_step if median_step else 0.0
     longer = int(round(float(ex.loc[named[0], "steps_longer"]) * n))
+    if not len(own):
+        msg = (f"rank {r}'s {_parts(named, excess)} longer per step than the others' median (in {longer} of {n} "
+               f"steps, {share:.0f} % of the step), {_sharing_note(r, stretch, shared)}")
+        return _row(r, False, pct_last, 0.0, n, True, "core_sharing", named, total, share, excess, [], msg)
     diffs = counter_differences(events, r)
     msg = (f"rank {r}'s {_parts(named, excess)} longer per step than the others' median (in {longer} of {n} steps, "
            f"{share:.0f} % of the step), though it was last in only {pct_last:.0f} % of negotiations (noise "

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from viewer import units
-from viewer.analyses import hangs
+from viewer.analyses import cores, hangs
 from viewer.findings.rule import at_worst_step, finding, optional, rule
 
 
@@ -95,7 +95,8 @@ def imbalance(run, peak=None):
     """A rank not flagged late whose phase is far longer than the others' (not on a late host)."""
     causes = run.root_cause()
     skip = _ranks_of(optional(run, "late_hosts"))
-    others = causes[~causes["late"].astype(bool) & ~causes["rank"].astype(int).isin(skip)]
+    others = causes[~causes["late"].astype(bool) & ~causes["rank"].astype(int).isin(skip)
+                    & (causes["cause"] != "core_sharing")]
     out = []
     for _, r in others.iterrows():
         rank = int(r["rank"])
@@ -105,6 +106,41 @@ def imbalance(run, peak=None):
                            "step than the others'", r["message"], ranks=[rank], metric="excess_ns",
                            value=r["excess_ns"], unit="ns"))
     return out
+
+
+@rule()
+def core_sharing(run, peak=None):
+    """Ranks on CPUs shared by more ranks than CPUs, once (info), with the lateness and phases that explains."""
+    shared = run.core_sharing()
+    if not len(shared):
+        return []
+    causes = optional(run, "root_cause")
+    explained = causes[causes["cause"] == "core_sharing"] if causes is not None else shared.iloc[:0]
+    candidates = set(run.late_candidates()["rank"].astype(int)) if run.why_not("late_candidates") is None else set()
+    late, longer, within = [], [], []
+    for _, c in explained.iterrows():
+        r = int(c["rank"])
+        what = f"{c['explained_by']} {units.duration(c['excess_ns'])} longer per step" if c["explained_by"] else ""
+        if r in candidates:
+            late.append(r)
+            within.append(f"rank {r} last in {c['pct_last']:.0f} % of negotiations" + (f", its {what}" if what else ""))
+        else:
+            longer.append(r)
+            within.append(f"rank {r}'s {what}")
+    where, stretch = cores.describe(shared), float(shared["stretch"].max())
+    explains = " and ".join(([f"the lateness of {_ranks(late)}"] if late else [])
+                            + ([f"the longer phases of {_ranks(longer)}"] if longer else []))
+    title = where + (f", which explains {explains}" if explains else "")
+    msg = (f"{where}: with more ranks than CPUs a rank's phases can take up to {stretch:.3g}x as long as another's "
+           "from core sharing alone, which the straggler and phase rules allow for"
+           + (f"; within that: {'; '.join(within)}" if within else "")
+           + ": to compare the ranks' own work, give each rank CPUs of its own (no more ranks than cores, bound apart)")
+    return [finding("core_sharing", "info", 5, title, msg, ranks=shared["rank"])]
+
+
+def _ranks(ranks) -> str:
+    """"rank 3", "ranks 0 and 1", "ranks 0, 1 and 2"."""
+    return f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks[:-1])) + f" and {ranks[-1]}"
 
 
 @rule("runtime")
