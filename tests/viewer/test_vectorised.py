@@ -9,7 +9,7 @@ import pytest
 
 from tests.viewer.conftest import SAMPLES
 from viewer import Run, frames
-from viewer.analyses import intervals
+from viewer.analyses import intervals, stragglers
 
 
 def _sample(scenario):
@@ -29,6 +29,24 @@ def test_union_lengths_matches_the_interval_walk():
         got = intervals.union_lengths(g, s, e, groups)
         want = [intervals.length([(a, b) for k, a, b in zip(g, s, e) if k == grp]) for grp in range(groups)]
         assert got.tolist() == want
+
+
+def test_rank_stragglers_match_each_ranks_own_rows():
+    """One groupby gives each rank what its own negotiation rows give; a rank with none gets zeros."""
+    run = Run.load(_sample("straggler"), cache=False)
+    neg = run.negotiations()
+    got = stragglers.rank_stragglers(neg, size=run.size + 1).set_index("rank")
+    assert sorted(got.index) == list(range(run.size + 1))
+    for r in range(run.size + 1):
+        mine = neg[neg["rank"] == r]
+        last = mine[mine["is_last"]]
+        row = got.loc[r]
+        assert (row["negotiations"], row["times_last"]) == (len(mine), len(last))
+        assert row["wait_imposed_ns"] == intervals.length(zip(last["ready_ns"] - last["wait_imposed_ns"],
+                                                              last["ready_ns"]))
+        assert row["median_lateness_ns"] == (float(mine["lateness_ns"].median()) if len(mine) else 0.0)
+        assert row["p90_lateness_ns"] == (float(mine["lateness_ns"].quantile(0.9)) if len(mine) else 0.0)
+    assert got.loc[run.size, "negotiations"] == 0 and got["times_last"].sum() == neg["is_last"].sum()
 
 
 @pytest.mark.parametrize("scenario", ["straggler", "hang"])
