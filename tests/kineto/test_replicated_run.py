@@ -11,10 +11,13 @@ SOURCE = ROOT.parent / "shared" / "kineto_traces" / "pair_128rank_job"
 PER_RANK = ("kineto_temporal", "kineto_overlap", "kineto_launch_stats", "kineto_streams", "kineto_steps")
 
 
-def test_eight_copies_of_two_real_ranks_answer_as_their_sources(tmp_path):
+def test_eight_copies_of_two_real_ranks_answer_as_their_sources(tmp_path, monkeypatch):
     if not SOURCE.exists():
         pytest.skip(f"real Kineto traces not present at {SOURCE} (../shared is absent)")
+    from viewer.kineto import per_rank
     from viewer.run import Run
+
+    monkeypatch.setattr(per_rank, "BATCH_EVENTS", 12_000)   # the analyses take 2 ranks at a time
 
     got = tracegen.build(SOURCE, tmp_path / "run", 8, 0)
     assert got["files"] == 8 and got["source_ranks"] == 2

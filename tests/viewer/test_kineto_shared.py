@@ -64,14 +64,15 @@ def test_exact_times_differ_from_hta_rounding_only_by_short_kernels():
     assert abs(exact["idle_pct"] - hta["idle_pct"]) < 1.0
 
 
-def test_the_analyses_answer_rank_by_rank_as_the_whole_run_does():
+def test_the_analyses_answer_rank_by_rank_as_the_whole_run_does(monkeypatch):
     """The per-rank analyses, run one rank at a time, give what the run's whole tables give (two ranks)."""
     import pandas as pd
 
     from viewer import summary
-    from viewer.kineto import gpu_time, launches
+    from viewer.kineto import gpu_time, launches, per_rank
     from viewer.kineto.kernels import gpu_work
 
+    monkeypatch.setattr(per_rank, "BATCH_EVENTS", 1)   # each rank alone
     run = _run("pair_128rank_job")
     summary.build_summary(run, steps=True)
     work, last = gpu_work(run.tables), gpu_work(run.tables, include_last_step=True)
