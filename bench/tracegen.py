@@ -174,13 +174,12 @@ def _kineto_sources(src_dir: Path) -> dict[int, Path]:
 
 
 def _is_kineto(src_dir: Path) -> bool:
-    """``src_dir`` holds Kineto traces (no ringscope head line, a ``distributedInfo`` or ``traceEvents``)."""
+    """``src_dir`` holds Kineto traces (its first rank's file has no ringscope head line)."""
     files = _kineto_sources(src_dir)
     if not files:
         return False
     with (gzip.open if str(files[min(files)]).endswith(".gz") else open)(files[min(files)], "rb") as f:
-        head = f.read(4096)
-    return not head.startswith(HEAD_PREFIX) and (b"distributedInfo" in head or b"traceEvents" in head)
+        return not f.read(len(HEAD_PREFIX)).startswith(HEAD_PREFIX)
 
 
 def _build_kineto(src_dir: Path, out_dir: Path, ranks: int) -> dict:
