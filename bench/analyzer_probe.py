@@ -4,9 +4,12 @@
     python bench/analyzer_probe.py summarize-nocache RUN_DIR
     python bench/analyzer_probe.py merge RUN_DIR OUT.json
     python bench/analyzer_probe.py read RUN_DIR      (each rank's trace into columns, no tables)
+    python bench/analyzer_probe.py baseline          (summarize a one-event Kineto trace: ``after_mb``, the
+                                                       RSS with every import a Kineto summary needs)
 
 Imports (viewer, pandas, pyarrow, orjson) are loaded first and timed apart, so the figures are the
-command's own work; peak memory is the whole process's ``ru_maxrss`` (imports included), with the
+command's own work; peak memory is the whole process's ``VmHWM`` (imports included; unlike ``ru_maxrss`` it
+starts afresh at exec, so the driver's size when it started the probe does not leak in), with the
 RSS after imports reported as the baseline. Prints one ``BENCH_JSON`` line.
 """
 from __future__ import annotations
@@ -33,6 +36,14 @@ def _cpu() -> float:
 def _rss_mb() -> float:
     with open(f"/proc/{os.getpid()}/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def _status_mb(key: str) -> float:
+    """A /proc/self/status size (kB there) in MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024 / 1e6
+    return 0.0
 
 
 def main() -> int:
@@ -66,6 +77,20 @@ def main() -> int:
                     read(f)
                 return 0
         argv = [args[0]]
+    elif what == "baseline":
+        import tempfile
+
+        from viewer.cli import summarize as cli
+
+        class mod:  # noqa: N801
+            @staticmethod
+            def main(argv):
+                with tempfile.TemporaryDirectory() as d:
+                    p = Path(d) / "rank0.pt.trace.json"
+                    p.write_text('{"schemaVersion": 1, "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", '
+                                 '"pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0, "args": {}}]}')
+                    return cli.main([str(p), "--json", "--no-cache"])
+        argv = []
     elif what == "merge":
         from viewer.cli import merge as mod
         argv = [args[0], "-o", args[1]]
@@ -79,9 +104,9 @@ def main() -> int:
         rc = mod.main(argv)
     wall = time.perf_counter() - t1
     cpu = _cpu() - c0
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3   # KiB on Linux
+    peak_mb = _status_mb("VmHWM")
     emit({"rc": rc, "wall_s": wall, "cpu_s": cpu, "import_s": import_s, "baseline_mb": base_mb,
-          "peak_mb": peak_mb * 1.024, "stdout_bytes": len(out.getvalue())})
+          "peak_mb": peak_mb, "after_mb": _rss_mb(), "stdout_bytes": len(out.getvalue())})
     return 0
 
 

@@ -5,6 +5,11 @@ under a temporary directory. Each command runs in a fresh interpreter (``bench/a
 ``summarize --json --no-cache`` (parse only), ``summarize --json`` into a fresh store (parse, write the
 store), then again from the store. Figures are absolute, on this machine: wall, CPU (the parse workers'
 included) and the main process's peak RSS. The planted straggler must be the first finding.
+
+Kineto (issue 43: peak RSS <= 2x one rank's trace): ``../shared/kineto_traces/single_rank`` (a real
+torch.profiler trace) replicated to 64 ranks, the same three summaries, and one rank alone; each peak is also
+read above the baseline (``analyzer_probe.py baseline``: the RSS with every import a Kineto summary needs),
+against one rank's trace file (uncompressed, as written).
 """
 from __future__ import annotations
 
@@ -18,6 +23,8 @@ from bench.launch import BenchError, run_py_json
 
 ROOT = Path(__file__).resolve().parents[1]
 EVENTS = 20_000
+KINETO = ROOT.parent / "shared" / "kineto_traces" / "single_rank"
+KINETO_RANKS = 64
 
 
 def run(quick: bool) -> dict:
@@ -48,8 +55,46 @@ def run(quick: bool) -> dict:
             notes.append(f"{n} ranks: {exc}")
         finally:
             shutil.rmtree(work, ignore_errors=True)
+    _kineto(rows, metrics, notes, raw)
     return {"rows": rows, "metrics": metrics, "notes": notes, "raw": raw,
-            "columns": ["ranks", "trace_MB", "summarize", "wall_s", "cpu_s", "peak_MB"]}
+            "columns": ["ranks", "trace_MB", "summarize", "wall_s", "cpu_s", "peak_MB", "above_base_x_rank"]}
+
+
+def _kineto(rows: list, metrics: dict, notes: list, raw: dict) -> None:
+    """64 copies of a real Kineto rank: each summary's peak, and above the baseline against one rank's trace."""
+    if not KINETO.exists():
+        notes.append(f"{KINETO} is absent: the 64-rank Kineto run not measured")
+        return
+    work = Path(tempfile.mkdtemp(prefix="ringscope-bench-scale-kineto-"))
+    try:
+        gen = tracegen.build(KINETO, work / "run", KINETO_RANKS, 0)
+        (work / "one").mkdir()
+        (work / "one" / "rank-00000.json").symlink_to(work / "run" / "rank-00000.json")
+        rank_mb = (work / "run" / "rank-00000.json").stat().st_size / 1e6
+        base = run_py_json("analyzer_probe.py", ["baseline"], timeout=300)["after_mb"]
+        raw["kineto"] = {"input": gen, "baseline_mb": base, "rank_MB": rank_mb}
+        worst = 0.0
+        for n, mode, args in ((1, "--no-cache", ["summarize-nocache", work / "one"]),
+                              (KINETO_RANKS, "--no-cache", ["summarize-nocache", work / "run"]),
+                              (KINETO_RANKS, "first (writes the store)", ["summarize", work / "run", work / "store"]),
+                              (KINETO_RANKS, "from the store", ["summarize", work / "run", work / "store"])):
+            r = run_py_json("analyzer_probe.py", args, timeout=3600)
+            raw["kineto"][f"{n} {mode}"] = r
+            above = (r["peak_mb"] - base) / rank_mb
+            rows.append({"ranks": f"{n} Kineto", "trace_MB": round(rank_mb * n), "summarize": mode,
+                         "wall_s": r["wall_s"], "cpu_s": r["cpu_s"], "peak_MB": r["peak_mb"],
+                         "above_base_x_rank": above})
+            if n > 1:
+                worst = max(worst, above)
+            if r["rc"] != 0:
+                notes.append(f"{n} Kineto ranks, summarize {mode}: exit {r['rc']}")
+        metrics["scale.kineto64_peak_above_base_vs_rank_trace"] = {
+            "value": worst, "detail": f"{KINETO_RANKS} x single_rank ({rank_mb:.1f} MB a rank), the worst of the "
+                                      f"three summaries, peak minus {base:.0f} MB of imports (target 2x)"}
+    except (BenchError, ValueError, OSError) as exc:
+        notes.append(f"{KINETO_RANKS} Kineto ranks: {exc}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _first_finding(run_dir: Path, store: Path) -> str:

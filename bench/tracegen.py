@@ -14,6 +14,12 @@ negotiation. ``ranks_per_host`` names each rank's host (``node0000``...): with a
 (``sample_traces/two-hosts-slow-link``, whose cross-host link ran at 200 Mbit/s) the slow link shows
 in the ring's collectives. Fast at scale: each distinct body (a source rank, planted or not) is
 serialized once, and each output rank's copy only gets its pid written in.
+
+A directory of torch.profiler (Kineto) traces instead (``rank-N...json[.gz]``, ``distributedInfo`` in the
+header) is replicated whole, one copy per output rank, round-robin over the real ranks (``events_per_rank``
+and the plants do not apply): what names the rank is rewritten (``distributedInfo``'s rank, world size and
+process groups, the CPU process's pid, the file name); times, kernels and streams stay the source's, so every
+copy of a source has its per-rank answers.
 """
 from __future__ import annotations
 
@@ -31,6 +37,7 @@ except ImportError:  # pragma: no cover
 
 HEAD_PREFIX = b'{"otherData": {"ringscope": '
 RANK_FILE = re.compile(r"rank-(\d+)\.json(\.gz)?$")
+KINETO_FILE = re.compile(r"rank-(\d+)\.[\w.]*json(\.gz)?$")
 _PID = 987_654_321   # a pid no source uses: each output rank's pid is written in its place
 _PID_BYTES = b'"pid":%d' % _PID
 
@@ -104,6 +111,8 @@ def _body(unit: list[dict], copies: int, span: float, max_step: int, max_resp: i
 def build(src_dir: Path, out_dir: Path, ranks: int, events_per_rank: int, *, straggler: int | None = None,
           delay_ms: float = 30.0, ranks_per_host: int | None = None) -> dict:
     """Write the replicated run; return ``{"files", "bytes", "events_per_rank", "copies", ...}``."""
+    if _is_kineto(Path(src_dir)):
+        return _build_kineto(Path(src_dir), Path(out_dir), ranks)
     src = {int(m.group(1)): read_trace(p) for p in sorted(Path(src_dir).iterdir())
            if (m := RANK_FILE.search(p.name))}
     if not src:
@@ -158,3 +167,46 @@ def build(src_dir: Path, out_dir: Path, ranks: int, events_per_rank: int, *, str
     return {"files": ranks, "bytes": total, "events_per_rank": min(written, default=0),
             "copies": max(c for _, _, c in bodies.values()), "source_ranks": len(real),
             "straggler": straggler, "ranks_per_host": ranks_per_host}
+
+
+def _kineto_sources(src_dir: Path) -> dict[int, Path]:
+    return {int(m.group(1)): p for p in sorted(src_dir.iterdir()) if (m := KINETO_FILE.search(p.name))}
+
+
+def _is_kineto(src_dir: Path) -> bool:
+    """``src_dir`` holds Kineto traces (its first rank's file has no ringscope head line)."""
+    files = _kineto_sources(src_dir)
+    if not files:
+        return False
+    with (gzip.open if str(files[min(files)]).endswith(".gz") else open)(files[min(files)], "rb") as f:
+        return not f.read(len(HEAD_PREFIX)).startswith(HEAD_PREFIX)
+
+
+def _build_kineto(src_dir: Path, out_dir: Path, ranks: int) -> dict:
+    """One copy of a real Kineto rank per output rank (``rank-0000R.json``), its rank names rewritten."""
+    files = _kineto_sources(src_dir)
+    real = sorted(files)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    total, events = 0, {}
+    for s in real:
+        doc = _loads(gzip.decompress(files[s].read_bytes()) if files[s].name.endswith(".gz")
+                     else files[s].read_bytes())
+        ev = doc.pop("traceEvents")
+        cpu = [e["pid"] for e in ev if e.get("ph") == "M" and e.get("name") == "process_labels"
+               and (e.get("args") or {}).get("labels") == "CPU" and isinstance(e.get("pid"), int)]
+        body = b",\n".join(_dumps(dict(e, pid=_PID) if cpu and e.get("pid") == cpu[0] else e) for e in ev)
+        events[s] = len(ev)
+        for r in [r for r in range(ranks) if real[r % len(real)] == s]:
+            info = dict(doc.get("distributedInfo") or {}, rank=r, world_size=ranks)
+            if isinstance(info.get("pg_config"), list):
+                info["pg_config"] = [dict(g, pg_size=ranks, ranks=list(range(ranks))) if g.get("pg_name") == "0"
+                                     else g for g in info["pg_config"]]
+            head = _dumps(dict(doc, distributedInfo=info))
+            path = out_dir / f"rank-{r:05d}.json"
+            with open(path, "wb") as f:
+                f.write(head[:-1] + b',"traceEvents":[\n')
+                f.write(body.replace(_PID_BYTES, b'"pid":%d' % (cpu[0] + r)) if cpu else body)
+                f.write(b"\n]}\n")
+            total += path.stat().st_size
+    return {"files": ranks, "bytes": total, "events_per_rank": min(events.values(), default=0), "copies": 1,
+            "source_ranks": len(real), "straggler": None, "ranks_per_host": None}

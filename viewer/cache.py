@@ -220,9 +220,10 @@ def stored_tables(d: Path, run: dict) -> StoredTables:
     pq.read_metadata(d / "run.events.parquet")   # there and whole: else a miss now, not an error when read
     tables = read_tables(d, {t: spec for t, spec in columns.items() if t != "events"})
     formats = {str(f) for f in tables["ranks"]["format"].dropna()}
-    cut = [("thread", "!=", OP_ROWS_THREAD)] if formats and formats <= OP_ROWS_FORMATS else None
-    return StoredTables.unread(functools.partial(read_table, d, "events", columns["events"]),
-                               functools.partial(read_table, d, "events", columns["events"], cut),
+    # no op rows to leave out (a Kineto run's): the part is the whole, read once when first used
+    part = (functools.partial(read_table, d, "events", columns["events"], [("thread", "!=", OP_ROWS_THREAD)])
+            if formats and formats <= OP_ROWS_FORMATS else None)
+    return StoredTables.unread(functools.partial(read_table, d, "events", columns["events"]), part,
                                tuple(run["events_extent"]), meta=run["meta"], **tables)
 
 

@@ -169,9 +169,10 @@ class StoredTables(RunTables):
     _extent: tuple[int, int, int] | None = None
 
     @classmethod
-    def unread(cls, read_events: Callable[[], pd.DataFrame], without_ops: Callable[[], pd.DataFrame],
+    def unread(cls, read_events: Callable[[], pd.DataFrame], without_ops: Callable[[], pd.DataFrame] | None,
                events_extent: tuple[int, int, int], **tables: Any) -> StoredTables:
-        """The tables, ``events`` not read yet: ``read_events()`` reads it, ``without_ops()`` its part."""
+        """The tables, ``events`` not read yet: ``read_events()`` reads it, ``without_ops()`` its part (None:
+        the part is the whole)."""
         out = cls(events=None, **tables)  # type: ignore[arg-type]   # the setter below: not read yet
         out._read, out._read_without_ops, out._extent = read_events, without_ops, events_extent
         return out

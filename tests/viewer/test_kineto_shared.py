@@ -64,19 +64,26 @@ def test_exact_times_differ_from_hta_rounding_only_by_short_kernels():
     assert abs(exact["idle_pct"] - hta["idle_pct"]) < 1.0
 
 
-def test_the_analyses_share_one_gpu_work_and_leave_it_as_built():
-    """The Kineto analyses read one GPU work table a run (and one with the last step): none changes it."""
+def test_the_analyses_answer_rank_by_rank_as_the_whole_run_does(monkeypatch):
+    """The per-rank analyses, run one rank at a time, give what the run's whole tables give (two ranks)."""
     import pandas as pd
 
     from viewer import summary
+    from viewer.kineto import gpu_time, launches, per_rank
     from viewer.kineto.kernels import gpu_work
 
-    run = _run("nccl_2rank")
+    monkeypatch.setattr(per_rank, "BATCH_EVENTS", 1)   # each rank alone
+    run = _run("pair_128rank_job")
     summary.build_summary(run, steps=True)
-    for last in (False, True):
-        shared = run.shared(("kineto.gpu_work", last), lambda: None)   # built by the analyses, not now
-        assert shared is not None
-        pd.testing.assert_frame_equal(shared, gpu_work(run.tables, include_last_step=last))
+    work, last = gpu_work(run.tables), gpu_work(run.tables, include_last_step=True)
+    kl = launches.kernel_launches(run.tables, work)
+    whole = {"kineto_temporal": gpu_time.temporal_breakdown(work), "kineto_overlap": gpu_time.comm_comp_overlap(work),
+             "kineto_streams": gpu_time.stream_table(work), "kineto_steps": gpu_time.step_breakdown(run.tables, last),
+             "kineto_kernel_launches": kl, "kineto_launch_stats": launches.launch_stats(kl)}
+    for name, expected in whole.items():
+        got = run.get(name)
+        assert got["rank"].nunique() == 2, name
+        pd.testing.assert_frame_equal(got, expected, obj=name)
 
 
 def test_nccl_2rank_collectives_steps_and_streams():

@@ -141,6 +141,25 @@ def test_a_hits_summary_reads_the_events_but_each_ops_rows_and_is_the_same(tmp_p
     assert hit.tables.events_without_ops is hit.events and len([t for t, _ in reads if t == "events"]) == 2
 
 
+def test_a_kineto_hits_summary_reads_its_events_once(tmp_path, monkeypatch):
+    """A Kineto run has no op rows to leave out: its events are read from the store once, whole (not the part,
+    then the whole again beside it)."""
+    from viewer.summary import build_summary
+
+    src = ROOT.parent / "shared" / "kineto_traces" / "pair_128rank_job"
+    if not src.exists():
+        pytest.skip(f"real Kineto traces not present at {src} (../shared is absent)")
+    alone = Run.load(src, cache=False)
+    Run.load(src, cache_dir=tmp_path / "store")
+    reads, real = [], cache.read_table
+    monkeypatch.setattr(cache, "read_table", lambda d, t, spec, filters=None: reads.append((t, filters)) or real(
+        d, t, spec, filters))
+    hit = Run.load(src, cache_dir=tmp_path / "store")
+    assert json.dumps(build_summary(hit)) == json.dumps(build_summary(alone))
+    assert [f for t, f in reads if t == "events"] == [None]
+    assert hit.tables.events_without_ops is hit.events
+
+
 def test_an_entry_whose_events_file_is_gone_is_a_miss_not_an_error_later(tmp_path):
     paths = tracegen.write_run(tmp_path / "run", size=2, steps=2)
     Run.load(tmp_path / "run", cache_dir=tmp_path / "store")

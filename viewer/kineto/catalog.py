@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 from viewer.analyses import stragglers
-from viewer.kineto import collectives, gpu_time, kernels, launches
+from viewer.kineto import collectives, per_rank
 from viewer.registry import Column as C
 from viewer.registry import Table, analysis
 
 RANK = C("rank", "rank", "count")
 
 
-def _work(run, include_last_step: bool = False):
-    """The GPU work the analyses count (:func:`viewer.kineto.kernels.gpu_work`), built once per run."""
-    return run.shared(("kineto.gpu_work", include_last_step),
-                      lambda: kernels.gpu_work(run.tables, include_last_step=include_last_step))
+def _per_rank(run, name: str):
+    """One of the answers computed rank by rank (:mod:`viewer.kineto.per_rank`), all in one pass a run."""
+    return run.shared("kineto.per_rank", lambda: per_rank.answers(run.tables))[name]
 
 
 @analysis(needs=("kineto",), json="rows", key="kineto.temporal_breakdown", table=Table(
@@ -23,7 +22,7 @@ def _work(run, include_last_step: bool = False):
         C("communication_ns", "communication", "ns"))))
 def kineto_temporal(run):
     """Per rank: GPU time in compute, non-compute and idle (HTA's temporal breakdown)."""
-    return gpu_time.temporal_breakdown(_work(run))
+    return _per_rank(run, "temporal")
 
 
 @analysis(needs=("kineto",), json="rows", key="kineto.overlap", table=Table(
@@ -32,7 +31,7 @@ def kineto_temporal(run):
         C("exposed_ns", "exposed", "ns"), C("overlap_pct", "overlap", "pct"))))
 def kineto_overlap(run):
     """Per rank: the share of NCCL kernel time during which a compute kernel also ran."""
-    return gpu_time.comm_comp_overlap(_work(run))
+    return _per_rank(run, "overlap")
 
 
 @analysis(needs=("kineto",))
@@ -57,13 +56,13 @@ def kineto_collectives_summary(run):
     C("gpu_idle_ns", "GPU idle", "ns"), C("collectives", "collectives", "count"))))
 def kineto_steps(run):
     """Per rank and ProfilerStep: GPU busy, compute, communication, exposed communication, idle."""
-    return gpu_time.step_breakdown(run.tables, _work(run, include_last_step=True))
+    return _per_rank(run, "steps")
 
 
 @analysis(needs=("kineto",), json="rows", key="kineto.streams")
 def kineto_streams(run):
     """Per rank and GPU stream: its kernels and how busy it was."""
-    return gpu_time.stream_table(_work(run))
+    return _per_rank(run, "streams")
 
 
 @analysis(needs=("kineto",))
@@ -92,7 +91,7 @@ def kineto_rank_stragglers(run):
 @analysis(needs=("kineto",))
 def kineto_kernel_launches(run):
     """One row per kernel, memcpy and memset: its launch call, launch delay and the GPU idle time before it."""
-    return launches.kernel_launches(run.tables, _work(run))
+    return _per_rank(run, "kernel_launches")
 
 
 @analysis(needs=("kineto",), json="rows", key="kineto.launch_stats", table=Table(
@@ -104,4 +103,4 @@ def kineto_kernel_launches(run):
         C("host_wait_ns", "waiting for the host", "ns"), C("step_start_idle_ns", "at step start", "ns"))))
 def kineto_launch_stats(run):
     """Per rank: medians of launch call, work and launch delay; short and launch-bound shares; where the GPU idled."""
-    return launches.launch_stats(run.kineto_kernel_launches())
+    return _per_rank(run, "launch_stats")

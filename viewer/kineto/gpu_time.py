@@ -1,5 +1,5 @@
 """Where a Kineto run's GPU time went, per rank, stream and step (HTA's definitions, docs/KINETO.md), from its
-GPU work (``viewer.kineto.kernels.gpu_work``: the analyses share one)."""
+GPU work (``viewer.kineto.kernels.gpu_work``; ``viewer.kineto.per_rank`` runs them a batch of ranks at a time)."""
 from __future__ import annotations
 
 import pandas as pd

@@ -36,7 +36,7 @@ def gpu_work(tables, include_last_step: bool = False, hta_rounding: bool = True)
     events = tables.events
     g = events[events["cat"].isin(WORK_CATS)]
     out = pd.DataFrame({"rank": g["rank"].to_numpy(), "thread": g["thread"].to_numpy(),
-                        "name": g["name"].to_numpy(), "t_ns": g["t_ns"].to_numpy(),
+                        "name": g["name"].array, "t_ns": g["t_ns"].to_numpy(),
                         "end_ns": (g["t_ns"] + g["dur_ns"]).to_numpy(), "step": g["step"].to_numpy()})
     out["launch_ns"] = g["launch_ns"].to_numpy(dtype="float64", na_value=np.nan)   # a Kineto run's events have it
     spans = step_spans(events).groupby("rank")
