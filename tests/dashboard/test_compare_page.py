@@ -41,6 +41,9 @@ def test_compare_head_is_the_diff(tmp_path):
     fall = _find(root, "cmp-waterfall").figure.data[0]
     assert list(fall.x)[0] == "A's step" and list(fall.x)[-1] == "B's step"
     assert abs(fall.y[0] + sum(fall.y[1:-1]) - fall.y[-1]) < 1e-6   # the phases carry A's step to B's
+    ends = [b + v for b, v in zip(fall.base, fall.y)]
+    assert fall.base[0] == fall.base[-1] == 0 and abs(ends[-2] - fall.y[-1]) < 1e-6
+    assert all(abs(fall.base[i + 1] - ends[i]) < 1e-9 for i in range(len(fall.y) - 2))   # each from where the last left
     assert _find(root, "cmp-movers") is not None
     for held, side, cid in ((a, d["a"], "cmp-link-a"), (b, d["b"], "cmp-link-b")):
         view = parse(_find(root, cid).href)

@@ -42,11 +42,11 @@ def step_time_figure(st, late=None, outliers=()) -> go.Figure:
         if len(d) > per_rank:
             d = d.iloc[:: -(-len(d) // per_rank)]
         is_late = late is not None and int(rank) == late
-        fig.add_trace(go.Scattergl(x=d["step"], y=d["dur_ns"] / 1e6, mode="lines+markers",
-                                   name=f"rank {int(rank)}" + (" (late)" if is_late else ""),
-                                   line={"width": 4 if is_late else 1.5}, marker={"size": 8 if is_late else 4,
-                                                                                  "symbol": "diamond" if is_late
-                                                                                  else "circle"}))
+        fig.add_trace(go.Scatter(x=d["step"], y=d["dur_ns"] / 1e6, mode="lines+markers",
+                                 name=f"rank {int(rank)}" + (" (late)" if is_late else ""),
+                                 line={"width": 4 if is_late else 1.5}, marker={"size": 8 if is_late else 4,
+                                                                                "symbol": "diamond" if is_late
+                                                                                else "circle"}))
     return _styled(fig, "Step time per rank", 280, yaxis={"title": "ms"},
                    xaxis={"title": "step", "tickformat": "d", "dtick": max(1, -(-st["step"].nunique() // 12))})
 
@@ -202,7 +202,7 @@ def busbw_figure(bw, fits, peak_gbps=None, peak_given: bool = False) -> go.Figur
     for i, ((backend, op), d) in enumerate(bw.groupby(["backend", "op"])):
         name, colour = f"{backend} {op}", COLOURS[i % len(COLOURS)]
         pts = d.sample(MAX_OPS_SHOWN, random_state=0) if len(d) > MAX_OPS_SHOWN else d
-        fig.add_trace(go.Scattergl(
+        fig.add_trace(go.Scatter(
             x=pts["bytes"], y=pts["busbw_gbps"], mode="markers", name=f"{name} ops",
             marker={"color": colour, "size": 5, "opacity": 0.35}, hoverinfo="text",
             text=[f"{name}: {units.size(b)} · {units.rate(r)}" for b, r in zip(pts["bytes"], pts["busbw_gbps"])]))
