@@ -9,7 +9,7 @@ from pathlib import Path
 
 from plotly.offline import get_plotlyjs_version
 
-from viewer.dashboard.app import PLOTLY_JS, make_app
+from viewer.dashboard.app import PLOTLY_JS, bundle_version, make_app
 
 DASHBOARD = Path(PLOTLY_JS).parents[1]
 DCC_URL = "/_dash-component-suites/plotly/package_data/plotly.min.js"   # dash-renderer's window._dashPlotlyJSURL
@@ -20,11 +20,27 @@ def _version(head: str) -> str | None:
     return found[1] if found else None
 
 
-def test_bundle_is_the_plotly_js_plotly_py_writes_for():
-    version = _version(PLOTLY_JS.read_text()[:300])
-    assert version == get_plotlyjs_version(), (
-        f"{PLOTLY_JS.name} is v{version}, plotly.py writes for {get_plotlyjs_version()}: replace it with "
-        "plotly.js-cartesian-dist-min of that version (npm)")
+def _served(tmp_path) -> str:
+    js = make_app(root=tmp_path).server.test_client().get(DCC_URL)
+    assert js.status_code == 200
+    return js.get_data(as_text=True)[:300]
+
+
+def test_graphs_get_the_bundle_plotly_py_writes_for(tmp_path):
+    """The cartesian bundle where it is the plotly.js of the installed plotly.py; else Dash's own (full) one."""
+    assert bundle_version() == _version(PLOTLY_JS.read_text()[:300]) is not None
+    head = _served(tmp_path)
+    if bundle_version() == get_plotlyjs_version():
+        assert _version(head) == get_plotlyjs_version()
+    else:   # plotly.py upgraded past the bundle: replace it with plotly.js-cartesian-dist-min of its version (npm)
+        assert _version(head) is None and get_plotlyjs_version() in head
+
+
+def test_another_plotly_keeps_dashs_own_bundle(tmp_path, monkeypatch):
+    import plotly.offline
+
+    monkeypatch.setattr(plotly.offline, "get_plotlyjs_version", lambda: "0.0.1")
+    assert _version(_served(tmp_path)) is None
 
 
 def test_bundle_has_every_trace_type_the_figures_use():
@@ -35,7 +51,3 @@ def test_bundle_has_every_trace_type_the_figures_use():
     assert used <= registered, f"trace types not in {PLOTLY_JS.name}: {sorted(used - registered)}"
 
 
-def test_graphs_get_the_bundle(tmp_path):
-    js = make_app(root=tmp_path).server.test_client().get(DCC_URL)
-    assert js.status_code == 200 and js.mimetype == "text/javascript"
-    assert _version(js.get_data(as_text=True)[:300]) == get_plotlyjs_version()

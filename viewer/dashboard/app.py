@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -59,11 +60,23 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def bundle_version() -> str | None:
+    """The plotly.js version of the cartesian bundle (its banner's)."""
+    with open(PLOTLY_JS, encoding="utf-8") as f:
+        found = re.search(r"plotly\.js \(cartesian - minified\) v(\S+)", f.read(300))
+    return found[1] if found else None
+
+
 def serve_plotly_js(app) -> None:
     """dcc.Graph loads plotly.js when a graph first shows, from the URL where Dash serves its full bundle (4.8 MB);
     the cartesian bundle has every trace type the pages draw, in a third of the bytes and of the evaluation that
     holds the first graph back (the Overview's heatmap at 1,024 ranks; issue 43): it is served there instead, still
-    loaded only once a graph shows, after the first view's cards."""
+    loaded only once a graph shows, after the first view's cards. Only where it is the plotly.js this plotly.py
+    writes figures for: with another plotly.py, Dash's own full bundle stays."""
+    from plotly.offline import get_plotlyjs_version
+
+    if bundle_version() != get_plotlyjs_version():   # another plotly.py writes for another plotly.js: its own
+        return
     url = app.get_relative_path("/_dash-component-suites/plotly/package_data/plotly.min.js")
 
     @app.server.before_request
