@@ -14,21 +14,24 @@ def waits_behind_lower(tensor_ops, fused_ops):
     empty = pd.DataFrame({c: [] for c in COLUMNS})
     if not len(tensor_ops) or not len(fused_ops):
         return empty
-    ops = tensor_ops[tensor_ops["priority"].notna() & tensor_ops["start_ns"].notna()]
-    fused = fused_ops[fused_ops["priority"].notna()]
+    # only the columns read: a row filter of the whole tables copied every column of the biggest ones
+    ops = tensor_ops.loc[tensor_ops["priority"].notna() & tensor_ops["start_ns"].notna(), [
+        "rank", "tensor", "step", "occurrence", "process_set", "priority", "response", "submit_ns", "start_ns"]]
+    fused = fused_ops.loc[fused_ops["priority"].notna(), ["rank", "response", "start_ns", "end_ns", "priority"]]
     if not len(ops) or not len(fused) or int(ops["priority"].max()) <= int(fused["priority"].min()):
         return empty
     keys = ["tensor", "occurrence", "process_set"]
-    ready = tensor_ops.sort_values("submit_ns").groupby(keys, sort=False).agg(
+    ready = tensor_ops[[*keys, "submit_ns", "rank"]].sort_values("submit_ns").groupby(keys, sort=False).agg(
         ready_ns=("submit_ns", "max"), last_rank=("rank", "last")).reset_index()
     ops = ops[ops["priority"] > int(fused["priority"].min())].merge(ready, on=keys, how="left")
-    decided = tensor_ops[tensor_ops["negotiated_ns"].notna()].groupby(["rank", "response"])[
-        "negotiated_ns"].min().rename("decided_ns").reset_index()
+    negotiated = tensor_ops.loc[tensor_ops["negotiated_ns"].notna(), ["rank", "response", "negotiated_ns"]]
+    decided = negotiated.groupby(["rank", "response"])["negotiated_ns"].min().rename("decided_ns").reset_index()
     fused = fused.merge(decided, on=["rank", "response"], how="left")
     fused["decided_ns"] = fused["decided_ns"].fillna(fused["start_ns"])
     rows = []
+    by_rank = dict(tuple(fused.groupby("rank", sort=False)))   # one pass, not a scan of every response per rank
     for rank, mine in ops.groupby("rank", sort=False):
-        theirs = fused[fused["rank"] == rank].sort_values("start_ns")
+        theirs = by_rank.get(rank, fused.iloc[:0]).sort_values("start_ns")
         f_start = theirs["start_ns"].to_numpy(np.int64)
         f_end = theirs["end_ns"].to_numpy(np.int64)
         f_prio = theirs["priority"].to_numpy(np.int64)
