@@ -9,7 +9,7 @@ import pytest
 
 from tests.viewer.conftest import SAMPLES
 from viewer import Run, frames
-from viewer.analyses import intervals, stragglers
+from viewer.analyses import breakdown, intervals, stragglers
 
 
 def _sample(scenario):
@@ -47,6 +47,18 @@ def test_rank_stragglers_match_each_ranks_own_rows():
         assert row["median_lateness_ns"] == (float(mine["lateness_ns"].median()) if len(mine) else 0.0)
         assert row["p90_lateness_ns"] == (float(mine["lateness_ns"].quantile(0.9)) if len(mine) else 0.0)
     assert got.loc[run.size, "negotiations"] == 0 and got["times_last"].sum() == neg["is_last"].sum()
+
+
+@pytest.mark.parametrize("scenario", ["straggler", "hang"])
+def test_breakdown_in_batches_of_ranks_is_the_whole_runs(scenario, monkeypatch):
+    """A rank at a time, two, or all at once: the same table (every figure is per rank and step)."""
+    run = Run.load(_sample(scenario), cache=False)
+    whole = breakdown.step_breakdown(run.tables)
+    n_ops = len(run.tensor_ops)
+    for limit in (1, n_ops // 2):
+        monkeypatch.setattr(breakdown, "BATCH_OPS", limit)
+        pd.testing.assert_frame_equal(breakdown.step_breakdown(run.tables), whole)
+    assert len(whole) and whole["comm_ns"].gt(0).any() and whole["framework_wait_ns"].gt(0).any()
 
 
 @pytest.mark.parametrize("scenario", ["straggler", "hang"])

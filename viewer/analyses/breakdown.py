@@ -15,6 +15,7 @@ _LAYERS = [(p.span, p.bucket) for p in sorted(VOCAB.PHASES, key=lambda p: p.prec
 COLUMNS = ["rank", "step", "step_ns", "framework_wait_ns", "negotiation_ns", "queue_ns", "memcpy_ns", "comm_ns",
            "in_flight_ns", "exposed_ns", "overlapped_ns", "exposed_pct", *BUCKETS, "phases_known"]
 _COMM_COLUMNS = COLUMNS[:12]
+BATCH_OPS = 1 << 18   # tensor ops a batch of ranks holds at once (one rank with more: alone)
 
 
 def _step_of(times, step_spans):
@@ -46,6 +47,36 @@ def step_breakdown(tables):
     buckets = phase_buckets(tables)
     if not len(ops):
         return _with_buckets(pd.DataFrame(columns=_COMM_COLUMNS), buckets)
+    # a batch of whole ranks at a time (every figure is per rank and step): the per-op intermediates of a
+    # 1,024-rank run's ~10M ops never all at once
+    ops = ops[["rank", "step", "submit_ns", "negotiated_ns", "start_ns", "done_ns"]]
+    fo = tables.fused_ops[["rank", "step", "memcpy_in_ns", "memcpy_out_ns", "comm_ns"]]
+    sy = pd.DataFrame({"rank": sy_rank, "step": sy_step, "t_ns": syncs["t_ns"].to_numpy(),
+                       "dur_ns": syncs["dur_ns"].to_numpy()})
+    parts = [_comm(*(t.iloc[rows] for t, rows in zip((ops, fo, sy, steps_x), batch)))
+             for batch in _rank_batches([t["rank"].to_numpy() for t in (ops, fo, sy, steps_x)], BATCH_OPS)]
+    out = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+    return _with_buckets(out, buckets)
+
+
+def _rank_batches(ranks, limit: int):
+    """Row positions of each table by rank (``ranks``: each table's rank column; the first one's rows counted),
+    in batches of whole consecutive ranks of about ``limit`` rows of the first table."""
+    orders = [np.argsort(r, kind="stable") for r in ranks]
+    sorted_ranks = [r[o] for r, o in zip(ranks, orders)]
+    first = sorted_ranks[0]
+    bounds = np.r_[np.flatnonzero(np.r_[True, first[1:] != first[:-1]]), len(first)]   # each rank's rows start
+    i = 0
+    while i < len(bounds) - 1:
+        j = max(i + 1, int(np.searchsorted(bounds, bounds[i] + limit, side="right")) - 1)
+        r_lo, r_hi = first[bounds[i]], first[bounds[j] - 1]
+        yield [o[np.searchsorted(sr, r_lo, side="left"):np.searchsorted(sr, r_hi, side="right")]
+               for o, sr in zip(orders, sorted_ranks)]
+        i = j
+
+
+def _comm(ops, fo, sy, steps_x):
+    """The communication columns of ``COLUMNS`` per (rank, step) of ``ops`` (whole ranks' rows of each table)."""
     sub = ops["submit_ns"]
     neg = ops["negotiated_ns"].fillna(ops["done_ns"]).fillna(sub).astype("int64").to_numpy()
     start = ops["start_ns"].fillna(pd.Series(neg, index=ops.index)).astype("int64").to_numpy()
@@ -64,10 +95,10 @@ def step_breakdown(tables):
         np.add.at(out, g[ok], np.asarray(values, dtype="int64")[ok])
         return out
 
-    sy_g = of(sy_rank, sy_step)
+    sy_g = of(sy["rank"].to_numpy(), sy["step"].to_numpy())
     sy_ok = sy_g >= 0
-    sy_s = syncs["t_ns"].to_numpy()[sy_ok]
-    sy_e = sy_s + syncs["dur_ns"].to_numpy()[sy_ok]
+    sy_s = sy["t_ns"].to_numpy()[sy_ok]
+    sy_e = sy_s + sy["dur_ns"].to_numpy()[sy_ok]
     sy_g = sy_g[sy_ok]
     wait = intervals.union_lengths(sy_g, sy_s, sy_e, n)
     flight = intervals.union_lengths(gid, sub, done, n)
@@ -78,7 +109,6 @@ def step_breakdown(tables):
     by_key = pd.DataFrame({"sub": sub, "done": done}).groupby(gid)
     span = (by_key["done"].max() - by_key["sub"].min()).to_numpy()   # first submit -> last done
     step_ns = np.where(np.isin(np.arange(n), st_g), per_key(st_g, steps_x["dur_ns"].to_numpy()), span)
-    fo = tables.fused_ops
     fo_g = of(fo["rank"].to_numpy(), fo["step"].to_numpy())
     out = pd.DataFrame({
         "rank": keys.get_level_values(0), "step": keys.get_level_values(1), "step_ns": step_ns,
@@ -90,7 +120,7 @@ def step_breakdown(tables):
         "overlapped_ns": flight - exposed})
     pos = out["step_ns"] > 0
     out["exposed_pct"] = np.where(pos, 100.0 * out["exposed_ns"] / out["step_ns"].where(pos, 1), 0.0)
-    return _with_buckets(out, buckets)
+    return out
 
 
 def _with_buckets(comm, buckets):
