@@ -6,7 +6,7 @@ import pandas as pd
 
 from tracer import vocab as V
 from viewer import vocab as VOCAB
-from viewer.analyses import intervals
+from viewer.analyses import batches, intervals
 
 # the step's time, each instant in exactly one bucket (by the phases' precedence, then other)
 BUCKETS = VOCAB.BUCKETS
@@ -54,25 +54,9 @@ def step_breakdown(tables):
     sy = pd.DataFrame({"rank": sy_rank, "step": sy_step, "t_ns": syncs["t_ns"].to_numpy(),
                        "dur_ns": syncs["dur_ns"].to_numpy()})
     parts = [_comm(*(t.iloc[rows] for t, rows in zip((ops, fo, sy, steps_x), batch)))
-             for batch in _rank_batches([t["rank"].to_numpy() for t in (ops, fo, sy, steps_x)], BATCH_OPS)]
+             for batch in batches.rank_batches([t["rank"].to_numpy() for t in (ops, fo, sy, steps_x)], BATCH_OPS)]
     out = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
     return _with_buckets(out, buckets)
-
-
-def _rank_batches(ranks, limit: int):
-    """Row positions of each table by rank (``ranks``: each table's rank column; the first one's rows counted),
-    in batches of whole consecutive ranks of about ``limit`` rows of the first table."""
-    orders = [np.argsort(r, kind="stable") for r in ranks]
-    sorted_ranks = [r[o] for r, o in zip(ranks, orders)]
-    first = sorted_ranks[0]
-    bounds = np.r_[np.flatnonzero(np.r_[True, first[1:] != first[:-1]]), len(first)]   # each rank's rows start
-    i = 0
-    while i < len(bounds) - 1:
-        j = max(i + 1, int(np.searchsorted(bounds, bounds[i] + limit, side="right")) - 1)
-        r_lo, r_hi = first[bounds[i]], first[bounds[j] - 1]
-        yield [o[np.searchsorted(sr, r_lo, side="left"):np.searchsorted(sr, r_hi, side="right")]
-               for o, sr in zip(orders, sorted_ranks)]
-        i = j
 
 
 def _comm(ops, fo, sy, steps_x):

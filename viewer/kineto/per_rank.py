@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from viewer.analyses import batches
 from viewer.kineto import gpu_time, kernels, launches
 from viewer.schema import RunTables
 
@@ -18,31 +19,16 @@ BATCH_EVENTS = 1 << 18
 
 def rank_tables(tables):
     """The ranks' tables, a batch of ranks at a time in rank order: their own ``events`` (the :data:`COLUMNS` the
-    answers read) and ``fused_ops``, rows in the run's order; the run's ``ranks`` and ``meta`` (a rank's clock
-    phase reads them). A run that fits one batch: its tables as they are."""
+    answers read) and ``fused_ops``, each rank's rows in the run's order; the run's ``ranks`` and ``meta`` (a
+    rank's clock phase reads them). A run that fits one batch: its tables as they are."""
     ev_rank, fo_rank = tables.events["rank"].to_numpy(), tables.fused_ops["rank"].to_numpy()
-    ranks, counts = np.unique(ev_rank, return_counts=True)
-    if len(ranks) <= 1 or len(ev_rank) <= BATCH_EVENTS:
+    if len(ev_rank) <= BATCH_EVENTS or len(np.unique(ev_rank)) <= 1:
         yield tables
         return
-    for batch in _batches(ranks, counts):
-        rows = np.flatnonzero(np.isin(ev_rank, batch))
-        ev = pd.DataFrame({c: tables.events[c].array.take(rows) for c in COLUMNS}, copy=False)
-        yield RunTables(events=ev, fused_ops=tables.fused_ops[np.isin(fo_rank, batch)], tensor_ops=tables.tensor_ops,
+    for ev_rows, fo_rows in batches.rank_batches([ev_rank, fo_rank], BATCH_EVENTS):
+        ev = pd.DataFrame({c: tables.events[c].array.take(ev_rows) for c in COLUMNS}, copy=False)
+        yield RunTables(events=ev, fused_ops=tables.fused_ops.iloc[fo_rows], tensor_ops=tables.tensor_ops,
                         readiness=tables.readiness, cycles=tables.cycles, ranks=tables.ranks, meta=tables.meta)
-
-
-def _batches(ranks, counts):
-    """Consecutive ranks, each batch's events up to ``BATCH_EVENTS`` (a bigger rank alone)."""
-    batch, n = [], 0
-    for r, c in zip(ranks.tolist(), counts.tolist()):
-        if batch and n + c > BATCH_EVENTS:
-            yield batch
-            batch, n = [], 0
-        batch.append(r)
-        n += c
-    if batch:
-        yield batch
 
 
 def answers(tables) -> dict[str, pd.DataFrame]:
