@@ -60,11 +60,16 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def bundle_version() -> str | None:
-    """The plotly.js version of the cartesian bundle (its banner's)."""
-    with open(PLOTLY_JS, encoding="utf-8") as f:
-        found = re.search(r"plotly\.js \(cartesian - minified\) v(\S+)", f.read(300))
+def cartesian_version(head: str) -> str | None:
+    """The plotly.js version a cartesian bundle's banner (its first characters) names; None for another bundle."""
+    found = re.search(r"plotly\.js \(cartesian - minified\) v(\S+)", head)
     return found[1] if found else None
+
+
+def bundle_version() -> str | None:
+    """The plotly.js version of the cartesian bundle this dashboard serves."""
+    with open(PLOTLY_JS, encoding="utf-8") as f:
+        return cartesian_version(f.read(300))
 
 
 def serve_plotly_js(app) -> None:
